@@ -1,0 +1,53 @@
+# LibTorch from the PyPI torch wheel (shared/research/libtorch.md).
+#
+# Found through -DCMAKE_PREFIX_PATH or -DTorch_DIR, or else by asking the
+# project's venv (tools/setup.sh makes it; DPINFER_VENV overrides where it is)
+# for torch.utils.cmake_prefix_path. Sets:
+#   DPINFER_HAVE_TORCH      ON when LibTorch was found
+#   DPINFER_TORCH_HAS_CUDA  ON when that LibTorch build has CUDA (and so NCCL)
+#   DPINFER_TORCH_RPATH     library folders the torch-linked binaries need at run time
+set(DPINFER_HAVE_TORCH OFF)
+set(DPINFER_TORCH_HAS_CUDA OFF)
+set(DPINFER_TORCH_RPATH "")
+if(DPINFER_WITH_TORCH STREQUAL "OFF")
+  return()
+endif()
+
+if(NOT Torch_DIR)
+  if(DEFINED ENV{DPINFER_VENV})
+    set(_venv $ENV{DPINFER_VENV})
+  else()
+    set(_venv ${PROJECT_SOURCE_DIR}/.venv)
+  endif()
+  if(EXISTS ${_venv}/bin/python)
+    execute_process(
+      COMMAND ${_venv}/bin/python -c "import torch.utils, os; print(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
+    if(_rc EQUAL 0 AND EXISTS ${_torch_prefix})
+      list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+    endif()
+  endif()
+endif()
+
+if(DPINFER_WITH_TORCH STREQUAL "ON")
+  find_package(Torch CONFIG REQUIRED)
+else()
+  find_package(Torch CONFIG QUIET)
+endif()
+if(NOT Torch_FOUND)
+  message(STATUS "dpinfer: LibTorch not found; building the launcher only (run tools/setup.sh for the venv)")
+  return()
+endif()
+set(DPINFER_HAVE_TORCH ON)
+if(TARGET torch_cuda)
+  set(DPINFER_TORCH_HAS_CUDA ON)
+endif()
+
+# The wheel's libraries find their CUDA dependencies through Python, which
+# preloads them from site-packages/nvidia/*/lib. A C++ binary needs those
+# folders in its RUNPATH instead; the system CUDA toolkit provides the rest.
+get_filename_component(_torch_root "${TORCH_INSTALL_PREFIX}" ABSOLUTE)
+set(DPINFER_TORCH_RPATH ${_torch_root}/lib)
+file(GLOB _nvidia_libs LIST_DIRECTORIES true ${_torch_root}/../nvidia/*/lib)
+list(APPEND DPINFER_TORCH_RPATH ${_nvidia_libs})
+message(STATUS "dpinfer: LibTorch ${Torch_VERSION} at ${_torch_root} (CUDA: ${DPINFER_TORCH_HAS_CUDA})")

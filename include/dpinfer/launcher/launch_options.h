@@ -1,0 +1,48 @@
+#pragma once
+// What `dpinfer launch` was asked to do, after parsing and before anything runs.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dpinfer::launcher {
+
+/// Where worker output goes. `--log-dir` adds per-rank files; the console copy
+/// is on unless --quiet, or --log-dir without --tee.
+struct OutputOptions {
+  std::string log_dir;              ///< empty: no files
+  bool tee = false;                 ///< with log_dir: also print to the console
+  bool quiet = false;               ///< print no worker output on the console
+  std::vector<int> local_ranks_filter;  ///< empty: every local rank reaches the console
+};
+
+struct LaunchOptions {
+  std::string nproc_per_node = "1";  ///< N, "auto", "gpu" or "cpu", resolved at start
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  ///< unset: a free port on a single node, 29500 on several
+  int max_restarts = 0;
+  double grace_period_s = 30.0;  ///< between SIGTERM and SIGKILL
+  std::string run_id = "none";
+  std::string role = "default";
+  OutputOptions output;
+
+  /// The worker command: either {"--", CMD, ARGS...} or {PROMPTS, generate options...}.
+  std::vector<std::string> worker_args;
+
+  /// Checks what can be checked without touching the system; throws UsageError.
+  void validate() const;
+};
+
+/// Parses "--nproc-per-node": a positive integer, or auto/gpu/cpu resolved against
+/// `cuda_devices` and `cpus`. Throws UsageError naming the value.
+int resolve_nproc_per_node(const std::string& value, int cuda_devices, int cpus);
+
+/// Parses "--master-port": 0..65535 (0: pick a free one). Throws UsageError.
+int parse_port(const std::string& value);
+
+/// Parses "0,2,3" for --local-ranks-filter. Throws UsageError.
+std::vector<int> parse_rank_list(const std::string& value);
+
+}  // namespace dpinfer::launcher

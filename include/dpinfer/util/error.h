@@ -1,0 +1,32 @@
+#pragma once
+// Errors are exceptions inside dpinfer and exit statuses at the edge (cli/).
+
+#include <stdexcept>
+#include <string>
+
+namespace dpinfer {
+
+/// A failure with a message meant for the user: one line, lowercase, naming the
+/// file, field or value at fault and what to do about it.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// Bad command-line input. The edge maps it to exit status 2.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& message) : Error(message) {}
+};
+
+/// A system call that failed: the message carries the call's name and strerror(errno).
+class SystemError : public Error {
+ public:
+  SystemError(const std::string& what_call, int err);
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+}  // namespace dpinfer

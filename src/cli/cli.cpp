@@ -1,0 +1,170 @@
+#include "dpinfer/cli/cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "dpinfer/launcher/command_error.h"
+#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/launcher/launcher.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/util/version.h"
+
+namespace dpinfer::cli {
+namespace {
+
+using launcher::LaunchOptions;
+namespace exit_status = launcher::exit_status;
+
+constexpr const char* kLaunchUsage =
+    "dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]   run `dpinfer generate` workers\n"
+    "       dpinfer launch [OPTIONS] -- CMD [ARGS...]           run any program as the worker";
+
+/// Registers the launch options on `app`, bound to `o`. torchrun's spellings with
+/// underscores are accepted too, so existing command lines carry over.
+void add_launch_options(CLI::App& app, LaunchOptions& o, std::string& nnodes, std::string& port,
+                        std::string& ranks_filter, bool& verbose) {
+  app.add_option("--nproc-per-node,--nproc_per_node", o.nproc_per_node,
+                 "workers on this node: N, auto (one per visible CUDA device, else 1), gpu (one per "
+                 "CUDA device; an error without one) or cpu (one per usable CPU)")
+      ->capture_default_str();
+  app.add_option("--nnodes", nnodes, "number of nodes (N, or N:N as torchrun accepts)")->capture_default_str();
+  app.add_option("--node-rank,--node_rank", o.node_rank, "this node's rank, 0..nnodes-1")->capture_default_str();
+  app.add_option("--master-addr,--master_addr", o.master_addr, "address of node 0, where rank 0 hosts the store")
+      ->capture_default_str();
+  app.add_option("--master-port,--master_port", port,
+                 "store port (default: a free port on a single node, 29500 with several nodes)");
+  app.add_option("--max-restarts,--max_restarts", o.max_restarts,
+                 "restart the whole worker group up to this many times after a failure")
+      ->capture_default_str();
+  app.add_option("--grace-period,--grace_period", o.grace_period_s,
+                 "seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  app.add_option("--log-dir,--log_dir", o.output.log_dir,
+                 "write each rank's stdout and stderr to DIR/RUN_ID/attempt_N/rank_R.{stdout,stderr}.log "
+                 "(the console then stays quiet unless --tee)");
+  app.add_flag("--tee,-t", o.output.tee, "with --log-dir: also print worker output on the console");
+  app.add_flag("--quiet,-q", o.output.quiet, "print no worker output on the console");
+  app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
+                 "print only these local ranks on the console, e.g. 0 or 0,3 (files get all)");
+  app.add_option("--run-id,--run_id", o.run_id, "run id, exported as TORCHELASTIC_RUN_ID")->capture_default_str();
+  app.add_option("--role", o.role, "role name, exported as ROLE_NAME")->capture_default_str();
+  app.add_flag("--verbose,-v", verbose, "log what the launcher does");
+}
+
+int parse_nnodes(const std::string& value) {
+  auto colon = value.find(':');
+  std::string lo = value.substr(0, colon);
+  std::string hi = colon == std::string::npos ? lo : value.substr(colon + 1);
+  char* end = nullptr;
+  long a = std::strtol(lo.c_str(), &end, 10);
+  bool ok = !lo.empty() && *end == '\0';
+  long b = std::strtol(hi.c_str(), &end, 10);
+  ok = ok && !hi.empty() && *end == '\0';
+  if (!ok || a < 1 || a > 1 << 20)
+    throw UsageError("--nnodes: expected a positive number of nodes, got '" + value + "'");
+  if (a != b)
+    throw UsageError("--nnodes " + value +
+                     ": elastic ranges are not supported; dpinfer uses a static rendezvous, give one number");
+  return static_cast<int>(a);
+}
+
+[[noreturn]] void exec_generate(const std::vector<std::string>& args) {
+  std::string worker = launcher::find_generate_worker();
+  std::vector<char*> argv{const_cast<char*>(worker.c_str()), const_cast<char*>("generate")};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(worker.c_str(), argv.data());
+  throw SystemError("execv(" + worker + ")", errno);
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::string* help) {
+  LaunchOptions o;
+  std::string nnodes = "1", port, ranks_filter;
+  bool verbose = false;
+  CLI::App app(std::string("Runs one worker process per GPU with torchrun's environment and supervises them.\n\n  ") +
+                    kLaunchUsage,
+                "dpinfer launch");
+  app.footer("Worker environment, exit statuses and log layout: see the README.");
+  app.prefix_command();  // the first word that is not a launch option starts the worker's arguments
+  add_launch_options(app, o, nnodes, port, ranks_filter, verbose);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    if (help) *help = app.help();
+    return o;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(one_line(e.what()) + "; see 'dpinfer launch --help'");
+  }
+  o.worker_args = app.remaining();
+  if (!o.worker_args.empty() && o.worker_args.front() != "--" && o.worker_args.front().size() > 1 &&
+      o.worker_args.front()[0] == '-')
+    throw UsageError("unknown launch option '" + o.worker_args.front() +
+                     "'; see 'dpinfer launch --help' (put the worker command after '--')");
+  o.nnodes = parse_nnodes(nnodes);
+  if (!port.empty()) o.master_port = launcher::parse_port(port);
+  if (!ranks_filter.empty()) o.output.local_ranks_filter = launcher::parse_rank_list(ranks_filter);
+  if (verbose) spdlog::set_level(spdlog::level::debug);
+  o.validate();
+  return o;
+}
+
+int run_cli(int argc, char** argv) {
+  log::setup(false);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string sub = args.empty() ? "" : args.front();
+  const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
+  try {
+    if (sub == "launch") {
+      std::string help;
+      LaunchOptions o = parse_launch_args(rest, &help);
+      if (!help.empty()) {
+        std::cout << help;
+        return exit_status::kSuccess;
+      }
+      return launcher::run_launch(o);
+    }
+    if (sub == "generate") exec_generate(rest);
+    if (sub == "--version" || sub == "version") {
+      std::cout << "dpinfer " << version() << "\n";
+      return exit_status::kSuccess;
+    }
+    if (sub.empty() || sub == "--help" || sub == "-h" || sub == "help") {
+      std::cout << "dpinfer " << version()
+                << ": data-parallel text-to-image batch inference\n\n"
+                   "usage: dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]\n"
+                   "       dpinfer launch [OPTIONS] -- CMD [ARGS...]\n"
+                   "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
+                   "       dpinfer --version\n\n"
+                   "'dpinfer launch --help' lists the launch options; the README documents the\n"
+                   "worker environment, exit statuses and output layout.\n";
+      return sub.empty() ? exit_status::kUsage : exit_status::kSuccess;
+    }
+    throw UsageError("unknown command '" + sub + "'; expected launch, generate or --version (see 'dpinfer --help')");
+  } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    return exit_status::kUsage;
+  } catch (const launcher::CommandError& e) {
+    log::error("{}", e.what());
+    return e.status();
+  } catch (const std::exception& e) {
+    log::error("{}", e.what());
+    return exit_status::kLauncherError;
+  }
+}
+
+}  // namespace dpinfer::cli

@@ -1,0 +1,161 @@
+#include "dpinfer/launcher/launcher.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "dpinfer/launcher/command_error.h"
+#include "dpinfer/launcher/host.h"
+#include "dpinfer/launcher/worker_env.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+
+namespace dpinfer::launcher {
+namespace {
+
+/// torchrun's default port when several nodes must agree on one.
+constexpr int kDefaultMultiNodePort = 29500;
+constexpr const char* kWorkerExecutable = "dpinfer-worker";
+
+int resolve_master_port(const LaunchOptions& o) {
+  if (!o.master_port || *o.master_port == 0) {
+    if (o.nnodes == 1) return pick_free_port();
+    if (o.master_port)
+      throw UsageError("--master-port 0 (pick a free port) works on a single node only; "
+                       "with --nnodes > 1 every node must be given the same port");
+    if (o.node_rank == 0) check_port_available(kDefaultMultiNodePort);
+    return kDefaultMultiNodePort;
+  }
+  // Rank 0's store binds the port on node 0, so only node 0 can check it.
+  if (o.node_rank == 0) check_port_available(*o.master_port);
+  return *o.master_port;
+}
+
+/// argv and executable of the worker, from the words after the launch options.
+SpawnSpec worker_command(const LaunchOptions& o) {
+  SpawnSpec spec;
+  if (o.worker_args.front() == "--") {
+    spec.argv.assign(o.worker_args.begin() + 1, o.worker_args.end());
+    spec.path = resolve_command(spec.argv.front());
+  } else {
+    spec.path = find_generate_worker();
+    spec.argv = {spec.path, "generate"};
+    spec.argv.insert(spec.argv.end(), o.worker_args.begin(), o.worker_args.end());
+  }
+  return spec;
+}
+
+void print_lines(const std::vector<std::string>& lines) {
+  for (const auto& l : lines) log::info("{}", l);
+}
+
+}  // namespace
+
+std::string find_generate_worker() {
+  const std::string dir = self_exe_dir();
+  for (const std::string& candidate :
+       {dir + "/" + kWorkerExecutable, dir + "/../libexec/dpinfer/" + kWorkerExecutable}) {
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw CommandError("this dpinfer build has no image-generation worker ('" + std::string(kWorkerExecutable) +
+                         "' is neither in " + dir + " nor in " + dir +
+                         "/../libexec/dpinfer); build dpinfer with LibTorch (see README), or launch "
+                         "your own worker with: dpinfer launch -- CMD ARGS...",
+                     exit_status::kNotFound);
+}
+
+std::vector<std::string> failure_summary(const AttemptResult& result, int attempt, int max_restarts) {
+  std::vector<std::string> out;
+  if (!result.root_cause) return out;
+  const RankOutcome& root = result.ranks[*result.root_cause];
+  out.push_back("worker group failed (attempt " + std::to_string(attempt + 1) + " of " +
+                std::to_string(max_restarts + 1) + ")");
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.2f", root.seconds);
+  out.push_back("  root cause: rank " + std::to_string(root.rank) + " (local rank " + std::to_string(root.local_rank) +
+                ", pid " + std::to_string(root.pid) + ") " +
+                (root.exec_error.empty() ? (root.termination.signaled ? "was killed by " : "exited with ") +
+                                               root.termination.describe()
+                                         : root.exec_error) +
+                " after " + secs + "s");
+  const auto& tail = !root.stderr_tail.empty() ? root.stderr_tail : root.stdout_tail;
+  if (!tail.empty()) {
+    out.push_back("  last " + std::to_string(tail.size()) + " line(s) of its " +
+                  (!root.stderr_tail.empty() ? "stderr" : "stdout") + ":");
+    for (const auto& l : tail) out.push_back("    | " + l);
+  } else {
+    out.push_back("  it printed nothing");
+  }
+  for (size_t i = 0; i < result.ranks.size(); ++i) {
+    if (i == *result.root_cause) continue;
+    const RankOutcome& r = result.ranks[i];
+    std::string how = r.termination.ok() ? "exited with exit code 0" : (r.termination.signaled ? "killed by " : "exited with ") + r.termination.describe();
+    if (r.signaled_by_launcher && !r.termination.ok()) how += " after dpinfer stopped it";
+    out.push_back("  rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how);
+  }
+  return out;
+}
+
+int run_launch(const LaunchOptions& o) {
+  o.validate();
+  const bool needs_devices = o.nproc_per_node == "auto" || o.nproc_per_node == "gpu";
+  const int nproc = resolve_nproc_per_node(o.nproc_per_node, needs_devices ? count_cuda_devices() : 0,
+                                           count_usable_cpus());
+  for (int r : o.output.local_ranks_filter) {
+    if (r >= nproc)
+      throw UsageError("--local-ranks-filter: local rank " + std::to_string(r) + " does not exist with " +
+                       std::to_string(nproc) + " process(es) per node");
+  }
+  const SpawnSpec command = worker_command(o);
+  const bool auto_port = !o.master_port || *o.master_port == 0;
+
+  GroupEnv group;
+  group.layout = {o.nnodes, o.node_rank, nproc};
+  group.master_addr = o.master_addr;
+  group.master_port = resolve_master_port(o);
+  group.role = o.role;
+  group.run_id = o.run_id;
+  group.max_restarts = o.max_restarts;
+
+  const EnvMap inherited = current_environment();
+  if (sets_omp_num_threads(inherited, group.layout))
+    log::info("setting OMP_NUM_THREADS=1 for each worker so that {} workers do not oversubscribe the CPU; "
+              "set OMP_NUM_THREADS yourself to change this",
+              nproc);
+
+  prepare_launcher_process();
+  for (int attempt = 0;; ++attempt) {
+    group.restart_count = attempt;
+    if (attempt > 0 && auto_port && o.nnodes == 1) group.master_port = pick_free_port();
+    std::vector<RankSpec> ranks;
+    for (int local = 0; local < nproc; ++local) {
+      RankSpec r;
+      r.local_rank = local;
+      r.rank = group.layout.global_rank(local);
+      r.spawn = command;
+      r.spawn.envp = to_envp(worker_env(inherited, group, local));
+      ranks.push_back(std::move(r));
+    }
+    log::debug("attempt {}: {} worker(s) on node {}/{} (world size {}), master {}:{}", attempt, nproc, o.node_rank,
+               o.nnodes, group.layout.world_size(), group.master_addr, group.master_port);
+    AttemptResult result = run_attempt(ranks, o.output, o.grace_period_s, attempt, o.run_id);
+    if (result.interrupted_by) {
+      log::warn("interrupted by {}; all workers have ended", signal_name(result.interrupted_by));
+      return exit_status::kSignalBase + result.interrupted_by;
+    }
+    if (result.ok()) return exit_status::kSuccess;
+    print_lines(failure_summary(result, attempt, o.max_restarts));
+    const RankOutcome& root = result.ranks[*result.root_cause];
+    if (attempt < o.max_restarts) {
+      log::info("restarting the worker group: restart {} of {} (TORCHELASTIC_RESTART_COUNT={})", attempt + 1,
+                o.max_restarts, attempt + 1);
+      continue;
+    }
+    int status = root.termination.shell_status();
+    log::info("exit status {} (that of rank {})", status, root.rank);
+    return status;
+  }
+}
+
+}  // namespace dpinfer::launcher

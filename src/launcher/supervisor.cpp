@@ -1,0 +1,394 @@
+#include "dpinfer/launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include "dpinfer/launcher/line_buffer.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+
+namespace dpinfer::launcher {
+namespace {
+
+constexpr int64_t kNsPerSecond = 1000000000;
+/// After a worker has died, how long its pipes may stay open (held by a descendant
+/// that left its process group) before the launcher stops reading them.
+constexpr int64_t kDrainAfterExitNs = kNsPerSecond;
+
+sigset_t launcher_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
+  return set;
+}
+
+/// Writes all of `data`; false once the reader is gone (EPIPE) or on another error.
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+        continue;
+      }
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+/// One output stream (stdout or stderr) of one worker.
+struct Stream {
+  int console_fd = -1;  ///< 1 or 2, or -1 when this stream is not shown
+  int log_fd = -1;      ///< per-rank file, or -1
+  LineBuffer lines;
+  LineTail tail{kSummaryTailLines};
+  bool open = true;
+};
+
+struct LiveRank {
+  const RankSpec* spec = nullptr;
+  WorkerProcess proc;
+  std::string prefix;  ///< "[rank N] "
+  Stream out, err;
+  bool ended = false;          ///< its exit (or its keeper's) is known
+  bool keeper_reaped = false;
+  bool signaled = false;       ///< we sent it SIGTERM or SIGKILL
+  int64_t started_ns = 0;
+  int64_t died_ns = 0;
+  Termination termination;
+  std::string exec_error;
+
+  bool done() const { return ended && keeper_reaped && !out.open && !err.open; }
+};
+
+class Attempt {
+ public:
+  Attempt(const std::vector<RankSpec>& specs, const OutputOptions& output, double grace_s, int attempt,
+          const std::string& run_id)
+      : output_(output), grace_ns_(static_cast<int64_t>(grace_s * kNsPerSecond)) {
+    sigset_t set = launcher_signals();
+    sig_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sig_fd_ < 0) throw SystemError("signalfd", errno);
+    if (::pipe2(life_, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
+    std::string log_dir;
+    if (!output.log_dir.empty()) {
+      log_dir = output.log_dir + "/" + run_id + "/attempt_" + std::to_string(attempt);
+      std::error_code ec;
+      std::filesystem::create_directories(log_dir, ec);
+      if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
+    }
+    ranks_.resize(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      LiveRank& r = ranks_[i];
+      r.spec = &specs[i];
+      r.prefix = "[rank " + std::to_string(specs[i].rank) + "] ";
+      bool console = shows_on_console(specs[i].local_rank);
+      r.out.console_fd = console ? STDOUT_FILENO : -1;
+      r.err.console_fd = console ? STDERR_FILENO : -1;
+      if (!log_dir.empty()) {
+        std::string base = log_dir + "/rank_" + std::to_string(specs[i].rank);
+        r.out.log_fd = open_log(base + ".stdout.log");
+        r.err.log_fd = open_log(base + ".stderr.log");
+      }
+    }
+  }
+
+  ~Attempt() {
+    for (LiveRank& r : ranks_) {
+      if (r.out.log_fd >= 0) ::close(r.out.log_fd);
+      if (r.err.log_fd >= 0) ::close(r.err.log_fd);
+    }
+    if (life_[0] >= 0) ::close(life_[0]);
+    if (life_[1] >= 0) ::close(life_[1]);
+    if (sig_fd_ >= 0) ::close(sig_fd_);
+  }
+
+  AttemptResult run() {
+    start_all();
+    while (!std::all_of(ranks_.begin(), ranks_.end(), [](const LiveRank& r) { return r.done(); })) {
+      poll_once();
+    }
+    return result();
+  }
+
+ private:
+  bool shows_on_console(int local_rank) const {
+    if (output_.quiet) return false;
+    if (!output_.log_dir.empty() && !output_.tee) return false;
+    const auto& f = output_.local_ranks_filter;
+    return f.empty() || std::find(f.begin(), f.end(), local_rank) != f.end();
+  }
+
+  static int open_log(const std::string& path) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("--log-dir: cannot write '" + path + "': " + std::strerror(errno));
+    return fd;
+  }
+
+  void start_all() {
+    for (LiveRank& r : ranks_) {
+      r.started_ns = monotonic_ns();
+      r.proc = WorkerProcess::spawn(r.spec->spawn, life_[0]);
+      const KeeperReport& first = r.proc.first_report();
+      if (first.kind == KeeperReport::kExecFailed) {
+        r.exec_error = "cannot execute '" + r.spec->spawn.path + "': " + std::strerror(first.value);
+      }
+      // A signal that arrived while we were starting workers is handled once all
+      // of them exist, so that every worker receives it.
+    }
+    log::debug("started {} worker(s)", ranks_.size());
+  }
+
+  void poll_once() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<LiveRank*, int>> owners;  // which rank and which stream (0 out, 1 err, 2 report)
+    fds.push_back({sig_fd_, POLLIN, 0});
+    owners.push_back({nullptr, -1});
+    int64_t now = monotonic_ns();
+    for (LiveRank& r : ranks_) {
+      if (r.ended && (r.out.open || r.err.open) && now - r.died_ns > kDrainAfterExitNs) {
+        close_stream(r, r.out, 0);  // a descendant outside its group still holds the pipe
+        close_stream(r, r.err, 1);
+      }
+      if (r.out.open) fds.push_back({r.proc.stdout_fd(), POLLIN, 0}), owners.push_back({&r, 0});
+      if (r.err.open) fds.push_back({r.proc.stderr_fd(), POLLIN, 0}), owners.push_back({&r, 1});
+      if (r.proc.report_fd() >= 0) fds.push_back({r.proc.report_fd(), POLLIN, 0}), owners.push_back({&r, 2});
+    }
+    int timeout_ms = -1;
+    auto consider = [&](int64_t deadline) {
+      int64_t ms = std::max<int64_t>(0, (deadline - now + 999999) / 1000000);
+      if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+    };
+    if (kill_deadline_ns_) consider(kill_deadline_ns_);
+    for (const LiveRank& r : ranks_)
+      if (r.ended && (r.out.open || r.err.open)) consider(r.died_ns + kDrainAfterExitNs + 1);
+    // A keeper that ended without reporting is noticed through SIGCHLD, which the signalfd sees.
+
+    int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) throw SystemError("poll", errno);
+    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      auto [rank, which] = owners[i];
+      if (!rank) {
+        handle_signals();
+      } else if (which == 2) {
+        read_reports(*rank);
+      } else {
+        read_stream(*rank, which == 0 ? rank->out : rank->err, which);
+      }
+    }
+    if (kill_deadline_ns_ && monotonic_ns() >= kill_deadline_ns_) {
+      kill_deadline_ns_ = 0;
+      size_t live = signal_live(SIGKILL);
+      if (live) log::warn("grace period over; sent SIGKILL to {} worker(s)", live);
+    }
+  }
+
+  void read_stream(LiveRank& r, Stream& s, int which) {
+    char buf[65536];
+    for (int rounds = 0; rounds < 16; ++rounds) {  // bounded, so one noisy worker cannot starve the rest
+      ssize_t n = ::read(which == 0 ? r.proc.stdout_fd() : r.proc.stderr_fd(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {
+        close_stream(r, s, which);
+        return;
+      }
+      std::string_view bytes(buf, static_cast<size_t>(n));
+      if (s.log_fd >= 0 && !write_all(s.log_fd, bytes)) {
+        log::warn("cannot write the log of rank {}: {}; its file stops here", r.spec->rank, std::strerror(errno));
+        ::close(s.log_fd);
+        s.log_fd = -1;
+      }
+      std::string console;
+      s.lines.feed(bytes, [&](std::string_view line) { emit(r, s, line, console); });
+      flush_console(s, console);
+    }
+  }
+
+  void emit(LiveRank& r, Stream& s, std::string_view line, std::string& console) {
+    s.tail.push(line);
+    if (s.console_fd < 0) return;
+    console.append(r.prefix).append(line).push_back('\n');
+  }
+
+  void flush_console(Stream& s, const std::string& console) {
+    if (console.empty() || s.console_fd < 0) return;
+    if (!write_all(s.console_fd, console)) {
+      // The console's reader is gone (e.g. `| head`). Keep supervising; log files go on.
+      for (LiveRank& r : ranks_) {
+        if (r.out.console_fd == s.console_fd) r.out.console_fd = -1;
+        if (r.err.console_fd == s.console_fd) r.err.console_fd = -1;
+      }
+    }
+  }
+
+  void close_stream(LiveRank& r, Stream& s, int which) {
+    if (!s.open) return;
+    std::string console;
+    s.lines.finish([&](std::string_view line) { emit(r, s, line, console); });
+    flush_console(s, console);
+    s.open = false;
+    if (which == 0) r.proc.close_stdout();
+    else r.proc.close_stderr();
+  }
+
+  void read_reports(LiveRank& r) {
+    KeeperReport report;
+    for (;;) {
+      ssize_t n = ::read(r.proc.report_fd(), &report, sizeof report);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n != static_cast<ssize_t>(sizeof report)) {
+        r.proc.close_report();
+        return;
+      }
+      if (report.kind == KeeperReport::kExited && !r.ended) {
+        on_rank_ended(r, Termination::from_wait_status(report.value), report.mono_ns);
+      }
+    }
+  }
+
+  void handle_signals() {
+    signalfd_siginfo info;
+    while (::read(sig_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) {
+        reap_children();
+      } else {
+        on_launcher_signal(sig);
+      }
+    }
+  }
+
+  void reap_children() {
+    int status;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (LiveRank& r : ranks_) {
+        if (r.proc.keeper_pid() != pid) continue;
+        r.keeper_reaped = true;
+        // A keeper reports before it exits, but read what is left in its pipe first.
+        if (r.proc.report_fd() >= 0) read_reports(r);
+        if (!r.ended) {
+          // The keeper died without a report (it was killed): the worker got
+          // SIGKILL through PR_SET_PDEATHSIG. Report the keeper's own end.
+          on_rank_ended(r, Termination::from_wait_status(status), monotonic_ns());
+        }
+      }
+      // Any other pid is a descendant reparented to us (we are a subreaper): reaped, nothing more.
+    }
+  }
+
+  void on_rank_ended(LiveRank& r, Termination t, int64_t died_ns) {
+    r.ended = true;
+    r.termination = t;
+    r.died_ns = died_ns;
+    if (t.ok() || interrupted_by_) return;
+    // The first failure starts the teardown. Later failures may still have died
+    // earlier (their reports raced); result() picks the earliest death.
+    if (teardown_started_ns_) return;
+    teardown_started_ns_ = monotonic_ns();
+    kill_deadline_ns_ = teardown_started_ns_ + grace_ns_;
+    size_t live = signal_live(SIGTERM);
+    if (live)
+      log::error("rank {} failed ({}); stopping {} other worker(s): SIGTERM now, SIGKILL in {}s", r.spec->rank,
+                 r.exec_error.empty() ? t.describe() : r.exec_error, live,
+                 grace_ns_ / static_cast<double>(kNsPerSecond));
+  }
+
+  void on_launcher_signal(int sig) {
+    if (interrupted_by_ && sig == SIGINT) {
+      size_t live = signal_live(SIGKILL);
+      log::warn("second SIGINT: killed {} worker(s) at once", live);
+      kill_deadline_ns_ = 0;
+      return;
+    }
+    if (!interrupted_by_) {
+      interrupted_by_ = sig;
+      if (!teardown_started_ns_) teardown_started_ns_ = monotonic_ns();
+      kill_deadline_ns_ = monotonic_ns() + grace_ns_;
+    }
+    size_t live = signal_live(sig);
+    log::warn("received {}; forwarded it to {} worker(s); SIGKILL in {}s{}", signal_name(sig), live,
+              grace_ns_ / static_cast<double>(kNsPerSecond),
+              sig == SIGINT ? " (press Ctrl-C again to kill now)" : "");
+  }
+
+  /// Sends `sig` to every worker still running; returns how many.
+  size_t signal_live(int sig) {
+    size_t n = 0;
+    for (LiveRank& r : ranks_) {
+      if (r.ended || r.proc.worker_pid() <= 0) continue;
+      r.proc.signal_group(sig);
+      r.signaled = true;
+      ++n;
+    }
+    return n;
+  }
+
+  AttemptResult result() const {
+    AttemptResult res;
+    res.interrupted_by = interrupted_by_;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const LiveRank& r = ranks_[i];
+      RankOutcome o;
+      o.local_rank = r.spec->local_rank;
+      o.rank = r.spec->rank;
+      o.pid = r.proc.worker_pid();
+      o.termination = r.termination;
+      o.signaled_by_launcher = r.signaled;
+      o.exec_error = r.exec_error;
+      o.seconds = (r.died_ns - r.started_ns) / static_cast<double>(kNsPerSecond);
+      o.stderr_tail.assign(r.err.tail.lines().begin(), r.err.tail.lines().end());
+      o.stdout_tail.assign(r.out.tail.lines().begin(), r.out.tail.lines().end());
+      res.ranks.push_back(std::move(o));
+      bool candidate = !r.termination.ok() && !interrupted_by_ &&
+                       (!teardown_started_ns_ || r.died_ns <= teardown_started_ns_ || !r.signaled);
+      if (candidate && (!res.root_cause || r.died_ns < ranks_[*res.root_cause].died_ns)) res.root_cause = i;
+    }
+    return res;
+  }
+
+  const OutputOptions& output_;
+  int64_t grace_ns_;
+  int sig_fd_ = -1;
+  int life_[2] = {-1, -1};
+  std::vector<LiveRank> ranks_;
+  int interrupted_by_ = 0;
+  int64_t teardown_started_ns_ = 0;
+  int64_t kill_deadline_ns_ = 0;
+};
+
+}  // namespace
+
+void prepare_launcher_process() {
+  sigset_t set = launcher_signals();
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) throw SystemError("sigprocmask", errno);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+AttemptResult run_attempt(const std::vector<RankSpec>& ranks, const OutputOptions& output,
+                          double grace_period_s, int attempt, const std::string& run_id) {
+  Attempt a(ranks, output, grace_period_s, attempt, run_id);
+  return a.run();
+}
+
+}  // namespace dpinfer::launcher

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# dpinfer set-up: Debian packages + a project-local venv holding LibTorch (the PyPI torch wheel).
+#
+# Idempotent and quick on a machine that already has everything: each step checks
+# before it installs. Runs as root (or with sudo available) on Debian 12.
+#
+#   tools/setup.sh            install what is missing
+#   DPINFER_SKIP_TORCH=1 ...  skip the venv (the launcher and its tests need no LibTorch)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${DPINFER_VENV:-$root/.venv}"
+torch_version="2.11.0"
+# torch's wheel is installed with --no-deps: its CUDA libraries come from the system toolkit.
+# These three are not part of the CUDA 13.0 toolkit but libtorch_cuda.so needs them
+# (see shared/research/libtorch.md); pins follow torch 2.11.0+cu130's own requirements.
+nvidia_extras=(nvidia-cusparselt-cu13==0.8.0 nvidia-cufile==1.15.1.6 nvidia-nvshmem-cu13==3.4.5)
+
+debs=(g++ cmake ninja-build ccache pkg-config libcli11-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev python3-venv python3-pip procps)
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${DPINFER_SKIP_TORCH:-0}" != 1 ]; then
+  py=/usr/bin/python3
+  [ -x "$py" ] || py="$(command -v python3)"
+  if [ ! -x "$venv/bin/python" ]; then
+    say "creating venv $venv"
+    "$py" -m venv "$venv"
+  fi
+  have="$("$venv/bin/python" - <<'PY' 2>/dev/null || true
+import importlib.metadata as m
+try: print(m.version("torch"))
+except Exception: print("")
+PY
+)"
+  if [ "${have%%+*}" != "$torch_version" ]; then
+    say "installing torch==$torch_version into $venv (LibTorch; large download, cached by pip)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+      "torch==$torch_version" "${nvidia_extras[@]}"
+  fi
+fi
+say "ready"
