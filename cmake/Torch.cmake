@@ -5,10 +5,10 @@
 # for torch.utils.cmake_prefix_path. Sets:
 #   DPINFER_HAVE_TORCH      ON when LibTorch was found
 #   DPINFER_TORCH_HAS_CUDA  ON when that LibTorch build has CUDA (and so NCCL)
-#   DPINFER_TORCH_RPATH     library folders the torch-linked binaries need at run time
+# The wheel's libraries carry an RPATH into site-packages/nvidia/*/lib, where
+# tools/setup.sh puts the three NVIDIA libraries the CUDA toolkit lacks.
 set(DPINFER_HAVE_TORCH OFF)
 set(DPINFER_TORCH_HAS_CUDA OFF)
-set(DPINFER_TORCH_RPATH "")
 if(DPINFER_WITH_TORCH STREQUAL "OFF")
   return()
 endif()
@@ -21,9 +21,9 @@ if(NOT Torch_DIR)
   endif()
   if(EXISTS ${_venv}/bin/python)
     execute_process(
-      COMMAND ${_venv}/bin/python -c "import torch.utils, os; print(torch.utils.cmake_prefix_path)"
+      COMMAND ${_venv}/bin/python -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
       OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
-    if(_rc EQUAL 0 AND EXISTS ${_torch_prefix})
+    if(_rc EQUAL 0 AND EXISTS "${_torch_prefix}")
       list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
     endif()
   endif()
@@ -35,19 +35,11 @@ else()
   find_package(Torch CONFIG QUIET)
 endif()
 if(NOT Torch_FOUND)
-  message(STATUS "dpinfer: LibTorch not found; building the launcher only (run tools/setup.sh for the venv)")
+  message(STATUS "dpinfer: LibTorch not found; building the launcher only (tools/setup.sh makes the venv)")
   return()
 endif()
 set(DPINFER_HAVE_TORCH ON)
 if(TARGET torch_cuda)
   set(DPINFER_TORCH_HAS_CUDA ON)
 endif()
-
-# The wheel's libraries find their CUDA dependencies through Python, which
-# preloads them from site-packages/nvidia/*/lib. A C++ binary needs those
-# folders in its RUNPATH instead; the system CUDA toolkit provides the rest.
-get_filename_component(_torch_root "${TORCH_INSTALL_PREFIX}" ABSOLUTE)
-set(DPINFER_TORCH_RPATH ${_torch_root}/lib)
-file(GLOB _nvidia_libs LIST_DIRECTORIES true ${_torch_root}/../nvidia/*/lib)
-list(APPEND DPINFER_TORCH_RPATH ${_nvidia_libs})
-message(STATUS "dpinfer: LibTorch ${Torch_VERSION} at ${_torch_root} (CUDA: ${DPINFER_TORCH_HAS_CUDA})")
+message(STATUS "dpinfer: LibTorch ${Torch_VERSION} (CUDA: ${DPINFER_TORCH_HAS_CUDA})")

@@ -15,6 +15,9 @@ torch_version="2.11.0"
 # These three are not part of the CUDA 13.0 toolkit but libtorch_cuda.so needs them
 # (see shared/research/libtorch.md); pins follow torch 2.11.0+cu130's own requirements.
 nvidia_extras=(nvidia-cusparselt-cu13==0.8.0 nvidia-cufile==1.15.1.6 nvidia-nvshmem-cu13==3.4.5)
+# torch's pure-Python dependencies, so that `import torch.utils` (CMake asks it for
+# cmake_prefix_path) works in the venv.
+py_deps=(filelock typing-extensions "setuptools<82" sympy networkx jinja2 fsspec)
 
 debs=(g++ cmake ninja-build ccache pkg-config libcli11-dev libspdlog-dev libfmt-dev
       nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev python3-venv python3-pip procps)
@@ -49,6 +52,10 @@ PY
     say "installing torch==$torch_version into $venv (LibTorch; large download, cached by pip)"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
       "torch==$torch_version" "${nvidia_extras[@]}"
+  fi
+  if ! "$venv/bin/python" -c "import torch.utils" 2>/dev/null; then
+    say "installing torch's Python dependencies into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${py_deps[@]}"
   fi
 fi
 say "ready"

@@ -62,6 +62,8 @@ std::vector<int> parse_rank_list(const std::string& value) {
 }
 
 void LaunchOptions::validate() const {
+  if (nproc_per_node != "auto" && nproc_per_node != "gpu" && nproc_per_node != "cpu")
+    resolve_nproc_per_node(nproc_per_node, 0, 1);  // throws on anything but a positive integer
   if (nnodes < 1) throw UsageError("--nnodes: expected at least 1, got " + std::to_string(nnodes));
   if (node_rank < 0 || node_rank >= nnodes)
     throw UsageError("--node-rank: expected 0.." + std::to_string(nnodes - 1) + " for --nnodes " +

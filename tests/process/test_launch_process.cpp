@@ -1,0 +1,394 @@
+// `dpinfer launch` end to end: the real binary, real worker processes (sh), real
+// signals. Each test says which promise of the README it checks.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> launch(std::vector<std::string> args) {
+  args.insert(args.begin(), {dpinfer_binary(), "launch"});
+  return args;
+}
+
+/// Runs `dpinfer launch ARGS... -- sh -c SCRIPT` with CUDA hidden, so that
+/// results do not depend on the machine.
+RunResult launch_sh(std::vector<std::string> args, const std::string& script,
+                    std::chrono::duration<double> timeout = 60s, std::map<std::string, std::string> env = {}) {
+  args.insert(args.end(), {"--", "sh", "-c", script});
+  env.emplace("CUDA_VISIBLE_DEVICES", "");
+  return run(launch(args), env, timeout);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+int count_files(const TempDir& dir, const std::string& prefix, int n) {
+  int found = 0;
+  for (int i = 0; i < n; ++i) found += ::access(dir.file(prefix + std::to_string(i)).c_str(), F_OK) == 0;
+  return found;
+}
+
+pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::atoi(read_file(path).c_str())); }
+
+/// Starts a launcher in the background whose workers each touch DIR/ready.RANK when
+/// set up; returns once all are ready.
+std::unique_ptr<Child> start_ready_group(const TempDir& dir, int n, const std::vector<std::string>& opts,
+                                         const std::string& worker_setup) {
+  std::vector<std::string> args = {"--nproc-per-node", std::to_string(n)};
+  args.insert(args.end(), opts.begin(), opts.end());
+  std::string script = worker_setup + "; touch " + dir.path() + "/ready.$RANK; while :; do sleep 0.05; done";
+  args.insert(args.end(), {"--", "sh", "-c", script});
+  auto child = std::make_unique<Child>(launch(args), std::map<std::string, std::string>{{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_TRUE(wait_until([&] { return count_files(dir, "ready.", n) == n; }, 20s)) << child->err_so_far();
+  return child;
+}
+
+}  // namespace
+
+// Done-when of the foundation issue: each rank's line arrives.
+TEST(LaunchProcess, EachRankPrintsItsLine) {
+  RunResult r = launch_sh({"--nproc-per-node", "3"}, "echo $RANK/$WORLD_SIZE");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(contains(r.out, "[rank " + std::to_string(i) + "] " + std::to_string(i) + "/3\n")) << r.out;
+}
+
+TEST(LaunchProcess, WorkersGetTheTorchrunEnvironment) {
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "1", "--master-addr", "10.9.8.7",
+                           "--master-port", "29999", "--max-restarts", "0", "--run-id", "myrun"},
+                          "echo R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE G=$GROUP_RANK "
+                          "GW=$GROUP_WORLD_SIZE RN=$ROLE_NAME RR=$ROLE_RANK RW=$ROLE_WORLD_SIZE "
+                          "MA=$MASTER_ADDR MP=$MASTER_PORT RC=$TORCHELASTIC_RESTART_COUNT "
+                          "MR=$TORCHELASTIC_MAX_RESTARTS ID=$TORCHELASTIC_RUN_ID OMP=$OMP_NUM_THREADS "
+                          "NCCL=$TORCH_NCCL_ASYNC_ERROR_HANDLING KEEP=$DPINFER_TEST_INHERITED",
+                          60s, {{"DPINFER_TEST_INHERITED", "yes"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 2] R=2 L=0 W=6 LW=2 G=1 GW=3 RN=default RR=2 RW=6 MA=10.9.8.7 MP=29999 RC=0 "
+                              "MR=0 ID=myrun OMP=1 NCCL=1 KEEP=yes"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "[rank 3] R=3 L=1 W=6")) << r.out;
+  EXPECT_TRUE(contains(r.err, "OMP_NUM_THREADS=1")) << "the OMP default is announced once: " << r.err;
+}
+
+TEST(LaunchProcess, UserSetOmpAndNcclVariablesAreKept) {
+  RunResult r = launch_sh({"--nproc-per-node", "2"}, "echo OMP=$OMP_NUM_THREADS NCCL=$TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                          60s, {{"OMP_NUM_THREADS", "4"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "[rank 0] OMP=4 NCCL=3")) << r.out;
+  EXPECT_FALSE(contains(r.err, "OMP_NUM_THREADS=1"));
+}
+
+TEST(LaunchProcess, DefaultPortIsAFreePortOnASingleNode) {
+  RunResult r = launch_sh({"--nproc-per-node", "2"}, "echo port=$MASTER_PORT");
+  std::smatch m;
+  std::regex re(R"(\[rank 0\] port=(\d+))");
+  ASSERT_TRUE(std::regex_search(r.out, m, re)) << r.out;
+  int port = std::stoi(m[1]);
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  EXPECT_TRUE(contains(r.out, "[rank 1] port=" + m[1].str())) << "both ranks share one port";
+}
+
+TEST(LaunchProcess, FirstFailureStopsTheOthersAndNamesTheRootCause) {
+  RunResult r = launch_sh({"--nproc-per-node", "3"},
+                          "if [ $RANK = 1 ]; then sleep 0.3; echo 'CUDA out of memory on rank 1' >&2; exit 3; fi; "
+                          "exec sleep 60",
+                          30s);
+  EXPECT_EQ(r.exit_code, 3) << "the root cause's own status: " << r.err;
+  EXPECT_LT(r.seconds, 10) << "sleeping peers were stopped, not waited for";
+  EXPECT_TRUE(contains(r.err, "root cause: rank 1 (local rank 1, pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exited with exit code 3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "| CUDA out of memory on rank 1")) << "its stderr tail is quoted: " << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0 (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "killed by signal 15 (SIGTERM) after dpinfer stopped it")) << r.err;
+}
+
+TEST(LaunchProcess, GracePeriodEndsInSigkillForWorkersIgnoringSigterm) {
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--grace-period", "1"},
+                          "if [ $RANK = 0 ]; then sleep 0.3; exit 5; fi; trap '' TERM; while :; do sleep 0.05; done",
+                          30s);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_GE(r.seconds, 1.0) << "the grace period was honoured";
+  EXPECT_LT(r.seconds, 8.0) << "then SIGKILL came";
+  EXPECT_TRUE(contains(r.err, "killed by signal 9 (SIGKILL)")) << r.err;
+}
+
+TEST(LaunchProcess, AWorkerKilledBySignalGives128PlusN) {
+  RunResult r = launch_sh({}, "kill -SEGV $$");
+  EXPECT_EQ(r.exit_code, 128 + SIGSEGV) << r.err;
+  EXPECT_TRUE(contains(r.err, "was killed by signal 11 (SIGSEGV)")) << r.err;
+}
+
+TEST(LaunchProcess, EarliestDeathIsTheRootCause) {
+  RunResult r = launch_sh({"--nproc-per-node", "3"},
+                          "case $RANK in 2) exit 4;; 0) sleep 0.5; exit 6;; *) exec sleep 60;; esac", 30s);
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause: rank 2")) << r.err;
+}
+
+TEST(LaunchProcess, SigintIsForwardedToEveryWorkerAndExits130) {
+  TempDir dir;
+  auto launcher = start_ready_group(dir, 3, {}, "trap 'echo INT > " + dir.path() + "/got.$RANK; exit 0' INT");
+  launcher->signal(SIGINT);
+  RunResult r = launcher->wait(20s);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_EQ(count_files(dir, "got.", 3), 3) << "every worker saw SIGINT: " << r.err;
+}
+
+TEST(LaunchProcess, SigtermIsForwardedAndExits143) {
+  TempDir dir;
+  auto launcher = start_ready_group(dir, 2, {}, "trap 'echo TERM > " + dir.path() + "/got.$RANK; exit 0' TERM");
+  launcher->signal(SIGTERM);
+  RunResult r = launcher->wait(20s);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_EQ(count_files(dir, "got.", 2), 2) << r.err;
+}
+
+TEST(LaunchProcess, SighupIsForwardedAndExits129) {
+  TempDir dir;
+  auto launcher = start_ready_group(dir, 2, {}, "trap 'echo HUP > " + dir.path() + "/got.$RANK; exit 0' HUP");
+  launcher->signal(SIGHUP);
+  RunResult r = launcher->wait(20s);
+  EXPECT_EQ(r.exit_code, 129) << r.err;
+  EXPECT_EQ(count_files(dir, "got.", 2), 2) << r.err;
+}
+
+TEST(LaunchProcess, SecondSigintKillsAtOnce) {
+  TempDir dir;
+  auto launcher = start_ready_group(dir, 2, {"--grace-period", "60"}, "trap '' INT");
+  launcher->signal(SIGINT);
+  std::this_thread::sleep_for(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  launcher->signal(SIGINT);
+  RunResult r = launcher->wait(30s);
+  double after_second = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(after_second, 5.0) << "not the 60 s grace period";
+  EXPECT_TRUE(contains(r.err, "second SIGINT")) << r.err;
+}
+
+TEST(LaunchProcess, Kill9OfTheLauncherLeavesNoWorkerOrGrandchildRunning) {
+  TempDir dir;
+  auto launcher = start_ready_group(
+      dir, 3, {}, "sleep 300 & echo $! > " + dir.path() + "/bg.$RANK; echo $$ > " + dir.path() + "/pid.$RANK");
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pids.push_back(read_pid(dir.file("pid." + std::to_string(i))));
+    pids.push_back(read_pid(dir.file("bg." + std::to_string(i))));
+  }
+  for (pid_t p : pids) ASSERT_TRUE(process_alive(p)) << p;
+  launcher->signal(SIGKILL);
+  launcher->wait(10s);
+  bool all_gone = wait_until(
+      [&] {
+        for (pid_t p : pids)
+          if (process_alive(p)) return false;
+        return true;
+      },
+      10s);
+  EXPECT_TRUE(all_gone) << "workers and their children died with the launcher";
+  for (pid_t p : pids)
+    if (process_alive(p)) ::kill(p, SIGKILL);  // don't leak into other tests
+}
+
+TEST(LaunchProcess, LeftoverChildrenOfAFinishedWorkerAreKilled) {
+  TempDir dir;
+  RunResult r = launch_sh({}, "sleep 300 & echo $! > " + dir.path() + "/bg; exit 0", 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  pid_t bg = read_pid(dir.file("bg"));
+  ASSERT_GT(bg, 0);
+  EXPECT_TRUE(wait_until([&] { return !process_alive(bg); }, 5s));
+}
+
+TEST(LaunchProcess, OrphanedDescendantsAreReapedNotLeftAsZombies) {
+  TempDir dir;
+  // The subshell exits at once; its `sleep 0.2` is orphaned, reparented to the
+  // launcher (a child subreaper) and must be reaped when it exits.
+  Child launcher(launch({"--", "sh", "-c", "( sleep 0.2 & ); touch " + dir.path() + "/ready; sleep 1.5"}),
+                 {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_TRUE(wait_until([&] { return ::access(dir.file("ready").c_str(), F_OK) == 0; }, 10s));
+  std::this_thread::sleep_for(700ms);
+  EXPECT_TRUE(zombie_children(launcher.pid()).empty());
+  EXPECT_EQ(launcher.wait(20s).exit_code, 0);
+}
+
+TEST(LaunchProcess, RestartsTheGroupWithTheRestartCountIncremented) {
+  TempDir dir;
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--max-restarts", "3"},
+                          // Each rank records the attempt, waits for its peer to have done the same
+                          // (a failure stops peers at once), then fails until the third attempt.
+                          "cd " + dir.path() + "; echo $TORCHELASTIC_RESTART_COUNT >> count.$RANK; "
+                          "while [ $(cat count.* | wc -l) -lt $(( (TORCHELASTIC_RESTART_COUNT + 1) * 2 )) ]; "
+                          "do sleep 0.01; done; [ $TORCHELASTIC_RESTART_COUNT -ge 2 ]",
+                          30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(dir.file("count.0")), "0\n1\n2\n");
+  EXPECT_EQ(read_file(dir.file("count.1")), "0\n1\n2\n");
+  EXPECT_TRUE(contains(r.err, "restart 1 of 3")) << r.err;
+  EXPECT_TRUE(contains(r.err, "restart 2 of 3")) << r.err;
+}
+
+TEST(LaunchProcess, GivesUpAfterMaxRestarts) {
+  TempDir dir;
+  RunResult r = launch_sh({"--max-restarts", "1"}, "echo x >> " + dir.path() + "/runs; exit 7", 30s);
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(read_file(dir.file("runs")), "x\nx\n");
+  EXPECT_TRUE(contains(r.err, "attempt 2 of 2")) << r.err;
+}
+
+TEST(LaunchProcess, NoisyWorkersProduceWholePrefixedLines) {
+  // Each line is written in two pieces, so a launcher that forwarded raw chunks
+  // would interleave ranks mid-line.
+  const int kLines = 1500;
+  std::string script = "i=0; while [ $i -lt " + std::to_string(kLines) +
+                       " ]; do printf 'r%s-%05d-' $RANK $i; printf '%s\\n' "
+                       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done";
+  RunResult r = launch_sh({"--nproc-per-node", "4"}, script, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex re(R"(^\[rank (\d)\] r(\d)-(\d{5})-x{60}$)");
+  std::map<int, int> next;
+  for (const auto& line : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << "garbled line: '" << line << "'";
+    int rank = std::stoi(m[1]);
+    ASSERT_EQ(rank, std::stoi(m[2])) << line;
+    ASSERT_EQ(std::stoi(m[3]), next[rank]) << "lines of one rank stay in order";
+    ++next[rank];
+  }
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(next[rank], kLines) << "rank " << rank;
+}
+
+TEST(LaunchProcess, PartialLastLineIsFlushed) {
+  RunResult r = launch_sh({}, "printf 'no newline'");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "[rank 0] no newline\n");
+}
+
+TEST(LaunchProcess, LogDirGetsPerRankFilesAndTheConsoleStaysQuiet) {
+  TempDir dir;
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.path(), "--run-id", "job"},
+                          "echo out$RANK; echo err$RANK >&2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(read_file(dir.file("job/attempt_0/rank_0.stdout.log")), "out0\n");
+  EXPECT_EQ(read_file(dir.file("job/attempt_0/rank_1.stderr.log")), "err1\n");
+}
+
+TEST(LaunchProcess, TeeCopiesLogFilesToTheConsole) {
+  TempDir dir;
+  RunResult r = launch_sh({"--log-dir", dir.path(), "--tee"}, "echo hello");
+  EXPECT_EQ(r.out, "[rank 0] hello\n");
+  EXPECT_EQ(read_file(dir.file("none/attempt_0/rank_0.stdout.log")), "hello\n");
+}
+
+TEST(LaunchProcess, LocalRanksFilterAndQuiet) {
+  RunResult r = launch_sh({"--nproc-per-node", "3", "--local-ranks-filter", "1"}, "echo hi");
+  EXPECT_EQ(r.out, "[rank 1] hi\n");
+  RunResult q = launch_sh({"--nproc-per-node", "2", "--quiet"}, "echo hi; echo there >&2");
+  EXPECT_EQ(q.exit_code, 0);
+  EXPECT_EQ(q.out, "");
+  EXPECT_FALSE(contains(q.err, "there"));
+}
+
+TEST(LaunchProcess, QuietFailureStillQuotesTheRootCausesStderr) {
+  RunResult r = launch_sh({"--quiet"}, "echo 'Traceback: boom' >&2; exit 9");
+  EXPECT_EQ(r.exit_code, 9);
+  EXPECT_TRUE(contains(r.err, "| Traceback: boom")) << r.err;
+}
+
+TEST(LaunchProcess, BusyMasterPortFailsAtOnceNamingThePort) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  RunResult r = launch_sh({"--master-port", port}, "echo should-not-run");
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "--master-port " + port + " is already in use")) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_LT(r.seconds, 5);
+}
+
+TEST(LaunchProcess, BadArgumentsExit2WithOneLine) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--nproc-per-node", "0", "--", "true"},
+           {"--master-port", "-5", "--", "true"},
+           {"--no-such-option", "--", "true"},
+           {"--nproc-per-node", "gpu", "--", "true"},
+           {"--nnodes", "x", "--", "true"},
+           {"--local-ranks-filter", "5", "--nproc-per-node", "2", "--", "true"},
+       }) {
+    RunResult r = run(launch(args), {{"CUDA_VISIBLE_DEVICES", ""}});
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
+    EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  }
+}
+
+TEST(LaunchProcess, UnknownWorkerCommandExits127) {
+  RunResult r = run(launch({"--nproc-per-node", "2", "--", "dpinfer-no-such-command", "x"}));
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_TRUE(contains(r.err, "'dpinfer-no-such-command' not found in PATH")) << r.err;
+}
+
+TEST(LaunchProcess, NonExecutableWorkerCommandExits126) {
+  TempDir dir;
+  write_file(dir.file("script"), "#!/bin/sh\necho hi\n");
+  RunResult r = run(launch({"--", dir.file("script")}));
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  EXPECT_TRUE(contains(r.err, "not an executable")) << r.err;
+}
+
+TEST(LaunchProcess, AutoIsOneProcessWithoutAGpu) {
+  RunResult r = launch_sh({"--nproc-per-node", "auto"}, "echo $WORLD_SIZE");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank 0] 1\n");
+}
+
+TEST(LaunchProcess, WorkerStdinIsEmpty) {
+  RunResult r = launch_sh({}, "cat; echo done");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "[rank 0] done\n");
+}
+
+TEST(LaunchProcess, HelpAndVersion) {
+  RunResult h = run({dpinfer_binary(), "launch", "--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_TRUE(contains(h.out, "--nproc-per-node")) << h.out;
+  RunResult v = run({dpinfer_binary(), "--version"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_TRUE(contains(v.out, "dpinfer ")) << v.out;
+  RunResult u = run({dpinfer_binary(), "frobnicate"});
+  EXPECT_EQ(u.exit_code, 2);
+  EXPECT_TRUE(contains(u.err, "unknown command 'frobnicate'")) << u.err;
+}
