@@ -7,6 +7,7 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 if(DPINFER_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
+  find_package(PNG REQUIRED)  # libpng: the tests' independent PNG reader
 endif()
 
 include(Torch)

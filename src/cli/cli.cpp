@@ -118,7 +118,7 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::strin
   o.nnodes = parse_nnodes(nnodes);
   if (!port.empty()) o.master_port = launcher::parse_port(port);
   if (!ranks_filter.empty()) o.output.local_ranks_filter = launcher::parse_rank_list(ranks_filter);
-  if (verbose) spdlog::set_level(spdlog::level::debug);
+  if (verbose) log::set_verbose(true);
   o.validate();
   return o;
 }

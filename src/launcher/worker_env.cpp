@@ -30,6 +30,8 @@ EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank
   env["TORCHELASTIC_RUN_ID"] = group.run_id;
   // Workers host their own store (rank 0), as under torchrun's static rendezvous.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  // Tells dpinfer's own worker that its lines get "[rank N] " from the launcher.
+  env["DPINFER_LAUNCHED"] = "1";
   if (sets_omp_num_threads(inherited, l)) env["OMP_NUM_THREADS"] = "1";
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   return env;

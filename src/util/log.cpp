@@ -1,17 +1,51 @@
 #include "dpinfer/util/log.h"
 
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 namespace dpinfer::log {
+namespace {
 
-void setup(bool verbose) {
-  // stderr_sink (not the colour one): the launcher's lines are often captured by
-  // SLURM or CI logs, where escape codes are noise.
-  auto logger = spdlog::stderr_logger_st("dpinfer");
-  logger->set_pattern("[dpinfer] %v");
-  logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
-  logger->flush_on(spdlog::level::trace);
-  spdlog::set_default_logger(logger);
+std::shared_ptr<spdlog::logger> logger() {
+  static std::shared_ptr<spdlog::logger> instance = [] {
+    // stderr_sink (not the colour one): the lines often end up in SLURM or CI
+    // logs, where escape codes are noise.
+    auto l = spdlog::stderr_logger_st("dpinfer");
+    l->set_pattern("[dpinfer] %v");
+    l->set_level(spdlog::level::info);
+    l->flush_on(spdlog::level::trace);
+    return l;
+  }();
+  return instance;
 }
+
+spdlog::level::level_enum to_spdlog(Level level) {
+  switch (level) {
+    case Level::kDebug: return spdlog::level::debug;
+    case Level::kInfo: return spdlog::level::info;
+    case Level::kWarn: return spdlog::level::warn;
+    case Level::kError: return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+void setup(bool verbose) { set_verbose(verbose); }
+
+void set_verbose(bool verbose) { logger()->set_level(verbose ? spdlog::level::debug : spdlog::level::info); }
+
+void set_prefix(const std::string& prefix) {
+  std::string pattern = prefix;
+  // spdlog patterns treat '%' specially.
+  size_t pos = 0;
+  while ((pos = pattern.find('%', pos)) != std::string::npos) pattern.insert(pos, "%"), pos += 2;
+  logger()->set_pattern(pattern + "%v");
+}
+
+namespace detail {
+bool enabled(Level level) { return logger()->should_log(to_spdlog(level)); }
+void write(Level level, const std::string& message) { logger()->log(to_spdlog(level), "{}", message); }
+}  // namespace detail
 
 }  // namespace dpinfer::log

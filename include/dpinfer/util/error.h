@@ -13,10 +13,17 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// Bad command-line input. The edge maps it to exit status 2.
-class UsageError : public Error {
+/// Bad input the user can fix: a prompts file, a config, a model directory. The
+/// edge maps it to exit status 2.
+class InputError : public Error {
  public:
-  explicit UsageError(const std::string& message) : Error(message) {}
+  explicit InputError(const std::string& message) : Error(message) {}
+};
+
+/// Bad command-line input (exit status 2).
+class UsageError : public InputError {
+ public:
+  explicit UsageError(const std::string& message) : InputError(message) {}
 };
 
 /// A system call that failed: the message carries the call's name and strerror(errno).

@@ -1,0 +1,46 @@
+#pragma once
+// `dpinfer generate`: one worker. It runs alone (rank 0 of 1), under `dpinfer
+// launch`, torchrun, srun or mpirun, with its rank from the environment.
+//
+// Exit statuses: 0 every item done; 3 finished but some items failed; 2 bad input;
+// 1 fatal; 128+n stopped by signal n (SIGTERM, SIGINT, SIGUSR1, SIGUSR2) after the
+// current batch, with the manifests flushed.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpinfer/pipeline/text_to_image.h"
+#include "dpinfer/worker/generate_options.h"
+
+namespace dpinfer::worker {
+
+namespace exit_status {
+constexpr int kSuccess = 0;
+constexpr int kFatal = 1;
+constexpr int kBadInput = 2;
+constexpr int kItemsFailed = 3;
+}  // namespace exit_status
+
+/// What the worker asks for when it loads its pipeline.
+struct PipelineRequest {
+  std::string model;
+  std::string variant;
+  std::string scheduler;
+  std::string dtype;   ///< resolved: fp32, fp16 or bf16
+  std::string device;  ///< resolved: "cpu" or "cuda:N"
+  int clip_skip = 0;
+  double guidance_rescale = 0;
+};
+
+using PipelineFactory = std::function<std::unique_ptr<pipeline::TextToImage>(const PipelineRequest&)>;
+
+/// Runs the worker to its end; returns the exit status. Never throws.
+int run_generate(const GenerateOptions& options, const PipelineFactory& make_pipeline);
+
+/// `dpinfer generate ARGS...` (argv[0] is the program, argv[1] "generate"): parses,
+/// sets up logging, runs. Never throws.
+int generate_main(int argc, char** argv, const PipelineFactory& make_pipeline);
+
+}  // namespace dpinfer::worker

@@ -1,0 +1,73 @@
+#pragma once
+// The workers of one run, joined through a c10d TCPStore hosted by rank 0 at
+// MASTER_ADDR:MASTER_PORT (torchrun's static rendezvous). Everything the worker
+// needs from its peers goes through the store: a barrier after the model loads,
+// a shared work counter for dynamic scheduling, the per-rank statistics gathered
+// to rank 0, and an abort flag with which one fatal rank stops the others. On
+// CUDA the workers also form a ProcessGroupNCCL, so that a broken NCCL setup
+// fails at start rather than later in someone's collective.
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dpinfer/worker/rank_info.h"
+
+namespace dpinfer::worker {
+
+class WorkerGroup {
+ public:
+  struct Options {
+    std::chrono::seconds timeout{300};  ///< rendezvous and barrier timeout
+    bool nccl = false;                  ///< also form a ProcessGroupNCCL (CUDA only)
+    int cuda_device = 0;
+    /// Polled while waiting on peers: true makes the wait throw Interrupted (a
+    /// stop signal arrived), so that a worker never hangs on a dead peer.
+    std::function<bool()> interrupted = [] { return false; };
+  };
+
+  /// Thrown from a wait that `Options::interrupted` cut short.
+  struct Interrupted : std::runtime_error {
+    Interrupted() : std::runtime_error("interrupted") {}
+  };
+
+  /// Joins the group; a world of one needs no store. Throws Error saying who
+  /// waited for whom, where and for how long, when the rendezvous times out.
+  static std::unique_ptr<WorkerGroup> join(const RankInfo& rank, const Options& options);
+  virtual ~WorkerGroup();
+
+  int rank() const { return rank_.rank; }
+  int world_size() const { return rank_.world_size; }
+
+  /// Waits until every rank has reached barrier `name`. Throws Error naming the
+  /// missing ranks on timeout, or the reason when another rank aborted.
+  void barrier(const std::string& name);
+  /// Atomically adds `delta` to the shared counter `key`; returns the new value.
+  int64_t add(const std::string& key, int64_t delta);
+  /// Rank 0 gets every rank's `value` (index = rank); the others get {}. Waits
+  /// for all (with the timeout).
+  std::vector<std::string> gather(const std::string& key, const std::string& value);
+  /// Tells every rank to stop: a fatal error on this one.
+  void abort(const std::string& reason);
+  /// The reason another rank gave to abort(), if any. Cheap enough to call per batch.
+  std::optional<std::string> abort_reason();
+  /// Leaves the group at the end of a run. Rank 0 hosts the store, so it waits
+  /// (up to `max_wait`) until every other rank has left before it returns;
+  /// otherwise a peer's last store call could find the store gone.
+  void leave(std::chrono::seconds max_wait);
+  /// A NCCL barrier on the group's device, when it has NCCL (no-op otherwise).
+  void device_barrier();
+
+ private:
+  struct Impl;
+  WorkerGroup(const RankInfo& rank, const Options& options);
+  RankInfo rank_;
+  Options options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dpinfer::worker

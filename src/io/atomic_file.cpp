@@ -1,0 +1,106 @@
+#include "dpinfer/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::io {
+namespace {
+
+// ".<name>.<host>.<pid>.dpinfer-tmp": hidden, never mistaken for an output, and
+// traceable to its writer, so that cleanup spares temporaries of live writers
+// (other ranks, other array tasks sharing the directory).
+constexpr const char* kTempSuffix = ".dpinfer-tmp";
+/// A temporary this old is stale whoever wrote it (its writer would have renamed it).
+constexpr auto kStaleAge = std::chrono::hours(1);
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  std::string h(buf);
+  for (char& c : h)
+    if (c == '.' || c == '/') c = '_';
+  return h;
+}
+
+/// True when the temporary was written by a process that no longer exists on this
+/// host, or is older than kStaleAge.
+bool is_stale(const std::filesystem::path& p) {
+  std::string name = p.filename().string();
+  std::string body = name.substr(0, name.size() - std::string(kTempSuffix).size());
+  size_t pid_dot = body.rfind('.');
+  size_t host_dot = pid_dot == std::string::npos || pid_dot == 0 ? std::string::npos : body.rfind('.', pid_dot - 1);
+  if (host_dot != std::string::npos) {
+    std::string host = body.substr(host_dot + 1, pid_dot - host_dot - 1);
+    int pid = std::atoi(body.c_str() + pid_dot + 1);
+    if (host == host_name() && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  }
+  std::error_code ec;
+  auto mtime = std::filesystem::last_write_time(p, ec);
+  return !ec && std::filesystem::file_time_type::clock::now() - mtime > kStaleAge;
+}
+
+}  // namespace
+
+bool is_temporary_name(const std::string& file_name) {
+  const std::string suffix = kTempSuffix;
+  return file_name.size() > suffix.size() + 1 && file_name[0] == '.' &&
+         file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path tmp = target.parent_path() /
+                 ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot write '" + tmp.string() + "': " + errno_text());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error("cannot write '" + tmp.string() + "': " + why + " (is the disk full?)");
+    }
+    done += static_cast<size_t>(n);
+  }
+  // fsync before rename: after a crash the name must never point at missing data.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot write '" + tmp.string() + "': " + why);
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw Error("cannot rename '" + tmp.string() + "' to '" + path + "': " + why);
+  }
+}
+
+size_t remove_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file(ec) && is_temporary_name(entry.path().filename().string()) && is_stale(entry.path())) {
+      if (fs::remove(entry.path(), ec)) ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace dpinfer::io

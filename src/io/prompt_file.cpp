@@ -1,0 +1,120 @@
+#include "dpinfer/io/prompt_file.h"
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/io/utf8.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::io {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
+  throw InputError("'" + name + "' line " + std::to_string(line) + ": " + what);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <typename T>
+T get_integer(const json& v, const std::string& key, const std::string& name, int line, long long min, long long max) {
+  if (!v.is_number_integer())
+    fail(name, line, "'" + key + "' must be an integer, got " + v.dump());
+  long long x = v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(max)
+                    ? max + 1
+                    : v.get<long long>();
+  if (x < min || x > max)
+    fail(name, line, "'" + key + "' must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + v.dump());
+  return static_cast<T>(x);
+}
+
+std::string get_string(const json& v, const std::string& key, const std::string& name, int line) {
+  if (!v.is_string()) fail(name, line, "'" + key + "' must be a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+PromptSpec parse_json_line(const std::string& text, const std::string& name, int line) {
+  json obj;
+  try {
+    obj = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string why = e.what();
+    auto colon = why.rfind(": ");
+    fail(name, line, "invalid JSON (" + (colon == std::string::npos ? why : why.substr(colon + 2)) +
+                         "); each line must be one object such as {\"prompt\": \"a red fox\"}");
+  }
+  if (!obj.is_object()) fail(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + obj.dump());
+  PromptSpec s;
+  s.line = line;
+  if (!obj.contains("prompt")) fail(name, line, "missing the required key 'prompt'");
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "prompt") s.prompt = get_string(v, k, name, line);
+    else if (k == "negative_prompt") s.negative_prompt = get_string(v, k, name, line);
+    else if (k == "id") s.id = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? v.dump() : get_string(v, k, name, line);
+    else if (k == "seed") s.seed = get_integer<int64_t>(v, k, name, line, 0, std::numeric_limits<int64_t>::max());
+    else if (k == "steps") s.steps = get_integer<int>(v, k, name, line, 1, 10000);
+    else if (k == "width") s.width = get_integer<int>(v, k, name, line, 8, 16384);
+    else if (k == "height") s.height = get_integer<int>(v, k, name, line, 8, 16384);
+    else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, 1, 100000);
+    else if (k == "guidance_scale") {
+      if (!v.is_number()) fail(name, line, "'guidance_scale' must be a number, got " + v.dump());
+      s.guidance_scale = v.get<double>();
+    } else {
+      fail(name, line, "unknown key '" + k +
+                           "'; allowed: prompt, negative_prompt, seed, steps, guidance_scale, width, height, "
+                           "num_images, id");
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, bool jsonl) {
+  std::vector<PromptSpec> out;
+  size_t pos = 0;
+  if (content.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // UTF-8 BOM
+  int line = 0;
+  while (pos < content.size()) {
+    size_t nl = content.find('\n', pos);
+    std::string text = content.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? content.size() : nl + 1;
+    ++line;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    size_t bad = find_invalid_utf8(text);
+    if (bad != std::string::npos)
+      fail(name, line, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line; save the file as UTF-8");
+    if (text.find_first_not_of(" \t") == std::string::npos) continue;  // blank
+    if (jsonl) {
+      out.push_back(parse_json_line(text, name, line));
+    } else {
+      PromptSpec s;
+      s.line = line;
+      s.prompt = text;
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin) {
+  std::string content;
+  if (path == "-") {
+    content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return parse_prompts(content, "<stdin>", jsonl_stdin);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read prompts file '" + path + "': no such file or not readable");
+  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return parse_prompts(content, path, ends_with(path, ".jsonl"));
+}
+
+}  // namespace dpinfer::io

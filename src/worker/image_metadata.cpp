@@ -1,0 +1,33 @@
+#include "dpinfer/worker/image_metadata.h"
+
+#include <fmt/format.h>
+
+namespace dpinfer::worker {
+
+std::string a1111_infotext(const Item& item, const pipeline::PipelineInfo& info) {
+  std::string s = item.prompt;
+  if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
+  s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, Model: {}", item.steps,
+                   info.sampler_label, item.guidance_scale, item.seed, item.width, item.height, info.model_name);
+  return s;
+}
+
+nlohmann::json item_record(const Item& item, const pipeline::PipelineInfo& info) {
+  nlohmann::json j = {{"index", item.index},
+                      {"file_name", item_file_name(item.index)},
+                      {"prompt", item.prompt},
+                      {"negative_prompt", item.negative_prompt},
+                      {"seed", item.seed},
+                      {"steps", item.steps},
+                      {"guidance_scale", item.guidance_scale},
+                      {"width", item.width},
+                      {"height", item.height},
+                      {"scheduler", info.scheduler_name},
+                      {"model", info.model_name},
+                      {"line", item.line},
+                      {"image", item.image}};
+  if (item.id) j["id"] = *item.id;
+  return j;
+}
+
+}  // namespace dpinfer::worker

@@ -1,0 +1,126 @@
+#include "dpinfer/worker/rank_info.h"
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdlib>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/worker/slurm_nodelist.h"
+
+namespace dpinfer::worker {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+const std::string* find(const Env& env, const std::string& key) {
+  auto it = env.find(key);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+long long int_var(const Env& env, const std::string& key, long long min, long long max) {
+  const std::string* v = find(env, key);
+  if (!v) throw UsageError("environment variable " + key + " is not set but the rank environment needs it");
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || errno != 0 || x < min || x > max)
+    throw UsageError("environment variable " + key + "='" + *v + "' is not an integer in " + std::to_string(min) +
+                     ".." + std::to_string(max));
+  return x;
+}
+
+int int_var_or(const Env& env, const std::string& key, int fallback, int min, int max) {
+  return find(env, key) ? static_cast<int>(int_var(env, key, min, max)) : fallback;
+}
+
+void check(const RankInfo& r, const std::string& rank_var, const std::string& world_var) {
+  if (r.rank >= r.world_size)
+    throw UsageError(rank_var + "=" + std::to_string(r.rank) + " must be below " + world_var + "=" +
+                     std::to_string(r.world_size));
+  if (r.local_rank >= r.local_world_size)
+    throw UsageError("local rank " + std::to_string(r.local_rank) + " must be below the local world size " +
+                     std::to_string(r.local_world_size));
+}
+
+/// Entry `node` of SLURM's "2(x3),1" task counts (= 2,2,2,1); 0 when out of range.
+int tasks_on_node(const std::string& spec, int node) {
+  size_t start = 0;
+  int seen = 0;
+  while (start < spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int count = std::atoi(part.c_str()), repeat = 1;
+    auto x = part.find("(x");
+    if (x != std::string::npos) repeat = std::atoi(part.c_str() + x + 2);
+    if (count <= 0 || repeat <= 0) throw UsageError("SLURM_STEP_TASKS_PER_NODE='" + spec + "' is malformed");
+    if (node < seen + repeat) return count;
+    seen += repeat;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int slurm_master_port(long long job_id) { return 15000 + static_cast<int>(job_id % 20000); }
+
+RankInfo rank_info_from_env(const Env& env) {
+  constexpr int kMaxWorld = 1 << 22;
+  RankInfo r;
+  if (find(env, "RANK") || find(env, "WORLD_SIZE")) {
+    r.source = "torchrun";
+    r.world_size = static_cast<int>(int_var(env, "WORLD_SIZE", 1, kMaxWorld));
+    r.rank = static_cast<int>(int_var(env, "RANK", 0, kMaxWorld));
+    r.local_world_size = int_var_or(env, "LOCAL_WORLD_SIZE", r.world_size, 1, kMaxWorld);
+    r.local_rank = int_var_or(env, "LOCAL_RANK", r.rank % r.local_world_size, 0, kMaxWorld);
+    if (const std::string* a = find(env, "MASTER_ADDR")) r.master_addr = *a;
+    else if (r.world_size > 1) throw UsageError("MASTER_ADDR is not set but WORLD_SIZE > 1; set it to rank 0's host");
+    if (find(env, "MASTER_PORT")) r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
+    else if (r.world_size > 1) throw UsageError("MASTER_PORT is not set but WORLD_SIZE > 1; set it to a free port on rank 0's host");
+    check(r, "RANK", "WORLD_SIZE");
+    return r;
+  }
+  if (find(env, "SLURM_STEP_ID")) {
+    r.source = "slurm";
+    r.world_size = static_cast<int>(int_var(env, "SLURM_NTASKS", 1, kMaxWorld));
+    r.rank = static_cast<int>(int_var(env, "SLURM_PROCID", 0, kMaxWorld));
+    r.local_rank = static_cast<int>(int_var(env, "SLURM_LOCALID", 0, kMaxWorld));
+    r.local_world_size = r.local_rank + 1;
+    if (const std::string* per_node = find(env, "SLURM_STEP_TASKS_PER_NODE")) {
+      int node = int_var_or(env, "SLURM_NODEID", 0, 0, kMaxWorld);
+      int n = tasks_on_node(*per_node, node);
+      if (n <= r.local_rank)
+        throw UsageError("SLURM_STEP_TASKS_PER_NODE='" + *per_node + "' gives node " + std::to_string(node) + " " +
+                         std::to_string(n) + " task(s), but SLURM_LOCALID=" + std::to_string(r.local_rank));
+      r.local_world_size = n;
+    }
+    if (const std::string* a = find(env, "MASTER_ADDR")) {
+      r.master_addr = *a;
+    } else {
+      const std::string* nodes = find(env, "SLURM_STEP_NODELIST");
+      if (!nodes) nodes = find(env, "SLURM_JOB_NODELIST");
+      if (!nodes) throw UsageError("SLURM_JOB_NODELIST is not set, so rank 0's host is unknown; set MASTER_ADDR");
+      r.master_addr = expand_nodelist(*nodes).front();
+    }
+    if (find(env, "MASTER_PORT")) r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
+    else r.master_port = slurm_master_port(int_var(env, "SLURM_JOB_ID", 0, 1LL << 62));
+    check(r, "SLURM_PROCID", "SLURM_NTASKS");
+    return r;
+  }
+  if (find(env, "OMPI_COMM_WORLD_RANK")) {
+    r.source = "openmpi";
+    r.world_size = static_cast<int>(int_var(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxWorld));
+    r.rank = static_cast<int>(int_var(env, "OMPI_COMM_WORLD_RANK", 0, kMaxWorld));
+    r.local_rank = int_var_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 0, kMaxWorld);
+    r.local_world_size = int_var_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", r.local_rank + 1, 1, kMaxWorld);
+    if (const std::string* a = find(env, "MASTER_ADDR")) r.master_addr = *a;
+    else if (r.world_size > 1) throw UsageError("under mpirun set MASTER_ADDR to rank 0's host (e.g. mpirun -x MASTER_ADDR=...)");
+    r.master_port = int_var_or(env, "MASTER_PORT", 29500, 1, 65535);
+    check(r, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    return r;
+  }
+  return r;
+}
+
+}  // namespace dpinfer::worker

@@ -1,0 +1,429 @@
+#include "dpinfer/worker/worker.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <torch/cuda.h>
+
+#include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/manifest.h"
+#include "dpinfer/io/png_writer.h"
+#include "dpinfer/io/prompt_file.h"
+#include "dpinfer/launcher/worker_env.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/util/version.h"
+#include "dpinfer/worker/image_metadata.h"
+#include "dpinfer/worker/items.h"
+#include "dpinfer/worker/rank_info.h"
+#include "dpinfer/worker/sharding.h"
+#include "dpinfer/worker/worker_group.h"
+
+namespace dpinfer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+volatile sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+}
+
+/// SIGTERM (SLURM preemption, the launcher's teardown), SIGINT, SIGUSR1/2
+/// (SLURM's --signal) stop the worker after the current batch.
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::sigaction(s, &sa, nullptr);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string resolve_device(const std::string& requested, const RankInfo& rank) {
+  const int visible = static_cast<int>(torch::cuda::device_count());
+  if (requested == "cpu") return "cpu";
+  if (requested == "auto" && visible == 0) return "cpu";
+  if (visible == 0)
+    throw UsageError("--device cuda: no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the driver, or use "
+                     "--device cpu)");
+  if (rank.local_rank >= visible)
+    throw UsageError("rank " + std::to_string(rank.rank) + " needs cuda:" + std::to_string(rank.local_rank) + " but " +
+                     std::to_string(visible) + " device(s) are visible (start at most " + std::to_string(visible) +
+                     " processes per node)");
+  return "cuda:" + std::to_string(rank.local_rank);
+}
+
+std::string resolve_dtype(const std::string& requested, const std::string& device) {
+  if (requested != "auto") return requested;
+  return device == "cpu" ? "fp32" : "fp16";
+}
+
+struct Stats {
+  int64_t generated = 0, skipped = 0, failed = 0;
+  double busy_s = 0;
+  nlohmann::json to_json() const {
+    return {{"generated", generated}, {"skipped", skipped}, {"failed", failed}, {"seconds", busy_s}};
+  }
+};
+
+class GenerateRun {
+ public:
+  GenerateRun(const GenerateOptions& o, const PipelineFactory& factory) : o_(o), factory_(factory) {}
+
+  int run() {
+    rank_ = rank_info_from_env(launcher::current_environment());
+    auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
+    if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
+    OuterShard shard = o_.shard.empty() ? OuterShard{} : parse_outer_shard(o_.shard);
+    mode_ = parse_shard_mode(o_.shard_mode);
+
+    const std::string device = resolve_device(o_.device, rank_);
+    PipelineRequest req{o_.model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
+                        o_.guidance_rescale};
+    fs::create_directories(o_.out);
+    if (rank_.rank == 0) {
+      size_t removed = io::remove_stale_temporaries(o_.out);
+      if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
+    }
+    WorkerGroup::Options go;
+    go.timeout = std::chrono::seconds(o_.rendezvous_timeout_s);
+    go.nccl = device != "cpu";
+    go.cuda_device = rank_.local_rank;
+    go.interrupted = [] { return g_stop_signal != 0; };
+    group_ = WorkerGroup::join(rank_, go);
+    log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
+
+    auto start = std::chrono::steady_clock::now();
+    pipe_ = factory_(req);
+    const pipeline::PipelineInfo& info = pipe_->info();
+    log::debug("pipeline loaded in {:.2f}s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+
+    ItemDefaults d;
+    d.negative_prompt = o_.negative_prompt;
+    d.seed = o_.seed;
+    d.steps = o_.steps.value_or(info.default_steps);
+    d.guidance_scale = o_.guidance_scale.value_or(info.default_guidance_scale);
+    d.width = o_.width.value_or(info.default_width);
+    d.height = o_.height.value_or(info.default_height);
+    std::vector<Item> all = expand_items(specs, d);
+    for (const Item& it : all) {
+      if (it.width % 8 || it.height % 8)
+        throw UsageError("'" + o_.prompts + "' line " + std::to_string(it.line) + ": size " + std::to_string(it.width) +
+                         "x" + std::to_string(it.height) + " is not a multiple of 8");
+    }
+    auto [shard_begin, shard_end] = contiguous_range(static_cast<int64_t>(all.size()), shard.count, shard.index);
+    items_.assign(all.begin() + shard_begin, all.begin() + shard_end);
+    total_items_ = static_cast<int64_t>(all.size());
+
+    const std::string manifest_name = o_.shard.empty()
+                                          ? "manifest.rank" + std::to_string(rank_.rank) + ".jsonl"
+                                          : "manifest.shard" + std::to_string(shard.index) + "-of-" +
+                                                std::to_string(shard.count) + ".rank" + std::to_string(rank_.rank) +
+                                                ".jsonl";
+    manifest_ = std::make_unique<io::ManifestWriter>((fs::path(o_.out) / manifest_name).string());
+    if (rank_.rank == 0) write_run_json(info, shard, nullptr);
+
+    group_->barrier("model-loaded");
+    group_->device_barrier();
+    if (rank_.rank == 0)
+      log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", items_.size(),
+                o_.shard.empty() ? "" : " in shard " + o_.shard, rank_.world_size, to_string(mode_), o_.batch_size);
+
+    bool stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
+    if (auto why = group_->abort_reason()) throw Error(*why);
+    stopped = stopped || g_stop_signal != 0;
+    int status;
+    try {
+      status = stopped ? finish_stopped() : finish(info, shard);
+    } catch (const WorkerGroup::Interrupted&) {
+      status = finish_stopped();  // a signal came while waiting for the peers
+      stopped = true;
+    }
+    // Stopped by a signal, the peers are stopping too: don't wait long for them.
+    group_->leave(stopped ? std::chrono::seconds(5) : std::chrono::seconds(o_.rendezvous_timeout_s));
+    return status;
+  }
+
+  void abort(const std::string& why) {
+    if (group_) group_->abort(why);
+  }
+
+ private:
+  /// Static modes: this rank's positions, in order. Returns true when stopped by a signal.
+  bool run_static() {
+    auto positions = static_assignment(static_cast<int64_t>(items_.size()), rank_.world_size, rank_.rank, mode_);
+    std::vector<const Item*> todo;
+    for (int64_t p : positions) {
+      const Item& it = items_[p];
+      if (!o_.overwrite && exists(it)) {
+        ++stats_.skipped;
+        continue;
+      }
+      todo.push_back(&it);
+    }
+    if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists (--overwrite regenerates them)", rank_.rank, stats_.skipped);
+    return generate_all(todo);
+  }
+
+  /// Dynamic mode: claim chunks of positions from the shared counter.
+  bool run_dynamic() {
+    const int64_t n = static_cast<int64_t>(items_.size());
+    const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
+    for (;;) {
+      if (g_stop_signal) return true;
+      if (group_->abort_reason()) return false;
+      int64_t end = group_->add("next-item", chunk);
+      int64_t begin = end - chunk;
+      if (begin >= n) break;
+      std::vector<const Item*> todo;
+      for (int64_t p = begin; p < std::min(end, n); ++p) {
+        if (!o_.overwrite && exists(items_[p])) {
+          ++stats_.skipped;
+          continue;
+        }
+        todo.push_back(&items_[p]);
+      }
+      if (generate_all(todo)) return true;
+    }
+    if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, stats_.skipped);
+    return false;
+  }
+
+  /// Generates `todo` in batches of items that share size, steps and guidance.
+  bool generate_all(const std::vector<const Item*>& todo) {
+    size_t i = 0;
+    while (i < todo.size()) {
+      if (g_stop_signal) return true;
+      if (auto why = group_->abort_reason()) return false;
+      std::vector<const Item*> batch{todo[i]};
+      size_t j = i + 1;
+      while (j < todo.size() && static_cast<int>(batch.size()) < o_.batch_size && todo[j]->batches_with(*batch[0]))
+        batch.push_back(todo[j++]);
+      run_batch(batch);
+      i = j;
+    }
+    return false;
+  }
+
+  void run_batch(const std::vector<const Item*>& batch) {
+    std::vector<pipeline::ImageRequest> reqs;
+    for (const Item* it : batch)
+      reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
+                      it->width, it->height});
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<pipeline::RgbImage> images;
+    try {
+      images = pipe_->generate(reqs);
+      if (images.size() != batch.size()) throw Error("the pipeline returned " + std::to_string(images.size()) +
+                                                     " image(s) for a batch of " + std::to_string(batch.size()));
+    } catch (const std::exception& e) {
+      if (batch.size() > 1) {
+        // Find the culprit: one bad item must not fail its batch-mates.
+        log::warn("rank {}: a batch of {} failed ({}); retrying its items one by one", rank_.rank, batch.size(),
+                  first_line(e.what()));
+        for (const Item* it : batch) run_batch({it});
+        return;
+      }
+      record_failure(*batch[0], first_line(e.what()), seconds_since(t0));
+      return;
+    }
+    double per_image = seconds_since(t0) / static_cast<double>(batch.size());
+    stats_.busy_s += seconds_since(t0);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Item& it = *batch[k];
+      if (!images[k].finite) {
+        record_failure(it, "the decoded image contains NaN or Inf (try --dtype fp32 or bf16)", per_image);
+        continue;
+      }
+      try {
+        write_image(it, images[k], per_image);
+      } catch (const std::exception& e) {
+        record_failure(it, first_line(e.what()), per_image);
+      }
+    }
+  }
+
+  void write_image(const Item& it, const pipeline::RgbImage& img, double seconds) {
+    const pipeline::PipelineInfo& info = pipe_->info();
+    nlohmann::json rec = item_record(it, info);
+    rec["sampler"] = info.sampler_label;
+    rec["dtype"] = info.dtype;
+    rec["dpinfer_version"] = version();
+    std::string png = io::encode_png(img.pixels.data(), img.width, img.height,
+                                     {{"parameters", a1111_infotext(it, info)},
+                                      {"dpinfer", rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true}});
+    io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index)).string(), png);
+    rec.erase("dpinfer_version");
+    rec["rank"] = rank_.rank;
+    rec["seconds"] = seconds;
+    rec["status"] = "ok";
+    rec["finished_at"] = now_seconds();
+    manifest_->append(rec);
+    ++stats_.generated;
+    int64_t done = group_->add("done-items", 1);
+    log::debug("rank {}: item {} done ({} in all)", rank_.rank, it.index, done);
+  }
+
+  void record_failure(const Item& it, const std::string& message, double seconds) {
+    nlohmann::json rec = item_record(it, pipe_->info());
+    rec.erase("file_name");
+    rec["rank"] = rank_.rank;
+    rec["seconds"] = seconds;
+    rec["status"] = "error";
+    rec["error"] = message;
+    rec["finished_at"] = now_seconds();
+    manifest_->append(rec);
+    ++stats_.failed;
+    log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
+  }
+
+  bool exists(const Item& it) const {
+    struct stat st;
+    return ::stat((fs::path(o_.out) / item_file_name(it.index)).c_str(), &st) == 0 && st.st_size > 0;
+  }
+
+  int finish_stopped() {
+    int sig = g_stop_signal;
+    log::warn("rank {}: stopped by {} after {} image(s); the manifest is complete up to here, and a new run "
+              "resumes where this one stopped",
+              rank_.rank, sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2",
+              stats_.generated);
+    return 128 + sig;
+  }
+
+  int finish(const pipeline::PipelineInfo& info, const OuterShard& shard) {
+    auto all_stats = group_->gather("stats", stats_.to_json().dump());
+    group_->barrier("finished");
+    if (rank_.rank != 0) return stats_.failed ? exit_status::kItemsFailed : exit_status::kSuccess;
+    Stats total;
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const auto& s : all_stats) {
+      auto j = nlohmann::json::parse(s);
+      total.generated += j["generated"].get<int64_t>();
+      total.skipped += j["skipped"].get<int64_t>();
+      total.failed += j["failed"].get<int64_t>();
+      per_rank.push_back(j);
+    }
+    io::MergeResult merged = io::merge_manifests(o_.out);
+    double wall = now_seconds() - started_at_;
+    nlohmann::json summary = {{"generated", total.generated}, {"skipped", total.skipped}, {"failed", total.failed},
+                              {"wall_seconds", wall}, {"per_rank", per_rank},
+                              {"images_per_second", wall > 0 ? total.generated / wall : 0.0},
+                              {"metadata_rows", merged.ok}, {"failure_rows", merged.failed}};
+    write_run_json(info, shard, &summary);
+    log::info("done: {} generated, {} skipped, {} failed in {:.1f}s ({:.2f} images/s); {} row(s) in {}/metadata.jsonl",
+              total.generated, total.skipped, total.failed, wall, wall > 0 ? total.generated / wall : 0.0, merged.ok,
+              o_.out);
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      double secs = per_rank[r]["seconds"].get<double>();
+      log::debug("  rank {}: {} generated, {:.2f} images/s", r, per_rank[r]["generated"].get<int64_t>(),
+                 secs > 0 ? per_rank[r]["generated"].get<int64_t>() / secs : 0.0);
+    }
+    if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);
+    if (total.failed) {
+      log::warn("{} item(s) failed; see {}/failures.jsonl", total.failed, o_.out);
+      return exit_status::kItemsFailed;
+    }
+    return exit_status::kSuccess;
+  }
+
+  void write_run_json(const pipeline::PipelineInfo& info, const OuterShard& shard, const nlohmann::json* summary) {
+    nlohmann::json j = {{"dpinfer_version", version()},
+                        {"options", o_.to_json()},
+                        {"world_size", rank_.world_size},
+                        {"rank_source", rank_.source},
+                        {"shard", {{"index", shard.index}, {"count", shard.count}}},
+                        {"items_total", total_items_},
+                        {"items_in_shard", items_.size()},
+                        {"started_at", started_at_},
+                        {"pipeline",
+                         {{"model", info.model_name}, {"model_path", info.model_path}, {"scheduler", info.scheduler_name},
+                          {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype}}}};
+    if (summary) j["summary"] = *summary;
+    io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
+  }
+
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+  const GenerateOptions& o_;
+  const PipelineFactory& factory_;
+  RankInfo rank_;
+  ShardMode mode_ = ShardMode::kContiguous;
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<pipeline::TextToImage> pipe_;
+  std::vector<Item> items_;
+  int64_t total_items_ = 0;
+  std::unique_ptr<io::ManifestWriter> manifest_;
+  Stats stats_;
+  double started_at_ = now_seconds();
+};
+
+void setup_worker_logging(bool verbose) {
+  log::setup(verbose);
+  // Under `dpinfer launch` every line already carries "[rank N] ".
+  const char* launched = std::getenv("DPINFER_LAUNCHED");
+  const char* rank = std::getenv("RANK");
+  log::set_prefix(!launched && rank ? std::string("[rank ") + rank + "] " : "");
+}
+
+}  // namespace
+
+int run_generate(const GenerateOptions& options, const PipelineFactory& make_pipeline) {
+  install_stop_handlers();
+  GenerateRun run(options, make_pipeline);
+  try {
+    return run.run();
+  } catch (const InputError& e) {
+    log::error("{}", e.what());
+    run.abort(e.what());
+    return exit_status::kBadInput;
+  } catch (const WorkerGroup::Interrupted&) {
+    log::warn("stopped by signal {} while waiting for the other ranks", static_cast<int>(g_stop_signal));
+    return 128 + g_stop_signal;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    msg = msg.substr(0, msg.find('\n'));
+    log::error("{}", msg);
+    run.abort(msg);
+    return g_stop_signal ? 128 + g_stop_signal : exit_status::kFatal;
+  }
+}
+
+int generate_main(int argc, char** argv, const PipelineFactory& make_pipeline) {
+  std::vector<std::string> args(argv + std::min(argc, 2), argv + argc);
+  try {
+    std::string help;
+    GenerateOptions o = parse_generate_args(args, &help);
+    if (!help.empty()) {
+      std::cout << help;
+      return exit_status::kSuccess;
+    }
+    setup_worker_logging(o.verbose);
+    return run_generate(o, make_pipeline);
+  } catch (const UsageError& e) {
+    setup_worker_logging(false);
+    log::error("{}", e.what());
+    return exit_status::kBadInput;
+  } catch (const std::exception& e) {
+    setup_worker_logging(false);
+    log::error("{}", e.what());
+    return exit_status::kFatal;
+  }
+}
+
+}  // namespace dpinfer::worker

@@ -1,0 +1,176 @@
+#include "dpinfer/worker/worker_group.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <map>
+#include <thread>
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::worker {
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+const std::string kAbortKey = "dpinfer/abort";
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+}  // namespace
+
+struct WorkerGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;  // null for a world of one
+  std::map<std::string, int64_t> local_counters;  // the counters of a world of one
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+};
+
+WorkerGroup::WorkerGroup(const RankInfo& rank, const Options& options)
+    : rank_(rank), options_(options), impl_(std::make_unique<Impl>()) {}
+
+WorkerGroup::~WorkerGroup() {
+#ifdef USE_C10D_NCCL
+  if (impl_ && impl_->nccl) impl_->nccl->shutdown();
+#endif
+}
+
+std::unique_ptr<WorkerGroup> WorkerGroup::join(const RankInfo& r, const Options& options) {
+  std::unique_ptr<WorkerGroup> g(new WorkerGroup(r, options));
+  if (r.world_size == 1) return g;
+  const std::string where = r.master_addr + ":" + std::to_string(r.master_port);
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(r.master_port);
+  so.isServer = r.rank == 0;
+  so.numWorkers = static_cast<size_t>(r.world_size);
+  so.waitWorkers = true;
+  so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    g->impl_->store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
+  } catch (const std::exception& e) {
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string first_line = e.what();
+    first_line = first_line.substr(0, first_line.find('\n'));
+    if (r.rank == 0)
+      throw Error("rank 0 hosted the store at " + where + " and waited " + std::to_string(static_cast<int>(waited)) +
+                  " s for the other " + std::to_string(r.world_size - 1) +
+                  " rank(s) to connect, in vain (are all ranks started with the same MASTER_ADDR/MASTER_PORT and "
+                  "WORLD_SIZE?): " + first_line);
+    throw Error("rank " + std::to_string(r.rank) + " waited " + std::to_string(static_cast<int>(waited)) +
+                " s for rank 0's store at " + where +
+                ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + first_line);
+  }
+#ifdef USE_C10D_NCCL
+  if (options.nccl) {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
+    g->impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("nccl", g->impl_->store), r.rank, r.world_size, opts);
+  }
+#endif
+  return g;
+}
+
+void WorkerGroup::barrier(const std::string& name) {
+  if (!impl_->store) return;
+  const std::string key = "dpinfer/barrier/" + name;
+  impl_->store->set(key + "/" + std::to_string(rank()), bytes("1"));
+  impl_->store->add(key, 1);
+  auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (;;) {
+    if (impl_->store->add(key, 0) >= world_size()) return;
+    if (options_.interrupted()) throw Interrupted();
+    if (auto why = abort_reason()) throw Error("stopped at barrier '" + name + "': " + *why);
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string missing;
+      int n = 0;
+      for (int r = 0; r < world_size() && n < 10; ++r) {
+        if (!impl_->store->check({key + "/" + std::to_string(r)})) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          ++n;
+        }
+      }
+      throw Error("rank " + std::to_string(rank()) + " waited " + std::to_string(options_.timeout.count()) +
+                  " s at barrier '" + name + "' for rank(s) " + missing + " (store " + rank_.master_addr + ":" +
+                  std::to_string(rank_.master_port) + "); they may be stuck loading the model or dead");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+int64_t WorkerGroup::add(const std::string& key, int64_t delta) {
+  if (!impl_->store) return impl_->local_counters[key] += delta;
+  return impl_->store->add("dpinfer/counter/" + key, delta);
+}
+
+std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const std::string& value) {
+  if (!impl_->store) return {value};
+  const std::string prefix = "dpinfer/gather/" + key_name + "/";
+  impl_->store->set(prefix + std::to_string(rank()), bytes(value));
+  if (rank() != 0) return {};
+  std::vector<std::string> out;
+  auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (int r = 0; r < world_size(); ++r) {
+    const std::string key = prefix + std::to_string(r);
+    while (!impl_->store->check({key})) {
+      if (options_.interrupted()) throw Interrupted();
+      if (auto why = abort_reason()) throw Error(*why);
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error("rank 0 waited " + std::to_string(options_.timeout.count()) + " s for rank " + std::to_string(r) +
+                    "'s '" + key_name + "' report; it may be dead or stuck");
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    out.push_back(text(impl_->store->get(key)));
+  }
+  return out;
+}
+
+void WorkerGroup::abort(const std::string& reason) {
+  if (!impl_->store) return;
+  try {
+    impl_->store->set(kAbortKey, bytes("rank " + std::to_string(rank()) + " failed: " + reason));
+  } catch (const std::exception&) {
+    // The store may be gone already (rank 0 died); the others will find out on their own.
+  }
+}
+
+std::optional<std::string> WorkerGroup::abort_reason() {
+  if (!impl_->store) return std::nullopt;
+  if (!impl_->store->check({kAbortKey})) return std::nullopt;
+  return text(impl_->store->get(kAbortKey));
+}
+
+void WorkerGroup::leave(std::chrono::seconds max_wait) {
+  if (!impl_->store) return;
+  const std::string key = "dpinfer/left";
+  try {
+    if (rank() != 0) {
+      impl_->store->add(key, 1);
+      return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + max_wait;
+    while (impl_->store->add(key, 0) < world_size() - 1 && std::chrono::steady_clock::now() < deadline) {
+      if (abort_reason() || options_.interrupted()) return;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  } catch (const std::exception&) {
+    // Leaving is best effort: a peer that died has nothing left to say.
+  }
+}
+
+void WorkerGroup::device_barrier() {
+#ifdef USE_C10D_NCCL
+  if (impl_->nccl) {
+    c10d::BarrierOptions bo;
+    bo.device_ids = {static_cast<int64_t>(options_.cuda_device)};
+    impl_->nccl->barrier(bo)->wait();
+  }
+#endif
+}
+
+}  // namespace dpinfer::worker

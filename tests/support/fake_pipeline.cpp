@@ -1,0 +1,72 @@
+#include "support/fake_pipeline.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::test {
+namespace {
+
+uint64_t mix(uint64_t x) {  // SplitMix64's finaliser
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class FakePipeline : public pipeline::TextToImage {
+ public:
+  explicit FakePipeline(const worker::PipelineRequest& r) {
+    info_.model_name = "fake-model";
+    info_.model_path = r.model;
+    info_.scheduler_name = r.scheduler.empty() ? "fake" : r.scheduler;
+    info_.sampler_label = "Fake";
+    info_.device = r.device;
+    info_.dtype = r.dtype;
+    info_.default_width = 16;
+    info_.default_height = 8;
+    info_.default_steps = 4;
+    info_.default_guidance_scale = 7.5;
+  }
+  const pipeline::PipelineInfo& info() const override { return info_; }
+
+  std::vector<pipeline::RgbImage> generate(const std::vector<pipeline::ImageRequest>& batch) override {
+    std::vector<pipeline::RgbImage> out;
+    if (const char* d = std::getenv("DPINFER_FAKE_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d) * static_cast<int>(batch.size())));
+    for (const auto& r : batch) {
+      if (r.prompt.find("EXIT-ITEM") != std::string::npos) ::_exit(7);
+      if (r.prompt.find("FAIL-ITEM") != std::string::npos) throw Error("simulated failure for '" + r.prompt + "'");
+      pipeline::RgbImage img;
+      img.width = r.width;
+      img.height = r.height;
+      img.pixels = fake_pixels(r);
+      img.finite = r.prompt.find("NAN-ITEM") == std::string::npos;
+      out.push_back(std::move(img));
+    }
+    return out;
+  }
+
+ private:
+  pipeline::PipelineInfo info_;
+};
+
+}  // namespace
+
+std::vector<uint8_t> fake_pixels(const pipeline::ImageRequest& r) {
+  uint64_t h = std::hash<std::string>{}(r.prompt + "\x1f" + r.negative_prompt);
+  h = mix(h ^ r.seed) ^ mix(static_cast<uint64_t>(r.steps) * 1000003u + static_cast<uint64_t>(r.guidance_scale * 1000));
+  std::vector<uint8_t> px(static_cast<size_t>(r.width) * r.height * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(mix(h + i) & 0xFF);
+  return px;
+}
+
+std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const worker::PipelineRequest& request) {
+  return std::make_unique<FakePipeline>(request);
+}
+
+}  // namespace dpinfer::test

@@ -1,0 +1,21 @@
+#pragma once
+// A test double for the worker tests: a "pipeline" whose image is a pure hash of
+// its request, so that every plumbing mistake (wrong seed, prompt, size or index)
+// shows in the pixels. It lives in tests/ only.
+//
+// Prompts steer it: "FAIL-ITEM" throws, "NAN-ITEM" returns a non-finite image,
+// "EXIT-ITEM" ends the process with status 7 (a crashing rank). The environment
+// variable DPINFER_FAKE_DELAY_MS makes each image take that long.
+
+#include <memory>
+
+#include "dpinfer/worker/worker.h"
+
+namespace dpinfer::test {
+
+std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const worker::PipelineRequest& request);
+
+/// The pixels the fake pipeline makes for `request`.
+std::vector<uint8_t> fake_pixels(const pipeline::ImageRequest& request);
+
+}  // namespace dpinfer::test

@@ -1,0 +1,290 @@
+// `dpinfer generate` as real processes: alone, under `dpinfer launch` with several
+// ranks, killed and resumed. The pipeline is the test double of
+// tests/support/fake_pipeline.cpp, whose pixels are a hash of the request, so any
+// mix-up of prompts, seeds or indices shows.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "support/png_reader.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kWorker = DPINFER_TEST_WORKER;
+
+std::string prompts_txt(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
+  return s;
+}
+
+RunResult generate(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {kWorker, "generate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env.emplace("CUDA_VISIBLE_DEVICES", "");
+  return run(argv, env, 120s);
+}
+
+RunResult launch_generate(int nproc, const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", std::to_string(nproc), "--",
+                                   kWorker, "generate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  env.emplace("CUDA_VISIBLE_DEVICES", "");
+  return run(argv, env, 120s);
+}
+
+std::vector<nlohmann::json> jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Every PNG of `dir`, by file name, as decoded pixels.
+std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
+  return out;
+}
+
+/// How often each index appears among the "ok" records of all manifests.
+std::map<int, int> ok_counts(const std::string& dir) {
+  std::map<int, int> counts;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("manifest", 0) != 0) continue;
+    for (const auto& rec : jsonl(e.path().string()))
+      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
+  }
+  return counts;
+}
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+}  // namespace
+
+TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(5));
+  RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--seed", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  ASSERT_EQ(meta.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(meta[i]["index"], i);
+    EXPECT_EQ(meta[i]["file_name"], "00000" + std::to_string(i) + ".png");
+    EXPECT_EQ(meta[i]["prompt"], "prompt number " + std::to_string(i));
+    EXPECT_EQ(meta[i]["seed"], 100 + i);
+    EXPECT_EQ(meta[i]["status"], "ok");
+    EXPECT_EQ(meta[i]["rank"], 0);
+    for (const char* k : {"negative_prompt", "steps", "guidance_scale", "width", "height", "scheduler", "model", "seconds"})
+      EXPECT_TRUE(meta[i].contains(k)) << k;
+  }
+  auto run_json = nlohmann::json::parse(read_file(dir.file("out/run.json")));
+  EXPECT_EQ(run_json["world_size"], 1);
+  EXPECT_EQ(run_json["summary"]["generated"], 5);
+  EXPECT_EQ(run_json["options"]["seed"], 100);
+  DecodedPng png = read_png(dir.file("out/000003.png"));
+  EXPECT_EQ(png.width, 16);
+  EXPECT_EQ(png.height, 8);
+  EXPECT_EQ(png.channels, 3);
+  EXPECT_EQ(png.texts["parameters"],
+            "prompt number 3\nSteps: 4, Sampler: Fake, CFG scale: 7.5, Seed: 103, Size: 16x8, Model: fake-model");
+  auto embedded = nlohmann::json::parse(png.texts["dpinfer"]);
+  EXPECT_EQ(embedded["seed"], 103);
+  EXPECT_EQ(embedded["index"], 3);
+}
+
+TEST(WorkerProcess, NonAsciiPromptAndNegativePromptRoundTripInPngMetadata) {
+  TempDir dir;
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"富士山の夕焼け, café\", \"negative_prompt\": \"blurry\", \"seed\": 9, \"steps\": 3}\n");
+  RunResult r = generate({dir.file("p.jsonl"), "--out", dir.file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedPng png = read_png(dir.file("out/000000.png"));
+  EXPECT_TRUE(png.text_is_itxt["parameters"]);
+  EXPECT_EQ(png.texts["parameters"],
+            "富士山の夕焼け, café\nNegative prompt: blurry\nSteps: 3, Sampler: Fake, CFG scale: 7.5, Seed: 9, Size: "
+            "16x8, Model: fake-model");
+}
+
+TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
+  TempDir dir;
+  // Mixed sizes and steps, several images per prompt, per-line seeds.
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"a\", \"num_images\": 3}\n{\"prompt\": \"b\", \"seed\": 77, \"num_images\": 2}\n"
+             "{\"prompt\": \"c\", \"width\": 24, \"height\": 16}\n{\"prompt\": \"d\", \"steps\": 2}\n"
+             "{\"prompt\": \"e\"}\n{\"prompt\": \"f\", \"num_images\": 4}\n");
+  ASSERT_EQ(generate({dir.file("p.jsonl"), "--out", dir.file("one")}).exit_code, 0);
+  auto reference = images(dir.file("one"));
+  ASSERT_EQ(reference.size(), 12u);
+  int run_id = 0;
+  for (const char* mode : {"contiguous", "strided", "dynamic"}) {
+    for (const char* batch : {"1", "3"}) {
+      std::string out = dir.file("run" + std::to_string(run_id++));
+      RunResult r = launch_generate(3, {dir.file("p.jsonl"), "--out", out, "--shard-mode", mode, "--batch-size", batch});
+      ASSERT_EQ(r.exit_code, 0) << mode << " " << batch << ": " << r.err;
+      EXPECT_EQ(images(out), reference) << mode << " batch " << batch;
+      auto counts = ok_counts(out);
+      ASSERT_EQ(counts.size(), 12u) << mode;
+      for (auto [index, n] : counts) EXPECT_EQ(n, 1) << "item " << index << " generated once in " << mode;
+      EXPECT_EQ(jsonl(out + "/metadata.jsonl").size(), 12u);
+    }
+  }
+}
+
+TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(4));
+  ASSERT_EQ(generate({dir.file("p.txt"), "--out", dir.file("out")}).exit_code, 0);
+  RunResult again = generate({dir.file("p.txt"), "--out", dir.file("out")});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_TRUE(contains(again.err, "skipped 4 item(s)")) << again.err;
+  EXPECT_EQ(ok_counts(dir.file("out"))[0], 1);
+  RunResult redo = generate({dir.file("p.txt"), "--out", dir.file("out"), "--overwrite"});
+  EXPECT_EQ(redo.exit_code, 0);
+  EXPECT_EQ(ok_counts(dir.file("out"))[0], 2);
+  EXPECT_EQ(jsonl(dir.file("out/metadata.jsonl")).size(), 4u) << "one row per item even after a rerun";
+}
+
+TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
+  TempDir dir;
+  const int n = 30;
+  write_file(dir.file("p.txt"), prompts_txt(n));
+  std::string out = dir.file("out");
+  {
+    Child launcher({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate", dir.file("p.txt"),
+                    "--out", out, "--shard-mode", "dynamic"},
+                   {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
+    ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 6; }, 60s)) << launcher.err_so_far();
+    launcher.signal(SIGKILL);
+    launcher.wait(10s);
+  }
+  size_t before = images(out).size();
+  EXPECT_LT(before, static_cast<size_t>(n)) << "the kill came mid-run";
+  // The keepers SIGKILL the workers; give them a moment to go.
+  std::this_thread::sleep_for(300ms);
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--shard-mode", "dynamic"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto counts = ok_counts(out);
+  ASSERT_EQ(counts.size(), static_cast<size_t>(n));
+  for (auto [index, c] : counts) EXPECT_EQ(c, 1) << "item " << index;
+  EXPECT_EQ(images(out).size(), static_cast<size_t>(n));
+  for (const auto& e : fs::directory_iterator(out))
+    EXPECT_EQ(e.path().filename().string().find(".dpinfer-tmp"), std::string::npos) << e.path();
+  EXPECT_EQ(jsonl(out + "/metadata.jsonl").size(), static_cast<size_t>(n));
+}
+
+TEST(WorkerProcess, SigtermStopsAfterTheBatchWith143AndTheRunResumes) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(40));
+  std::string out = dir.file("out");
+  Child worker({kWorker, "generate", dir.file("p.txt"), "--out", out},
+               {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}});
+  ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 3; }, 60s)) << worker.err_so_far();
+  auto t0 = std::chrono::steady_clock::now();
+  worker.signal(SIGTERM);
+  RunResult r = worker.wait(30s);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_TRUE(contains(r.err, "stopped by SIGTERM")) << r.err;
+  size_t done = images(out).size();
+  EXPECT_EQ(ok_counts(out).size(), done) << "the manifest holds every finished image";
+  RunResult rest = generate({dir.file("p.txt"), "--out", out});
+  EXPECT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(images(out).size(), 40u);
+}
+
+TEST(WorkerProcess, AFailingItemIsRecordedAndTheJobGoesOnWithStatus3) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "fine one\nthis is a FAIL-ITEM\nfine two\nNAN-ITEM here\nfine three\n");
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("out"), "--batch-size", "2"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  EXPECT_EQ(meta.size(), 3u);
+  auto failures = jsonl(dir.file("out/failures.jsonl"));
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0]["index"], 1);
+  EXPECT_EQ(failures[0]["status"], "error");
+  EXPECT_TRUE(contains(failures[0]["error"].get<std::string>(), "simulated failure")) << failures[0];
+  EXPECT_EQ(failures[1]["index"], 3);
+  EXPECT_TRUE(contains(failures[1]["error"].get<std::string>(), "NaN")) << failures[1];
+  EXPECT_FALSE(fs::exists(dir.file("out/000001.png")));
+  EXPECT_TRUE(fs::exists(dir.file("out/000002.png")));
+}
+
+TEST(WorkerProcess, BadPromptFilesExit2NamingTheLine) {
+  TempDir dir;
+  write_file(dir.file("bad.jsonl"), "{\"prompt\": \"ok\"}\n{\"prompt\": \"x\", \"stepz\": 3}\n");
+  RunResult r = generate({dir.file("bad.jsonl"), "--out", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "bad.jsonl' line 2: unknown key 'stepz'")) << r.err;
+  EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  RunResult missing = generate({dir.file("nope.txt")});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  write_file(dir.file("empty.txt"), "\n\n");
+  EXPECT_EQ(generate({dir.file("empty.txt"), "--out", dir.file("out")}).exit_code, 2);
+  write_file(dir.file("odd.jsonl"), "{\"prompt\": \"x\", \"width\": 20}\n");
+  RunResult odd = generate({dir.file("odd.jsonl"), "--out", dir.file("out")});
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_TRUE(contains(odd.err, "line 1: size 20x8 is not a multiple of 8")) << odd.err;
+  RunResult bad_opt = generate({dir.file("empty.txt"), "--shard-mode", "random"});
+  EXPECT_EQ(bad_opt.exit_code, 2);
+}
+
+TEST(WorkerProcess, ACrashingRankIsNamedByTheLauncher) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "one\ntwo\nthree EXIT-ITEM\nfour\n");
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("out")}, {{"DPINFER_FAKE_DELAY_MS", "100"}});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause: rank 1")) << r.err;
+}
+
+TEST(WorkerProcess, ConfigFileGivesDefaultsAndTheCommandLineWins) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "x\n");
+  write_file(dir.file("c.json"), "{\"seed\": 40, \"steps\": 2, \"guidance_scale\": 3, \"overwrite\": true}");
+  RunResult r = generate({dir.file("p.txt"), "--config", dir.file("c.json"), "--out", dir.file("out"), "--steps", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  EXPECT_EQ(meta[0]["seed"], 40);
+  EXPECT_EQ(meta[0]["steps"], 6);
+  EXPECT_EQ(meta[0]["guidance_scale"], 3.0);
+  write_file(dir.file("bad.json"), "{\"stepz\": 2}");
+  RunResult bad = generate({dir.file("p.txt"), "--config", dir.file("bad.json")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "unknown key 'stepz'")) << bad.err;
+}
+
+TEST(WorkerProcess, OuterShardsPartitionTheItems) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(7));
+  std::string out = dir.file("out");
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(generate({dir.file("p.txt"), "--out", out, "--shard", std::to_string(i) + "/3"}).exit_code, 0);
+  auto counts = ok_counts(out);
+  ASSERT_EQ(counts.size(), 7u);
+  for (auto [index, c] : counts) EXPECT_EQ(c, 1) << index;
+}
+
+TEST(WorkerProcess, DeviceCudaWithoutAGpuIsAClearError) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "x\n");
+  RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "no CUDA device is visible")) << r.err;
+}
