@@ -43,3 +43,16 @@ if(TARGET torch_cuda)
   set(DPINFER_TORCH_HAS_CUDA ON)
 endif()
 message(STATUS "dpinfer: LibTorch ${Torch_VERSION} (CUDA: ${DPINFER_TORCH_HAS_CUDA})")
+
+# dpinfer::torch: what dpinfer's LibTorch targets link instead of `torch`.
+#  - libstdc++ comes first among the shared libraries: the wheel's libtorch.so and
+#    libtorch_cpu.so export their own (GCC 13) copies of std::filesystem, and
+#    when libtorch.so precedes libstdc++.so.6 its copy wins symbol lookup and
+#    std::filesystem::remove_all jumps to address 0.
+#  - FMT_HEADER_ONLY: LibTorch ships fmt 12 headers that shadow Debian's fmt 9 in
+#    these translation units; header-only mode needs no fmt library to match.
+add_library(dpinfer_torch INTERFACE)
+target_link_options(dpinfer_torch INTERFACE "LINKER:--push-state,--no-as-needed" -lstdc++ "LINKER:--pop-state")
+target_link_libraries(dpinfer_torch INTERFACE torch)
+target_compile_definitions(dpinfer_torch INTERFACE FMT_HEADER_ONLY)
+add_library(dpinfer::torch ALIAS dpinfer_torch)

@@ -6,7 +6,8 @@
 // This header uses fmt for formatting but not spdlog: LibTorch bundles a newer
 // fmt whose headers shadow Debian's in LibTorch translation units, and spdlog's
 // headers only work with the fmt it was built against. So spdlog stays inside
-// log.cpp, and LibTorch code may log through here (with FMT_HEADER_ONLY).
+// log.cpp, and LibTorch code may log through here (dpinfer::torch sets
+// FMT_HEADER_ONLY, see cmake/Torch.cmake).
 
 #include <fmt/format.h>
 
