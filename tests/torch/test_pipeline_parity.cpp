@@ -107,8 +107,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& param_info) {
+                           std::string s = param_info.param;
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
                            return s;

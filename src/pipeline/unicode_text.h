@@ -1,0 +1,33 @@
+#pragma once
+// The text side of the CLIP tokenizer: UTF-8, and the cleanup transformers' slow
+// CLIPTokenizer does without ftfy, with Python's exact Unicode behaviour.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dpinfer::pipeline::unicode {
+
+/// Decodes `text`, which must be valid UTF-8 (see dpinfer::io::find_invalid_utf8).
+std::u32string decode_utf8(std::string_view text);
+
+/// Appends the UTF-8 encoding of `cp` to `out`.
+void append_utf8(char32_t cp, std::string& out);
+
+/// The PropBits of `cp`.
+uint8_t props(char32_t cp);
+
+/// unicodedata.normalize("NFC", text) of Python 3.11 (Unicode 14.0).
+std::u32string nfc(std::u32string_view text);
+
+/// str.lower() of Python 3.11, final sigma included.
+std::u32string lower(std::u32string_view text);
+
+/// transformers' BasicTokenizer(strip_accents=False, do_split_on_punc=False).tokenize:
+/// control characters dropped, CJK ideographs spaced out, NFC, split on whitespace,
+/// each word lowercased. Returns the words, none empty.
+std::vector<std::u32string> basic_tokenize(std::u32string_view text);
+
+}  // namespace dpinfer::pipeline::unicode

@@ -1,0 +1,91 @@
+#pragma once
+// Reading the component goldens that tools/fixtures/make_pipelines.py writes under
+// tests/data/pipelines/<name>.golden/, and comparing model outputs with them.
+// Header-only: the model parity tests (test_clip_text_model, test_unet, test_autoencoder_kl) share it.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/io/safetensors.h"
+
+namespace dpinfer::test {
+
+/// The fixture pipelines every parity test runs over.
+inline const std::vector<std::string>& fixture_pipelines() {
+  static const std::vector<std::string> names = {"tiny-sd1", "tiny-sd2v", "tiny-3down"};
+  return names;
+}
+
+/// tests/data/pipelines/<name>, the diffusers-format model folder.
+inline std::string pipeline_dir(const std::string& name) {
+  return std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/" + name;
+}
+
+/// tests/data/pipelines/<name>.golden/cases.json. Python's json writes -Infinity, Infinity
+/// and NaN (a DPMSolver config's lambda_min_clipped), which strict JSON lacks: they read as null.
+inline nlohmann::json golden_cases(const std::string& name) {
+  std::ifstream in(pipeline_dir(name) + ".golden/cases.json");
+  if (!in) throw std::runtime_error("missing golden cases for " + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  for (const char* token : {": -Infinity", ": Infinity", ": NaN"})
+    for (size_t at = s.find(token); at != std::string::npos; at = s.find(token, at))
+      s.replace(at, std::strlen(token), ": null");
+  return nlohmann::json::parse(s);
+}
+
+/// One golden safetensors file; tensors come out as owning CPU copies.
+class GoldenFile {
+ public:
+  GoldenFile(const std::string& pipeline, const std::string& file)
+      : file_(io::SafetensorsFile::open(pipeline_dir(pipeline) + ".golden/" + file)) {}
+
+  at::Tensor operator[](const std::string& name) const {
+    const io::TensorView* view = file_->find(name);
+    if (view == nullptr) throw std::runtime_error("golden tensor '" + name + "' not in " + file_->path());
+    at::ScalarType type;
+    switch (view->dtype) {
+      case io::Dtype::kF32: type = at::kFloat; break;
+      case io::Dtype::kF16: type = at::kHalf; break;
+      case io::Dtype::kI64: type = at::kLong; break;
+      case io::Dtype::kU8: type = at::kByte; break;
+      default: throw std::runtime_error("golden tensor '" + name + "' has an unexpected dtype");
+    }
+    // The mapping is read-only and may be unaligned: from_blob only to copy out.
+    return at::from_blob(const_cast<std::byte*>(view->data), view->shape, at::TensorOptions().dtype(type)).clone();
+  }
+
+ private:
+  std::shared_ptr<const io::SafetensorsFile> file_;
+};
+
+/// ||actual - expected|| / ||expected|| in float64.
+inline double relative_error(const at::Tensor& actual, const at::Tensor& expected) {
+  at::Tensor a = actual.detach().to(at::kCPU, at::kDouble), e = expected.detach().to(at::kCPU, at::kDouble);
+  return (a - e).norm().item<double>() / e.norm().item<double>();
+}
+
+/// The parity bound of the issue: fp32 on CPU within 1e-4 relative L2 of the reference.
+constexpr double kParityTolerance = 1e-4;
+
+/// EXPECTs `actual` to match `expected` in shape and within `tolerance`, and reports the error.
+inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,
+                         double tolerance = kParityTolerance) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  double err = relative_error(actual, expected);
+  EXPECT_LE(err, tolerance) << what;
+  std::printf("  %-58s rel err %.3e\n", what.c_str(), err);
+}
+
+}  // namespace dpinfer::test
