@@ -65,14 +65,6 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const RankInfo& r, const Options&
                 " s for rank 0's store at " + where +
                 ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + first_line);
   }
-#ifdef USE_C10D_NCCL
-  if (options.nccl) {
-    auto opts = c10d::ProcessGroupNCCL::Options::create();
-    opts->timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
-    g->impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-        c10::make_intrusive<c10d::PrefixStore>("nccl", g->impl_->store), r.rank, r.world_size, opts);
-  }
-#endif
   return g;
 }
 
@@ -163,11 +155,22 @@ void WorkerGroup::leave(std::chrono::seconds max_wait) {
   }
 }
 
+void WorkerGroup::join_nccl(int cuda_device) {
+  cuda_device_ = cuda_device;
+#ifdef USE_C10D_NCCL
+  if (!impl_->store) return;
+  auto opts = c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout);
+  impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      c10::make_intrusive<c10d::PrefixStore>("nccl", impl_->store), rank(), world_size(), opts);
+#endif
+}
+
 void WorkerGroup::device_barrier() {
 #ifdef USE_C10D_NCCL
   if (impl_->nccl) {
     c10d::BarrierOptions bo;
-    bo.device_ids = {static_cast<int64_t>(options_.cuda_device)};
+    bo.device_ids = {static_cast<int64_t>(cuda_device_)};
     impl_->nccl->barrier(bo)->wait();
   }
 #endif

@@ -23,8 +23,6 @@ class WorkerGroup {
  public:
   struct Options {
     std::chrono::seconds timeout{300};  ///< rendezvous and barrier timeout
-    bool nccl = false;                  ///< also form a ProcessGroupNCCL (CUDA only)
-    int cuda_device = 0;
     /// Polled while waiting on peers: true makes the wait throw Interrupted (a
     /// stop signal arrived), so that a worker never hangs on a dead peer.
     std::function<bool()> interrupted = [] { return false; };
@@ -59,6 +57,9 @@ class WorkerGroup {
   /// (up to `max_wait`) until every other rank has left before it returns;
   /// otherwise a peer's last store call could find the store gone.
   void leave(std::chrono::seconds max_wait);
+  /// Forms the ProcessGroupNCCL on `cuda_device` (a no-op in a world of one, or
+  /// when this LibTorch build has no NCCL).
+  void join_nccl(int cuda_device);
   /// A NCCL barrier on the group's device, when it has NCCL (no-op otherwise).
   void device_barrier();
 
@@ -67,6 +68,7 @@ class WorkerGroup {
   WorkerGroup(const RankInfo& rank, const Options& options);
   RankInfo rank_;
   Options options_;
+  int cuda_device_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 
