@@ -48,9 +48,13 @@ void add_launch_options(CLI::App& app, LaunchOptions& o, std::string& nnodes, st
                  "write each rank's stdout and stderr to DIR/RUN_ID/attempt_N/rank_R.{stdout,stderr}.log "
                  "(the console then stays quiet unless --tee)");
   app.add_flag("--tee,-t", o.output.tee, "with --log-dir: also print worker output on the console");
-  app.add_flag("--quiet,-q", o.output.quiet, "print no worker output on the console");
+  app.add_flag("--quiet,-q", o.output.quiet, "print no worker output and no progress line on the console");
   app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
                  "print only these local ranks on the console, e.g. 0 or 0,3 (files get all)");
+  app.add_option("--progress-interval", o.output.progress_interval_s,
+                 "seconds between progress lines when stderr is not a terminal (a terminal gets one line "
+                 "redrawn in place); 0 turns progress off")
+      ->capture_default_str();
   app.add_option("--run-id,--run_id", o.run_id, "run id, exported as TORCHELASTIC_RUN_ID")->capture_default_str();
   app.add_option("--role", o.role, "role name, exported as ROLE_NAME")->capture_default_str();
   app.add_flag("--verbose,-v", verbose, "log what the launcher does");
@@ -73,9 +77,10 @@ int parse_nnodes(const std::string& value) {
   return static_cast<int>(a);
 }
 
-[[noreturn]] void exec_generate(const std::vector<std::string>& args) {
+/// Replaces this process with `dpinfer-worker SUB ARGS...` (SUB: generate or inspect).
+[[noreturn]] void exec_worker(const std::string& sub, const std::vector<std::string>& args) {
   std::string worker = launcher::find_generate_worker();
-  std::vector<char*> argv{const_cast<char*>(worker.c_str()), const_cast<char*>("generate")};
+  std::vector<char*> argv{const_cast<char*>(worker.c_str()), const_cast<char*>(sub.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execv(worker.c_str(), argv.data());
@@ -138,7 +143,7 @@ int run_cli(int argc, char** argv) {
       }
       return launcher::run_launch(o);
     }
-    if (sub == "generate") exec_generate(rest);
+    if (sub == "generate" || sub == "inspect") exec_worker(sub, rest);
     if (sub == "--version" || sub == "version") {
       std::cout << "dpinfer " << version() << "\n";
       return exit_status::kSuccess;
@@ -149,12 +154,14 @@ int run_cli(int argc, char** argv) {
                    "usage: dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]\n"
                    "       dpinfer launch [OPTIONS] -- CMD [ARGS...]\n"
                    "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
+                   "       dpinfer inspect MODEL [--variant fp16] [--json]   (check that a model loads)\n"
                    "       dpinfer --version\n\n"
                    "'dpinfer launch --help' lists the launch options; the README documents the\n"
                    "worker environment, exit statuses and output layout.\n";
       return sub.empty() ? exit_status::kUsage : exit_status::kSuccess;
     }
-    throw UsageError("unknown command '" + sub + "'; expected launch, generate or --version (see 'dpinfer --help')");
+    throw UsageError("unknown command '" + sub +
+                     "'; expected launch, generate, inspect or --version (see 'dpinfer --help')");
   } catch (const UsageError& e) {
     log::error("{}", e.what());
     return exit_status::kUsage;

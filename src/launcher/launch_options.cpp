@@ -1,6 +1,7 @@
 #include "dpinfer/launcher/launch_options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -76,6 +77,9 @@ void LaunchOptions::validate() const {
     throw UsageError("--max-restarts: expected 0 or more, got " + std::to_string(max_restarts));
   if (!(grace_period_s >= 0))
     throw UsageError("--grace-period: expected seconds >= 0, got " + std::to_string(grace_period_s));
+  if (!(output.progress_interval_s >= 0) || !std::isfinite(output.progress_interval_s))
+    throw UsageError("--progress-interval: expected seconds >= 0 (0 turns the progress line off), got " +
+                     std::to_string(output.progress_interval_s));
   if (output.tee && output.log_dir.empty())
     throw UsageError("--tee copies the --log-dir files to the console; give --log-dir DIR too");
   if (output.tee && output.quiet) throw UsageError("--tee and --quiet contradict each other; pick one");

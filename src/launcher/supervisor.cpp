@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -11,11 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "dpinfer/launcher/line_buffer.h"
+#include "dpinfer/launcher/progress.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 
@@ -26,6 +30,19 @@ constexpr int64_t kNsPerSecond = 1000000000;
 /// After a worker has died, how long its pipes may stay open (held by a descendant
 /// that left its process group) before the launcher stops reading them.
 constexpr int64_t kDrainAfterExitNs = kNsPerSecond;
+
+double seconds_of(int64_t mono_ns) { return static_cast<double>(mono_ns) / kNsPerSecond; }
+
+/// A terminal that understands "\r" and "\x1b[K" is on stderr.
+bool stderr_is_terminal() {
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDERR_FILENO) == 1 && !(term && std::string_view(term) == "dumb");
+}
+
+int stderr_columns() {
+  winsize ws{};
+  return ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+}
 
 sigset_t launcher_signals() {
   sigset_t set;
@@ -66,6 +83,8 @@ struct LiveRank {
   WorkerProcess proc;
   std::string prefix;  ///< "[rank N] "
   Stream out, err;
+  LineBuffer progress_lines;
+  bool progress_open = false;  ///< its progress pipe is being read
   bool ended = false;          ///< its exit (or its keeper's) is known
   bool keeper_reaped = false;
   bool signaled = false;       ///< we sent it SIGTERM or SIGKILL
@@ -74,7 +93,7 @@ struct LiveRank {
   Termination termination;
   std::string exec_error;
 
-  bool done() const { return ended && keeper_reaped && !out.open && !err.open; }
+  bool done() const { return ended && keeper_reaped && !out.open && !err.open && !progress_open; }
 };
 
 class Attempt {
@@ -92,6 +111,11 @@ class Attempt {
       std::error_code ec;
       std::filesystem::create_directories(log_dir, ec);
       if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
+    }
+    if (!output.quiet && output.progress_interval_s > 0) {
+      progress_.emplace(static_cast<int>(specs.size()));
+      terminal_ = stderr_is_terminal();
+      display_.emplace(terminal_, output.progress_interval_s);
     }
     ranks_.resize(specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -121,9 +145,8 @@ class Attempt {
 
   AttemptResult run() {
     start_all();
-    while (!std::all_of(ranks_.begin(), ranks_.end(), [](const LiveRank& r) { return r.done(); })) {
-      poll_once();
-    }
+    while (!all_done()) poll_once();
+    if (display_) write_stderr(display_->finish(*progress_));
     return result();
   }
 
@@ -144,7 +167,8 @@ class Attempt {
   void start_all() {
     for (LiveRank& r : ranks_) {
       r.started_ns = monotonic_ns();
-      r.proc = WorkerProcess::spawn(r.spec->spawn, life_[0]);
+      r.proc = WorkerProcess::spawn(r.spec->spawn, life_[0], progress_.has_value());
+      r.progress_open = r.proc.progress_fd() >= 0;
       const KeeperReport& first = r.proc.first_report();
       if (first.kind == KeeperReport::kExecFailed) {
         r.exec_error = "cannot execute '" + r.spec->spawn.path + "': " + std::strerror(first.value);
@@ -155,20 +179,30 @@ class Attempt {
     log::debug("started {} worker(s)", ranks_.size());
   }
 
+  bool all_done() const {
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const LiveRank& r) { return r.done(); });
+  }
+
   void poll_once() {
     std::vector<pollfd> fds;
-    std::vector<std::pair<LiveRank*, int>> owners;  // which rank and which stream (0 out, 1 err, 2 report)
+    std::vector<std::pair<LiveRank*, int>> owners;  // which rank and which stream (0 out, 1 err, 2 report, 3 progress)
     fds.push_back({sig_fd_, POLLIN, 0});
     owners.push_back({nullptr, -1});
     int64_t now = monotonic_ns();
     for (LiveRank& r : ranks_) {
-      if (r.ended && (r.out.open || r.err.open) && now - r.died_ns > kDrainAfterExitNs) {
+      if (r.ended && (r.out.open || r.err.open || r.progress_open) && now - r.died_ns > kDrainAfterExitNs) {
         close_stream(r, r.out, 0);  // a descendant outside its group still holds the pipe
         close_stream(r, r.err, 1);
+        close_progress(r);
       }
+    }
+    // Closing the last pipes above may have ended the attempt: poll() would then wait for nothing.
+    if (all_done()) return;
+    for (LiveRank& r : ranks_) {
       if (r.out.open) fds.push_back({r.proc.stdout_fd(), POLLIN, 0}), owners.push_back({&r, 0});
       if (r.err.open) fds.push_back({r.proc.stderr_fd(), POLLIN, 0}), owners.push_back({&r, 1});
       if (r.proc.report_fd() >= 0) fds.push_back({r.proc.report_fd(), POLLIN, 0}), owners.push_back({&r, 2});
+      if (r.progress_open) fds.push_back({r.proc.progress_fd(), POLLIN, 0}), owners.push_back({&r, 3});
     }
     int timeout_ms = -1;
     auto consider = [&](int64_t deadline) {
@@ -177,7 +211,11 @@ class Attempt {
     };
     if (kill_deadline_ns_) consider(kill_deadline_ns_);
     for (const LiveRank& r : ranks_)
-      if (r.ended && (r.out.open || r.err.open)) consider(r.died_ns + kDrainAfterExitNs + 1);
+      if (r.ended && (r.out.open || r.err.open || r.progress_open)) consider(r.died_ns + kDrainAfterExitNs + 1);
+    if (display_) {
+      double due = display_->next_due(*progress_, seconds_of(now), columns_);
+      if (due >= 0) consider(static_cast<int64_t>(due * kNsPerSecond));
+    }
     // A keeper that ended without reporting is noticed through SIGCHLD, which the signalfd sees.
 
     int n = ::poll(fds.data(), fds.size(), timeout_ms);
@@ -189,6 +227,8 @@ class Attempt {
         handle_signals();
       } else if (which == 2) {
         read_reports(*rank);
+      } else if (which == 3) {
+        read_progress(*rank);
       } else {
         read_stream(*rank, which == 0 ? rank->out : rank->err, which);
       }
@@ -196,8 +236,51 @@ class Attempt {
     if (kill_deadline_ns_ && monotonic_ns() >= kill_deadline_ns_) {
       kill_deadline_ns_ = 0;
       size_t live = signal_live(SIGKILL);
+      hide_progress();
       if (live) log::warn("grace period over; sent SIGKILL to {} worker(s)", live);
     }
+    if (display_) {
+      if (terminal_) columns_ = stderr_columns();  // the window may have been resized
+      write_stderr(display_->tick(*progress_, seconds_of(monotonic_ns()), columns_));
+    }
+  }
+
+  void read_progress(LiveRank& r) {
+    char buf[4096];
+    for (int rounds = 0; rounds < 16; ++rounds) {
+      ssize_t n = ::read(r.proc.progress_fd(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {
+        close_progress(r);
+        return;
+      }
+      r.progress_lines.feed(std::string_view(buf, static_cast<size_t>(n)),
+                            [&](std::string_view line) { take_progress(r, line); });
+    }
+  }
+
+  void take_progress(const LiveRank& r, std::string_view line) {
+    auto report = parse_progress_report(line);
+    if (!report) return;  // not ours to judge: the pipe is the worker's, and progress is best effort
+    report->rank = r.spec->rank;  // the launcher knows who wrote it
+    progress_->add(*report, seconds_of(monotonic_ns()));
+  }
+
+  void close_progress(LiveRank& r) {
+    if (!r.progress_open) return;
+    r.progress_lines.finish([&](std::string_view line) { take_progress(r, line); });
+    r.progress_open = false;
+    r.proc.close_progress();
+  }
+
+  /// Erases the status line before anything else reaches the console.
+  void hide_progress() {
+    if (display_) write_stderr(display_->hide());
+  }
+
+  void write_stderr(const std::string& text) {
+    if (!text.empty() && stderr_open_ && !write_all(STDERR_FILENO, text)) stderr_open_ = false;
   }
 
   void read_stream(LiveRank& r, Stream& s, int which) {
@@ -212,7 +295,9 @@ class Attempt {
       }
       std::string_view bytes(buf, static_cast<size_t>(n));
       if (s.log_fd >= 0 && !write_all(s.log_fd, bytes)) {
-        log::warn("cannot write the log of rank {}: {}; its file stops here", r.spec->rank, std::strerror(errno));
+        int e = errno;
+        hide_progress();
+        log::warn("cannot write the log of rank {}: {}; its file stops here", r.spec->rank, std::strerror(e));
         ::close(s.log_fd);
         s.log_fd = -1;
       }
@@ -230,6 +315,7 @@ class Attempt {
 
   void flush_console(Stream& s, const std::string& console) {
     if (console.empty() || s.console_fd < 0) return;
+    hide_progress();
     if (!write_all(s.console_fd, console)) {
       // The console's reader is gone (e.g. `| head`). Keep supervising; log files go on.
       for (LiveRank& r : ranks_) {
@@ -307,6 +393,7 @@ class Attempt {
     teardown_started_ns_ = monotonic_ns();
     kill_deadline_ns_ = teardown_started_ns_ + grace_ns_;
     size_t live = signal_live(SIGTERM);
+    hide_progress();
     if (live)
       log::error("rank {} failed ({}); stopping {} other worker(s): SIGTERM now, SIGKILL in {}s", r.spec->rank,
                  r.exec_error.empty() ? t.describe() : r.exec_error, live,
@@ -316,6 +403,7 @@ class Attempt {
   void on_launcher_signal(int sig) {
     if (interrupted_by_ && sig == SIGINT) {
       size_t live = signal_live(SIGKILL);
+      hide_progress();
       log::warn("second SIGINT: killed {} worker(s) at once", live);
       kill_deadline_ns_ = 0;
       return;
@@ -326,6 +414,7 @@ class Attempt {
       kill_deadline_ns_ = monotonic_ns() + grace_ns_;
     }
     size_t live = signal_live(sig);
+    hide_progress();
     log::warn("received {}; forwarded it to {} worker(s); SIGKILL in {}s{}", signal_name(sig), live,
               grace_ns_ / static_cast<double>(kNsPerSecond),
               sig == SIGINT ? " (press Ctrl-C again to kill now)" : "");
@@ -374,6 +463,11 @@ class Attempt {
   int interrupted_by_ = 0;
   int64_t teardown_started_ns_ = 0;
   int64_t kill_deadline_ns_ = 0;
+  std::optional<ProgressAggregator> progress_;  ///< with display_, unless the line is off
+  std::optional<ProgressDisplay> display_;
+  bool terminal_ = false;     ///< the progress line is a status line on a terminal
+  int columns_ = 0;           ///< of that terminal, 0 when unknown
+  bool stderr_open_ = true;   ///< false once writing the progress line to stderr failed
 };
 
 }  // namespace

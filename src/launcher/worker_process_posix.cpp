@@ -12,9 +12,11 @@
 #include <csignal>
 #include <ctime>
 #include <cstdlib>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "dpinfer/launcher/progress.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::launcher {
@@ -25,7 +27,9 @@ constexpr int kKeeperLifeFd = 3;
 constexpr int kKeeperReportFd = 4;
 constexpr int kKeeperOutFd = 5;
 constexpr int kKeeperErrFd = 6;
-constexpr int kFirstFreeFd = 7;
+constexpr int kKeeperProgressFd = 7;  ///< the progress pipe's write end, when the worker gets one
+constexpr int kFirstFreeFd = 8;
+static_assert(kWorkerProgressFd == kKeeperLifeFd, "the worker's progress fd takes the place of the life pipe");
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -54,17 +58,29 @@ void write_report(const KeeperReport& r) {
   while (n < 0 && errno == EINTR);
 }
 
-/// Moves the four descriptors the keeper needs to 3..6 and closes the rest.
-void keeper_arrange_fds(int life, int report, int out, int err) {
+/// Moves the descriptors the keeper needs to 3..7 and closes the rest. `progress`
+/// is -1 when the worker gets no progress pipe; fd 7 is then closed too.
+void keeper_arrange_fds(int life, int report, int out, int err, int progress) {
   // Lift them above the target range first so that dup2 cannot clobber one of them.
-  int moved[4] = {life, report, out, err};
-  for (int& fd : moved) fd = ::fcntl(fd, F_DUPFD, 64);
-  const int target[4] = {kKeeperLifeFd, kKeeperReportFd, kKeeperOutFd, kKeeperErrFd};
-  for (int i = 0; i < 4; ++i) ::dup2(moved[i], target[i]);  // dup2 clears FD_CLOEXEC
-  close_from(kFirstFreeFd);
+  int moved[5] = {life, report, out, err, progress};
+  const int count = progress >= 0 ? 5 : 4;
+  for (int i = 0; i < count; ++i) moved[i] = ::fcntl(moved[i], F_DUPFD, 64);
+  const int target[5] = {kKeeperLifeFd, kKeeperReportFd, kKeeperOutFd, kKeeperErrFd, kKeeperProgressFd};
+  for (int i = 0; i < count; ++i) ::dup2(moved[i], target[i]);  // dup2 clears FD_CLOEXEC
+  close_from(progress >= 0 ? kFirstFreeFd : kKeeperProgressFd);
 }
 
-[[noreturn]] void exec_worker(const SpawnSpec& spec, int exec_err_fd) {
+/// `envp` without any DPINFER_PROGRESS_FD, plus ours when the worker gets a pipe.
+std::vector<std::string> progress_env(const std::vector<std::string>& envp, bool progress_pipe) {
+  const std::string key = std::string(kProgressFdEnv) + "=";
+  std::vector<std::string> out;
+  for (const auto& e : envp)
+    if (std::string_view(e).substr(0, key.size()) != key) out.push_back(e);
+  if (progress_pipe) out.push_back(key + std::to_string(kWorkerProgressFd));
+  return out;
+}
+
+[[noreturn]] void exec_worker(const SpawnSpec& spec, bool progress_pipe, int exec_err_fd) {
   // Die with the keeper; if it is already gone, do not start at all.
   pid_t keeper = ::getppid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -83,7 +99,9 @@ void keeper_arrange_fds(int life, int report, int out, int err) {
   if (devnull >= 0) ::dup2(devnull, 0);
   ::dup2(kKeeperOutFd, 1);
   ::dup2(kKeeperErrFd, 2);
-  for (int fd = 3; fd < kFirstFreeFd; ++fd) ::close(fd);
+  // The progress pipe replaces the life pipe at fd 3, which the worker must not hold.
+  if (progress_pipe) ::dup2(kKeeperProgressFd, kWorkerProgressFd);
+  for (int fd = progress_pipe ? kWorkerProgressFd + 1 : 3; fd < kFirstFreeFd; ++fd) ::close(fd);
   if (devnull >= kFirstFreeFd) ::close(devnull);
 
   std::vector<char*> argv, envp;
@@ -98,7 +116,7 @@ void keeper_arrange_fds(int life, int report, int out, int err) {
   ::_exit(err == ENOENT ? 127 : 126);
 }
 
-[[noreturn]] void keeper_main(const SpawnSpec& spec) {
+[[noreturn]] void keeper_main(const SpawnSpec& spec, bool progress_pipe) {
   ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C reaches only the launcher
   ::signal(SIGPIPE, SIG_IGN);
   // The launcher's signal mask is inherited: SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGCHLD
@@ -121,12 +139,13 @@ void keeper_arrange_fds(int life, int report, int out, int err) {
   }
   if (worker == 0) {
     ::close(exec_pipe[0]);
-    exec_worker(spec, exec_pipe[1]);
+    exec_worker(spec, progress_pipe, exec_pipe[1]);
   }
   ::setpgid(worker, worker);  // also in the child: whichever runs first wins the race
   ::close(exec_pipe[1]);
   ::close(kKeeperOutFd);
   ::close(kKeeperErrFd);
+  if (progress_pipe) ::close(kKeeperProgressFd);  // the worker's EOF must not wait for the keeper
 
   int exec_errno = 0;
   ssize_t n;
@@ -185,8 +204,10 @@ int64_t monotonic_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec, int life_fd) {
-  int out[2], err[2], report[2];
+WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec, int life_fd, bool progress_pipe) {
+  SpawnSpec worker_spec = spec;
+  worker_spec.envp = progress_env(spec.envp, progress_pipe);
+  int out[2], err[2], report[2], progress[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
   if (::pipe2(err, O_CLOEXEC) != 0) {
     int e = errno;
@@ -198,26 +219,34 @@ WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec, int life_fd) {
     ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
     throw SystemError("pipe2", e);
   }
+  if (progress_pipe && ::pipe2(progress, O_CLOEXEC) != 0) {
+    int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], report[0], report[1]}) ::close(fd);
+    throw SystemError("pipe2", e);
+  }
   pid_t keeper = ::fork();
   if (keeper < 0) {
     int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], report[0], report[1]}) ::close(fd);
+    for (int fd : {out[0], out[1], err[0], err[1], report[0], report[1], progress[0], progress[1]})
+      if (fd >= 0) ::close(fd);
     throw SystemError("fork", e);
   }
   if (keeper == 0) {
-    keeper_arrange_fds(life_fd, report[1], out[1], err[1]);
-    keeper_main(spec);
+    keeper_arrange_fds(life_fd, report[1], out[1], err[1], progress[1]);
+    keeper_main(worker_spec, progress_pipe);
   }
   ::setpgid(keeper, keeper);
   ::close(out[1]);
   ::close(err[1]);
   ::close(report[1]);
+  if (progress[1] >= 0) ::close(progress[1]);
 
   WorkerProcess p;
   p.keeper_pid_ = keeper;
   p.out_fd_ = out[0];
   p.err_fd_ = err[0];
   p.report_fd_ = report[0];
+  p.progress_fd_ = progress[0];
   // The first report comes as soon as exec has succeeded or failed.
   KeeperReport first;
   ssize_t n;
@@ -227,8 +256,8 @@ WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec, int life_fd) {
   if (p.first_report_.kind == KeeperReport::kStarted) {
     p.worker_pid_ = p.first_report_.value;
   }
-  for (int fd : {p.out_fd_, p.err_fd_, p.report_fd_})
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (int fd : {p.out_fd_, p.err_fd_, p.report_fd_, p.progress_fd_})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   return p;
 }
 
@@ -239,11 +268,13 @@ WorkerProcess& WorkerProcess::operator=(WorkerProcess&& o) noexcept {
     close_stdout();
     close_stderr();
     close_report();
+    close_progress();
     keeper_pid_ = std::exchange(o.keeper_pid_, 0);
     worker_pid_ = std::exchange(o.worker_pid_, 0);
     out_fd_ = std::exchange(o.out_fd_, -1);
     err_fd_ = std::exchange(o.err_fd_, -1);
     report_fd_ = std::exchange(o.report_fd_, -1);
+    progress_fd_ = std::exchange(o.progress_fd_, -1);
     first_report_ = o.first_report_;
   }
   return *this;
@@ -253,6 +284,7 @@ WorkerProcess::~WorkerProcess() {
   close_stdout();
   close_stderr();
   close_report();
+  close_progress();
 }
 
 void WorkerProcess::signal_group(int sig) const {
@@ -262,5 +294,6 @@ void WorkerProcess::signal_group(int sig) const {
 void WorkerProcess::close_stdout() { close_fd(out_fd_); }
 void WorkerProcess::close_stderr() { close_fd(err_fd_); }
 void WorkerProcess::close_report() { close_fd(report_fd_); }
+void WorkerProcess::close_progress() { close_fd(progress_fd_); }
 
 }  // namespace dpinfer::launcher

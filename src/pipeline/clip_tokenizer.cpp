@@ -351,6 +351,7 @@ struct CLIPTokenizer::Impl {
   std::unordered_map<uint64_t, Merge> merges;  // (left << 32 | right) -> merge
 
   int64_t bos = 0, eos = 0, unk = 0, pad = 0;
+  std::string bos_token, eos_token, unk_token, pad_token;
   int max_length = kDefaultModelMaxLength;
 
   mutable std::mutex cache_mutex;
@@ -568,14 +569,17 @@ struct CLIPTokenizer::Impl {
       throw Error("tokenizer folder " + dir + " defines no " + key +
                   "; set it in tokenizer_config.json or special_tokens_map.json");
     };
-    const std::string& unk_token = special("unk_token");
+    unk_token = special("unk_token");
     if (added_ids.count(unk_token) == 0) {
       throw Error("tokenizer folder " + dir + ": unk_token " + json(unk_token).dump() + " is empty; set a real token");
     }
     unk = added_ids.at(unk_token);
-    bos = token_id(special("bos_token"));
-    eos = token_id(special("eos_token"));
-    pad = token_id(special("pad_token"));
+    bos_token = special("bos_token");
+    eos_token = special("eos_token");
+    pad_token = special("pad_token");
+    bos = token_id(bos_token);
+    eos = token_id(eos_token);
+    pad = token_id(pad_token);
   }
 };
 
@@ -626,6 +630,10 @@ int64_t CLIPTokenizer::bos_id() const { return impl_->bos; }
 int64_t CLIPTokenizer::eos_id() const { return impl_->eos; }
 int64_t CLIPTokenizer::unk_id() const { return impl_->unk; }
 int64_t CLIPTokenizer::pad_id() const { return impl_->pad; }
+const std::string& CLIPTokenizer::bos_token() const { return impl_->bos_token; }
+const std::string& CLIPTokenizer::eos_token() const { return impl_->eos_token; }
+const std::string& CLIPTokenizer::unk_token() const { return impl_->unk_token; }
+const std::string& CLIPTokenizer::pad_token() const { return impl_->pad_token; }
 int CLIPTokenizer::model_max_length() const { return impl_->max_length; }
 size_t CLIPTokenizer::vocab_size() const { return impl_->vocab.size(); }
 

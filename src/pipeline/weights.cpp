@@ -237,6 +237,66 @@ struct Assignment {
   std::string source_key;
 };
 
+/// The outcome of matching open files against a module: what is wrong, and where each
+/// module key's values are.
+struct Matching {
+  KeyReport report;
+  std::map<std::string, at::Tensor> state;
+  std::map<std::string, Assignment> assigned;
+};
+
+Matching match(const torch::nn::Module& module,
+               const std::vector<std::shared_ptr<const io::SafetensorsFile>>& opened,
+               const std::vector<std::string>& files, const KeyRenames& renames,
+               const std::string& component) {
+  Matching m;
+  std::vector<std::string> order;  // the module's own order, for the missing list
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    if (item.value().defined() && m.state.emplace(item.key(), item.value()).second)
+      order.push_back(item.key());
+  for (const auto& item : module.named_buffers(/*recurse=*/true))
+    if (item.value().defined() && m.state.emplace(item.key(), item.value()).second)
+      order.push_back(item.key());
+
+  for (size_t f = 0; f < opened.size(); ++f) {
+    for (const io::TensorView& view : opened[f]->tensors()) {
+      if (is_ignored(view.name, renames)) continue;
+      const std::string key = target_key(view.name, renames, m.state);
+      auto param = m.state.find(key);
+      if (param == m.state.end()) {
+        m.report.unexpected.push_back(view.name);
+        continue;
+      }
+      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, view.name});
+      if (!inserted)
+        throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
+                    it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
+                    view.name + "' in '" + files[f] +
+                    "'; the checkpoint is inconsistent, re-download it");
+      if (!torch_dtype(view.dtype))
+        throw Error("'" + files[f] + "': tensor '" + view.name + "' is " +
+                    std::string(io::dtype_name(view.dtype)) +
+                    ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
+      if (param->second.sizes() != at::IntArrayRef(view.shape))
+        m.report.mismatched.push_back(key + " is " + shape_text(view.shape) + " in the file but " +
+                                      shape_text(param->second.sizes()) + " in the model");
+      else
+        ++m.report.matched;
+    }
+  }
+  for (const std::string& key : order)
+    if (!m.assigned.count(key) && !is_ignored(key, renames)) m.report.missing.push_back(key);
+  return m;
+}
+
+std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vector<std::string>& files,
+                                                                 const std::string& component) {
+  if (files.empty()) throw Error("component '" + component + "': no weight files to load");
+  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened;
+  for (const std::string& path : files) opened.push_back(io::SafetensorsFile::open(path));
+  return opened;
+}
+
 }  // namespace
 
 const KeyRenames& vae_key_renames() {
@@ -302,71 +362,38 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
               has + "; download the component again");
 }
 
+KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
+                     const KeyRenames& renames, const std::string& component) {
+  return match(module, open_all(files, component), files, renames, component).report;
+}
+
+std::string key_mismatch_message(const KeyReport& report, const std::vector<std::string>& files,
+                                 const std::string& component) {
+  std::vector<std::string> parts;
+  if (!report.missing.empty())
+    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join(report.missing) + ")");
+  if (!report.unexpected.empty())
+    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join(report.unexpected) +
+                    ")");
+  if (!report.mismatched.empty())
+    parts.push_back(std::to_string(report.mismatched.size()) + " of the wrong shape (" +
+                    join(report.mismatched) + ")");
+  std::string list;
+  for (size_t i = 0; i < parts.size(); ++i) list += (i ? ", " : "") + parts[i];
+  const std::string where = files.size() == 1
+                                ? "'" + files[0] + "'"
+                                : std::to_string(files.size()) + " files from '" + files[0] + "' on";
+  return "component '" + component + "': the weights in " + where + " do not match the model: " + list +
+         "; check that the component's config belongs to these weights, or download them again";
+}
+
 void load_weights(torch::nn::Module& module, const std::vector<std::string>& files,
                   const KeyRenames& renames, const std::string& component) {
-  if (files.empty()) throw Error("component '" + component + "': no weight files to load");
-
-  std::map<std::string, at::Tensor> state;
-  std::vector<std::string> order;  // the module's own order, for the missing list
-  for (const auto& item : module.named_parameters(/*recurse=*/true))
-    if (item.value().defined() && state.emplace(item.key(), item.value()).second)
-      order.push_back(item.key());
-  for (const auto& item : module.named_buffers(/*recurse=*/true))
-    if (item.value().defined() && state.emplace(item.key(), item.value()).second)
-      order.push_back(item.key());
-
-  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened;
-  for (const std::string& path : files) opened.push_back(io::SafetensorsFile::open(path));
-
-  std::map<std::string, Assignment> assigned;
-  std::vector<std::string> unexpected;
-  std::vector<std::string> mismatched;
-  for (size_t f = 0; f < opened.size(); ++f) {
-    for (const io::TensorView& view : opened[f]->tensors()) {
-      if (is_ignored(view.name, renames)) continue;
-      const std::string key = target_key(view.name, renames, state);
-      auto param = state.find(key);
-      if (param == state.end()) {
-        unexpected.push_back(view.name);
-        continue;
-      }
-      auto [it, inserted] = assigned.emplace(key, Assignment{f, &view, view.name});
-      if (!inserted)
-        throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
-                    it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
-                    view.name + "' in '" + files[f] +
-                    "'; the checkpoint is inconsistent, re-download it");
-      if (!torch_dtype(view.dtype))
-        throw Error("'" + files[f] + "': tensor '" + view.name + "' is " +
-                    std::string(io::dtype_name(view.dtype)) +
-                    ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
-      if (param->second.sizes() != at::IntArrayRef(view.shape))
-        mismatched.push_back(key + " is " + shape_text(view.shape) + " in the file but " +
-                             shape_text(param->second.sizes()) + " in the model");
-    }
-  }
-  std::vector<std::string> missing;
-  for (const std::string& key : order)
-    if (!assigned.count(key) && !is_ignored(key, renames)) missing.push_back(key);
-
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-    std::vector<std::string> parts;
-    if (!missing.empty())
-      parts.push_back(std::to_string(missing.size()) + " missing (" + join(missing) + ")");
-    if (!unexpected.empty())
-      parts.push_back(std::to_string(unexpected.size()) + " unexpected (" + join(unexpected) + ")");
-    if (!mismatched.empty())
-      parts.push_back(std::to_string(mismatched.size()) + " of the wrong shape (" + join(mismatched) +
-                      ")");
-    std::string list;
-    for (size_t i = 0; i < parts.size(); ++i) list += (i ? ", " : "") + parts[i];
-    const std::string where = files.size() == 1
-                                  ? "'" + files[0] + "'"
-                                  : std::to_string(files.size()) + " files from '" + files[0] + "' on";
-    throw Error("component '" + component + "': the weights in " + where +
-                " do not match the model: " + list +
-                "; check that the component's config belongs to these weights, or download them again");
-  }
+  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened = open_all(files, component);
+  Matching m = match(module, opened, files, renames, component);
+  if (!m.report.ok()) throw Error(key_mismatch_message(m.report, files, component));
+  std::map<std::string, at::Tensor>& state = m.state;
+  const std::map<std::string, Assignment>& assigned = m.assigned;
 
   at::NoGradGuard no_grad;
   for (size_t f = 0; f < opened.size(); ++f) {

@@ -1,21 +1,28 @@
 #include "dpinfer/worker/worker.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <torch/cuda.h>
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
+#include "dpinfer/launcher/progress.h"
 #include "dpinfer/launcher/worker_env.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
@@ -69,6 +76,63 @@ std::string resolve_dtype(const std::string& requested, const std::string& devic
   return device == "cpu" ? "fp32" : "fp16";
 }
 
+/// The write end of the launcher's progress pipe (launcher/progress.h), named by
+/// DPINFER_PROGRESS_FD. Writing never blocks: a report that finds the pipe full is
+/// dropped, and a reader that is gone turns the reports off.
+class ProgressPipe {
+ public:
+  /// The pipe named by DPINFER_PROGRESS_FD; none when it is unset or names no pipe.
+  static ProgressPipe from_env() {
+    ProgressPipe p;
+    const char* value = std::getenv(launcher::kProgressFdEnv);
+    if (!value || !*value) return p;
+    char* end = nullptr;
+    long fd = std::strtol(value, &end, 10);
+    struct stat st;
+    // 0..2 are stdio, never a progress pipe; anything but a pipe is someone else's.
+    if (*end != '\0' || fd <= 2 || fd > INT_MAX || ::fstat(static_cast<int>(fd), &st) != 0 || !S_ISFIFO(st.st_mode)) {
+      log::debug("{}={} names no pipe; no progress reports", launcher::kProgressFdEnv, value);
+      return p;
+    }
+    p.fd_ = static_cast<int>(fd);
+    ::fcntl(p.fd_, F_SETFL, ::fcntl(p.fd_, F_GETFL) | O_NONBLOCK);
+    ::fcntl(p.fd_, F_SETFD, FD_CLOEXEC);
+    return p;
+  }
+
+  bool enabled() const { return fd_ >= 0; }
+
+  /// Writes one whole line (< PIPE_BUF, so all of it or nothing).
+  void write(const std::string& line) {
+    if (fd_ < 0) return;
+    // A reader that is gone must not kill the worker with SIGPIPE.
+    sigset_t pipe_signal, old;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
+    ssize_t n;
+    do n = ::write(fd_, line.data(), line.size());
+    while (n < 0 && errno == EINTR);
+    int err = n < 0 ? errno : 0;
+    if (err == EPIPE) {
+      timespec zero{0, 0};
+      ::sigtimedwait(&pipe_signal, nullptr, &zero);
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (err && err != EAGAIN) {
+      log::debug("progress reports stop: {}", std::strerror(err));
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// How often a rank tells the launcher how far it is, at most.
+constexpr auto kProgressInterval = std::chrono::milliseconds(250);
+
 struct Stats {
   int64_t generated = 0, skipped = 0, failed = 0;
   double busy_s = 0;
@@ -83,25 +147,29 @@ class GenerateRun {
 
   int run() {
     rank_ = rank_info_from_env(launcher::current_environment());
+    // With peers on other nodes, node 0's launcher learns the run's totals only
+    // through rank 0, which reads them from the store.
+    multi_node_ = rank_.world_size > rank_.local_world_size;
     auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
     if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
     OuterShard shard = o_.shard.empty() ? OuterShard{} : parse_outer_shard(o_.shard);
     mode_ = parse_shard_mode(o_.shard_mode);
 
-    const std::string device = resolve_device(o_.device, rank_);
-    PipelineRequest req{o_.model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
-                        o_.guidance_rescale};
     fs::create_directories(o_.out);
     if (rank_.rank == 0) {
       size_t removed = io::remove_stale_temporaries(o_.out);
       if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
     }
+    // Join before anything rank-specific can fail, so that such a failure reaches
+    // the other ranks through the abort flag instead of leaving them waiting.
     WorkerGroup::Options go;
     go.timeout = std::chrono::seconds(o_.rendezvous_timeout_s);
-    go.nccl = device != "cpu";
-    go.cuda_device = rank_.local_rank;
     go.interrupted = [] { return g_stop_signal != 0; };
     group_ = WorkerGroup::join(rank_, go);
+    const std::string device = resolve_device(o_.device, rank_);
+    if (device != "cpu") group_->join_nccl(rank_.local_rank);
+    PipelineRequest req{o_.model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
+                        o_.guidance_rescale};
     log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
     auto start = std::chrono::steady_clock::now();
@@ -150,6 +218,7 @@ class GenerateRun {
       status = finish_stopped();  // a signal came while waiting for the peers
       stopped = true;
     }
+    report_progress(true);
     // Stopped by a signal, the peers are stopping too: don't wait long for them.
     group_->leave(stopped ? std::chrono::seconds(5) : std::chrono::seconds(o_.rendezvous_timeout_s));
     return status;
@@ -157,6 +226,32 @@ class GenerateRun {
 
   void abort(const std::string& why) {
     if (group_) group_->abort(why);
+  }
+
+  /// Tells the launcher how far this rank is (launcher/progress.h): at most every
+  /// kProgressInterval unless `force`, and only once the items are known.
+  void report_progress(bool force) noexcept {
+    if (!progress_.enabled() || !items_known_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_report_ < kProgressInterval) return;
+    last_report_ = now;
+    try {
+      launcher::ProgressReport r;
+      r.rank = rank_.rank;
+      r.world = rank_.world_size;
+      r.counts = {stats_.generated, stats_.skipped, stats_.failed};
+      r.todo = todo_;
+      r.total = static_cast<int64_t>(items_.size());
+      if (group_totals_) {
+        r.group = group_totals_;
+      } else if (multi_node_ && rank_.rank == 0 && group_) {
+        r.group = launcher::ProgressCounts{group_->add("done-items", 0), group_->add("skipped-items", 0),
+                                           group_->add("failed-items", 0)};
+      }
+      progress_.write(launcher::format_progress_report(r) + "\n");
+    } catch (const std::exception& e) {
+      log::debug("rank {}: no progress report: {}", rank_.rank, first_line(e.what()));
+    }
   }
 
  private:
@@ -172,6 +267,10 @@ class GenerateRun {
       }
       todo.push_back(&it);
     }
+    todo_ = static_cast<int64_t>(positions.size());
+    items_known_ = true;
+    if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
+    report_progress(true);
     if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists (--overwrite regenerates them)", rank_.rank, stats_.skipped);
     return generate_all(todo);
   }
@@ -180,6 +279,8 @@ class GenerateRun {
   bool run_dynamic() {
     const int64_t n = static_cast<int64_t>(items_.size());
     const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
+    items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
+    report_progress(true);
     for (;;) {
       if (g_stop_signal) return true;
       if (group_->abort_reason()) return false;
@@ -187,12 +288,18 @@ class GenerateRun {
       int64_t begin = end - chunk;
       if (begin >= n) break;
       std::vector<const Item*> todo;
+      int64_t skipped = 0;
       for (int64_t p = begin; p < std::min(end, n); ++p) {
         if (!o_.overwrite && exists(items_[p])) {
-          ++stats_.skipped;
+          ++skipped;
           continue;
         }
         todo.push_back(&items_[p]);
+      }
+      if (skipped) {
+        stats_.skipped += skipped;
+        if (multi_node_) group_->add("skipped-items", skipped);
+        report_progress(false);
       }
       if (generate_all(todo)) return true;
     }
@@ -272,7 +379,13 @@ class GenerateRun {
     manifest_->append(rec);
     ++stats_.generated;
     int64_t done = group_->add("done-items", 1);
-    log::debug("rank {}: item {} done ({} in all)", rank_.rank, it.index, done);
+    if (todo_ >= 0)
+      log::debug("rank {}: item {} done ({}/{} of this rank's items, {} generated in all)", rank_.rank, it.index,
+                 stats_.generated + stats_.skipped + stats_.failed, todo_, done);
+    else
+      log::debug("rank {}: item {} done ({} generated by this rank, {} in all)", rank_.rank, it.index,
+                 stats_.generated, done);
+    report_progress(false);
   }
 
   void record_failure(const Item& it, const std::string& message, double seconds) {
@@ -285,7 +398,9 @@ class GenerateRun {
     rec["finished_at"] = now_seconds();
     manifest_->append(rec);
     ++stats_.failed;
+    if (multi_node_) group_->add("failed-items", 1);
     log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
+    report_progress(false);
   }
 
   bool exists(const Item& it) const {
@@ -315,6 +430,7 @@ class GenerateRun {
       total.failed += j["failed"].get<int64_t>();
       per_rank.push_back(j);
     }
+    if (multi_node_) group_totals_ = launcher::ProgressCounts{total.generated, total.skipped, total.failed};
     io::MergeResult merged = io::merge_manifests(o_.out);
     double wall = now_seconds() - started_at_;
     nlohmann::json summary = {{"generated", total.generated}, {"skipped", total.skipped}, {"failed", total.failed},
@@ -327,8 +443,10 @@ class GenerateRun {
               o_.out);
     for (size_t r = 0; r < per_rank.size(); ++r) {
       double secs = per_rank[r]["seconds"].get<double>();
-      log::debug("  rank {}: {} generated, {:.2f} images/s", r, per_rank[r]["generated"].get<int64_t>(),
-                 secs > 0 ? per_rank[r]["generated"].get<int64_t>() / secs : 0.0);
+      int64_t generated = per_rank[r]["generated"].get<int64_t>();
+      log::info("  rank {}: {} generated, {} skipped, {} failed, {:.2f} images/s", r, generated,
+                per_rank[r]["skipped"].get<int64_t>(), per_rank[r]["failed"].get<int64_t>(),
+                secs > 0 ? static_cast<double>(generated) / secs : 0.0);
     }
     if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);
     if (total.failed) {
@@ -371,6 +489,12 @@ class GenerateRun {
   std::unique_ptr<io::ManifestWriter> manifest_;
   Stats stats_;
   double started_at_ = now_seconds();
+  bool multi_node_ = false;
+  ProgressPipe progress_ = ProgressPipe::from_env();
+  bool items_known_ = false;  ///< this rank's share is known: progress reports may start
+  int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
+  std::chrono::steady_clock::time_point last_report_{};
+  std::optional<launcher::ProgressCounts> group_totals_;  ///< rank 0, multi-node: the gathered totals
 };
 
 void setup_worker_logging(bool verbose) {
@@ -394,11 +518,13 @@ int run_generate(const GenerateOptions& options, const PipelineFactory& make_pip
     return exit_status::kBadInput;
   } catch (const WorkerGroup::Interrupted&) {
     log::warn("stopped by signal {} while waiting for the other ranks", static_cast<int>(g_stop_signal));
+    run.report_progress(true);
     return 128 + g_stop_signal;
   } catch (const std::exception& e) {
     std::string msg = e.what();
     msg = msg.substr(0, msg.find('\n'));
     log::error("{}", msg);
+    run.report_progress(true);
     run.abort(msg);
     return g_stop_signal ? 128 + g_stop_signal : exit_status::kFatal;
   }

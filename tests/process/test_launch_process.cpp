@@ -392,3 +392,131 @@ TEST(LaunchProcess, HelpAndVersion) {
   EXPECT_EQ(u.exit_code, 2);
   EXPECT_TRUE(contains(u.err, "unknown command 'frobnicate'")) << u.err;
 }
+
+namespace {
+
+/// A worker script that reports its progress on fd 3 as dpinfer's worker does:
+/// `items` items, one every `pause` seconds, with a line on stdout and stderr each.
+std::string reporting_worker(int world, int items, const std::string& pause) {
+  const std::string n = std::to_string(items);
+  return "i=0; while [ $i -le " + n + " ]; do "
+         "printf '{\"rank\":%s,\"world\":" + std::to_string(world) +
+         ",\"done\":%s,\"skipped\":0,\"failed\":0,\"todo\":" + n + ",\"total\":" + std::to_string(world * items) +
+         "}\\n' $RANK $i >&3; "
+         "echo \"rank $RANK item $i\"; echo \"rank $RANK note $i\" >&2; sleep " + pause + "; i=$((i+1)); done";
+}
+
+/// The "[dpinfer] N/TOTAL images ..." lines of `err`, with N.
+std::vector<std::pair<int, std::string>> progress_lines(const std::string& err, int total) {
+  std::vector<std::pair<int, std::string>> out;
+  std::regex re("^\\[dpinfer\\] (\\d+)/" + std::to_string(total) + " images \\(\\d+\\.\\d%\\)(, .*)?$");
+  for (const auto& line : lines_of(err)) {
+    std::smatch m;
+    if (std::regex_match(line, m, re)) out.emplace_back(std::stoi(m[1]), line);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Issue 3, "Progress": one aggregated line, periodic plain lines off a terminal.
+TEST(LaunchProcess, ProgressReportsOnFd3BecomeOneAggregatedLine) {
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--progress-interval", "0.1"},
+                          "echo fd=$" "DPINFER_PROGRESS_FD; " + reporting_worker(2, 5, "0.1"), 30s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 0] fd=3\n")) << r.out;
+  auto progress = progress_lines(r.err, 10);
+  ASSERT_GE(progress.size(), 2u) << "periodic lines, then the final one: " << r.err;
+  for (size_t i = 1; i < progress.size(); ++i) EXPECT_LE(progress[i - 1].first, progress[i].first) << r.err;
+  EXPECT_EQ(progress.back().first, 10) << r.err;
+  EXPECT_TRUE(contains(progress.back().second, "[dpinfer] 10/10 images (100.0%), ")) << progress.back().second;
+  EXPECT_TRUE(contains(progress.back().second, " images/s")) << progress.back().second;
+  // Worker lines stay whole and apart from the progress lines.
+  std::regex out_line(R"(^\[rank ([01])\] (fd=3|rank \1 item \d)$)");
+  for (const auto& line : lines_of(r.out)) EXPECT_TRUE(std::regex_match(line, out_line)) << "'" << line << "'";
+  std::regex err_line(R"(^(\[rank ([01])\] rank \2 note \d|\[dpinfer\] .*)$)");
+  int notes = 0;
+  for (const auto& line : lines_of(r.err)) {
+    EXPECT_TRUE(std::regex_match(line, err_line)) << "'" << line << "'";
+    notes += contains(line, " note ");
+  }
+  EXPECT_EQ(notes, 12);
+}
+
+TEST(LaunchProcess, ProgressIsOffWithIntervalZeroOrQuiet) {
+  const std::string script = "echo fd=$" "{DPINFER_PROGRESS_FD:-none}; [ -e /proc/self/fd/3 ] && echo fd3-open; "
+                             "true";
+  RunResult on = launch_sh({}, script, 30s, {{"DPINFER_PROGRESS_FD", "9"}});
+  EXPECT_EQ(on.out, "[rank 0] fd=3\n[rank 0] fd3-open\n") << "the launcher's own pipe replaces an inherited one";
+  RunResult off = launch_sh({"--progress-interval", "0"}, script, 30s, {{"DPINFER_PROGRESS_FD", "9"}});
+  EXPECT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_EQ(off.out, "[rank 0] fd=none\n") << "no pipe, and no stale variable pointing elsewhere";
+
+  TempDir dir;
+  RunResult quiet = launch_sh({"--quiet"}, "echo ${DPINFER_PROGRESS_FD:-none} > " + dir.file("fd") + "; " +
+                                               reporting_worker(1, 2, "0"), 30s);
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(read_file(dir.file("fd")), "none\n");
+  EXPECT_FALSE(contains(quiet.err, " images")) << quiet.err;
+
+  RunResult bad = run(launch({"--progress-interval", "-1", "--", "true"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "--progress-interval: expected seconds >= 0")) << bad.err;
+}
+
+TEST(LaunchProcess, WorkersThatReportNothingShowNoProgress) {
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--progress-interval", "0.05"}, "sleep 0.3; echo hi");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(contains(r.err, " images")) << r.err;
+}
+
+TEST(LaunchProcess, GarbageOnTheProgressPipeIsIgnored) {
+  RunResult r = launch_sh({"--progress-interval", "30"},
+                          "printf 'hello\\n{\"rank\": 0, \"world\"\\n[1,2]\\n' >&3; "
+                          "printf '{\"rank\":0,\"world\":1,\"done\":3,\"skipped\":1,\"failed\":0,\"todo\":4,\"total\":4}\\n' >&3; "
+                          "head -c 200000 /dev/zero >&3; echo ok");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank 0] ok\n");
+  EXPECT_TRUE(contains(r.err, "[dpinfer] 4/4 images (100.0%), 1 skipped\n")) << r.err;
+}
+
+TEST(LaunchProcess, ADescendantHoldingTheProgressPipeDoesNotHoldUpTheLauncher) {
+  TempDir dir;
+  // The sleeper leaves the worker's process group and keeps only fd 3 open.
+  RunResult r = launch_sh({}, "setsid sh -c 'echo $$ > " + dir.file("pid") + "; exec sleep 30' </dev/null >/dev/null 2>&1 & "
+                          "while [ ! -s " + dir.file("pid") + " ]; do sleep 0.01; done; exit 0",
+                          30s);
+  pid_t sleeper = read_pid(dir.file("pid"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 10) << "the launcher stopped reading the pipe after the drain period";
+  if (sleeper > 0) ::kill(sleeper, SIGKILL);
+}
+
+// On a terminal the line is redrawn in place and erased before other output.
+TEST(LaunchProcess, OnATerminalTheProgressLineNeverGarblesWorkerLines) {
+  if (::access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "util-linux script(1) is not installed";
+  TempDir dir;
+  write_file(dir.file("worker.sh"), reporting_worker(2, 3, "0.3") + "\n");
+  std::string cmd = dpinfer_binary() + " launch --nproc-per-node 2 -- sh " + dir.file("worker.sh");
+  RunResult r = run({"script", "-qfec", cmd, "/dev/null"}, {{"CUDA_VISIBLE_DEVICES", ""}, {"TERM", "xterm"}}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string& tty = r.out;  // stdout and stderr, as the terminal got them
+  const std::string clear = "\r\x1b[K";
+  EXPECT_TRUE(contains(tty, "\r[dpinfer] ")) << "the line is drawn in place";
+  EXPECT_TRUE(contains(tty, clear)) << "and erased";
+  EXPECT_TRUE(contains(tty, clear + "[dpinfer] 6/6 images (100.0%), ")) << "the last state stays: " << tty;
+  auto starts_a_line = [&](size_t p) {
+    return p == 0 || tty[p - 1] == '\n' || (p >= clear.size() && tty.compare(p - clear.size(), clear.size(), clear) == 0);
+  };
+  int worker_lines = 0;
+  for (size_t p = tty.find("[rank "); p != std::string::npos; p = tty.find("[rank ", p + 1)) {
+    EXPECT_TRUE(starts_a_line(p)) << "a worker line glued to the status line at " << p << ": " << tty;
+    size_t end = tty.find('\n', p);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(tty.substr(p, end - p).find('\x1b'), std::string::npos) << "no escape inside a worker line";
+    ++worker_lines;
+  }
+  EXPECT_EQ(worker_lines, 16);
+  for (size_t p = tty.find("[dpinfer] "); p != std::string::npos; p = tty.find("[dpinfer] ", p + 1))
+    EXPECT_TRUE(starts_a_line(p) || tty[p - 1] == '\r') << "at " << p << ": " << tty;
+}

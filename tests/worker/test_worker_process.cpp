@@ -3,11 +3,15 @@
 // tests/support/fake_pipeline.cpp, whose pixels are a hash of the request, so any
 // mix-up of prompts, seeds or indices shows.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -287,4 +291,102 @@ TEST(WorkerProcess, DeviceCudaWithoutAGpuIsAClearError) {
   RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--device", "cuda"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "no CUDA device is visible")) << r.err;
+}
+
+namespace {
+
+std::vector<std::string> launch_argv(const std::vector<std::string>& launch_opts, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {dpinfer_binary(), "launch"};
+  argv.insert(argv.end(), launch_opts.begin(), launch_opts.end());
+  argv.insert(argv.end(), {"--", kWorker, "generate"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+/// N of the "[dpinfer] N/TOTAL images..." lines of `err`, in order.
+std::vector<int> progress_counts(const std::string& err, const std::string& total) {
+  std::vector<int> out;
+  std::regex re("^\\[dpinfer\\] (\\d+)/" + total + " images");
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) out.push_back(std::stoi(m[1]));
+  }
+  return out;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+// Issue 3, "Progress": the launcher's aggregated line over dpinfer's own workers.
+TEST(WorkerProcess, TheLauncherShowsTheRanksProgressAsOneLine) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(10));
+  const std::vector<std::string> args = {dir.file("p.txt"), "--out", dir.file("out")};
+  RunResult r = run(launch_argv({"--nproc-per-node", "2", "--progress-interval", "0.2"}, args),
+                    {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "150"}}, 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<int> counts = progress_counts(r.err, "10");
+  ASSERT_GE(counts.size(), 2u) << "periodic lines while the ranks work, then the final one: " << r.err;
+  for (size_t i = 1; i < counts.size(); ++i) EXPECT_LE(counts[i - 1], counts[i]) << r.err;
+  EXPECT_LT(counts.front(), 10) << r.err;
+  EXPECT_TRUE(contains(r.err, "[dpinfer] 10/10 images (100.0%), ")) << r.err;
+  std::regex whole(R"(^(\[dpinfer\] |\[rank [01]\] )[^\[\r\x1b]*$)");
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);)
+    EXPECT_TRUE(std::regex_match(line, whole)) << "a line that is not whole: '" << line << "'";
+  // Rank 0's summary names each rank at info level.
+  EXPECT_TRUE(contains(r.err, "[rank 0]   rank 0: 5 generated, 0 skipped, 0 failed, ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[rank 0]   rank 1: 5 generated, 0 skipped, 0 failed, ")) << r.err;
+
+  // Resumed: everything is skipped, and the line says so.
+  RunResult again = run(launch_argv({"--nproc-per-node", "2", "--progress-interval", "0.2"}, args),
+                        {{"CUDA_VISIBLE_DEVICES", ""}}, 120s);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "[dpinfer] 10/10 images (100.0%), 10 skipped\n")) << again.err;
+}
+
+TEST(WorkerProcess, ProgressCountsFailedItemsInDynamicMode) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(5) + "bad FAIL-ITEM\n" + prompts_txt(3));
+  RunResult r = run(launch_argv({"--nproc-per-node", "2", "--progress-interval", "0.2"},
+                                {dir.file("p.txt"), "--out", dir.file("out"), "--shard-mode", "dynamic"}),
+                    {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}}, 120s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(contains(r.err, "[dpinfer] 9/9 images (100.0%), ")) << r.err;
+  EXPECT_TRUE(contains(r.err, ", 1 failed\n")) << r.err;
+}
+
+// With several nodes, node 0 shows the whole run (rank 0 reads the store), the
+// others their own share.
+TEST(WorkerProcess, ProgressAcrossTwoNodes) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(10));
+  const std::string port = std::to_string(free_port());
+  auto node = [&](int n) {
+    return std::make_unique<Child>(
+        launch_argv({"--nnodes", "2", "--node-rank", std::to_string(n), "--nproc-per-node", "1", "--master-port", port,
+                     "--progress-interval", "0.2"},
+                    {dir.file("p.txt"), "--out", dir.file("out")}),
+        std::map<std::string, std::string>{{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}});
+  };
+  auto node0 = node(0);
+  auto node1 = node(1);
+  RunResult r0 = node0->wait(120s);
+  RunResult r1 = node1->wait(120s);
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_TRUE(contains(r0.err, "[dpinfer] 10/10 images (100.0%), ")) << r0.err;
+  EXPECT_TRUE(contains(r1.err, "[dpinfer] 5/5 images on this node (100.0%), ")) << r1.err;
 }

@@ -1,13 +1,19 @@
-// dpinfer-worker: the LibTorch half of dpinfer. `dpinfer generate` and the
-// workers of `dpinfer launch PROMPTS` run this binary, so that the launcher
+// dpinfer-worker: the LibTorch half of dpinfer. `dpinfer generate`, `dpinfer inspect`
+// and the workers of `dpinfer launch PROMPTS` run this binary, so that the launcher
 // itself never loads LibTorch.
+#include <CLI/CLI.hpp>
+#include <cctype>
 #include <iostream>
 
+#include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/stable_diffusion.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
 #include "dpinfer/worker/worker.h"
 
 namespace {
+
+namespace exit_status = dpinfer::worker::exit_status;
 
 std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::worker::PipelineRequest& r) {
   if (r.model.empty())
@@ -31,11 +37,66 @@ std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::wor
   }
 }
 
+/// CLI11's message as one line in the house style: "the following argument was not expected: b".
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (s.size() > 1 && std::islower(static_cast<unsigned char>(s[1])))  // "The", but not "MODEL"
+    s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+/// `dpinfer inspect MODEL [--variant V] [--json]`: the report on stdout; when the model
+/// would not load, the error `dpinfer generate` would stop with on stderr, exit 2.
+int inspect_main(int argc, char** argv) {
+  dpinfer::log::setup(false);
+  dpinfer::log::set_prefix("");  // as `dpinfer generate` run alone
+  std::string model, variant;
+  bool json = false;
+  CLI::App app(
+      "Checks that a model would load, reading its configs and the headers of its weight files, and prints "
+      "what it holds: the components, their configs, parameter counts and dtypes, the tokenizer, the "
+      "scheduler, and any missing or unexpected weights.\n\n  dpinfer inspect MODEL [--variant fp16] [--json]",
+      "dpinfer inspect");
+  app.add_option("MODEL", model, "a diffusers directory (with model_index.json) or a hub id in the Hugging Face cache")
+      ->required();
+  app.add_option("--variant", variant, "inspect the weights `dpinfer generate --variant` would load, e.g. fp16");
+  app.add_flag("--json", json, "print the report as json on stdout, for scripts");
+  app.footer(
+      "Exit status: 0 when the model loads, 2 when it does not (with the error on stderr), 1 when inspect itself "
+      "fails.");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return exit_status::kSuccess;
+  } catch (const CLI::ParseError& e) {
+    dpinfer::log::error("{}; see 'dpinfer inspect --help'", one_line(e.what()));
+    return exit_status::kBadInput;
+  }
+  try {
+    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant);
+    if (json)
+      std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    else
+      std::cout << report.to_text();
+    std::cout.flush();
+    if (report.ok()) return exit_status::kSuccess;
+    dpinfer::log::error("{}", report.error);
+    return report.bad_input ? exit_status::kBadInput : exit_status::kFatal;
+  } catch (const std::exception& e) {
+    dpinfer::log::error("{}", one_line(e.what()));
+    return exit_status::kFatal;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string sub = argc > 1 ? argv[1] : "";
   if (sub == "generate") return dpinfer::worker::generate_main(argc, argv, make_pipeline);
-  std::cerr << "dpinfer-worker: run it through 'dpinfer generate' or 'dpinfer launch'\n";
+  if (sub == "inspect") return inspect_main(argc, argv);
+  std::cerr << "dpinfer-worker: run it through 'dpinfer generate', 'dpinfer inspect' or 'dpinfer launch'\n";
   return 2;
 }

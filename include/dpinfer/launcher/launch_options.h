@@ -14,6 +14,9 @@ struct OutputOptions {
   bool tee = false;                 ///< with log_dir: also print to the console
   bool quiet = false;               ///< print no worker output on the console
   std::vector<int> local_ranks_filter;  ///< empty: every local rank reaches the console
+  /// The aggregated progress line (progress.h): seconds between plain lines when
+  /// stderr is not a terminal; 0 turns the line off, as --quiet does.
+  double progress_interval_s = 30.0;
 };
 
 struct LaunchOptions {

@@ -8,6 +8,7 @@
 //  - SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the launcher are forwarded to
 //    every worker group, with the same grace period; a second SIGINT kills at once;
 //  - worker output reaches the console as whole lines prefixed "[rank N] ".
+//  - the workers' progress reports become one aggregated line on stderr (progress.h).
 
 #include <cstdint>
 #include <optional>

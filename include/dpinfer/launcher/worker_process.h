@@ -17,6 +17,10 @@
 // The keeper reports to the launcher over a pipe: the worker's pid once exec
 // succeeded (or the exec errno), then its wait status and the CLOCK_MONOTONIC
 // time at which it died, which orders simultaneous failures exactly.
+//
+// On request the worker also gets the write end of a progress pipe at fd 3, and
+// DPINFER_PROGRESS_FD=3 (progress.h). Only the worker and what it starts hold
+// that end, so the launcher sees EOF once they are gone.
 
 #include <sys/types.h>
 
@@ -46,9 +50,12 @@ int64_t monotonic_ns();
 class WorkerProcess {
  public:
   /// Forks the keeper, which forks and execs the worker. `life_fd` is the read end
-  /// of the launcher's life pipe. Returns once the keeper has reported whether exec
-  /// succeeded (kStarted/kExecFailed is in `first_report()`).
-  static WorkerProcess spawn(const SpawnSpec& spec, int life_fd);
+  /// of the launcher's life pipe. With `progress_pipe`, the worker gets a progress
+  /// pipe (see above) whose read end is `progress_fd()`; without, it gets none, and
+  /// an inherited DPINFER_PROGRESS_FD is removed from its environment. Returns once
+  /// the keeper has reported whether exec succeeded (kStarted/kExecFailed is in
+  /// `first_report()`).
+  static WorkerProcess spawn(const SpawnSpec& spec, int life_fd, bool progress_pipe = false);
 
   WorkerProcess() = default;
   WorkerProcess(WorkerProcess&&) noexcept;
@@ -62,6 +69,7 @@ class WorkerProcess {
   int stdout_fd() const { return out_fd_; }
   int stderr_fd() const { return err_fd_; }
   int report_fd() const { return report_fd_; }
+  int progress_fd() const { return progress_fd_; }  ///< -1 without a progress pipe
   const KeeperReport& first_report() const { return first_report_; }
 
   /// Sends `sig` to the worker's process group. No-op when the worker never started.
@@ -70,6 +78,7 @@ class WorkerProcess {
   void close_stdout();
   void close_stderr();
   void close_report();
+  void close_progress();
 
  private:
   pid_t keeper_pid_ = 0;
@@ -77,6 +86,7 @@ class WorkerProcess {
   int out_fd_ = -1;
   int err_fd_ = -1;
   int report_fd_ = -1;
+  int progress_fd_ = -1;
   KeeperReport first_report_;
 };
 

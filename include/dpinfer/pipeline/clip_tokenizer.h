@@ -55,6 +55,11 @@ class CLIPTokenizer {
   int64_t unk_id() const;
   /// 49407 (<|endoftext|>) for SD1.x, 0 ("!") for SD2.x.
   int64_t pad_id() const;
+  /// The special tokens' text, as resolved by from_dir(): "<|startoftext|>", "<|endoftext|>", "!", ...
+  const std::string& bos_token() const;
+  const std::string& eos_token() const;
+  const std::string& unk_token() const;
+  const std::string& pad_token() const;
   /// tokenizer_config.json's model_max_length (see kDefaultModelMaxLength): the
   /// max_length diffusers encodes prompts with.
   int model_max_length() const;

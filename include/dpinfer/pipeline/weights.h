@@ -59,13 +59,38 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
 /// diffusers' pipeline loader decides which components load the variant.
 bool has_weight_variant(const std::string& component_dir, const std::string& variant);
 
+/// How the keys of a component's checkpoint meet its module (see match_keys()).
+struct KeyReport {
+  size_t matched = 0;                   ///< module keys a file gives, with the module's shape
+  std::vector<std::string> missing;     ///< module keys no file gives, in the module's order
+  std::vector<std::string> unexpected;  ///< file keys (as the file names them) the module lacks
+  /// "<key> is [a,b] in the file but [c,d] in the model", one per key of the wrong shape
+  std::vector<std::string> mismatched;
+
+  /// Whether every key matches, so that load_weights() would load the files.
+  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+};
+
+/// Matches the keys of `files` (after `renames`) against every defined parameter and buffer
+/// of `module`, by name and shape, exactly as load_weights() does before it copies anything;
+/// only the files' headers are read. Throws dpinfer::Error for what load_weights() refuses
+/// outright: no files, a file that is not valid safetensors, a key given twice, or a dtype
+/// dpinfer cannot load.
+KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
+                     const KeyRenames& renames, const std::string& component);
+
+/// The one-line error load_weights() throws for a `report` that is not ok(): up to 10
+/// missing, unexpected and mismatched keys each, with their counts.
+std::string key_mismatch_message(const KeyReport& report, const std::vector<std::string>& files,
+                                 const std::string& component);
+
 /// Loads `files` into `module`, matching every checkpoint key (after `renames`) against
-/// every defined parameter and buffer of `module` by name. Anything missing, unexpected or
-/// of another shape fails the whole load with one error that lists up to 10 of each and
-/// their counts, before any parameter is written. Values are converted to each parameter's
-/// dtype and copied once, straight from the file mapping into the parameter's storage (on
-/// whatever device it lives); the files are unmapped before returning. `component` names
-/// the component in messages ("unet"). Throws dpinfer::Error.
+/// every defined parameter and buffer of `module` by name, as match_keys() does. Anything
+/// missing, unexpected or of another shape fails the whole load with key_mismatch_message(),
+/// before any parameter is written. Values are converted to each parameter's dtype and
+/// copied once, straight from the file mapping into the parameter's storage (on whatever
+/// device it lives); the files are unmapped before returning. `component` names the
+/// component in messages ("unet"). Throws dpinfer::Error.
 void load_weights(torch::nn::Module& module, const std::vector<std::string>& files,
                   const KeyRenames& renames, const std::string& component);
 

@@ -1,0 +1,405 @@
+// dpinfer_bench: times dpinfer's pipeline on a model of a given shape with random weights.
+//
+// It builds the three models of --shape (a diffusers directory whose weights, if any, are
+// never read: configs/models/sd15-shape by default) with LibTorch's default random
+// initialisation, writes their weights as safetensors into a complete diffusers directory
+// (--model-dir, or a temporary one), then loads that directory with
+// load_stable_diffusion() and times generate(), exactly what `dpinfer generate` runs.
+// So nothing in the shipped binaries learns about random weights, and
+// tools/bench/diffusers_peer.py can load the very same files into diffusers.
+//
+// It prints seconds per image, images per second and the peak GPU memory of the caching
+// allocator per batch size, and writes the same as JSON (--json) for the peer. The images
+// are noise. Benchmarks compare against a peer measured in the same run; nothing here
+// asserts a time.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+#include <torch/version.h>
+
+#ifdef DPINFER_BENCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dpinfer/io/png_writer.h"
+#include "dpinfer/pipeline/autoencoder_kl.h"
+#include "dpinfer/pipeline/clip_text_model.h"
+#include "dpinfer/pipeline/model_configs.h"
+#include "dpinfer/pipeline/stable_diffusion.h"
+#include "dpinfer/pipeline/unet_2d_condition.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/util/version.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace dpinfer;
+
+namespace {
+
+struct Options {
+  std::string shape = DPINFER_DEFAULT_SHAPE;
+  std::string model_dir;  // empty: a temporary directory, removed at the end
+  std::string device = "auto";
+  std::string dtype = "auto";
+  std::string weights_dtype = "fp16";
+  std::string scheduler;
+  int width = 512;
+  int height = 512;
+  int steps = 25;
+  double guidance_scale = 7.5;
+  std::vector<int> batch_sizes = {1, 8};
+  int warmup = 1;
+  int repeats = 3;
+  uint64_t seed = 0;
+  uint64_t weights_seed = 1234;
+  std::string json_path;
+  std::string images_dir;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) throw Error("cannot read " + p.string());
+  return json::parse(in);
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  if (!out) throw Error("cannot write " + p.string());
+}
+
+std::string safetensors_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "F32";
+    case at::kHalf: return "F16";
+    case at::kBFloat16: return "BF16";
+    default: throw Error("weights dtype: expected fp32, fp16 or bf16");
+  }
+}
+
+at::ScalarType parse_dtype(const std::string& d) {
+  if (d == "fp32") return at::kFloat;
+  if (d == "fp16") return at::kHalf;
+  if (d == "bf16") return at::kBFloat16;
+  throw UsageError("dtype: expected fp32, fp16 or bf16, got '" + d + "'");
+}
+
+/// Writes every parameter and buffer of `module` under its own name (the checkpoint key:
+/// dpinfer's modules are named as diffusers' and transformers' state_dicts), as `dtype`.
+/// Returns the bytes written.
+uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::ScalarType dtype) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) tensors.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.key(), b.value());
+  json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}, {"generated_by", "tools/bench/dpinfer_bench (random weights)"}};
+  uint64_t offset = 0;
+  std::vector<at::Tensor> data;
+  for (auto& [name, t] : tensors) {
+    at::Tensor c = t.detach().to(at::kCPU, dtype).contiguous();
+    const uint64_t n = static_cast<uint64_t>(c.numel()) * c.element_size();
+    header[name] = {{"dtype", safetensors_dtype(dtype)}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    data.push_back(std::move(c));
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // as safetensors pads its header
+  std::ofstream out(path, std::ios::binary);
+  uint64_t len = h.size();
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
+  out.write(reinterpret_cast<const char*>(le), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const at::Tensor& c : data)
+    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  out.close();
+  if (!out) throw Error("cannot write " + path.string());
+  return offset;
+}
+
+/// Makes `dir` a diffusers directory of `shape`'s configs and tokenizer with random
+/// weights. Reuses it when its stamp says it was made from the same shape, seed and dtype.
+void make_random_model(const Options& o, const fs::path& dir) {
+  const fs::path shape = fs::absolute(o.shape);
+  for (const char* f : {"model_index.json", "unet/config.json", "vae/config.json", "text_encoder/config.json",
+                        "scheduler/scheduler_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt"})
+    if (!fs::exists(shape / f)) throw UsageError("--shape " + shape.string() + ": no " + f);
+  const json stamp = {{"shape", shape.string()}, {"weights_seed", o.weights_seed}, {"weights_dtype", o.weights_dtype}};
+  if (fs::exists(dir / "dpinfer_bench.json") && read_json(dir / "dpinfer_bench.json") == stamp) {
+    std::printf("dpinfer_bench: reusing the random-weight model in %s\n", dir.string().c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  fs::remove_all(dir);
+  for (const char* sub : {"unet", "vae", "text_encoder", "scheduler", "tokenizer"}) fs::create_directories(dir / sub);
+  fs::copy_file(shape / "model_index.json", dir / "model_index.json");
+  for (const char* f : {"unet/config.json", "vae/config.json", "text_encoder/config.json",
+                        "scheduler/scheduler_config.json"})
+    fs::copy_file(shape / f, dir / f);
+  for (const auto& e : fs::directory_iterator(shape / "tokenizer"))  // follows the links to tests/data
+    fs::copy_file(e.path(), dir / "tokenizer" / e.path().filename());
+
+  c10::InferenceMode guard;
+  at::manual_seed(o.weights_seed);
+  const at::ScalarType wd = parse_dtype(o.weights_dtype);
+  uint64_t bytes = 0;
+  {
+    pipeline::CLIPTextModel m(pipeline::CLIPTextConfig::from_json(read_json(shape / "text_encoder/config.json")));
+    bytes += write_safetensors(dir / "text_encoder/model.safetensors", *m, wd);
+  }
+  {
+    pipeline::UNet2DConditionModel m(pipeline::UNetConfig::from_json(read_json(shape / "unet/config.json")));
+    bytes += write_safetensors(dir / "unet/diffusion_pytorch_model.safetensors", *m, wd);
+  }
+  {
+    pipeline::AutoencoderKL m(pipeline::AutoencoderKLConfig::from_json(read_json(shape / "vae/config.json")));
+    bytes += write_safetensors(dir / "vae/diffusion_pytorch_model.safetensors", *m, wd);
+  }
+  write_text(dir / "dpinfer_bench.json", stamp.dump(1));
+  std::printf("dpinfer_bench: wrote random %s weights of %s to %s: %.2f GB in %.1f s\n", o.weights_dtype.c_str(),
+              shape.string().c_str(), dir.string().c_str(), static_cast<double>(bytes) / 1e9, seconds_since(t0));
+}
+
+struct MemoryStats {
+  double peak_allocated_gib = 0;
+  double peak_reserved_gib = 0;
+};
+
+bool on_cuda(const std::string& device) { return device.rfind("cuda", 0) == 0; }
+
+void reset_peak_memory(const std::string& device) {
+#ifdef DPINFER_BENCH_CUDA
+  if (on_cuda(device)) c10::cuda::CUDACachingAllocator::resetPeakStats(at::Device(device).index());
+#else
+  (void)device;
+#endif
+}
+
+MemoryStats peak_memory(const std::string& device) {
+  MemoryStats m;
+#ifdef DPINFER_BENCH_CUDA
+  if (on_cuda(device)) {
+    const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(at::Device(device).index());
+    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    m.peak_allocated_gib = static_cast<double>(s.allocated_bytes[all].peak) / (1 << 30);
+    m.peak_reserved_gib = static_cast<double>(s.reserved_bytes[all].peak) / (1 << 30);
+  }
+#else
+  (void)device;
+#endif
+  return m;
+}
+
+std::string device_name(const std::string& device) {
+#ifdef DPINFER_BENCH_CUDA
+  if (on_cuda(device)) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(at::Device(device).index());
+    return std::string(p->name) + " (sm_" + std::to_string(p->major) + std::to_string(p->minor) + ")";
+  }
+#endif
+  return device == "cpu" ? "cpu (" + std::to_string(at::get_num_threads()) + " threads)" : device;
+}
+
+const std::vector<std::string>& prompts() {
+  static const std::vector<std::string> p = {
+      "a photograph of an astronaut riding a horse",
+      "a watercolor painting of a lighthouse at dawn, soft light",
+      "a bowl of ramen on a wooden table, studio photo, 35mm",
+      "an isometric drawing of a tiny city on a floating island",
+  };
+  return p;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int run(const Options& o_in) {
+  Options o = o_in;
+  if (o.device == "auto") o.device = torch::cuda::is_available() ? "cuda:0" : "cpu";
+  if (o.device == "cuda") o.device = "cuda:0";
+  if (o.dtype == "auto") o.dtype = on_cuda(o.device) ? "fp16" : "fp32";
+  if (on_cuda(o.device) && !torch::cuda::is_available()) throw UsageError("--device " + o.device + ": no CUDA device");
+
+  const bool temporary = o.model_dir.empty();
+  fs::path dir = temporary ? fs::temp_directory_path() / ("dpinfer-bench-" + std::to_string(::getpid())) : fs::path(o.model_dir);
+  dir = fs::absolute(dir);
+  struct Cleanup {
+    bool on;
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (on) fs::remove_all(dir, ec);
+    }
+  } cleanup{temporary, dir};
+  make_random_model(o, dir);
+
+  pipeline::StableDiffusionOptions po;
+  po.model = dir.string();
+  po.dtype = o.dtype;
+  po.device = o.device;
+  po.scheduler = o.scheduler;
+  auto t0 = std::chrono::steady_clock::now();
+  auto pipe = pipeline::load_stable_diffusion(po);
+  const double load_s = seconds_since(t0);
+  const pipeline::PipelineInfo& info = pipe->info();
+
+  json report;
+  report["tool"] = "dpinfer_bench";
+  report["dpinfer_version"] = dpinfer::version();
+  report["torch_version"] = TORCH_VERSION;
+  report["device"] = o.device;
+  report["device_name"] = device_name(o.device);
+  report["dtype"] = o.dtype;
+  report["model_dir"] = dir.string();
+  report["shape"] = fs::absolute(o.shape).string();
+  report["weights"] = "random (LibTorch default init, seed " + std::to_string(o.weights_seed) + ", stored " + o.weights_dtype + ")";
+  report["scheduler"] = info.scheduler_name;
+  report["width"] = o.width;
+  report["height"] = o.height;
+  report["steps"] = o.steps;
+  report["guidance_scale"] = o.guidance_scale;
+  report["warmup"] = o.warmup;
+  report["repeats"] = o.repeats;
+  report["load_seconds"] = load_s;
+  report["timing"] = "wall clock of TextToImage::generate(batch), which returns uint8 images on the CPU (so it ends synchronised); median of the timed runs after the warm-up runs";
+
+  std::printf("dpinfer_bench: %s, %dx%d, %d steps, guidance %.1f, %s, %s on %s [%s]\n", o.shape.c_str(), o.width,
+              o.height, o.steps, o.guidance_scale, info.scheduler_name.c_str(), o.dtype.c_str(), o.device.c_str(),
+              device_name(o.device).c_str());
+  std::printf("dpinfer_bench: pipeline loaded in %.2f s\n", load_s);
+
+  json runs = json::array();
+  for (int b : o.batch_sizes) {
+    std::vector<pipeline::ImageRequest> batch;
+    for (int i = 0; i < b; ++i) {
+      pipeline::ImageRequest r;
+      r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
+      r.seed = o.seed + static_cast<uint64_t>(i);
+      r.steps = o.steps;
+      r.guidance_scale = o.guidance_scale;
+      r.width = o.width;
+      r.height = o.height;
+      batch.push_back(r);
+    }
+    std::vector<double> warm;
+    for (int w = 0; w < o.warmup; ++w) {
+      t0 = std::chrono::steady_clock::now();
+      pipe->generate(batch);
+      warm.push_back(seconds_since(t0));
+    }
+    reset_peak_memory(o.device);
+    std::vector<double> secs;
+    std::vector<pipeline::RgbImage> images;
+    for (int r = 0; r < o.repeats; ++r) {
+      t0 = std::chrono::steady_clock::now();
+      images = pipe->generate(batch);
+      secs.push_back(seconds_since(t0));
+    }
+    const MemoryStats mem = peak_memory(o.device);
+    const double m = median(secs);
+    int finite = 0;
+    for (const auto& img : images) finite += img.finite;
+    json requests = json::array();
+    for (const auto& r : batch) requests.push_back({{"prompt", r.prompt}, {"negative_prompt", r.negative_prompt}, {"seed", r.seed}});
+    json entry = {{"batch_size", b},
+                  {"warmup_seconds", warm},
+                  {"seconds", secs},
+                  {"median_seconds", m},
+                  {"seconds_per_image", m / b},
+                  {"images_per_second", b / m},
+                  {"steps_per_second", o.steps / m},
+                  {"peak_allocated_gib", mem.peak_allocated_gib},
+                  {"peak_reserved_gib", mem.peak_reserved_gib},
+                  {"finite_images", finite},
+                  {"requests", requests}};
+    if (!o.images_dir.empty()) {
+      fs::create_directories(o.images_dir);
+      json files = json::array();
+      for (size_t k = 0; k < images.size(); ++k) {
+        const std::string name = "dpinfer_b" + std::to_string(b) + "_" + std::to_string(k) + ".png";
+        write_text(fs::path(o.images_dir) / name, io::encode_png(images[k].pixels.data(), images[k].width, images[k].height, {}));
+        files.push_back(name);
+      }
+      entry["images"] = files;
+    }
+    runs.push_back(entry);
+  }
+  report["runs"] = runs;
+
+  std::printf("\n  batch  s/batch  s/image  images/s  steps/s  peak alloc GiB  peak reserved GiB  finite\n");
+  for (const json& r : runs)
+    std::printf("  %5d  %7.3f  %7.3f  %8.3f  %7.2f  %14.2f  %17.2f  %3d/%d\n", r["batch_size"].get<int>(),
+                r["median_seconds"].get<double>(), r["seconds_per_image"].get<double>(),
+                r["images_per_second"].get<double>(), r["steps_per_second"].get<double>(),
+                r["peak_allocated_gib"].get<double>(), r["peak_reserved_gib"].get<double>(),
+                r["finite_images"].get<int>(), r["batch_size"].get<int>());
+  if (!o.json_path.empty()) {
+    write_text(o.json_path, report.dump(1) + "\n");
+    std::printf("\ndpinfer_bench: wrote %s\n", o.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"dpinfer_bench: time dpinfer's pipeline on a model shape with random weights (images are noise)"};
+  app.add_option("--shape", o.shape, "diffusers directory giving the configs and tokenizer (its weights are never read)")
+      ->capture_default_str();
+  app.add_option("--model-dir", o.model_dir,
+                 "where to write the random-weight model, kept afterwards and reused when it matches "
+                 "(default: a temporary directory, removed)");
+  app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
+  app.add_option("--weights-dtype", o.weights_dtype, "dtype of the written weight files")->capture_default_str();
+  app.add_option("--scheduler", o.scheduler, "dpinfer scheduler name (default: the shape's)");
+  app.add_option("--width", o.width)->capture_default_str();
+  app.add_option("--height", o.height)->capture_default_str();
+  app.add_option("--steps", o.steps)->capture_default_str();
+  app.add_option("--guidance-scale", o.guidance_scale)->capture_default_str();
+  app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();
+  app.add_option("--seed", o.seed, "image i of a batch gets seed + i")->capture_default_str();
+  app.add_option("--weights-seed", o.weights_seed, "seed of the random weights")->capture_default_str();
+  app.add_option("--json", o.json_path, "write the results here (tools/bench/diffusers_peer.py reads it)");
+  app.add_option("--images", o.images_dir, "write the last timed run's images here as PNGs");
+  CLI11_PARSE(app, argc, argv);
+  if (o.repeats < 1 || o.warmup < 0 || o.batch_sizes.empty()) {
+    std::cerr << "dpinfer_bench: --repeats must be >= 1, --warmup >= 0, and --batch-sizes non-empty\n";
+    return 2;
+  }
+  try {
+    return run(o);
+  } catch (const InputError& e) {
+    std::cerr << "dpinfer_bench: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dpinfer_bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Fills third_party_cache/device/ (ignored by git) with what the GPU check's build
+# needs beyond what the lent GPU machine has: it has a compiler, CMake, ninja, nvcc
+# and python3 with torch (so LibTorch), but none of Debian's -dev packages and no
+# network. Runs HERE, on the Debian 12 build machine, before the `run` call that
+# names third_party_cache/device in `carry` (tools/device/README.md).
+#
+# Headers and sources only, never a compiled library (the GPU machine's glibc may
+# differ):
+#   include/CLI, include/nlohmann, include/spdlog, include/fmt, include/stb/stb_image_write.h
+#             the headers of libcli11-dev, nlohmann-json3-dev, libspdlog-dev,
+#             libfmt-dev and libstb-dev: copied from /usr/include when the package is
+#             installed (tools/setup.sh installs them all), else taken from the .deb
+#             that `apt-get download` fetches, unpacked with `dpkg-deb -x`;
+#   googletest/  the GoogleTest sources of Debian's googletest package
+#             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
+#   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
+#             for tools/bench/diffusers_peer.py (the machine has torch but no diffusers);
+#             skipped with --no-wheels, or when pip cannot reach PyPI;
+#   MANIFEST.txt  where each part came from, with its version.
+# libpng is not carried: without it cmake/CarriedDeps.cmake leaves out the tests that
+# read PNGs with libpng (dpinfer_worker_tests), which the GPU check does not run.
+#
+#   tools/device/prepare_carry.sh [--no-wheels] [DEST]     (DEST: third_party_cache/device)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+wheels=1
+dest=""
+for a in "$@"; do
+  case "$a" in
+    --no-wheels) wheels=0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -*) echo "prepare_carry: unknown option $a" >&2; exit 2 ;;
+    *) dest="$a" ;;
+  esac
+done
+dest="${dest:-$root/third_party_cache/device}"
+
+say() { printf 'prepare_carry: %s\n' "$*" >&2; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+rm -rf "$dest"
+mkdir -p "$dest/include"
+manifest="$dest/MANIFEST.txt"
+{
+  echo "# Filled by tools/device/prepare_carry.sh on $(hostname) at $(date -u +%FT%TZ)"
+  echo "# from $(. /etc/os-release && echo "$PRETTY_NAME")"
+} >"$manifest"
+
+# pkg_root PKG: prints a root folder holding PKG's files: / when it is installed,
+# else the .deb fetched by apt-get download, unpacked into $tmp.
+pkg_root() {
+  local pkg="$1" version
+  version="$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)"
+  if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    echo "$pkg $version (installed: copied from /)" >>"$manifest"
+    echo /
+    return
+  fi
+  (cd "$tmp" && apt-get download -q "$pkg" >/dev/null)
+  local deb
+  deb="$(ls "$tmp"/"${pkg}"_*.deb | head -n1)"
+  dpkg-deb -x "$deb" "$tmp/$pkg"
+  echo "$pkg $(dpkg-deb -f "$deb" Version) (apt-get download: $(basename "$deb"))" >>"$manifest"
+  echo "$tmp/$pkg"
+}
+
+# Header folders, each exactly as its Debian package installs it.
+for spec in libcli11-dev:CLI nlohmann-json3-dev:nlohmann libspdlog-dev:spdlog libfmt-dev:fmt; do
+  pkg="${spec%%:*}" sub="${spec#*:}"
+  r="$(pkg_root "$pkg")"
+  cp -a "$r/usr/include/$sub" "$dest/include/"
+done
+# stb: only the one header dpinfer uses (src/io/png_writer.cpp).
+r="$(pkg_root libstb-dev)"
+mkdir -p "$dest/include/stb"
+cp -a "$r/usr/include/stb/stb_image_write.h" "$dest/include/stb/"
+
+# GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
+r="$(pkg_root googletest)"
+cp -a "$r/usr/src/googletest" "$dest/googletest"
+rm -rf "$dest"/googletest/{googletest,googlemock}/{test,docs,samples}
+
+# The diffusers peer of the benchmark, as wheels for the GPU machine's Python 3.12
+# (the device README's recipe). The pins are tools/fixtures/requirements.txt's, with
+# the versions of their dependencies that the fixtures venv resolved; the machine's
+# own transformers 5 and huggingface_hub 1.x do not fit diffusers 0.36 and
+# transformers 4.57, so these shadow them through PYTHONPATH there.
+if [ "$wheels" = 1 ]; then
+  py=python3
+  [ -x "$root/.venv/bin/python" ] && py="$root/.venv/bin/python"
+  pins=(diffusers==0.36.0 transformers==4.57.6 huggingface_hub==0.36.2 tokenizers==0.22.2)
+  mkdir -p "$dest/wheels"
+  if "$py" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+      --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d "$dest/wheels" "${pins[@]}" >&2; then
+    for w in "$dest"/wheels/*.whl; do echo "wheel $(basename "$w")" >>"$manifest"; done
+  else
+    say "pip download failed: no wheels; the GPU check will skip the diffusers peer"
+    rm -rf "$dest/wheels"
+  fi
+fi
+
+du -sh "$dest" | sed 's/^/prepare_carry: /' >&2
+cat "$manifest" >&2
