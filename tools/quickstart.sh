@@ -10,6 +10,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# ccache then hashes paths relative to the checkout, so a fresh clone on the same
+# machine (CI) reuses the objects of earlier builds.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 tools/setup.sh
 cmake --preset default
 cmake --build --preset default

@@ -87,12 +87,6 @@ int parse_nnodes(const std::string& value) {
   throw SystemError("execv(" + worker + ")", errno);
 }
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
 
 }  // namespace
 

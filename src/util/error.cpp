@@ -7,4 +7,11 @@ namespace dpinfer {
 SystemError::SystemError(const std::string& what_call, int err)
     : Error(what_call + ": " + std::strerror(err)), code_(err) {}
 
+std::string one_line(std::string message) {
+  for (char& c : message)
+    if (c == '\n') c = ' ';
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return message;
+}
+
 }  // namespace dpinfer

@@ -74,11 +74,6 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
   return words;
 }
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  return s;
-}
 
 }  // namespace
 

@@ -58,6 +58,9 @@ bool process_alive(pid_t pid);
 /// Pids of the zombie children of `parent`.
 std::vector<pid_t> zombie_children(pid_t parent);
 
+/// A loopback TCP port that was free a moment ago.
+int free_port();
+
 /// The path of the dpinfer binary under test.
 std::string dpinfer_binary();
 

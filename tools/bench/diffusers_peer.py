@@ -107,7 +107,8 @@ def main():
         images = pipe(prompt=prompts, negative_prompt=negatives if any(negatives) else None,
                       num_inference_steps=dp["steps"], guidance_scale=dp["guidance_scale"],
                       height=dp["height"], width=dp["width"], generator=generators, output_type="np").images
-        return (images * 255).round().astype(np.uint8)  # what dpinfer's generate() returns too
+        finite = int(np.isfinite(images).all(axis=(1, 2, 3)).sum())
+        return (images * 255).round().astype(np.uint8), finite  # uint8: what dpinfer's generate() returns too
 
     runs = []
     with torch.inference_mode():
@@ -125,7 +126,7 @@ def main():
             for _ in range(repeats):
                 sync()
                 t0 = time.perf_counter()
-                images = call(d["requests"])
+                images, finite = call(d["requests"])
                 sync()
                 secs.append(time.perf_counter() - t0)
             m = statistics.median(secs)
@@ -134,7 +135,7 @@ def main():
                 "seconds_per_image": m / b, "images_per_second": b / m, "steps_per_second": dp["steps"] / m,
                 "peak_allocated_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else 0.0,
                 "peak_reserved_gib": torch.cuda.max_memory_reserved(device) / 2**30 if cuda else 0.0,
-                "finite_images": int(np.isfinite(images).all(axis=(1, 2, 3)).sum()),
+                "finite_images": finite,
             }
             if args.images and d.get("images"):
                 from PIL import Image

@@ -36,4 +36,8 @@ class SystemError : public Error {
   int code_;
 };
 
+/// `message` on one line: newlines become spaces, trailing spaces go (CLI11 and
+/// LibTorch messages span lines; dpinfer prints one).
+std::string one_line(std::string message);
+
 }  // namespace dpinfer
