@@ -32,9 +32,10 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/pipeline/autoencoder_kl.h"

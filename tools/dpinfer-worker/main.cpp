@@ -38,10 +38,8 @@ std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::wor
 }
 
 /// CLI11's message as one line in the house style: "the following argument was not expected: b".
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
+std::string cli11_message(const CLI::ParseError& e) {
+  std::string s = dpinfer::one_line(e.what());
   if (s.size() > 1 && std::islower(static_cast<unsigned char>(s[1])))  // "The", but not "MODEL"
     s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
   return s;
@@ -72,7 +70,7 @@ int inspect_main(int argc, char** argv) {
     std::cout << app.help();
     return exit_status::kSuccess;
   } catch (const CLI::ParseError& e) {
-    dpinfer::log::error("{}; see 'dpinfer inspect --help'", one_line(e.what()));
+    dpinfer::log::error("{}; see 'dpinfer inspect --help'", cli11_message(e));
     return exit_status::kBadInput;
   }
   try {
@@ -86,7 +84,7 @@ int inspect_main(int argc, char** argv) {
     dpinfer::log::error("{}", report.error);
     return report.bad_input ? exit_status::kBadInput : exit_status::kFatal;
   } catch (const std::exception& e) {
-    dpinfer::log::error("{}", one_line(e.what()));
+    dpinfer::log::error("{}", dpinfer::one_line(e.what()));
     return exit_status::kFatal;
   }
 }
