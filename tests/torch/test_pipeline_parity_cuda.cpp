@@ -1,18 +1,25 @@
-// The whole pipeline on the GPU against the diffusers goldens (recorded on the CPU in
-// fp32 by tools/fixtures/make_pipelines.py): every recorded case of the three tiny
-// pipelines, in each dtype, with issue 4's bounds on ‖Δ‖/‖ref‖ over the case's uint8
-// images: fp32 <= 1e-3, fp16 and bf16 <= 2e-2. The fp32 case runs twice: with
-// LibTorch's defaults, as `dpinfer generate --dtype fp32` runs (cuDNN may use TF32 for
-// convolutions), and with TF32 off. Named *_CUDA: only where a GPU is visible
-// (torch_main.cpp). Each test prints one "[ parity-cuda ]" line per pipeline, which
-// tools/device/gpu_check.sh collects.
+// The whole pipeline on the GPU over the recorded cases of the three tiny pipelines, with
+// issue 4's bounds on ‖Δ‖/‖ref‖ over each case's uint8 images:
+// - fp32 against the diffusers goldens (tools/fixtures/make_pipelines.py, CPU, fp32),
+//   <= 1e-3, twice: with LibTorch's defaults, as `dpinfer generate --dtype fp32` runs
+//   (cuDNN may use TF32 for convolutions), and with TF32 off;
+// - fp16 and bf16 against the same pipeline in the same dtype on the CPU, <= 2e-2. Not
+//   against the goldens: torch draws a different normal sequence in fp16/bf16 than in
+//   fp32 from the same CPU generator (diffusers' randn_tensor draws in the model dtype,
+//   and so does dpinfer), so an fp16 image is another sample than the fp32 golden, in
+//   diffusers too. Both sides here draw the same fp16/bf16 noise on the CPU. A case
+//   subset keeps the CPU side short.
+// Named *_CUDA: they run only where a GPU is visible (torch_main.cpp). Each test prints
+// one "[ parity-cuda ]" line per pipeline, which tools/device/gpu_check.sh collects.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/safetensors.h"
@@ -55,67 +62,144 @@ std::vector<pipeline::ImageRequest> requests_of(const json& c) {
   return batch;
 }
 
-/// Runs every recorded case of every fixture pipeline on cuda:0 in `dtype`, EXPECTs
-/// ‖Δ‖/‖ref‖ <= `bound` and finite images for each, and prints the worst per pipeline.
-void expect_every_case_within(const std::string& dtype, double bound, const std::string& label) {
-  for (const std::string name : {"tiny-sd1", "tiny-sd2v", "tiny-3down"}) {
-    std::ifstream in(kData + "/pipelines/" + name + ".golden/cases.json");
-    const json doc = json::parse(in);
+struct Diff {
+  double rel = 0;  ///< ‖got − ref‖ / ‖ref‖ over every uint8 value of the case
+  int max_abs = 0;
+  double exact = 1;  ///< the fraction of values that are equal
+};
+
+Diff compare(const std::vector<pipeline::RgbImage>& got, const uint8_t* ref, const std::string& what) {
+  double diff2 = 0, ref2 = 0;
+  size_t exact = 0, total = 0;
+  Diff d;
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_TRUE(got[k].finite) << what << ": NaN or Inf in decoded image " << k;
+    const size_t n = got[k].pixels.size();
+    for (size_t i = 0; i < n; ++i) {
+      const double a = got[k].pixels[i], e = ref[k * n + i];
+      diff2 += (a - e) * (a - e);
+      ref2 += e * e;
+      d.max_abs = std::max(d.max_abs, static_cast<int>(std::abs(a - e)));
+      exact += a == e;
+      ++total;
+    }
+  }
+  d.rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  d.exact = total ? static_cast<double>(exact) / static_cast<double>(total) : 1;
+  return d;
+}
+
+/// The pipelines of one fixture, one per distinct set of options, loaded on first use.
+class Pipelines {
+ public:
+  Pipelines(std::string name, std::string dtype, std::string device)
+      : name_(std::move(name)), dtype_(std::move(dtype)), device_(std::move(device)) {}
+
+  pipeline::TextToImage& for_case(const json& c) {
+    const json& call = c["call"];
+    pipeline::StableDiffusionOptions o;
+    o.model = kData + "/pipelines/" + name_;
+    o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
+    o.clip_skip = call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>();
+    o.guidance_rescale = call["guidance_rescale"].get<double>();
+    o.eta = call["eta"].get<double>();
+    o.dtype = dtype_;
+    o.device = device_;
+    const std::string key = o.scheduler + "|" + std::to_string(o.clip_skip) + "|" + std::to_string(o.guidance_rescale) +
+                            "|" + std::to_string(o.eta);
+    auto& pipe = pipes_[key];
+    if (!pipe) pipe = pipeline::load_stable_diffusion(o);
+    return *pipe;
+  }
+
+ private:
+  std::string name_, dtype_, device_;
+  std::map<std::string, std::unique_ptr<pipeline::TextToImage>> pipes_;
+};
+
+const std::vector<std::string>& fixtures() {
+  static const std::vector<std::string> names = {"tiny-sd1", "tiny-sd2v", "tiny-3down"};
+  return names;
+}
+
+json cases_of(const std::string& name) {
+  std::ifstream in(kData + "/pipelines/" + name + ".golden/cases.json");
+  return json::parse(in);
+}
+
+void report(const std::string& label, const std::string& name, size_t cases, const Diff& worst,
+            const std::string& worst_case, int worst_abs, double worst_exact, double bound, const char* against) {
+  std::printf("[ parity-cuda ] %-17s %-10s %2zu cases vs %-8s worst rel %.3e (%s), max|delta| %d, worst exact %.2f%%, bound %.0e\n",
+              label.c_str(), name.c_str(), cases, against, worst.rel, worst_case.c_str(), worst_abs, 100 * worst_exact,
+              bound);
+}
+
+/// fp32 on cuda:0 against the diffusers goldens: every recorded case within `bound`.
+void expect_goldens_within(double bound, const std::string& label) {
+  for (const std::string& name : fixtures()) {
+    const json doc = cases_of(name);
     auto images = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/images.safetensors");
-    std::map<std::string, std::unique_ptr<pipeline::TextToImage>> pipes;
-    double worst = 0, worst_exact = 1;
+    Pipelines cuda(name, "fp32", "cuda:0");
+    Diff worst;
     int worst_abs = 0;
+    double worst_exact = 1;
     std::string worst_case;
     for (const json& c : doc["cases"]) {
       const std::string what = name + "/" + c["name"].get<std::string>() + " " + label;
-      const json& call = c["call"];
-      pipeline::StableDiffusionOptions o;
-      o.model = kData + "/pipelines/" + name;
-      o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
-      o.clip_skip = call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>();
-      o.guidance_rescale = call["guidance_rescale"].get<double>();
-      o.eta = call["eta"].get<double>();
-      o.dtype = dtype;
-      o.device = "cuda:0";
-      const std::string key = o.scheduler + "|" + std::to_string(o.clip_skip) + "|" +
-                              std::to_string(o.guidance_rescale) + "|" + std::to_string(o.eta);
-      auto& pipe = pipes[key];
-      if (!pipe) pipe = pipeline::load_stable_diffusion(o);
-      ASSERT_EQ(pipe->info().device, "cuda:0");
-
-      const std::vector<pipeline::RgbImage> got = pipe->generate(requests_of(c));
+      pipeline::TextToImage& pipe = cuda.for_case(c);
+      ASSERT_EQ(pipe.info().device, "cuda:0");
+      const std::vector<pipeline::RgbImage> got = pipe.generate(requests_of(c));
       const io::TensorView* want = images->find(c["image_tensor"].get<std::string>());
       ASSERT_NE(want, nullptr) << what;
       ASSERT_EQ(static_cast<int64_t>(got.size()), want->shape[0]) << what;
-      const auto* ref = reinterpret_cast<const uint8_t*>(want->data);
-      double diff2 = 0, ref2 = 0;
-      size_t exact = 0, total = 0;
-      int max_abs = 0;
-      bool finite = true;
-      for (size_t k = 0; k < got.size(); ++k) {
-        ASSERT_EQ(got[k].height, want->shape[1]) << what;
-        ASSERT_EQ(got[k].width, want->shape[2]) << what;
-        finite = finite && got[k].finite;
-        const size_t n = got[k].pixels.size();
-        for (size_t i = 0; i < n; ++i) {
-          const double a = got[k].pixels[i], e = ref[k * n + i];
-          diff2 += (a - e) * (a - e);
-          ref2 += e * e;
-          max_abs = std::max(max_abs, static_cast<int>(std::abs(a - e)));
-          exact += a == e;
-          ++total;
-        }
-      }
-      const double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-      EXPECT_TRUE(finite) << what << ": NaN or Inf in the decoded image";
-      EXPECT_LE(rel, bound) << what << ": max |delta| " << max_abs;
-      if (rel >= worst) worst = rel, worst_case = c["name"].get<std::string>();
-      worst_abs = std::max(worst_abs, max_abs);
-      worst_exact = std::min(worst_exact, static_cast<double>(exact) / static_cast<double>(total));
+      ASSERT_EQ(got[0].height, want->shape[1]) << what;
+      ASSERT_EQ(got[0].width, want->shape[2]) << what;
+      const Diff d = compare(got, reinterpret_cast<const uint8_t*>(want->data), what);
+      EXPECT_LE(d.rel, bound) << what << ": max |delta| " << d.max_abs;
+      if (d.rel >= worst.rel) worst = d, worst_case = c["name"].get<std::string>();
+      worst_abs = std::max(worst_abs, d.max_abs);
+      worst_exact = std::min(worst_exact, d.exact);
     }
-    std::printf("[ parity-cuda ] %-24s %-10s %2zu cases: worst rel %.3e (%s), max|delta| %d, worst exact %.2f%%, bound %.0e\n",
-                label.c_str(), name.c_str(), doc["cases"].size(), worst, worst_case.c_str(), worst_abs,
-                100 * worst_exact, bound);
+    report(label, name, doc["cases"].size(), worst, worst_case, worst_abs, worst_exact, bound, "goldens,");
+  }
+}
+
+/// `dtype` on cuda:0 against the same pipeline and dtype on the CPU, over a subset of the
+/// recorded cases (every scheduler, CFG off, a batch of two, an odd size): within `bound`.
+void expect_cpu_within(const std::string& dtype, double bound) {
+  static const std::set<std::string> subset = {
+      "default",    "sched_pndm", "sched_ddim",  "sched_euler",    "sched_euler_a",         "sched_dpm++2m",
+      "sched_dpm++2m-karras",     "sched_lms",   "sched_unipc",    "no_cfg",                "batch_images_2",
+      "odd_size",   "euler_a_batch_images_2"};
+  for (const std::string& name : fixtures()) {
+    const json doc = cases_of(name);
+    Pipelines cuda(name, dtype, "cuda:0"), cpu(name, dtype, "cpu");
+    Diff worst;
+    int worst_abs = 0;
+    double worst_exact = 1;
+    size_t n = 0;
+    std::string worst_case;
+    for (const json& c : doc["cases"]) {
+      if (!subset.count(c["name"].get<std::string>())) continue;
+      ++n;
+      const std::string what = name + "/" + c["name"].get<std::string>() + " " + dtype;
+      const auto batch = requests_of(c);
+      const std::vector<pipeline::RgbImage> got = cuda.for_case(c).generate(batch);
+      const std::vector<pipeline::RgbImage> ref = cpu.for_case(c).generate(batch);
+      ASSERT_EQ(got.size(), ref.size()) << what;
+      std::vector<uint8_t> ref_bytes;
+      for (const auto& img : ref) {
+        EXPECT_TRUE(img.finite) << what << ": NaN or Inf on the CPU";
+        ref_bytes.insert(ref_bytes.end(), img.pixels.begin(), img.pixels.end());
+      }
+      ASSERT_EQ(got[0].pixels.size(), ref[0].pixels.size()) << what;
+      const Diff d = compare(got, ref_bytes.data(), what);
+      EXPECT_LE(d.rel, bound) << what << ": max |delta| " << d.max_abs;
+      if (d.rel >= worst.rel) worst = d, worst_case = c["name"].get<std::string>();
+      worst_abs = std::max(worst_abs, d.max_abs);
+      worst_exact = std::min(worst_exact, d.exact);
+    }
+    report(dtype, name, n, worst, worst_case, worst_abs, worst_exact, bound, "the cpu,");
   }
 }
 
@@ -130,16 +214,16 @@ class TF32CuDNN {
 };
 
 TEST(PipelineParityCuda, Fp32AsShippedMatchesDiffusers_CUDA) {
-  expect_every_case_within("fp32", 1e-3, std::string("fp32") + (at::globalContext().allowTF32CuDNN() ? " (tf32 conv)" : ""));
+  expect_goldens_within(1e-3, at::globalContext().allowTF32CuDNN() ? "fp32 (tf32 conv)" : "fp32");
 }
 
 TEST(PipelineParityCuda, Fp32WithoutTF32MatchesDiffusers_CUDA) {
   TF32CuDNN off(false);
-  expect_every_case_within("fp32", 1e-3, "fp32 (no tf32)");
+  expect_goldens_within(1e-3, "fp32 (no tf32)");
 }
 
-TEST(PipelineParityCuda, Fp16MatchesDiffusers_CUDA) { expect_every_case_within("fp16", 2e-2, "fp16"); }
+TEST(PipelineParityCuda, Fp16MatchesTheCpu_CUDA) { expect_cpu_within("fp16", 2e-2); }
 
-TEST(PipelineParityCuda, Bf16MatchesDiffusers_CUDA) { expect_every_case_within("bf16", 2e-2, "bf16"); }
+TEST(PipelineParityCuda, Bf16MatchesTheCpu_CUDA) { expect_cpu_within("bf16", 2e-2); }
 
 }  // namespace

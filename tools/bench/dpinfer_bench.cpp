@@ -141,7 +141,7 @@ uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::
 /// Makes `dir` a diffusers directory of `shape`'s configs and tokenizer with random
 /// weights. Reuses it when its stamp says it was made from the same shape, seed and dtype.
 void make_random_model(const Options& o, const fs::path& dir) {
-  const fs::path shape = fs::absolute(o.shape);
+  const fs::path shape = fs::weakly_canonical(fs::absolute(o.shape));
   for (const char* f : {"model_index.json", "unet/config.json", "vae/config.json", "text_encoder/config.json",
                         "scheduler/scheduler_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt"})
     if (!fs::exists(shape / f)) throw UsageError("--shape " + shape.string() + ": no " + f);
@@ -275,7 +275,7 @@ int run(const Options& o_in) {
   report["device_name"] = device_name(o.device);
   report["dtype"] = o.dtype;
   report["model_dir"] = dir.string();
-  report["shape"] = fs::absolute(o.shape).string();
+  report["shape"] = fs::weakly_canonical(fs::absolute(o.shape)).string();
   report["weights"] = "random (LibTorch default init, seed " + std::to_string(o.weights_seed) + ", stored " + o.weights_dtype + ")";
   report["scheduler"] = info.scheduler_name;
   report["width"] = o.width;

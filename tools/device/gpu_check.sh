@@ -4,9 +4,9 @@
 #   configure  CMake against that machine's own torch (LibTorch) and the carried
 #              third-party headers (tools/device/prepare_carry.sh; -DDPINFER_DEPS_DIR)
 #   build      dpinfer_torch_tests and dpinfer_bench only
-#   tests      every *_CUDA test: the pipeline on CUDA against the diffusers goldens in
-#              fp32/fp16/bf16 (tests/torch/test_pipeline_parity_cuda.cpp), the components,
-#              the schedulers, the weight loader, the toolchain
+#   tests      every *_CUDA test: the pipeline on CUDA, fp32 against the diffusers goldens
+#              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp), the
+#              components, the schedulers, the weight loader, the toolchain
 #   bench      dpinfer_bench: SD1.5-shaped pipeline, random weights, 512x512, 25 steps,
 #              batch 1 and 8, fp16 on cuda:0
 #   peer       tools/bench/diffusers_peer.py on the same files and settings, when the
@@ -60,7 +60,8 @@ step() {
   local t0=$SECONDS rc
   echo "== $name (at most ${max}s): $*" >>"$log"
   echo "gpu_check: $name (at most ${max}s)"
-  timeout -k 10 "$max" "$@" >>"$log" 2>&1
+  # bash -c: CMD may be one of the functions below (exported with their variables).
+  timeout -k 10 "$max" bash -c '"$@"' "$name" "$@" >>"$log" 2>&1
   rc=$?
   if ((rc == 0)); then
     status+=("$name: ok in $((SECONDS - t0))s")
@@ -138,6 +139,9 @@ peer() {
     --dpinfer-json "$out/bench.json" --images "$images" --out "$out/peer.json"
 }
 
+export root out deps build py torch_prefix nvcc model images LD_LIBRARY_PATH
+export -f facts configure bench peer
+
 want facts && step facts 60 "$out/build.log" facts
 if want configure; then
   [ -n "$torch_prefix" ] || echo "python3 cannot import torch: no LibTorch" >>"$out/build.log"
@@ -166,7 +170,7 @@ fi
 # The summary: printed last, so that the call's output tail holds it; also summary.txt.
 {
   echo
-  echo "================ gpu_check summary (${SECONDS}s in all; steps: ${steps# }) ================"
+  echo "================ gpu_check summary (${SECONDS}s in all; steps:${steps% }) ================"
   sed -n '/^name, driver_version/{n;p;q}' "$out/build.log" 2>/dev/null | sed 's/^/  gpu: /'
   grep -m1 "^python " "$out/build.log" 2>/dev/null | sed 's/^/  /'
   printf '  %s\n' "${status[@]}"
@@ -186,14 +190,14 @@ for name, failures, t in bad:
 PY
   fi
   if [ -f "$out/cuda_tests.log" ]; then
-    echo "--- pipeline on CUDA vs diffusers goldens (image ||d||/||ref||)"
+    echo "--- pipeline on CUDA, image ||d||/||ref||: fp32 vs the diffusers goldens, fp16/bf16 vs the same dtype on the CPU"
     grep "^\[ parity-cuda \]" "$out/cuda_tests.log" | sed 's/^\[ parity-cuda \] /  /'
     echo "--- components on CUDA: worst rel err per dtype (the tests' own bounds)"
     awk '/ cuda .*rel err/ {
            split($0, a, " rel err "); e = a[2] + 0;
            d = ($0 ~ / Float /) ? "fp32" : ($0 ~ / Half /) ? "fp16" : ($0 ~ / BFloat16 /) ? "bf16" : "other";
            c = ($0 ~ /decode|encode/) ? "vae" : ($0 ~ /unet\.out/) ? "unet" : "text";
-           k = c " " d; if (e > w[k]) { w[k] = e; n[k] = $1 " " $2 } }
+           k = c " " d; if (e >= w[k]) { w[k] = e; n[k] = a[1]; sub(/^ +/, "", n[k]); sub(/ +$/, "", n[k]) } }
          END { for (k in w) printf "  %-10s %.3e  (%s)\n", k, w[k], n[k] }' "$out/cuda_tests.log" | sort
     grep -h "^\[ schedulers \]" "$out/cuda_tests.log" | sed 's/^/  /'
   fi

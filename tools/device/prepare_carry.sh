@@ -21,16 +21,19 @@
 # libpng is not carried: without it cmake/CarriedDeps.cmake leaves out the tests that
 # read PNGs with libpng (dpinfer_worker_tests), which the GPU check does not run.
 #
-#   tools/device/prepare_carry.sh [--no-wheels] [DEST]     (DEST: third_party_cache/device)
+#   tools/device/prepare_carry.sh [--no-wheels] [--download] [DEST]   (DEST: third_party_cache/device)
+#   --download: take every package from apt-get download, even when it is installed
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 wheels=1
+download=0
 dest=""
 for a in "$@"; do
   case "$a" in
     --no-wheels) wheels=0 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --download) download=1 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "prepare_carry: unknown option $a" >&2; exit 2 ;;
     *) dest="$a" ;;
   esac
@@ -54,7 +57,7 @@ manifest="$dest/MANIFEST.txt"
 pkg_root() {
   local pkg="$1" version
   version="$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null || true)"
-  if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$download" = 0 ] && dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     echo "$pkg $version (installed: copied from /)" >>"$manifest"
     echo /
     return
