@@ -127,12 +127,26 @@ json cases_of(const std::string& name) {
   return json::parse(in);
 }
 
-void report(const std::string& label, const std::string& name, size_t cases, const Diff& worst,
-            const std::string& worst_case, int worst_abs, double worst_exact, double bound, const char* against) {
-  std::printf("[ parity-cuda ] %-17s %-10s %2zu cases vs %-8s worst rel %.3e (%s), max|delta| %d, worst exact %.2f%%, bound %.0e\n",
-              label.c_str(), name.c_str(), cases, against, worst.rel, worst_case.c_str(), worst_abs, 100 * worst_exact,
-              bound);
-}
+/// The worst of one pipeline's cases, printed as its "[ parity-cuda ]" line.
+struct Worst {
+  size_t cases = 0;
+  double rel = 0;
+  std::string rel_case;
+  int max_abs = 0;
+  double exact = 1;
+
+  void add(const Diff& d, const std::string& case_name) {
+    ++cases;
+    if (d.rel >= rel) rel = d.rel, rel_case = case_name;
+    max_abs = std::max(max_abs, d.max_abs);
+    exact = std::min(exact, d.exact);
+  }
+  void print(const std::string& label, const std::string& pipeline, const char* against, double bound) const {
+    std::printf("[ parity-cuda ] %-17s %-10s %2zu cases vs %-8s worst rel %.3e (%s), max|delta| %d, worst exact %.2f%%, "
+                "bound %.0e\n",
+                label.c_str(), pipeline.c_str(), cases, against, rel, rel_case.c_str(), max_abs, 100 * exact, bound);
+  }
+};
 
 /// fp32 on cuda:0 against the diffusers goldens: every recorded case within `bound`.
 void expect_goldens_within(double bound, const std::string& label) {
@@ -140,10 +154,7 @@ void expect_goldens_within(double bound, const std::string& label) {
     const json doc = cases_of(name);
     auto images = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/images.safetensors");
     Pipelines cuda(name, "fp32", "cuda:0");
-    Diff worst;
-    int worst_abs = 0;
-    double worst_exact = 1;
-    std::string worst_case;
+    Worst worst;
     for (const json& c : doc["cases"]) {
       const std::string what = name + "/" + c["name"].get<std::string>() + " " + label;
       pipeline::TextToImage& pipe = cuda.for_case(c);
@@ -156,11 +167,9 @@ void expect_goldens_within(double bound, const std::string& label) {
       ASSERT_EQ(got[0].width, want->shape[2]) << what;
       const Diff d = compare(got, reinterpret_cast<const uint8_t*>(want->data), what);
       EXPECT_LE(d.rel, bound) << what << ": max |delta| " << d.max_abs;
-      if (d.rel >= worst.rel) worst = d, worst_case = c["name"].get<std::string>();
-      worst_abs = std::max(worst_abs, d.max_abs);
-      worst_exact = std::min(worst_exact, d.exact);
+      worst.add(d, c["name"].get<std::string>());
     }
-    report(label, name, doc["cases"].size(), worst, worst_case, worst_abs, worst_exact, bound, "goldens,");
+    worst.print(label, name, "goldens,", bound);
   }
 }
 
@@ -174,14 +183,9 @@ void expect_cpu_within(const std::string& dtype, double bound) {
   for (const std::string& name : fixtures()) {
     const json doc = cases_of(name);
     Pipelines cuda(name, dtype, "cuda:0"), cpu(name, dtype, "cpu");
-    Diff worst;
-    int worst_abs = 0;
-    double worst_exact = 1;
-    size_t n = 0;
-    std::string worst_case;
+    Worst worst;
     for (const json& c : doc["cases"]) {
       if (!subset.count(c["name"].get<std::string>())) continue;
-      ++n;
       const std::string what = name + "/" + c["name"].get<std::string>() + " " + dtype;
       const auto batch = requests_of(c);
       const std::vector<pipeline::RgbImage> got = cuda.for_case(c).generate(batch);
@@ -195,11 +199,9 @@ void expect_cpu_within(const std::string& dtype, double bound) {
       ASSERT_EQ(got[0].pixels.size(), ref[0].pixels.size()) << what;
       const Diff d = compare(got, ref_bytes.data(), what);
       EXPECT_LE(d.rel, bound) << what << ": max |delta| " << d.max_abs;
-      if (d.rel >= worst.rel) worst = d, worst_case = c["name"].get<std::string>();
-      worst_abs = std::max(worst_abs, d.max_abs);
-      worst_exact = std::min(worst_exact, d.exact);
+      worst.add(d, c["name"].get<std::string>());
     }
-    report(dtype, name, n, worst, worst_case, worst_abs, worst_exact, bound, "the cpu,");
+    worst.print(dtype, name, "the cpu,", bound);
   }
 }
 

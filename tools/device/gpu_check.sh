@@ -186,7 +186,8 @@ cases = [(s["name"] + "." + t["name"], t.get("failures", []), t.get("time", ""))
 bad = [c for c in cases if c[1]]
 print(f"--- *_CUDA tests: {len(cases) - len(bad)} passed, {len(bad)} failed of {len(cases)}")
 for name, failures, t in bad:
-    print(f"  FAILED {name} ({t}): {len(failures)} failure(s); first: {failures[0]['failure'].splitlines()[0][:300]}")
+    first = " | ".join(line.strip() for line in failures[0]["failure"].splitlines()[1:4])
+    print(f"  FAILED {name} ({t}): {len(failures)} failure(s); first: {first[:400]}")
 PY
   fi
   if [ -f "$out/cuda_tests.log" ]; then
