@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <c10/util/Logging.h>
 #include <torch/cuda.h>
 
 #include "dpinfer/io/atomic_file.h"
@@ -499,6 +500,10 @@ class GenerateRun {
 
 void setup_worker_logging(bool verbose) {
   log::setup(verbose);
+  // c10d logs every failed store connect with the exception's C++ backtrace; the
+  // worker reports such failures itself, in one line. c10's own log shows only
+  // with --verbose or when the user sets TORCH_CPP_LOG_LEVEL. 3 is c10's FATAL.
+  if (!verbose && !std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
   // Under `dpinfer launch` every line already carries "[rank N] ".
   const char* launched = std::getenv("DPINFER_LAUNCHED");
   const char* rank = std::getenv("RANK");
