@@ -104,6 +104,22 @@ std::vector<at::Tensor> run(Scheduler& s, at::Tensor x, const at::Tensor& fixed,
   return out;
 }
 
+// The goldens are bit-identical to dpinfer on the CPU they were recorded on (the
+// counts printed below say so), but torch's float32 kernels round differently on
+// other CPUs (vectorised cumprod/exp/log paths): goldens recorded on one x86-64
+// machine and dpinfer on another differed by up to 2.8e-7 (timesteps), 1.3e-6
+// (sigmas) and 5.9e-5 (zsnr_trailing trajectories, whose first sigma is 4096); with
+// ATEN_CPU_CAPABILITY=default, 1.2e-6 on a Karras timestep near 0.
+// The bounds leave a few times that, still far below any formula slip.
+constexpr double kCrossCpuScalar = 5e-6;
+constexpr double kCrossCpuSigma = 5e-6;
+constexpr double kCrossCpuTrajectory = 2e-4;
+
+// |got - want| / |want| (|got| when want is 0).
+double relative(double got, double want) {
+  return want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
+}
+
 // max |a - b| / max |b|.
 double rel_error(const at::Tensor& a, const at::Tensor& b) {
   const double scale = b.abs().max().item<double>();
@@ -136,10 +152,12 @@ TEST(SchedulerGoldens, TimestepsAndSigmasMatchDiffusers) {
       if (dtype == "int64") {
         EXPECT_EQ(ts[i].item<int64_t>(), c["timesteps"][i].get<int64_t>()) << "timestep " << i;
       } else {
-        EXPECT_EQ(ts[i].item<float>(), static_cast<float>(c["timesteps"][i].get<double>())) << "timestep " << i;
+        EXPECT_LE(relative(ts[i].item<float>(), c["timesteps"][i].get<double>()), kCrossCpuScalar)
+            << "timestep " << i << ": got " << ts[i].item<float>() << ", want " << c["timesteps"][i].get<double>();
       }
     }
-    EXPECT_EQ(static_cast<float>(s->init_noise_sigma()), static_cast<float>(c["init_noise_sigma"].get<double>()));
+    EXPECT_LE(relative(static_cast<float>(s->init_noise_sigma()), c["init_noise_sigma"].get<double>()), kCrossCpuScalar)
+        << "init_noise_sigma: got " << s->init_noise_sigma() << ", want " << c["init_noise_sigma"].get<double>();
     at::Tensor sig = s->sigmas();
     if (c["sigmas"].is_null()) {
       EXPECT_FALSE(sig.defined());
@@ -152,9 +170,9 @@ TEST(SchedulerGoldens, TimestepsAndSigmasMatchDiffusers) {
       const float got = sig[i].item<float>();
       ++sigma_values;
       sigma_exact += got == want ? 1 : 0;
-      const double rel = want == 0 ? std::fabs(got) : std::fabs(got - want) / std::fabs(want);
+      const double rel = relative(got, want);
       worst_sigma = std::max(worst_sigma, rel);
-      EXPECT_LE(rel, 1e-6) << "sigma " << i << ": got " << got << ", want " << want;
+      EXPECT_LE(rel, kCrossCpuSigma) << "sigma " << i << ": got " << got << ", want " << want;
     }
   }
   std::printf("[ schedulers ] %lld cases; sigmas: %lld of %lld bit-identical, worst relative error %.3g\n",
@@ -184,7 +202,7 @@ TEST(SchedulerGoldens, TrajectoriesMatchDiffusers) {
       ++records;
       identical += at::equal(got[step], want[static_cast<int64_t>(k)]) ? 1 : 0;
       case_worst = std::max(case_worst, err);
-      EXPECT_LE(err, 1e-5) << "after model call " << step;
+      EXPECT_LE(err, kCrossCpuTrajectory) << "after model call " << step;
     }
     if (case_worst > worst) {
       worst = case_worst;
