@@ -1,4 +1,5 @@
 #include "dpinfer/cli/cli.h"
+#include "dpinfer/cli/run_dir_commands.h"
 
 #include <unistd.h>
 
@@ -110,6 +111,9 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::strin
     throw UsageError(one_line(e.what()) + "; see 'dpinfer launch --help'");
   }
   o.worker_args = app.remaining();
+  o.nnodes_given = app.count("--nnodes") > 0;
+  o.node_rank_given = app.count("--node-rank") > 0;
+  o.master_addr_given = app.count("--master-addr") > 0;
   if (!o.worker_args.empty() && o.worker_args.front() != "--" && o.worker_args.front().size() > 1 &&
       o.worker_args.front()[0] == '-')
     throw UsageError("unknown launch option '" + o.worker_args.front() +
@@ -138,6 +142,8 @@ int run_cli(int argc, char** argv) {
       return launcher::run_launch(o);
     }
     if (sub == "generate" || sub == "inspect") exec_worker(sub, rest);
+    if (sub == "merge") return run_merge_command(rest);
+    if (sub == "status") return run_status_command(rest);
     if (sub == "--version" || sub == "version") {
       std::cout << "dpinfer " << version() << "\n";
       return exit_status::kSuccess;
@@ -149,14 +155,19 @@ int run_cli(int argc, char** argv) {
                    "       dpinfer launch [OPTIONS] -- CMD [ARGS...]\n"
                    "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
                    "       dpinfer inspect MODEL [--variant fp16] [--json]   (check that a model loads)\n"
+                   "       dpinfer merge OUT   (merge all manifests into OUT/metadata.jsonl)\n"
+                   "       dpinfer status OUT --prompts FILE [--json]   (done/failed/missing items per shard)\n"
                    "       dpinfer --version\n\n"
                    "'dpinfer launch --help' lists the launch options; the README documents the\n"
                    "worker environment, exit statuses and output layout.\n";
       return sub.empty() ? exit_status::kUsage : exit_status::kSuccess;
     }
     throw UsageError("unknown command '" + sub +
-                     "'; expected launch, generate, inspect or --version (see 'dpinfer --help')");
+                     "'; expected launch, generate, inspect, merge, status or --version (see 'dpinfer --help')");
   } catch (const UsageError& e) {
+    log::error("{}", e.what());
+    return exit_status::kUsage;
+  } catch (const InputError& e) {  // a prompts file, a manifest: bad input, as generate's status 2
     log::error("{}", e.what());
     return exit_status::kUsage;
   } catch (const launcher::CommandError& e) {

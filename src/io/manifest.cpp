@@ -35,43 +35,111 @@ void ManifestWriter::append(const nlohmann::json& record) {
   }
 }
 
-MergeResult merge_manifests(const std::string& dir) {
+namespace {
+
+/// What an item is: fields that two records of the same item must agree on.
+constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",  "steps",    "guidance_scale",
+                                           "width",  "height",          "model", "scheduler"};
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace
+
+std::string ManifestConflict::describe() const {
+  return "item " + std::to_string(index) + " has " + field + " " + first_value + " in " + first_manifest + " but " +
+         second_value + " in " + second_manifest;
+}
+
+ManifestSet read_manifests(const std::string& dir) {
   namespace fs = std::filesystem;
-  MergeResult result;
-  std::map<int64_t, nlohmann::json> latest;  // by item index
+  ManifestSet set;
   std::error_code ec;
-  std::vector<fs::path> manifests;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator it(dir, ec);
+  if (ec) throw Error("cannot list '" + dir + "': " + ec.message());
+  for (const auto& e : it) {
     std::string name = e.path().filename().string();
     if (name.rfind("manifest", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".jsonl") == 0)
-      manifests.push_back(e.path());
+      set.manifests.push_back(name);
   }
-  std::sort(manifests.begin(), manifests.end());
-  for (const auto& m : manifests) {
-    std::ifstream in(m);
+  std::sort(set.manifests.begin(), set.manifests.end());
+  // Per item: the first record's manifest and identity, to compare later manifests'
+  // records with; and the manifests holding an "ok" record, to count duplicates.
+  struct Seen {
+    std::string manifest;
+    nlohmann::json identity;
+    std::string ok_manifest;
+    bool duplicate = false, conflict = false;
+  };
+  std::map<int64_t, Seen> seen;
+  for (const std::string& m : set.manifests) {
+    std::ifstream in(fs::path(dir) / m);
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
       nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (!rec.is_object() || !rec.contains("index") || !rec["index"].is_number_integer()) {
-        ++result.torn_lines;
+        ++set.torn_lines;
         continue;
       }
       int64_t index = rec["index"].get<int64_t>();
-      auto it = latest.find(index);
+      const bool ok = rec.value("status", "") == "ok";
+      auto [s, first] = seen.try_emplace(index);
+      if (first) {
+        s->second.manifest = m;
+        for (const char* f : kIdentityFields)
+          if (rec.contains(f)) s->second.identity[f] = rec[f];
+      } else if (s->second.manifest != m && !s->second.conflict) {
+        for (const char* f : kIdentityFields) {
+          const nlohmann::json& a = s->second.identity.contains(f) ? s->second.identity[f] : nlohmann::json();
+          const nlohmann::json& b = rec.contains(f) ? rec[f] : nlohmann::json();
+          if (a.is_null() || b.is_null() || a == b) continue;
+          set.conflicts.push_back({index, f, s->second.manifest, dump(a), m, dump(b)});
+          s->second.conflict = true;
+          break;
+        }
+      }
+      if (ok) {
+        if (s->second.ok_manifest.empty()) s->second.ok_manifest = m;
+        else if (s->second.ok_manifest != m && !s->second.duplicate) s->second.duplicate = true, ++set.duplicates;
+      }
+      auto e = set.items.find(index);
       double t = rec.value("finished_at", 0.0);
-      if (it == latest.end() || t >= it->second.value("finished_at", 0.0)) latest[index] = std::move(rec);
+      if (e == set.items.end()) {
+        set.items[index] = ManifestEntry{std::move(rec), m, ItemState::kFailed};
+      } else if (t >= e->second.record.value("finished_at", 0.0)) {
+        e->second.record = std::move(rec);
+        e->second.manifest = m;
+      }
     }
   }
+  for (auto& [index, entry] : set.items) {
+    const nlohmann::json& rec = entry.record;
+    if (rec.value("status", "") != "ok") {
+      entry.state = ItemState::kFailed;
+    } else {
+      bool has_file = rec.contains("file_name") && rec["file_name"].is_string() &&
+                      fs::exists(fs::path(dir) / rec["file_name"].get<std::string>(), ec);
+      entry.state = has_file ? ItemState::kDone : ItemState::kMissingFile;
+    }
+  }
+  return set;
+}
+
+MergeResult write_merged(const std::string& dir, const ManifestSet& set) {
+  namespace fs = std::filesystem;
+  MergeResult result;
+  result.torn_lines = set.torn_lines;
+  result.duplicates = set.duplicates;
+  result.conflicts = set.conflicts.size();
   std::string metadata, failures;
-  for (auto& [index, rec] : latest) {
-    bool ok = rec.value("status", "") == "ok";
-    bool has_file = ok && rec.contains("file_name") && fs::exists(fs::path(dir) / rec["file_name"].get<std::string>(), ec);
+  for (const auto& [index, entry] : set.items) {
+    if (entry.state == ItemState::kMissingFile) continue;
+    nlohmann::json rec = entry.record;
     rec.erase("finished_at");
-    if (has_file) {
-      metadata += rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (entry.state == ItemState::kDone) {
+      metadata += dump(rec) + "\n";
       ++result.ok;
-    } else if (!ok) {
-      failures += rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    } else {
+      failures += dump(rec) + "\n";
       ++result.failed;
     }
   }
@@ -79,5 +147,7 @@ MergeResult merge_manifests(const std::string& dir) {
   write_file_atomically((fs::path(dir) / "failures.jsonl").string(), failures);
   return result;
 }
+
+MergeResult merge_manifests(const std::string& dir) { return write_merged(dir, read_manifests(dir)); }
 
 }  // namespace dpinfer::io

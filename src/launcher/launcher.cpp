@@ -7,6 +7,7 @@
 
 #include "dpinfer/launcher/command_error.h"
 #include "dpinfer/launcher/host.h"
+#include "dpinfer/launcher/slurm_layout.h"
 #include "dpinfer/launcher/worker_env.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
@@ -97,7 +98,10 @@ std::vector<std::string> failure_summary(const AttemptResult& result, int attemp
   return out;
 }
 
-int run_launch(const LaunchOptions& o) {
+int run_launch(const LaunchOptions& given) {
+  // Under srun, one launcher per node: the node layout comes from the step.
+  LaunchOptions o = given;
+  for (const std::string& line : apply_slurm_step(o, current_environment())) log::debug("{}", line);
   o.validate();
   const bool needs_devices = o.nproc_per_node == "auto" || o.nproc_per_node == "gpu";
   const int nproc = resolve_nproc_per_node(o.nproc_per_node, needs_devices ? count_cuda_devices() : 0,

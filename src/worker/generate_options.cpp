@@ -11,7 +11,7 @@ namespace {
 void add_options(CLI::App& app, GenerateOptions& o) {
   app.add_option("prompts", o.prompts, "prompts file: .txt (one per line) or .jsonl; - reads stdin")->required();
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
-  app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache)");
+  app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache); default: the embedded dpinfer-shapes-64");
   app.add_option("--variant", o.variant, "weights variant, e.g. fp16 (*.fp16.safetensors)");
   app.add_option("--out,-o", o.out, "output directory")->capture_default_str();
   app.add_option("--seed", o.seed, "base seed: item i gets seed + i")->capture_default_str();
@@ -34,6 +34,9 @@ void add_options(CLI::App& app, GenerateOptions& o) {
       ->capture_default_str();
   app.add_option("--rendezvous-timeout", o.rendezvous_timeout_s, "seconds to wait for the other ranks")
       ->capture_default_str();
+  app.add_flag("--requeue-on-signal", o.requeue_on_signal,
+               "in a SLURM job stopped by SIGTERM, SIGUSR1 or SIGUSR2 (e.g. sbatch --signal=B:USR1@120): "
+               "rank 0 requeues the job or array task (scontrol requeue) once the manifests are flushed");
   app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
@@ -82,7 +85,8 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"seed", seed}, {"negative_prompt", negative_prompt}, {"scheduler", scheduler},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
-                      {"clip_skip", clip_skip}, {"guidance_rescale", guidance_rescale}, {"config", config}};
+                      {"clip_skip", clip_skip}, {"guidance_rescale", guidance_rescale},
+                      {"requeue_on_signal", requeue_on_signal}, {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
   j["width"] = width ? nlohmann::json(*width) : nlohmann::json();

@@ -1,37 +1,23 @@
 #include "dpinfer/worker/rank_info.h"
 
-#include <cerrno>
-#include <algorithm>
-#include <cstdlib>
-
 #include "dpinfer/util/error.h"
+#include "dpinfer/worker/env_vars.h"
 #include "dpinfer/worker/slurm_nodelist.h"
 
 namespace dpinfer::worker {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-const std::string* find(const Env& env, const std::string& key) {
-  auto it = env.find(key);
-  return it == env.end() ? nullptr : &it->second;
-}
+using Env = EnvVars;
 
 long long int_var(const Env& env, const std::string& key, long long min, long long max) {
-  const std::string* v = find(env, key);
-  if (!v) throw UsageError("environment variable " + key + " is not set but the rank environment needs it");
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno != 0 || x < min || x > max)
-    throw UsageError("environment variable " + key + "='" + *v + "' is not an integer in " + std::to_string(min) +
-                     ".." + std::to_string(max));
-  return x;
+  return env_int(env, key, min, max);
 }
 
 int int_var_or(const Env& env, const std::string& key, int fallback, int min, int max) {
-  return find(env, key) ? static_cast<int>(int_var(env, key, min, max)) : fallback;
+  return static_cast<int>(env_int_or(env, key, fallback, min, max));
 }
+
+const std::string* find(const Env& env, const std::string& key) { return find_env(env, key); }
 
 void check(const RankInfo& r, const std::string& rank_var, const std::string& world_var) {
   if (r.rank >= r.world_size)
@@ -40,25 +26,6 @@ void check(const RankInfo& r, const std::string& rank_var, const std::string& wo
   if (r.local_rank >= r.local_world_size)
     throw UsageError("local rank " + std::to_string(r.local_rank) + " must be below the local world size " +
                      std::to_string(r.local_world_size));
-}
-
-/// Entry `node` of SLURM's "2(x3),1" task counts (= 2,2,2,1); 0 when out of range.
-int tasks_on_node(const std::string& spec, int node) {
-  size_t start = 0;
-  int seen = 0;
-  while (start < spec.size()) {
-    size_t comma = spec.find(',', start);
-    std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int count = std::atoi(part.c_str()), repeat = 1;
-    auto x = part.find("(x");
-    if (x != std::string::npos) repeat = std::atoi(part.c_str() + x + 2);
-    if (count <= 0 || repeat <= 0) throw UsageError("SLURM_STEP_TASKS_PER_NODE='" + spec + "' is malformed");
-    if (node < seen + repeat) return count;
-    seen += repeat;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -89,7 +56,7 @@ RankInfo rank_info_from_env(const Env& env) {
     r.local_world_size = r.local_rank + 1;
     if (const std::string* per_node = find(env, "SLURM_STEP_TASKS_PER_NODE")) {
       int node = int_var_or(env, "SLURM_NODEID", 0, 0, kMaxWorld);
-      int n = tasks_on_node(*per_node, node);
+      int n = slurm_tasks_on_node(*per_node, node);
       if (n <= r.local_rank)
         throw UsageError("SLURM_STEP_TASKS_PER_NODE='" + *per_node + "' gives node " + std::to_string(node) + " " +
                          std::to_string(n) + " task(s), but SLURM_LOCALID=" + std::to_string(r.local_rank));

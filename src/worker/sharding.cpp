@@ -56,6 +56,48 @@ OuterShard parse_outer_shard(const std::string& text) {
   return s;
 }
 
+std::optional<OuterShardChoice> outer_shard_from_env(const EnvVars& env) {
+  const std::string* task = find_env(env, "SLURM_ARRAY_TASK_ID");
+  if (!task) return std::nullopt;
+  constexpr long long kMaxId = 1LL << 40;
+  const long long id = env_int(env, "SLURM_ARRAY_TASK_ID", 0, kMaxId);
+  const long long min = env_int(env, "SLURM_ARRAY_TASK_MIN", 0, kMaxId);
+  const long long max = env_int(env, "SLURM_ARRAY_TASK_MAX", 0, kMaxId);
+  const long long step = env_int_or(env, "SLURM_ARRAY_TASK_STEP", 1, 1, kMaxId);
+  const long long count = env_int(env, "SLURM_ARRAY_TASK_COUNT", 1, 1000000);
+  const std::string vars = "SLURM_ARRAY_TASK_ID=" + std::to_string(id) + ", SLURM_ARRAY_TASK_MIN=" +
+                           std::to_string(min) + ", SLURM_ARRAY_TASK_MAX=" + std::to_string(max) +
+                           ", SLURM_ARRAY_TASK_STEP=" + std::to_string(step) +
+                           (find_env(env, "SLURM_ARRAY_TASK_STEP") ? "" : " (unset)") +
+                           ", SLURM_ARRAY_TASK_COUNT=" + std::to_string(count);
+  // Only a range MIN-MAX:STEP numbers its tasks densely; a list such as 1,4,9 has
+  // ids whose position in the list no task can know from its own variables.
+  if (min > max || id < min || id > max || (id - min) % step != 0 || count != (max - min) / step + 1)
+    throw UsageError("this SLURM job array is not a plain range MIN-MAX[:STEP] (" + vars +
+                     "), so the task's shard cannot be derived; submit a range such as --array=0-" +
+                     std::to_string(count - 1) + ", or pass --shard I/N explicitly with 0 <= I < N");
+  OuterShardChoice c;
+  c.shard = {static_cast<int>((id - min) / step), static_cast<int>(count)};
+  c.sharded = true;
+  c.source = vars;
+  return c;
+}
+
+OuterShardChoice choose_outer_shard(const std::string& shard_option, const EnvVars& env) {
+  OuterShardChoice c;
+  if (!shard_option.empty()) {
+    c.shard = parse_outer_shard(shard_option);
+    c.sharded = true;
+    c.source = "--shard " + shard_option;
+    if (const std::string* task = find_env(env, "SLURM_ARRAY_TASK_ID"))
+      c.source += " (given, so SLURM_ARRAY_TASK_ID=" + *task + " is not used)";
+    return c;
+  }
+  if (auto from_array = outer_shard_from_env(env)) return *from_array;
+  c.source = "none";
+  return c;
+}
+
 int64_t dynamic_chunk_size(int64_t n, int world, int batch_size) {
   // Small enough that the last claims are short (tail latency ~ one chunk), large
   // enough to batch: one batch, but at most n / (4 world) when that is larger.

@@ -85,4 +85,22 @@ std::vector<std::string> expand_nodelist(const std::string& list) {
   return hosts;
 }
 
+int slurm_tasks_on_node(const std::string& spec, int node, const std::string& variable) {
+  size_t start = 0;
+  int seen = 0;
+  while (start < spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int count = std::atoi(part.c_str()), repeat = 1;
+    auto x = part.find("(x");
+    if (x != std::string::npos) repeat = std::atoi(part.c_str() + x + 2);
+    if (count <= 0 || repeat <= 0) throw UsageError(variable + "='" + spec + "' is malformed");
+    if (node < seen + repeat) return count;
+    seen += repeat;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return 0;
+}
+
 }  // namespace dpinfer::worker

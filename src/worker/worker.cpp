@@ -1,9 +1,12 @@
 #include "dpinfer/worker/worker.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,8 +31,10 @@
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/version.h"
+#include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/image_metadata.h"
 #include "dpinfer/worker/items.h"
+#include "dpinfer/worker/manifest_names.h"
 #include "dpinfer/worker/rank_info.h"
 #include "dpinfer/worker/sharding.h"
 #include "dpinfer/worker/worker_group.h"
@@ -58,6 +63,155 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// ---- SLURM job: the job's identity, and --requeue-on-signal -------------------
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+/// The SLURM job this worker runs in, from SLURM_JOB_ID and friends; empty outside SLURM.
+struct SlurmJob {
+  std::string job_id, array_job_id, array_task_id, restart_count;
+
+  static SlurmJob from_env() {
+    return {env_or_empty("SLURM_JOB_ID"), env_or_empty("SLURM_ARRAY_JOB_ID"), env_or_empty("SLURM_ARRAY_TASK_ID"),
+            env_or_empty("SLURM_RESTART_COUNT")};
+  }
+  bool in_job() const { return !job_id.empty(); }
+  bool array_task() const { return !array_job_id.empty() && !array_task_id.empty(); }
+  /// What `scontrol requeue` takes: ARRAYJOB_TASK for an array task, else the job id.
+  std::string requeue_id() const { return array_task() ? array_job_id + "_" + array_task_id : job_id; }
+  /// "SLURM job 123 (array task 120_2), restart 1"
+  std::string describe() const {
+    std::string s = "SLURM job " + job_id;
+    if (array_task()) s += " (array task " + array_job_id + "_" + array_task_id + ")";
+    if (!restart_count.empty()) s += ", restart " + restart_count;
+    return s;
+  }
+  nlohmann::json to_json() const {
+    auto number_or_string = [](const std::string& v) -> nlohmann::json {
+      if (v.empty()) return nullptr;
+      if (v.find_first_not_of("0123456789") == std::string::npos && v.size() < 19) return std::stoll(v);
+      return v;
+    };
+    nlohmann::json restarts = number_or_string(restart_count);
+    return {{"job_id", number_or_string(job_id)}, {"array_job_id", number_or_string(array_job_id)},
+            {"array_task_id", number_or_string(array_task_id)}, {"restart_count", restarts.is_null() ? nlohmann::json(0) : restarts}};
+  }
+};
+
+struct CommandResult {
+  std::string error;        ///< why it could not run; empty when it ran
+  bool timed_out = false;   ///< killed after the timeout
+  int exit_code = -1;       ///< when it exited
+  int term_signal = 0;      ///< when a signal ended it
+  std::string output;       ///< stdout and stderr together
+  bool ok() const { return error.empty() && !timed_out && exit_code == 0; }
+};
+
+/// Runs `argv` (looked up in PATH) with stdin from /dev/null, collecting its output;
+/// kills it after `timeout`.
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  CommandResult r;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    r.error = std::strerror(errno);
+    return r;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    r.error = std::strerror(rc);
+    return r;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      r.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (n == 0) continue;  // the deadline check above kills it
+    ssize_t got = ::read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    if (r.output.size() < 64 * 1024) r.output.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fds[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  return r;
+}
+
+/// `output` on one line, without trailing blanks.
+std::string squeeze(std::string output) {
+  for (char& c : output)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  while (!output.empty() && output.back() == ' ') output.pop_back();
+  return output;
+}
+
+/// --requeue-on-signal: after a stop by SIGTERM/SIGUSR1/SIGUSR2, rank 0 asks SLURM
+/// to requeue this job (or job array task), once. Never changes the exit status.
+void requeue_slurm_job(const SlurmJob& job, int rank, int sig) {
+  static bool done = false;
+  if (done || rank != 0) return;
+  if (sig != SIGTERM && sig != SIGUSR1 && sig != SIGUSR2) return;
+  done = true;
+  const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2";
+  if (!job.in_job()) {
+    log::warn("--requeue-on-signal: stopped by {} but not inside a SLURM job (SLURM_JOB_ID is unset); nothing to "
+              "requeue",
+              name);
+    return;
+  }
+  const std::string id = job.requeue_id();
+  log::info("--requeue-on-signal: stopped by {}; requeueing SLURM job {} (scontrol requeue {})", name, id, id);
+  // Well inside SLURM's KillWait (30 s by default), which runs from the same signal.
+  CommandResult r = run_command({"scontrol", "requeue", id}, std::chrono::seconds(15));
+  std::string out = squeeze(r.output);
+  if (r.ok()) {
+    log::info("SLURM job {} requeued: it runs again (SLURM_RESTART_COUNT={}) and skips the items done so far{}", id,
+              job.restart_count.empty() ? 1 : std::atoll(job.restart_count.c_str()) + 1,
+              out.empty() ? "" : " (scontrol: " + out + ")");
+    return;
+  }
+  std::string why = !r.error.empty() ? "cannot run scontrol: " + r.error
+                    : r.timed_out    ? "scontrol did not answer within 15 s"
+                    : r.term_signal  ? "scontrol was killed by signal " + std::to_string(r.term_signal)
+                                     : "scontrol exited with status " + std::to_string(r.exit_code);
+  log::error("--requeue-on-signal: could not requeue SLURM job {}: {}{}; resubmit the job to resume it", id, why,
+             out.empty() ? "" : ": " + out);
+}
+
 std::string resolve_device(const std::string& requested, const RankInfo& rank) {
   const int visible = static_cast<int>(torch::cuda::device_count());
   if (requested == "cpu") return "cpu";
@@ -65,6 +219,8 @@ std::string resolve_device(const std::string& requested, const RankInfo& rank) {
   if (visible == 0)
     throw UsageError("--device cuda: no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the driver, or use "
                      "--device cpu)");
+  // `srun --gpus-per-task=1`: SLURM shows each task its own GPU, whatever its local rank.
+  if (visible == 1 && rank.source == "slurm") return "cuda:0";
   if (rank.local_rank >= visible)
     throw UsageError("rank " + std::to_string(rank.rank) + " needs cuda:" + std::to_string(rank.local_rank) + " but " +
                      std::to_string(visible) + " device(s) are visible (start at most " + std::to_string(visible) +
@@ -148,12 +304,17 @@ class GenerateRun {
 
   int run() {
     rank_ = rank_info_from_env(launcher::current_environment());
+    if (rank_.rank == 0 && slurm_.in_job()) log::info("{}", slurm_.describe());
     // With peers on other nodes, node 0's launcher learns the run's totals only
     // through rank 0, which reads them from the store.
     multi_node_ = rank_.world_size > rank_.local_world_size;
     auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
     if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
-    OuterShard shard = o_.shard.empty() ? OuterShard{} : parse_outer_shard(o_.shard);
+    // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
+    const OuterShardChoice shard_choice = choose_outer_shard(o_.shard, launcher::current_environment());
+    const OuterShard shard = shard_choice.shard;
+    if (shard_choice.sharded && rank_.rank == 0)
+      log::info("outer shard {}/{} from {}", shard.index, shard.count, shard_choice.source);
     mode_ = parse_shard_mode(o_.shard_mode);
 
     fs::create_directories(o_.out);
@@ -168,8 +329,13 @@ class GenerateRun {
     go.interrupted = [] { return g_stop_signal != 0; };
     group_ = WorkerGroup::join(rank_, go);
     const std::string device = resolve_device(o_.device, rank_);
-    if (device != "cpu") group_->join_nccl(rank_.local_rank);
-    PipelineRequest req{o_.model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
+    if (device != "cpu") group_->join_nccl(std::stoi(device.substr(5)));  // "cuda:N"
+    std::string model = o_.model;
+    if (model.empty()) {
+      model = default_model_dir();
+      if (rank_.rank == 0) log::info("no --model: using the default model {}", model);
+    }
+    PipelineRequest req{model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
                         o_.guidance_rescale};
     log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
@@ -195,11 +361,8 @@ class GenerateRun {
     items_.assign(all.begin() + shard_begin, all.begin() + shard_end);
     total_items_ = static_cast<int64_t>(all.size());
 
-    const std::string manifest_name = o_.shard.empty()
-                                          ? "manifest.rank" + std::to_string(rank_.rank) + ".jsonl"
-                                          : "manifest.shard" + std::to_string(shard.index) + "-of-" +
-                                                std::to_string(shard.count) + ".rank" + std::to_string(rank_.rank) +
-                                                ".jsonl";
+    const std::string manifest_name =
+        manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
     manifest_ = std::make_unique<io::ManifestWriter>((fs::path(o_.out) / manifest_name).string());
     if (rank_.rank == 0) write_run_json(info, shard, nullptr);
 
@@ -207,7 +370,9 @@ class GenerateRun {
     group_->device_barrier();
     if (rank_.rank == 0)
       log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", items_.size(),
-                o_.shard.empty() ? "" : " in shard " + o_.shard, rank_.world_size, to_string(mode_), o_.batch_size);
+                shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
+                                     : "",
+                rank_.world_size, to_string(mode_), o_.batch_size);
 
     bool stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
     if (auto why = group_->abort_reason()) throw Error(*why);
@@ -227,6 +392,12 @@ class GenerateRun {
 
   void abort(const std::string& why) {
     if (group_) group_->abort(why);
+  }
+
+  /// --requeue-on-signal, once the run is over: `status` 128+sig means a signal stopped it.
+  void requeue_if_stopped(int status) const {
+    int sig = g_stop_signal;
+    if (o_.requeue_on_signal && sig != 0 && status == 128 + sig) requeue_slurm_job(slurm_, rank_.rank, sig);
   }
 
   /// Tells the launcher how far this rank is (launcher/progress.h): at most every
@@ -469,6 +640,7 @@ class GenerateRun {
                         {"pipeline",
                          {{"model", info.model_name}, {"model_path", info.model_path}, {"scheduler", info.scheduler_name},
                           {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype}}}};
+    if (slurm_.in_job()) j["slurm"] = slurm_.to_json();
     if (summary) j["summary"] = *summary;
     io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
   }
@@ -482,6 +654,7 @@ class GenerateRun {
   const GenerateOptions& o_;
   const PipelineFactory& factory_;
   RankInfo rank_;
+  const SlurmJob slurm_ = SlurmJob::from_env();
   ShardMode mode_ = ShardMode::kContiguous;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<pipeline::TextToImage> pipe_;
@@ -510,11 +683,7 @@ void setup_worker_logging(bool verbose) {
   log::set_prefix(!launched && rank ? std::string("[rank ") + rank + "] " : "");
 }
 
-}  // namespace
-
-int run_generate(const GenerateOptions& options, const PipelineFactory& make_pipeline) {
-  install_stop_handlers();
-  GenerateRun run(options, make_pipeline);
+int run_generate_guarded(GenerateRun& run) {
   try {
     return run.run();
   } catch (const InputError& e) {
@@ -533,6 +702,16 @@ int run_generate(const GenerateOptions& options, const PipelineFactory& make_pip
     run.abort(msg);
     return g_stop_signal ? 128 + g_stop_signal : exit_status::kFatal;
   }
+}
+
+}  // namespace
+
+int run_generate(const GenerateOptions& options, const PipelineFactory& make_pipeline) {
+  install_stop_handlers();
+  GenerateRun run(options, make_pipeline);
+  const int status = run_generate_guarded(run);
+  run.requeue_if_stopped(status);
+  return status;
 }
 
 int generate_main(int argc, char** argv, const PipelineFactory& make_pipeline) {

@@ -94,3 +94,16 @@ TEST(RankList, ParsesCommaSeparatedRanks) {
   EXPECT_THROW(launcher::parse_rank_list("0,"), UsageError);
   EXPECT_THROW(launcher::parse_rank_list("-1"), UsageError);
 }
+
+// Which node options were given decides whether a SLURM step's layout is used
+// (launcher/slurm_layout.h): defaults are not "given", even when spelled out.
+TEST(ParseLaunchArgs, RecordsWhichNodeOptionsWereGiven) {
+  auto o = parse_launch_args({"--nproc-per-node", "2", "--", "true"});
+  EXPECT_FALSE(o.nnodes_given || o.node_rank_given || o.master_addr_given);
+  o = parse_launch_args({"--nnodes", "1", "--", "true"});
+  EXPECT_TRUE(o.nnodes_given);
+  o = parse_launch_args({"--master_addr", "h0", "--node_rank", "0", "--", "true"});
+  EXPECT_TRUE(o.master_addr_given);
+  EXPECT_TRUE(o.node_rank_given);
+  EXPECT_FALSE(o.nnodes_given);
+}

@@ -2,8 +2,11 @@
 // The per-rank manifests and their merge into the Hugging Face imagefolder
 // metadata (`metadata.jsonl`, with a `file_name` column) and `failures.jsonl`.
 
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace dpinfer::io {
 
@@ -25,17 +28,63 @@ class ManifestWriter {
   int fd_ = -1;
 };
 
+/// How an item stands after all its records: what the merge does with it.
+enum class ItemState {
+  kDone,         ///< latest record "ok" and its PNG exists: a metadata.jsonl row
+  kFailed,       ///< latest record an error: a failures.jsonl row
+  kMissingFile,  ///< latest record "ok" but its PNG is gone: in neither file (a resume regenerates it)
+};
+
+/// Two manifests that disagree on what one item is (prompt, seed, size, ...): the
+/// same output directory was used for different prompt files or options.
+struct ManifestConflict {
+  int64_t index = 0;
+  std::string field;
+  std::string first_manifest, first_value;
+  std::string second_manifest, second_value;
+  /// One line for the user, naming both manifests and both values.
+  std::string describe() const;
+};
+
+/// One item as the manifests of a directory record it.
+struct ManifestEntry {
+  nlohmann::json record;  ///< the latest record: largest "finished_at"; ties go to the later manifest or line
+  std::string manifest;   ///< file name of the manifest holding `record`
+  ItemState state = ItemState::kFailed;
+};
+
+/// Every `manifest*.jsonl` of a directory, read (read_manifests).
+struct ManifestSet {
+  std::vector<std::string> manifests;       ///< file names, sorted
+  std::map<int64_t, ManifestEntry> items;   ///< by item index
+  size_t torn_lines = 0;                    ///< unreadable lines skipped (a writer killed mid-line)
+  /// Items with an "ok" record in more than one manifest: generated twice (e.g. two
+  /// array tasks with overlapping --shard specs, or a rerun with another world size).
+  size_t duplicates = 0;
+  std::vector<ManifestConflict> conflicts;  ///< at most one per item
+};
+
+/// Reads every `manifest*.jsonl` in `dir` (names sorted, so the result does not
+/// depend on the directory order). Throws Error when `dir` cannot be listed.
+ManifestSet read_manifests(const std::string& dir);
+
 struct MergeResult {
   size_t ok = 0;       ///< rows in metadata.jsonl
   size_t failed = 0;   ///< rows in failures.jsonl
   size_t torn_lines = 0;  ///< unreadable lines skipped (a writer killed mid-line)
+  size_t duplicates = 0;  ///< see ManifestSet::duplicates
+  size_t conflicts = 0;   ///< see ManifestSet::conflicts; the latest record won each
 };
 
-/// Merges every `manifest*.jsonl` in `dir` into `dir/metadata.jsonl` (status "ok"
-/// records whose file exists, sorted by "index") and `dir/failures.jsonl` (items
-/// whose latest record is an error and that have no image). When an item has several
-/// records (resumed or overwritten runs), the latest "finished_at" wins. Both files
-/// are written atomically.
+/// Writes `dir/metadata.jsonl` (the kDone items' latest records, sorted by "index",
+/// without "finished_at") and `dir/failures.jsonl` (the kFailed ones), atomically.
+MergeResult write_merged(const std::string& dir, const ManifestSet& set);
+
+/// read_manifests() then write_merged(): every `manifest*.jsonl` in `dir` into
+/// `dir/metadata.jsonl` (status "ok" records whose file exists, sorted by "index")
+/// and `dir/failures.jsonl` (items whose latest record is an error). When an item
+/// has several records (resumed or overwritten runs), the latest "finished_at" wins.
+/// Both files are written atomically.
 MergeResult merge_manifests(const std::string& dir);
 
 }  // namespace dpinfer::io

@@ -9,6 +9,7 @@ namespace exit_status {
 constexpr int kSuccess = 0;
 constexpr int kLauncherError = 1;    ///< the launcher itself could not run (port busy, fork failed, ...)
 constexpr int kUsage = 2;            ///< bad command-line arguments
+constexpr int kIncomplete = 3;       ///< dpinfer status: items failed or missing (as generate's "items failed")
 constexpr int kNotExecutable = 126;  ///< the worker command exists but cannot be executed
 constexpr int kNotFound = 127;       ///< the worker command was not found
 constexpr int kSignalBase = 128;     ///< 128+n: killed by signal n, or interrupted by signal n

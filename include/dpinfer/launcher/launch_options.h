@@ -25,6 +25,8 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;  ///< unset: a free port on a single node, 29500 on several
+  /// Given on the command line: a SLURM step's layout (slurm_layout.h) is then not used.
+  bool nnodes_given = false, node_rank_given = false, master_addr_given = false;
   int max_restarts = 0;
   double grace_period_s = 30.0;  ///< between SIGTERM and SIGKILL
   std::string run_id = "none";

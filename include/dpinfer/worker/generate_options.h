@@ -31,6 +31,9 @@ struct GenerateOptions {
   int clip_skip = 0;
   double guidance_rescale = 0.0;
   int rendezvous_timeout_s = 300;
+  /// Inside a SLURM job, when SIGTERM/SIGUSR1/SIGUSR2 stopped the run: rank 0 runs
+  /// `scontrol requeue` for this job (or job array task) on its way out.
+  bool requeue_on_signal = false;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 

@@ -3,9 +3,12 @@
 // they are unit-tested and identical on every rank.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "dpinfer/worker/env_vars.h"
 
 namespace dpinfer::worker {
 
@@ -31,6 +34,25 @@ struct OuterShard {
 
 /// Parses "I/N" with 0 <= I < N; throws UsageError.
 OuterShard parse_outer_shard(const std::string& text);
+
+/// A run's outer shard and where it came from.
+struct OuterShardChoice {
+  OuterShard shard;      ///< {0, 1} when not sharded
+  bool sharded = false;  ///< false: the whole prompts file (no --shard, no job array)
+  std::string source;    ///< for the log: "--shard 2/5", "SLURM_ARRAY_TASK_ID=4 (...)", "none"
+};
+
+/// The outer shard of a SLURM job array task, or nullopt when SLURM_ARRAY_TASK_ID
+/// is unset. Task ids MIN, MIN+STEP, ..., MAX (SLURM_ARRAY_TASK_MIN/MAX/STEP, STEP
+/// 1 when unset) map to dense shard indexes 0..COUNT-1 (SLURM_ARRAY_TASK_COUNT), so
+/// --array=0-10:2 gives shards 0/6..5/6. An array that is not such a range (e.g.
+/// --array=1,4,9) has no well-defined dense index: UsageError, naming the variables
+/// and asking for an explicit --shard I/N.
+std::optional<OuterShardChoice> outer_shard_from_env(const EnvVars& env);
+
+/// --shard when given (it always wins, in or out of SLURM), else the job array's
+/// (outer_shard_from_env), else none. Throws UsageError.
+OuterShardChoice choose_outer_shard(const std::string& shard_option, const EnvVars& env);
 
 /// Size of a dynamic-mode claim: a few batches, so that claims are cheap but the
 /// tail stays short.

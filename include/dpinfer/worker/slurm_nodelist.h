@@ -1,5 +1,6 @@
 #pragma once
-// SLURM's compressed host lists, e.g. "gpu[01-04,07],cpu-a[1-2]".
+// SLURM's compressed lists: host lists such as "gpu[01-04,07],cpu-a[1-2]" and
+// per-node task counts such as "2(x3),1".
 
 #include <string>
 #include <vector>
@@ -10,5 +11,10 @@ namespace dpinfer::worker {
 /// bracket groups of numbers and ranges; zero-padding of a range's bounds is kept
 /// ("n[08-10]" gives n08 n09 n10). Throws Error on malformed input.
 std::vector<std::string> expand_nodelist(const std::string& list);
+
+/// Entry `node` of a per-node task count list such as SLURM_STEP_TASKS_PER_NODE's
+/// "2(x3),1" (= 2,2,2,1); 0 when `node` is past its end. Throws UsageError naming
+/// `variable` when the list is malformed.
+int slurm_tasks_on_node(const std::string& spec, int node, const std::string& variable = "SLURM_STEP_TASKS_PER_NODE");
 
 }  // namespace dpinfer::worker

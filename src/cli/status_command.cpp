@@ -1,0 +1,84 @@
+// `dpinfer status OUT --prompts FILE`: how far a run is, from the prompts file and
+// the manifests alone. The item list comes from the generate options, parsed by
+// generate's own parser (parse_generate_args), so --shard, --jsonl and --config
+// mean what they mean to the worker.
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "dpinfer/cli/run_dir_commands.h"
+#include "dpinfer/io/manifest.h"
+#include "dpinfer/io/prompt_file.h"
+#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/worker/generate_options.h"
+#include "dpinfer/worker/items.h"
+#include "dpinfer/worker/run_status.h"
+#include "dpinfer/worker/sharding.h"
+
+namespace dpinfer::cli {
+
+int run_status_command(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::string out, prompts;
+  bool json = false;
+  CLI::App app(
+      "Counts the done, failed and missing items of a run, overall and per shard (or per rank), from the "
+      "prompts file and OUT's manifests. Exit status 0: all done; 3: items failed or missing; 2: bad input.\n\n"
+      "  dpinfer status OUT --prompts FILE [--json] [GENERATE OPTIONS, e.g. --shard I/N, --config F]",
+      "dpinfer status");
+  app.add_option("out", out, "the output directory (--out of dpinfer generate), first")->required();
+  app.add_option("--prompts", prompts, "the prompts file the run was given")->required();
+  app.add_flag("--json", json, "print one JSON object instead of lines");
+  app.allow_extras();  // the rest are generate options
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return launcher::exit_status::kSuccess;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(one_line(e.what()) + "; see 'dpinfer status --help'");
+  }
+  std::vector<std::string> generate_args{prompts, "--out", out};
+  for (const std::string& a : app.remaining()) {
+    if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
+      throw UsageError("dpinfer status: give the output directory as the first argument, not with " + a);
+    generate_args.push_back(a);
+  }
+  worker::GenerateOptions o = worker::parse_generate_args(generate_args);
+
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
+  auto specs = io::read_prompt_file(o.prompts, o.jsonl_stdin);
+  if (specs.empty()) throw InputError("'" + o.prompts + "' holds no prompt (blank lines are skipped)");
+  // Only the item count and the prompts matter here; the defaults are the worker's
+  // where they need no model.
+  worker::ItemDefaults d;
+  d.negative_prompt = o.negative_prompt;
+  d.seed = o.seed;
+  const std::vector<worker::Item> items = worker::expand_items(specs, d);
+  std::optional<worker::OuterShard> only;
+  if (!o.shard.empty()) only = worker::parse_outer_shard(o.shard);
+
+  const io::ManifestSet set = io::read_manifests(out);
+  const worker::RunStatus st = worker::run_status(items, set, only);
+  if (!st.foreign_records.empty())
+    throw InputError("'" + out + "': " + st.foreign_records.front() + "; was it written from another prompts file " +
+                     "than '" + o.prompts + "'?");
+  if (json) {
+    std::cout << st.to_json().dump(2) << "\n";
+  } else {
+    for (const std::string& line : st.lines()) std::cout << line << "\n";
+  }
+  if (st.manifests == 0) log::warn("'{}' holds no manifest yet: no rank has started", out);
+  if (!st.conflicts.empty())
+    log::warn("{} item(s) have conflicting records (first: {}); 'dpinfer merge' refuses them", st.conflicts.size(),
+              st.conflicts.front().describe());
+  if (st.duplicates) log::warn("{} item(s) were generated more than once", st.duplicates);
+  if (st.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", st.torn_lines);
+  return st.complete() ? launcher::exit_status::kSuccess : launcher::exit_status::kIncomplete;
+}
+
+}  // namespace dpinfer::cli
