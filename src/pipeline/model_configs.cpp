@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/python_json.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -57,8 +58,9 @@ class ConfigReader {
   double number(const char* key, double fallback) const {
     const json* v = find(key);
     if (v == nullptr) return fallback;
-    if (!v->is_number()) throw error(key, "must be a number, got " + show(*v));
-    return v->get<double>();
+    std::optional<double> d = io::python_json_number(*v);
+    if (!d) throw error(key, "must be a number, got " + show(*v));
+    return *d;
   }
 
   bool boolean(const char* key, bool fallback) const {
@@ -164,8 +166,10 @@ class ConfigReader {
 json read_json_file(const std::string& path, const std::string& component) {
   std::ifstream in(path);
   if (!in) throw Error(component + " '" + path + "' cannot be opened; check the model directory");
+  std::stringstream text;
+  text << in.rdbuf();
   try {
-    return json::parse(in);
+    return io::parse_python_json(text.str());
   } catch (const json::parse_error& e) {
     throw Error(component + " '" + path + "' is not valid json: " + e.what());
   }

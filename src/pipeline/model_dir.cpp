@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dpinfer/pipeline/weights.h"
+#include "dpinfer/io/python_json.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -90,7 +91,7 @@ json read_json(const fs::path& path) {
   if (!in) throw Error(where + ": cannot read");
   json value;
   try {
-    value = json::parse(text.str());
+    value = io::parse_python_json(text.str());
   } catch (const json::parse_error& e) {
     throw Error(where + " is not valid json (error at byte " + std::to_string(e.byte) +
                 "); fix or re-download it");

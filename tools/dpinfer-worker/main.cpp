@@ -16,10 +16,6 @@ namespace {
 namespace exit_status = dpinfer::worker::exit_status;
 
 std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::worker::PipelineRequest& r) {
-  if (r.model.empty())
-    throw dpinfer::InputError(
-        "no --model given: pass a diffusers directory (with model_index.json) or a hub id such as "
-        "stable-diffusion-v1-5/stable-diffusion-v1-5 that is in your Hugging Face cache");
   dpinfer::pipeline::StableDiffusionOptions o;
   o.model = r.model;
   o.variant = r.variant;

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "dpinfer/io/python_json.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline::schedulers {
@@ -36,8 +37,9 @@ void ConfigReader::wrong_type(const std::string& key, const char* expected) cons
 double ConfigReader::number(const std::string& key, double fallback) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
-  if (!v->is_number()) wrong_type(key, "a number");
-  return v->get<double>();
+  std::optional<double> d = io::python_json_number(*v);
+  if (!d) wrong_type(key, "a number");
+  return *d;
 }
 
 std::optional<double> ConfigReader::optional_number(const std::string& key) const {
