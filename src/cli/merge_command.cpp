@@ -10,6 +10,7 @@
 #include "dpinfer/launcher/exit_status.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "parse_command_line.h"
 
 namespace dpinfer::cli {
 
@@ -25,15 +26,7 @@ int run_merge_command(const std::vector<std::string>& args) {
   app.add_flag("--latest-wins", latest_wins,
                "when two manifests disagree on what an item is (prompt, seed, size, ...), keep its latest record "
                "instead of refusing to merge");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return launcher::exit_status::kSuccess;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(one_line(e.what()) + "; see 'dpinfer merge --help'");
-  }
+  if (!parse_command_line(app, args, "dpinfer merge")) return launcher::exit_status::kSuccess;
   std::error_code ec;
   if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
   io::ManifestSet set = io::read_manifests(out);

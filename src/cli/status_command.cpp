@@ -12,6 +12,7 @@
 #include "dpinfer/launcher/exit_status.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "parse_command_line.h"
 #include "dpinfer/worker/generate_options.h"
 #include "dpinfer/worker/items.h"
 #include "dpinfer/worker/run_status.h"
@@ -32,15 +33,7 @@ int run_status_command(const std::vector<std::string>& args) {
   app.add_option("--prompts", prompts, "the prompts file the run was given")->required();
   app.add_flag("--json", json, "print one JSON object instead of lines");
   app.allow_extras();  // the rest are generate options
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return launcher::exit_status::kSuccess;
-  } catch (const CLI::ParseError& e) {
-    throw UsageError(one_line(e.what()) + "; see 'dpinfer status --help'");
-  }
+  if (!parse_command_line(app, args, "dpinfer status")) return launcher::exit_status::kSuccess;
   std::vector<std::string> generate_args{prompts, "--out", out};
   for (const std::string& a : app.remaining()) {
     if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)

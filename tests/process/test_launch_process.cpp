@@ -42,10 +42,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 int count_files(const TempDir& dir, const std::string& prefix, int n) {
   int found = 0;
   for (int i = 0; i < n; ++i) found += ::access(dir.file(prefix + std::to_string(i)).c_str(), F_OK) == 0;

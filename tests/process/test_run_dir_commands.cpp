@@ -48,16 +48,6 @@ void three_shard_run(const TempDir& dir, int n, bool shard2_ran) {
   }
 }
 
-std::vector<nlohmann::json> jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
 }  // namespace
 
 TEST(MergeCommand, MergesEveryShardsManifestsInIndexOrder) {
@@ -66,11 +56,11 @@ TEST(MergeCommand, MergesEveryShardsManifestsInIndexOrder) {
   RunResult r = run({dpinfer_binary(), "merge", dir.file("out")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "merged 3 manifest(s): 9 row(s) in")) << r.err;
-  auto rows = jsonl(dir.file("out/metadata.jsonl"));
+  auto rows = read_jsonl(dir.file("out/metadata.jsonl"));
   ASSERT_EQ(rows.size(), 9u);
   for (size_t k = 1; k < rows.size(); ++k) EXPECT_LT(rows[k - 1]["index"], rows[k]["index"]);
   EXPECT_FALSE(rows[0].contains("finished_at"));
-  auto failures = jsonl(dir.file("out/failures.jsonl"));
+  auto failures = read_jsonl(dir.file("out/failures.jsonl"));
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0]["index"], 5);
   // No temporaries left behind (atomic writes).
@@ -88,7 +78,7 @@ TEST(MergeCommand, DuplicatesWarnAndConflictsRefuse) {
   RunResult r = run({dpinfer_binary(), "merge", dir.file("out")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "warning: 5 item(s) were generated more than once")) << r.err;
-  EXPECT_EQ(jsonl(dir.file("out/metadata.jsonl")).size(), 9u);
+  EXPECT_EQ(read_jsonl(dir.file("out/metadata.jsonl")).size(), 9u);
   // Another prompts file in the same directory: a conflict, nothing written.
   write_file(dir.file("out/manifest.shard1-of-2.rank0.jsonl"), record(6, "ok", 300, "a different prompt"));
   fs::remove(dir.file("out/metadata.jsonl"));

@@ -1,7 +1,9 @@
 #pragma once
 // A directory under $TMPDIR that is removed with its contents when the test ends.
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace dpinfer::test {
 
@@ -22,5 +24,8 @@ class TempDir {
 /// The whole content of `path`, or "" when it cannot be read.
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);
+/// Each non-empty line of the JSON-lines file `path`, parsed (a manifest, metadata.jsonl).
+std::vector<nlohmann::json> read_jsonl(const std::string& path);
+bool contains(const std::string& haystack, const std::string& needle);
 
 }  // namespace dpinfer::test

@@ -31,16 +31,6 @@ std::map<std::string, std::string> array_task(int id, int min, int max, int step
           {"SLURM_ARRAY_TASK_COUNT", std::to_string(count)}};
 }
 
-std::vector<nlohmann::json> jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
 }  // namespace
 
 // --array=0-4:2 (tasks 0, 2, 4) over 2 prompts: shard 2/3 is empty and succeeds.
@@ -56,7 +46,7 @@ TEST(JobArrays, TasksTakeDenseShardsAndAnEmptyShardSucceeds) {
         << r.err;
     const std::string manifest = out + "/manifest.shard" + std::to_string(id / 2) + "-of-3.rank0.jsonl";
     ASSERT_TRUE(fs::exists(manifest)) << manifest;
-    EXPECT_EQ(jsonl(manifest).size(), id == 4 ? 0u : 1u);
+    EXPECT_EQ(read_jsonl(manifest).size(), id == 4 ? 0u : 1u);
     nlohmann::json run_json = nlohmann::json::parse(read_file(out + "/run.json"));
     EXPECT_EQ(run_json["shard"]["index"], id / 2);
     EXPECT_EQ(run_json["items_in_shard"], id == 4 ? 0 : 1);
@@ -73,7 +63,7 @@ TEST(JobArrays, TasksTakeDenseShardsAndAnEmptyShardSucceeds) {
   fs::remove(out + "/metadata.jsonl");
   RunResult m = run({dpinfer_binary(), "merge", out});
   ASSERT_EQ(m.exit_code, 0) << m.err;
-  auto rows = jsonl(out + "/metadata.jsonl");
+  auto rows = read_jsonl(out + "/metadata.jsonl");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["prompt"], "a red fox");
   EXPECT_EQ(rows[1]["prompt"], "a blue bird");
@@ -96,7 +86,7 @@ TEST(JobArrays, ArrayTasksUnderTheLauncherCoverEveryItemOnce) {
   for (const auto& e : fs::directory_iterator(out)) {
     std::string name = e.path().filename().string();
     if (name.rfind("manifest.shard", 0) == 0)
-      for (const auto& rec : jsonl(e.path().string())) ++seen[rec["index"].get<int>()];
+      for (const auto& rec : read_jsonl(e.path().string())) ++seen[rec["index"].get<int>()];
   }
   ASSERT_EQ(seen.size(), 11u);
   for (const auto& [index, n] : seen) EXPECT_EQ(n, 1) << "item " << index;

@@ -23,8 +23,6 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
           {"MASTER_PORT", std::to_string(port)}, {"CUDA_VISIBLE_DEVICES", ""}};
 }
 
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
 }  // namespace
 
 TEST(Rendezvous, AWorkerWithoutRankZeroTimesOutSayingWhoWaitedForWhomWhere) {

@@ -49,14 +49,6 @@ RunResult launch_generate(int nproc, const std::vector<std::string>& args, std::
   return run(argv, env, 120s);
 }
 
-std::vector<nlohmann::json> jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 /// Every PNG of `dir`, by file name, as decoded pixels.
 std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
   std::map<std::string, std::vector<uint8_t>> out;
@@ -71,13 +63,11 @@ std::map<int, int> ok_counts(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string name = e.path().filename().string();
     if (name.rfind("manifest", 0) != 0) continue;
-    for (const auto& rec : jsonl(e.path().string()))
+    for (const auto& rec : read_jsonl(e.path().string()))
       if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
   }
   return counts;
 }
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 }  // namespace
 
@@ -86,7 +76,7 @@ TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
   write_file(dir.file("p.txt"), prompts_txt(5));
   RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--seed", "100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  auto meta = read_jsonl(dir.file("out/metadata.jsonl"));
   ASSERT_EQ(meta.size(), 5u);
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(meta[i]["index"], i);
@@ -146,7 +136,7 @@ TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
       auto counts = ok_counts(out);
       ASSERT_EQ(counts.size(), 12u) << mode;
       for (auto [index, n] : counts) EXPECT_EQ(n, 1) << "item " << index << " generated once in " << mode;
-      EXPECT_EQ(jsonl(out + "/metadata.jsonl").size(), 12u);
+      EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").size(), 12u);
     }
   }
 }
@@ -162,7 +152,7 @@ TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
   RunResult redo = generate({dir.file("p.txt"), "--out", dir.file("out"), "--overwrite"});
   EXPECT_EQ(redo.exit_code, 0);
   EXPECT_EQ(ok_counts(dir.file("out"))[0], 2);
-  EXPECT_EQ(jsonl(dir.file("out/metadata.jsonl")).size(), 4u) << "one row per item even after a rerun";
+  EXPECT_EQ(read_jsonl(dir.file("out/metadata.jsonl")).size(), 4u) << "one row per item even after a rerun";
 }
 
 TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
@@ -190,7 +180,7 @@ TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
   EXPECT_EQ(images(out).size(), static_cast<size_t>(n));
   for (const auto& e : fs::directory_iterator(out))
     EXPECT_EQ(e.path().filename().string().find(".dpinfer-tmp"), std::string::npos) << e.path();
-  EXPECT_EQ(jsonl(out + "/metadata.jsonl").size(), static_cast<size_t>(n));
+  EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").size(), static_cast<size_t>(n));
 }
 
 TEST(WorkerProcess, SigtermStopsAfterTheBatchWith143AndTheRunResumes) {
@@ -218,9 +208,9 @@ TEST(WorkerProcess, AFailingItemIsRecordedAndTheJobGoesOnWithStatus3) {
   write_file(dir.file("p.txt"), "fine one\nthis is a FAIL-ITEM\nfine two\nNAN-ITEM here\nfine three\n");
   RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("out"), "--batch-size", "2"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  auto meta = read_jsonl(dir.file("out/metadata.jsonl"));
   EXPECT_EQ(meta.size(), 3u);
-  auto failures = jsonl(dir.file("out/failures.jsonl"));
+  auto failures = read_jsonl(dir.file("out/failures.jsonl"));
   ASSERT_EQ(failures.size(), 2u);
   EXPECT_EQ(failures[0]["index"], 1);
   EXPECT_EQ(failures[0]["status"], "error");
@@ -264,7 +254,7 @@ TEST(WorkerProcess, ConfigFileGivesDefaultsAndTheCommandLineWins) {
   write_file(dir.file("c.json"), "{\"seed\": 40, \"steps\": 2, \"guidance_scale\": 3, \"overwrite\": true}");
   RunResult r = generate({dir.file("p.txt"), "--config", dir.file("c.json"), "--out", dir.file("out"), "--steps", "6"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto meta = jsonl(dir.file("out/metadata.jsonl"));
+  auto meta = read_jsonl(dir.file("out/metadata.jsonl"));
   EXPECT_EQ(meta[0]["seed"], 40);
   EXPECT_EQ(meta[0]["steps"], 6);
   EXPECT_EQ(meta[0]["guidance_scale"], 3.0);
