@@ -550,7 +550,7 @@ class GenerateRun {
     rec["finished_at"] = now_seconds();
     manifest_->append(rec);
     ++stats_.generated;
-    int64_t done = group_->add("done-items", 1);
+    int64_t done = count_in_group("done-items", 1);
     if (todo_ >= 0)
       log::debug("rank {}: item {} done ({}/{} of this rank's items, {} generated in all)", rank_.rank, it.index,
                  stats_.generated + stats_.skipped + stats_.failed, todo_, done);
@@ -570,9 +570,21 @@ class GenerateRun {
     rec["finished_at"] = now_seconds();
     manifest_->append(rec);
     ++stats_.failed;
-    if (multi_node_) group_->add("failed-items", 1);
+    if (multi_node_) count_in_group("failed-items", 1);
     log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
     report_progress(false);
+  }
+
+  /// Adds to a group-wide progress counter once an item is recorded; returns its new
+  /// value, or -1. A store that has gone away by then (rank 0 stopped first, on a
+  /// signal) must not turn a recorded item into a failed one: the count is only progress.
+  int64_t count_in_group(const char* counter, int64_t delta) noexcept {
+    try {
+      return group_->add(counter, delta);
+    } catch (const std::exception& e) {
+      log::debug("rank {}: counter '{}' not updated: {}", rank_.rank, counter, first_line(e.what()));
+      return -1;
+    }
   }
 
   bool exists(const Item& it) const {

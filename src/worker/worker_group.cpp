@@ -146,8 +146,10 @@ void WorkerGroup::leave(std::chrono::seconds max_wait) {
       return;
     }
     auto deadline = std::chrono::steady_clock::now() + max_wait;
+    // Not cut short by a stop signal: the peers got it too and are finishing their
+    // current batch, whose store updates need this store (the caller bounds max_wait).
     while (impl_->store->add(key, 0) < world_size() - 1 && std::chrono::steady_clock::now() < deadline) {
-      if (abort_reason() || options_.interrupted()) return;
+      if (abort_reason()) return;
       std::this_thread::sleep_for(kPollInterval);
     }
   } catch (const std::exception&) {

@@ -40,6 +40,7 @@ class FakePipeline : public pipeline::TextToImage {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d) * static_cast<int>(batch.size())));
     for (const auto& r : batch) {
       if (r.prompt.find("EXIT-ITEM") != std::string::npos) ::_exit(7);
+      if (r.prompt.find("SLOW-ITEM") != std::string::npos) std::this_thread::sleep_for(std::chrono::seconds(1));
       if (r.prompt.find("FAIL-ITEM") != std::string::npos) throw Error("simulated failure for '" + r.prompt + "'");
       pipeline::RgbImage img;
       img.width = r.width;

@@ -4,7 +4,8 @@
 // shows in the pixels. It lives in tests/ only.
 //
 // Prompts steer it: "FAIL-ITEM" throws, "NAN-ITEM" returns a non-finite image,
-// "EXIT-ITEM" ends the process with status 7 (a crashing rank). The environment
+// "EXIT-ITEM" ends the process with status 7 (a crashing rank), "SLOW-ITEM" takes
+// one second (a rank that is mid-item when its peers stop). The environment
 // variable DPINFER_FAKE_DELAY_MS makes each image take that long.
 
 #include <memory>

@@ -203,6 +203,38 @@ TEST(WorkerProcess, SigtermStopsAfterTheBatchWith143AndTheRunResumes) {
   EXPECT_EQ(images(out).size(), 40u);
 }
 
+// Rank 0 hosts the store. Stopped by the same SIGTERM as its peers, it must wait for
+// them (a bounded while) before it exits: a peer that is mid-item records the item and
+// then counts it in the store, and a store gone by then must not turn the recorded item
+// into a failed one (it once did: an "ok" then an "error" record for one item).
+TEST(WorkerProcess, SigtermWhileAPeerIsMidItemRecordsItOnceAsOk) {
+  TempDir dir;
+  // Contiguous over 2 ranks: rank 0 gets the 10 quick items, rank 1 the 10 slow ones
+  // (1 s each), so rank 0 is done and waiting when the signal comes, and rank 1 is busy.
+  std::string prompts = prompts_txt(10);
+  for (int i = 0; i < 10; ++i) prompts += "SLOW-ITEM number " + std::to_string(i) + "\n";
+  write_file(dir.file("p.txt"), prompts);
+  std::string out = dir.file("out");
+  Child launcher({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate", dir.file("p.txt"),
+                  "--out", out},
+                 {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_TRUE(wait_until([&] { return fs::exists(out + "/000010.png"); }, 60s)) << launcher.err_so_far();
+  launcher.signal(SIGTERM);
+  RunResult r = launcher.wait(30s);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  int ok = 0;
+  for (const auto& e : fs::directory_iterator(out)) {
+    if (e.path().filename().string().rfind("manifest", 0) != 0) continue;
+    for (const auto& rec : read_jsonl(e.path().string())) {
+      EXPECT_EQ(rec["status"], "ok") << e.path() << ": " << rec.dump() << "\n" << r.err;
+      ok += rec["status"] == "ok";
+    }
+  }
+  EXPECT_GE(ok, 12) << "rank 0's 10 items, and rank 1's first slow item and the one it was making";
+  EXPECT_EQ(ok_counts(out).size(), images(out).size()) << "every PNG is recorded once";
+  EXPECT_LT(images(out).size(), 20u) << "the signal came mid-run";
+}
+
 TEST(WorkerProcess, AFailingItemIsRecordedAndTheJobGoesOnWithStatus3) {
   TempDir dir;
   write_file(dir.file("p.txt"), "fine one\nthis is a FAIL-ITEM\nfine two\nNAN-ITEM here\nfine three\n");
