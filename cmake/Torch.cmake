@@ -22,9 +22,15 @@ if(NOT Torch_DIR)
   if(EXISTS ${_venv}/bin/python)
     execute_process(
       COMMAND ${_venv}/bin/python -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
-      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
+      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_VARIABLE _torch_error
+      RESULT_VARIABLE _rc)
     if(_rc EQUAL 0 AND EXISTS "${_torch_prefix}")
       list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+    elseif(DPINFER_WITH_TORCH STREQUAL "ON")
+      string(REGEX REPLACE ".*\n([^\n]+)\n*$" "\\1" _torch_error "${_torch_error}")
+      message(FATAL_ERROR "dpinfer: ${_venv}/bin/python cannot import torch: ${_torch_error}\n"
+                          "Run tools/setup.sh, or configure with -DDPINFER_WITH_TORCH=OFF "
+                          "(the launcher-only preset) to build without LibTorch.")
     endif()
   endif()
 endif()

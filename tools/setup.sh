@@ -57,5 +57,13 @@ PY
     say "installing torch's Python dependencies into $venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "${py_deps[@]}"
   fi
+  if ! err="$("$venv/bin/python" -c "import torch" 2>&1)"; then
+    # Without the system CUDA 13 toolkit the wheel's CUDA libraries are missing: take
+    # them from PyPI instead (torch's own nvidia-* dependencies, a few GB).
+    say "torch does not load ($(printf '%s' "$err" | tail -n 1)); installing its CUDA libraries from PyPI"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
+    err="$("$venv/bin/python" -c "import torch" 2>&1)" ||
+      { say "ERROR: torch still does not load: $(printf '%s' "$err" | tail -n 1)"; exit 1; }
+  fi
 fi
 say "ready"

@@ -75,8 +75,9 @@ void LaunchOptions::validate() const {
   if (master_addr.empty()) throw UsageError("--master-addr: expected a host name or address, got ''");
   if (max_restarts < 0)
     throw UsageError("--max-restarts: expected 0 or more, got " + std::to_string(max_restarts));
-  if (!(grace_period_s >= 0))
-    throw UsageError("--grace-period: expected seconds >= 0, got " + std::to_string(grace_period_s));
+  if (!(grace_period_s >= 0) || grace_period_s > kMaxGracePeriodS)
+    throw UsageError("--grace-period: expected seconds in 0.." + std::to_string(static_cast<int>(kMaxGracePeriodS)) +
+                     " (SIGKILL that long after SIGTERM), got " + std::to_string(grace_period_s));
   if (!(output.progress_interval_s >= 0) || !std::isfinite(output.progress_interval_s))
     throw UsageError("--progress-interval: expected seconds >= 0 (0 turns the progress line off), got " +
                      std::to_string(output.progress_interval_s));

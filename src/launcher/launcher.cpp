@@ -75,7 +75,7 @@ std::vector<std::string> failure_summary(const AttemptResult& result, int attemp
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", root.seconds);
   out.push_back("  root cause: rank " + std::to_string(root.rank) + " (local rank " + std::to_string(root.local_rank) +
-                ", pid " + std::to_string(root.pid) + ") " +
+                (root.pid > 0 ? ", pid " + std::to_string(root.pid) : std::string()) + ") " +
                 (root.exec_error.empty() ? (root.termination.signaled ? "was killed by " : "exited with ") +
                                                root.termination.describe()
                                          : root.exec_error) +
@@ -96,6 +96,15 @@ std::vector<std::string> failure_summary(const AttemptResult& result, int attemp
     out.push_back("  rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + how);
   }
   return out;
+}
+
+/// Why restarting after this root cause would only fail the same way, or nullptr.
+/// `own_worker`: the worker is dpinfer's (the PROMPTS form), whose exit 2 is bad input.
+const char* futile_restart(const RankOutcome& root, bool own_worker) {
+  if (!root.exec_error.empty()) return "the worker command cannot be executed";
+  if (own_worker && !root.termination.signaled && root.termination.code == exit_status::kUsage)
+    return "dpinfer's worker rejected its input (exit status 2); fix it and run again";
+  return nullptr;
 }
 
 int run_launch(const LaunchOptions& given) {
@@ -144,17 +153,25 @@ int run_launch(const LaunchOptions& given) {
     log::debug("attempt {}: {} worker(s) on node {}/{} (world size {}), master {}:{}", attempt, nproc, o.node_rank,
                o.nnodes, group.layout.world_size(), group.master_addr, group.master_port);
     AttemptResult result = run_attempt(ranks, o.output, o.grace_period_s, attempt, o.run_id);
-    if (result.interrupted_by) {
+    if (result.interrupted_by && !result.root_cause) {
       log::warn("interrupted by {}; all workers have ended", signal_name(result.interrupted_by));
       return exit_status::kSignalBase + result.interrupted_by;
     }
     if (result.ok()) return exit_status::kSuccess;
     print_lines(failure_summary(result, attempt, o.max_restarts));
     const RankOutcome& root = result.ranks[*result.root_cause];
-    if (attempt < o.max_restarts) {
-      log::info("restarting the worker group: restart {} of {} (TORCHELASTIC_RESTART_COUNT={})", attempt + 1,
-                o.max_restarts, attempt + 1);
-      continue;
+    if (result.interrupted_by) {
+      // The signal came during the failure's teardown: the failure stays the story.
+      log::warn("{} arrived while stopping the group after rank {} failed; not restarting",
+                signal_name(result.interrupted_by), root.rank);
+    } else if (attempt < o.max_restarts) {
+      if (const char* why = futile_restart(root, o.worker_args.front() != "--")) {
+        log::info("not restarting: {}", why);
+      } else {
+        log::info("restarting the worker group: restart {} of {} (TORCHELASTIC_RESTART_COUNT={})", attempt + 1,
+                  o.max_restarts, attempt + 1);
+        continue;
+      }
     }
     int status = root.termination.shell_status();
     log::info("exit status {} (that of rank {})", status, root.rank);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string_view>
 
+#include "dpinfer/launcher/console_writer.h"
 #include "dpinfer/launcher/line_buffer.h"
 #include "dpinfer/launcher/progress.h"
 #include "dpinfer/util/error.h"
@@ -47,11 +48,11 @@ int stderr_columns() {
 sigset_t launcher_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD}) sigaddset(&set, s);
   return set;
 }
 
-/// Writes all of `data`; false once the reader is gone (EPIPE) or on another error.
+/// Writes all of `data` to a log file; false on an error.
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
@@ -71,7 +72,7 @@ bool write_all(int fd, std::string_view data) {
 
 /// One output stream (stdout or stderr) of one worker.
 struct Stream {
-  int console_fd = -1;  ///< 1 or 2, or -1 when this stream is not shown
+  ConsoleWriter* console = nullptr;  ///< the launcher's stdout or stderr, or none when not shown
   int log_fd = -1;      ///< per-rank file, or -1
   LineBuffer lines;
   LineTail tail{kSummaryTailLines};
@@ -123,8 +124,8 @@ class Attempt {
       r.spec = &specs[i];
       r.prefix = "[rank " + std::to_string(specs[i].rank) + "] ";
       bool console = shows_on_console(specs[i].local_rank);
-      r.out.console_fd = console ? STDOUT_FILENO : -1;
-      r.err.console_fd = console ? STDERR_FILENO : -1;
+      r.out.console = console ? &out_console_ : nullptr;
+      r.err.console = console ? &err_console_ : nullptr;
       if (!log_dir.empty()) {
         std::string base = log_dir + "/rank_" + std::to_string(specs[i].rank);
         r.out.log_fd = open_log(base + ".stdout.log");
@@ -144,9 +145,21 @@ class Attempt {
   }
 
   AttemptResult run() {
+    // The launcher's own lines join the worker output's queue, in order, so that
+    // a stalled stderr cannot block the supervision in a log call either.
+    log::set_redirect([this](const std::string& line) {
+      hide_progress();
+      err_console_.write(line);
+    });
+    struct Restore {
+      ~Restore() { log::set_redirect(nullptr); }
+    } restore;
     start_all();
     while (!all_done()) poll_once();
     if (display_) write_stderr(display_->finish(*progress_));
+    // No worker is left: now it is fine to wait for a slow reader.
+    out_console_.drain();
+    err_console_.drain();
     return result();
   }
 
@@ -171,7 +184,12 @@ class Attempt {
       r.progress_open = r.proc.progress_fd() >= 0;
       const KeeperReport& first = r.proc.first_report();
       if (first.kind == KeeperReport::kExecFailed) {
-        r.exec_error = "cannot execute '" + r.spec->spawn.path + "': " + std::strerror(first.value);
+        const std::string& path = r.spec->spawn.path;
+        // ENOENT for a file that exists: the kernel did not find the script's interpreter.
+        r.exec_error = "cannot execute '" + path + "': " +
+                       (first.value == ENOENT && ::access(path.c_str(), F_OK) == 0
+                            ? std::string("its interpreter (the #! line) was not found")
+                            : std::string(std::strerror(first.value)));
       }
       // A signal that arrived while we were starting workers is handled once all
       // of them exist, so that every worker receives it.
@@ -185,12 +203,18 @@ class Attempt {
 
   void poll_once() {
     std::vector<pollfd> fds;
-    std::vector<std::pair<LiveRank*, int>> owners;  // which rank and which stream (0 out, 1 err, 2 report, 3 progress)
+    // Which rank and which stream (0 out, 1 err, 2 report, 3 progress); with no rank, the
+    // signalfd (-1) or a console fd that is writable again (1, 2).
+    std::vector<std::pair<LiveRank*, int>> owners;
     fds.push_back({sig_fd_, POLLIN, 0});
     owners.push_back({nullptr, -1});
     int64_t now = monotonic_ns();
+    // While a console is backed up, a dead worker's pipe still holds its last lines:
+    // keep it until they are read.
+    const bool backed_up = out_console_.full() || err_console_.full();
     for (LiveRank& r : ranks_) {
-      if (r.ended && (r.out.open || r.err.open || r.progress_open) && now - r.died_ns > kDrainAfterExitNs) {
+      if (r.ended && (r.out.open || r.err.open || r.progress_open) && now - r.died_ns > kDrainAfterExitNs &&
+          !backed_up) {
         close_stream(r, r.out, 0);  // a descendant outside its group still holds the pipe
         close_stream(r, r.err, 1);
         close_progress(r);
@@ -198,9 +222,14 @@ class Attempt {
     }
     // Closing the last pipes above may have ended the attempt: poll() would then wait for nothing.
     if (all_done()) return;
+    for (ConsoleWriter* c : {&out_console_, &err_console_}) {
+      if (c->pending()) fds.push_back({c->fd(), POLLOUT, 0}), owners.push_back({nullptr, c->fd()});
+    }
     for (LiveRank& r : ranks_) {
-      if (r.out.open) fds.push_back({r.proc.stdout_fd(), POLLIN, 0}), owners.push_back({&r, 0});
-      if (r.err.open) fds.push_back({r.proc.stderr_fd(), POLLIN, 0}), owners.push_back({&r, 1});
+      // A stream whose console is backed up is not read: its worker then blocks on its
+      // own pipe (backpressure), while signals and deadlines are still served.
+      if (r.out.open && !blocked(r.out)) fds.push_back({r.proc.stdout_fd(), POLLIN, 0}), owners.push_back({&r, 0});
+      if (r.err.open && !blocked(r.err)) fds.push_back({r.proc.stderr_fd(), POLLIN, 0}), owners.push_back({&r, 1});
       if (r.proc.report_fd() >= 0) fds.push_back({r.proc.report_fd(), POLLIN, 0}), owners.push_back({&r, 2});
       if (r.progress_open) fds.push_back({r.proc.progress_fd(), POLLIN, 0}), owners.push_back({&r, 3});
     }
@@ -223,7 +252,11 @@ class Attempt {
     for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       auto [rank, which] = owners[i];
-      if (!rank) {
+      if (!rank && which == STDOUT_FILENO) {
+        out_console_.flush_ready();
+      } else if (!rank && which == STDERR_FILENO) {
+        err_console_.flush_ready();
+      } else if (!rank) {
         handle_signals();
       } else if (which == 2) {
         read_reports(*rank);
@@ -279,9 +312,9 @@ class Attempt {
     if (display_) write_stderr(display_->hide());
   }
 
-  void write_stderr(const std::string& text) {
-    if (!text.empty() && stderr_open_ && !write_all(STDERR_FILENO, text)) stderr_open_ = false;
-  }
+  void write_stderr(const std::string& text) { err_console_.write(text); }
+
+  static bool blocked(const Stream& s) { return s.console && s.console->full(); }
 
   void read_stream(LiveRank& r, Stream& s, int which) {
     char buf[65536];
@@ -309,18 +342,20 @@ class Attempt {
 
   void emit(LiveRank& r, Stream& s, std::string_view line, std::string& console) {
     s.tail.push(line);
-    if (s.console_fd < 0) return;
+    if (!s.console) return;
     console.append(r.prefix).append(line).push_back('\n');
   }
 
   void flush_console(Stream& s, const std::string& console) {
-    if (console.empty() || s.console_fd < 0) return;
+    if (console.empty() || !s.console) return;
     hide_progress();
-    if (!write_all(s.console_fd, console)) {
+    ConsoleWriter* c = s.console;
+    c->write(console);
+    if (c->closed()) {
       // The console's reader is gone (e.g. `| head`). Keep supervising; log files go on.
       for (LiveRank& r : ranks_) {
-        if (r.out.console_fd == s.console_fd) r.out.console_fd = -1;
-        if (r.err.console_fd == s.console_fd) r.err.console_fd = -1;
+        if (r.out.console == c) r.out.console = nullptr;
+        if (r.err.console == c) r.err.console = nullptr;
       }
     }
   }
@@ -387,6 +422,7 @@ class Attempt {
     r.termination = t;
     r.died_ns = died_ns;
     if (t.ok() || interrupted_by_) return;
+    failed_before_signal_ = true;
     // The first failure starts the teardown. Later failures may still have died
     // earlier (their reports raced); result() picks the earliest death.
     if (teardown_started_ns_) return;
@@ -404,19 +440,22 @@ class Attempt {
     if (interrupted_by_ && sig == SIGINT) {
       size_t live = signal_live(SIGKILL);
       hide_progress();
-      log::warn("second SIGINT: killed {} worker(s) at once", live);
+      log::warn("{}: killed {} worker(s) at once",
+                interrupted_by_ == SIGINT ? "second SIGINT" : "SIGINT after " + signal_name(interrupted_by_), live);
       kill_deadline_ns_ = 0;
       return;
     }
     if (!interrupted_by_) {
       interrupted_by_ = sig;
+      // A failure's teardown may be under way already: its root cause stays the root
+      // cause (result()), and its SIGKILL deadline is not pushed later.
       if (!teardown_started_ns_) teardown_started_ns_ = monotonic_ns();
-      kill_deadline_ns_ = monotonic_ns() + grace_ns_;
+      if (!kill_deadline_ns_) kill_deadline_ns_ = monotonic_ns() + grace_ns_;
     }
     size_t live = signal_live(sig);
     hide_progress();
-    log::warn("received {}; forwarded it to {} worker(s); SIGKILL in {}s{}", signal_name(sig), live,
-              grace_ns_ / static_cast<double>(kNsPerSecond),
+    log::warn("received {}; forwarded it to {} worker(s); SIGKILL in {:.3g}s{}", signal_name(sig), live,
+              std::max<int64_t>(0, kill_deadline_ns_ - monotonic_ns()) / static_cast<double>(kNsPerSecond),
               sig == SIGINT ? " (press Ctrl-C again to kill now)" : "");
   }
 
@@ -448,7 +487,7 @@ class Attempt {
       o.stderr_tail.assign(r.err.tail.lines().begin(), r.err.tail.lines().end());
       o.stdout_tail.assign(r.out.tail.lines().begin(), r.out.tail.lines().end());
       res.ranks.push_back(std::move(o));
-      bool candidate = !r.termination.ok() && !interrupted_by_ &&
+      bool candidate = !r.termination.ok() && (!interrupted_by_ || failed_before_signal_) &&
                        (!teardown_started_ns_ || r.died_ns <= teardown_started_ns_ || !r.signaled);
       if (candidate && (!res.root_cause || r.died_ns < ranks_[*res.root_cause].died_ns)) res.root_cause = i;
     }
@@ -457,17 +496,20 @@ class Attempt {
 
   const OutputOptions& output_;
   int64_t grace_ns_;
+  // Before ranks_, whose streams point at them.
+  ConsoleWriter out_console_{STDOUT_FILENO};
+  ConsoleWriter err_console_{STDERR_FILENO};
   int sig_fd_ = -1;
   int life_[2] = {-1, -1};
   std::vector<LiveRank> ranks_;
   int interrupted_by_ = 0;
+  bool failed_before_signal_ = false;  ///< a worker failed before the launcher got a signal
   int64_t teardown_started_ns_ = 0;
   int64_t kill_deadline_ns_ = 0;
   std::optional<ProgressAggregator> progress_;  ///< with display_, unless the line is off
   std::optional<ProgressDisplay> display_;
   bool terminal_ = false;     ///< the progress line is a status line on a terminal
   int columns_ = 0;           ///< of that terminal, 0 when unknown
-  bool stderr_open_ = true;   ///< false once writing the progress line to stderr failed
 };
 
 }  // namespace

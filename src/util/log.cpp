@@ -19,6 +19,17 @@ std::shared_ptr<spdlog::logger> logger() {
   return instance;
 }
 
+// The prefix that set_prefix() gave the pattern, for lines that set_redirect() takes.
+std::string& line_prefix() {
+  static std::string prefix = "[dpinfer] ";
+  return prefix;
+}
+
+std::function<void(const std::string&)>& redirect() {
+  static std::function<void(const std::string&)> sink;
+  return sink;
+}
+
 spdlog::level::level_enum to_spdlog(Level level) {
   switch (level) {
     case Level::kDebug: return spdlog::level::debug;
@@ -35,7 +46,10 @@ void setup(bool verbose) { set_verbose(verbose); }
 
 void set_verbose(bool verbose) { logger()->set_level(verbose ? spdlog::level::debug : spdlog::level::info); }
 
+void set_redirect(std::function<void(const std::string& line)> sink) { redirect() = std::move(sink); }
+
 void set_prefix(const std::string& prefix) {
+  line_prefix() = prefix;
   std::string pattern = prefix;
   // spdlog patterns treat '%' specially.
   size_t pos = 0;
@@ -45,7 +59,13 @@ void set_prefix(const std::string& prefix) {
 
 namespace detail {
 bool enabled(Level level) { return logger()->should_log(to_spdlog(level)); }
-void write(Level level, const std::string& message) { logger()->log(to_spdlog(level), "{}", message); }
+void write(Level level, const std::string& message) {
+  if (redirect()) {
+    if (enabled(level)) redirect()(line_prefix() + message + "\n");
+    return;
+  }
+  logger()->log(to_spdlog(level), "{}", message);
+}
 }  // namespace detail
 
 }  // namespace dpinfer::log

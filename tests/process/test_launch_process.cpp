@@ -1,7 +1,9 @@
 // `dpinfer launch` end to end: the real binary, real worker processes (sh), real
 // signals. Each test says which promise of the README it checks.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -186,6 +188,85 @@ TEST(LaunchProcess, SecondSigintKillsAtOnce) {
   EXPECT_TRUE(contains(r.err, "second SIGINT")) << r.err;
 }
 
+TEST(LaunchProcess, Sigusr1IsForwardedAndExits138) {
+  // SLURM's --signal=B:USR1@N reaches a launcher that is the batch script itself.
+  TempDir dir;
+  auto launcher = start_ready_group(dir, 2, {}, "trap 'echo USR1 > " + dir.path() + "/got.$RANK; exit 0' USR1");
+  launcher->signal(SIGUSR1);
+  RunResult r = launcher->wait(20s);
+  EXPECT_EQ(r.exit_code, 128 + SIGUSR1) << r.err;
+  EXPECT_EQ(count_files(dir, "got.", 2), 2) << r.err;
+}
+
+TEST(LaunchProcess, ASignalDuringAFailuresTeardownKeepsItsRootCause) {
+  TempDir dir;
+  Child launcher(launch({"--nproc-per-node", "2", "--grace-period", "60", "--max-restarts", "2", "--", "sh", "-c",
+                         "if [ $RANK = 1 ]; then sleep 0.3; echo 'rank 1 broke' >&2; exit 3; fi; "
+                         "trap '' TERM INT; while :; do sleep 0.05; done"}),
+                 {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_TRUE(wait_until([&] { return contains(launcher.err_so_far(), "rank 1 failed"); }, 20s))
+      << launcher.err_so_far();
+  launcher.signal(SIGINT);  // the user loses patience with the 60 s grace period
+  std::this_thread::sleep_for(200ms);
+  launcher.signal(SIGINT);  // and kills at once
+  RunResult r = launcher.wait(20s);
+  EXPECT_EQ(r.exit_code, 3) << "the root cause's status, not 130: " << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause: rank 1")) << r.err;
+  EXPECT_TRUE(contains(r.err, "| rank 1 broke")) << r.err;
+  EXPECT_FALSE(contains(r.err, "restarting the worker group")) << "the user asked to stop: " << r.err;
+}
+
+TEST(LaunchProcess, AnUnexecutableWorkerIsNotRestarted) {
+  TempDir dir;
+  write_file(dir.file("script"), "#!/no/such/interpreter\necho hi\n");
+  ::chmod(dir.file("script").c_str(), 0755);
+  RunResult r = run(launch({"--max-restarts", "3", "--", dir.file("script")}), {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "its interpreter (the #! line) was not found")) << r.err;
+  EXPECT_TRUE(contains(r.err, "not restarting: the worker command cannot be executed")) << r.err;
+  EXPECT_FALSE(contains(r.err, "restarting the worker group")) << r.err;
+  EXPECT_FALSE(contains(r.err, "pid 0")) << r.err;
+}
+
+// A console whose reader stalls (a `| less` that is not scrolling) must not freeze the
+// supervision: the signal is still forwarded and the grace period still ends in SIGKILL.
+TEST(LaunchProcess, AStalledStdoutReaderDoesNotStopTheTeardown) {
+  TempDir dir;
+  std::string fifo = dir.file("stdout.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // keeps the pipe open, reads nothing yet
+  ASSERT_GE(reader, 0);
+  std::string worker = "echo $$ > " + dir.path() + "/pid.$RANK; trap '' TERM; while :; do echo noise noise noise; done";
+  Child launcher({"sh", "-c", "exec \"$0\" launch --nproc-per-node 2 --grace-period 1 -- sh -c \"$1\" > \"$2\"",
+                  dpinfer_binary(), worker, fifo},
+                 {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_TRUE(wait_until([&] { return count_files(dir, "pid.", 2) == 2; }, 20s)) << launcher.err_so_far();
+  std::this_thread::sleep_for(500ms);  // long enough to fill the pipe
+  pid_t w0 = read_pid(dir.file("pid.0")), w1 = read_pid(dir.file("pid.1"));
+  launcher.signal(SIGTERM);
+  EXPECT_TRUE(wait_until([&] { return !process_alive(w0) && !process_alive(w1); }, 10s))
+      << "the workers ignore SIGTERM; SIGKILL must come 1 s later: " << launcher.err_so_far();
+  EXPECT_TRUE(contains(launcher.err_so_far(), "grace period over; sent SIGKILL")) << launcher.err_so_far();
+  // Now read: the launcher writes what it queued and exits.
+  std::thread drain([reader] {
+    char buf[65536];
+    for (int idle = 0; idle < 200;) {
+      pollfd p{reader, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) {
+        ++idle;
+        continue;
+      }
+      ssize_t n = ::read(reader, buf, sizeof buf);
+      if (n == 0) return;  // EOF: the launcher is gone
+      if (n < 0 && errno != EAGAIN && errno != EINTR) return;
+    }
+  });
+  RunResult r = launcher.wait(30s);
+  drain.join();
+  ::close(reader);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+}
+
 TEST(LaunchProcess, Kill9OfTheLauncherLeavesNoWorkerOrGrandchildRunning) {
   TempDir dir;
   auto launcher = start_ready_group(
@@ -342,6 +423,8 @@ TEST(LaunchProcess, BadArgumentsExit2WithOneLine) {
            {"--nproc-per-node", "gpu", "--", "true"},
            {"--nnodes", "x", "--", "true"},
            {"--local-ranks-filter", "5", "--nproc-per-node", "2", "--", "true"},
+           {"--grace-period", "inf", "--", "true"},
+           {"--grace-period", "1e300", "--", "true"},
        }) {
     RunResult r = run(launch(args), {{"CUDA_VISIBLE_DEVICES", ""}});
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;

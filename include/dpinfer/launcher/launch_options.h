@@ -7,6 +7,10 @@
 
 namespace dpinfer::launcher {
 
+/// The longest --grace-period: a day. Longer ones are surely typos (or `inf`), and
+/// would overflow the supervisor's nanosecond deadlines.
+constexpr double kMaxGracePeriodS = 86400;
+
 /// Where worker output goes. `--log-dir` adds per-rank files; the console copy
 /// is on unless --quiet, or --log-dir without --tee.
 struct OutputOptions {
@@ -28,7 +32,7 @@ struct LaunchOptions {
   /// Given on the command line: a SLURM step's layout (slurm_layout.h) is then not used.
   bool nnodes_given = false, node_rank_given = false, master_addr_given = false;
   int max_restarts = 0;
-  double grace_period_s = 30.0;  ///< between SIGTERM and SIGKILL
+  double grace_period_s = 30.0;  ///< between SIGTERM and SIGKILL, at most kMaxGracePeriodS
   std::string run_id = "none";
   std::string role = "default";
   OutputOptions output;

@@ -5,7 +5,7 @@
 //  - the first worker to fail (non-zero exit or a signal; the earliest time of
 //    death wins) is the root cause; every other worker gets SIGTERM, then SIGKILL
 //    once the grace period is over;
-//  - SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the launcher are forwarded to
+//  - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to the launcher are forwarded to
 //    every worker group, with the same grace period; a second SIGINT kills at once;
 //  - worker output reaches the console as whole lines prefixed "[rank N] ".
 //  - the workers' progress reports become one aggregated line on stderr (progress.h).
@@ -55,7 +55,7 @@ struct AttemptResult {
 AttemptResult run_attempt(const std::vector<RankSpec>& ranks, const OutputOptions& output,
                           double grace_period_s, int attempt, const std::string& run_id);
 
-/// Blocks SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGCHLD for the signalfd loop, ignores
+/// Blocks SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGCHLD for the signalfd loop, ignores
 /// SIGPIPE, and makes the launcher a child subreaper so that it reaps whatever
 /// its workers leave behind.
 void prepare_launcher_process();

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,10 @@ void setup(bool verbose);
 /// Replaces the "[dpinfer] " prefix of every line (e.g. "[rank 3] ", or "").
 void set_prefix(const std::string& prefix);
 void set_verbose(bool verbose);
+/// Sends every line (prefixed, with its '\n') to `sink` instead of stderr, until
+/// called with nullptr. The launcher's supervisor queues them with its workers'
+/// output, so that a stalled stderr never blocks it in a log call.
+void set_redirect(std::function<void(const std::string& line)> sink);
 
 namespace detail {
 bool enabled(Level level);
