@@ -129,6 +129,7 @@ class StableDiffusionPipeline : public TextToImage {
 
     const at::Tensor& timesteps = scheduler_->timesteps();
     for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
       at::Tensor t = timesteps[i];
       at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
       x = scheduler_->scale_model_input(x, i);
@@ -142,6 +143,7 @@ class StableDiffusionPipeline : public TextToImage {
       latents = scheduler_->step(eps, i, latents, gens);
     }
 
+    throw_if_cancelled();
     at::Tensor image = vae_->decode(latents / vae_config_.scaling_factor);  // [B, 3, H, W]
     // Ref: VaeImageProcessor.postprocess: denormalize in the model dtype, then
     // float32 on the CPU, x255, round half to even, uint8.

@@ -37,6 +37,10 @@ void add_options(CLI::App& app, GenerateOptions& o) {
   app.add_flag("--requeue-on-signal", o.requeue_on_signal,
                "in a SLURM job stopped by SIGTERM, SIGUSR1 or SIGUSR2 (e.g. sbatch --signal=B:USR1@120): "
                "rank 0 requeues the job or array task (scontrol requeue) once the manifests are flushed");
+  app.add_option("--stop-timeout", o.stop_timeout_s,
+                 "after SIGTERM/SIGINT/SIGUSR1/SIGUSR2, seconds the batch in flight may still run before it is "
+                 "abandoned (0: at once); its items are left to the next run")
+      ->capture_default_str();
   app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
@@ -86,7 +90,8 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"clip_skip", clip_skip}, {"guidance_rescale", guidance_rescale},
-                      {"requeue_on_signal", requeue_on_signal}, {"config", config}};
+                      {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
+                      {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
   j["width"] = width ? nlohmann::json(*width) : nlohmann::json();
@@ -124,6 +129,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   }
   if (o.batch_size < 1) throw UsageError("--batch-size: expected at least 1, got " + std::to_string(o.batch_size));
   if (o.clip_skip < 0) throw UsageError("--clip-skip: expected 0 or more, got " + std::to_string(o.clip_skip));
+  if (o.stop_timeout_s < 0)
+    throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
   if (o.rendezvous_timeout_s < 1)
     throw UsageError("--rendezvous-timeout: expected at least 1 second, got " + std::to_string(o.rendezvous_timeout_s));
   for (auto [name, v] : {std::pair<const char*, std::optional<int>>{"--width", o.width}, {"--height", o.height}}) {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -45,13 +46,26 @@ namespace {
 namespace fs = std::filesystem;
 
 volatile sig_atomic_t g_stop_signal = 0;
+/// CLOCK_MONOTONIC nanoseconds of the first stop signal (lock-free, so the handler may set it).
+std::atomic<int64_t> g_stop_signal_ns{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+int64_t monotonic_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal == 0) g_stop_signal = sig;
+  if (g_stop_signal == 0) {
+    g_stop_signal_ns = monotonic_now_ns();
+    g_stop_signal = sig;
+  }
 }
 
 /// SIGTERM (SLURM preemption, the launcher's teardown), SIGINT, SIGUSR1/2
-/// (SLURM's --signal) stop the worker after the current batch.
+/// (SLURM's --signal) stop the worker after the current batch, or abandon that
+/// batch once --stop-timeout has passed (TextToImage's cancel check).
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -341,6 +355,9 @@ class GenerateRun {
 
     auto start = std::chrono::steady_clock::now();
     pipe_ = factory_(req);
+    pipe_->set_cancel_check([timeout_ns = int64_t{o_.stop_timeout_s} * 1000000000] {
+      return g_stop_signal != 0 && monotonic_now_ns() - g_stop_signal_ns >= timeout_ns;
+    });
     const pipeline::PipelineInfo& info = pipe_->info();
     log::debug("pipeline loaded in {:.2f}s", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 
@@ -506,6 +523,12 @@ class GenerateRun {
       images = pipe_->generate(reqs);
       if (images.size() != batch.size()) throw Error("the pipeline returned " + std::to_string(images.size()) +
                                                      " image(s) for a batch of " + std::to_string(batch.size()));
+    } catch (const pipeline::Cancelled&) {
+      // Stopping, and --stop-timeout is over: nothing of this batch was written or
+      // recorded, so the next run makes its items.
+      log::warn("rank {}: abandoned a batch of {} item(s) after {:.1f}s (--stop-timeout {}); the next run makes them",
+                rank_.rank, batch.size(), seconds_since(t0), o_.stop_timeout_s);
+      return;
     } catch (const std::exception& e) {
       if (batch.size() > 1) {
         // Find the culprit: one bad item must not fail its batch-mates.

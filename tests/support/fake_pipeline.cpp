@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -34,13 +35,20 @@ class FakePipeline : public pipeline::TextToImage {
   }
   const pipeline::PipelineInfo& info() const override { return info_; }
 
+  /// Sleeps `ms` in 10 ms "denoising steps", honouring the cancel check between them.
+  void work_for(int ms) const {
+    for (int left = ms; left > 0; left -= 10) {
+      throw_if_cancelled();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(left, 10)));
+    }
+  }
+
   std::vector<pipeline::RgbImage> generate(const std::vector<pipeline::ImageRequest>& batch) override {
     std::vector<pipeline::RgbImage> out;
-    if (const char* d = std::getenv("DPINFER_FAKE_DELAY_MS"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d) * static_cast<int>(batch.size())));
+    if (const char* d = std::getenv("DPINFER_FAKE_DELAY_MS")) work_for(std::atoi(d) * static_cast<int>(batch.size()));
     for (const auto& r : batch) {
       if (r.prompt.find("EXIT-ITEM") != std::string::npos) ::_exit(7);
-      if (r.prompt.find("SLOW-ITEM") != std::string::npos) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (r.prompt.find("SLOW-ITEM") != std::string::npos) work_for(1000);
       if (r.prompt.find("FAIL-ITEM") != std::string::npos) throw Error("simulated failure for '" + r.prompt + "'");
       pipeline::RgbImage img;
       img.width = r.width;

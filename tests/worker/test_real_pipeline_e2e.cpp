@@ -3,7 +3,9 @@
 // what batching may change.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
+#include <thread>
 #include <map>
 
 #include "support/png_reader.h"
@@ -104,4 +106,27 @@ TEST(RealPipelineE2E, AMissingModelIsBadInputWithOneLine) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("error: "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+}
+
+// The real pipeline honours the stop between denoising steps (TextToImage's cancel
+// check): with --stop-timeout 0 a SIGTERM ends a long batch at once.
+TEST(RealPipelineE2E, SigtermWithStopTimeout0EndsALongBatchBetweenSteps) {
+  TempDir dir;
+  write_prompts(dir);
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate"};
+  for (auto& a : generate_args(dir, dir.file("out"))) argv.push_back(a);
+  // 4 of the 5 images (those with CFG) of 32x32 at 400 steps in one batch: several seconds.
+  argv.insert(argv.end(), {"--steps", "400", "--batch-size", "8", "--stop-timeout", "0"});
+  Child worker(argv, kEnv);
+  ASSERT_TRUE(wait_until([&] { return contains(worker.err_so_far(), "item(s) on 1 rank(s)"); }, 120s))
+      << worker.err_so_far();
+  std::this_thread::sleep_for(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  worker.signal(SIGTERM);
+  RunResult r = worker.wait(60s);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_LT(took, 2.0) << r.err;
+  EXPECT_TRUE(contains(r.err, "abandoned a batch of 4 item(s)")) << "the 4 items with CFG: " << r.err;
+  EXPECT_TRUE(images(dir.file("out")).empty());
 }

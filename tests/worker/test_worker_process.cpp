@@ -235,6 +235,35 @@ TEST(WorkerProcess, SigtermWhileAPeerIsMidItemRecordsItOnceAsOk) {
   EXPECT_LT(images(out).size(), 20u) << "the signal came mid-run";
 }
 
+// A batch that would outlast SLURM's KillWait is abandoned between two denoising steps
+// once --stop-timeout has passed: nothing of it is written or recorded, and the next
+// run makes its items.
+TEST(WorkerProcess, SigtermAbandonsALongBatchAfterTheStopTimeout) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(16));
+  std::string out = dir.file("out");
+  // Batches of 8 at 0.5 s per image: 4 s each.
+  Child worker({kWorker, "generate", dir.file("p.txt"), "--out", out, "--batch-size", "8", "--stop-timeout", "1"},
+               {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "500"}});
+  ASSERT_TRUE(wait_until([&] { return contains(worker.err_so_far(), "item(s) on 1 rank(s)"); }, 60s))
+      << worker.err_so_far();
+  std::this_thread::sleep_for(500ms);
+  auto t0 = std::chrono::steady_clock::now();
+  worker.signal(SIGTERM);
+  RunResult r = worker.wait(30s);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_GE(took, 0.9) << "the batch had --stop-timeout 1 to finish";
+  EXPECT_LT(took, 2.5) << "not the 3.5 s the batch still needed";
+  EXPECT_TRUE(contains(r.err, "abandoned a batch of 8 item(s)")) << r.err;
+  EXPECT_EQ(images(out).size(), 0u);
+  EXPECT_EQ(ok_counts(out).size(), 0u) << "nothing recorded for the abandoned batch";
+  RunResult rest = generate({dir.file("p.txt"), "--out", out, "--batch-size", "8"});
+  EXPECT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(images(out).size(), 16u);
+  for (auto [index, c] : ok_counts(out)) EXPECT_EQ(c, 1) << "item " << index;
+}
+
 TEST(WorkerProcess, AFailingItemIsRecordedAndTheJobGoesOnWithStatus3) {
   TempDir dir;
   write_file(dir.file("p.txt"), "fine one\nthis is a FAIL-ITEM\nfine two\nNAN-ITEM here\nfine three\n");

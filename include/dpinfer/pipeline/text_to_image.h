@@ -3,7 +3,10 @@
 // ranks: the worker knows items and files, the pipeline knows models.
 
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dpinfer::pipeline {
@@ -41,15 +44,35 @@ struct PipelineInfo {
   double default_guidance_scale = 7.5;
 };
 
+/// Thrown by TextToImage::generate() when its cancel check said so: the batch is
+/// abandoned between two denoising steps, and no image of it exists.
+struct Cancelled : std::runtime_error {
+  Cancelled() : std::runtime_error("the batch was cancelled") {}
+};
+
 class TextToImage {
  public:
+  using CancelCheck = std::function<bool()>;
+
   virtual ~TextToImage() = default;
+  /// Asked between denoising steps (a fraction of a second each); once it returns
+  /// true, generate() stops and throws Cancelled. This bounds how long a stop takes
+  /// whatever the batch size and step count (SLURM kills after KillWait, 30 s).
+  void set_cancel_check(CancelCheck check) { cancel_check_ = std::move(check); }
   virtual const PipelineInfo& info() const = 0;
   /// Makes one image per request, as one batch. All requests share steps,
   /// guidance_scale, width and height. Each image depends only on its own request
   /// (its seed included), never on the rest of the batch, up to float rounding.
   /// Throws dpinfer::Error (or c10::Error) on failure.
   virtual std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) = 0;
+
+ protected:
+  void throw_if_cancelled() const {
+    if (cancel_check_ && cancel_check_()) throw Cancelled();
+  }
+
+ private:
+  CancelCheck cancel_check_;
 };
 
 }  // namespace dpinfer::pipeline

@@ -34,6 +34,10 @@ struct GenerateOptions {
   /// Inside a SLURM job, when SIGTERM/SIGUSR1/SIGUSR2 stopped the run: rank 0 runs
   /// `scontrol requeue` for this job (or job array task) on its way out.
   bool requeue_on_signal = false;
+  /// After SIGTERM/SIGINT/SIGUSR1/SIGUSR2, how long the batch in flight may still run
+  /// before it is abandoned between two denoising steps (its items are then made by
+  /// the next run). Bounds the stop well under SLURM's KillWait (30 s).
+  int stop_timeout_s = 10;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 
