@@ -450,7 +450,7 @@ class GenerateRun {
     std::vector<const Item*> todo;
     for (int64_t p : positions) {
       const Item& it = items_[p];
-      if (!o_.overwrite && exists(it)) {
+      if (!o_.overwrite && already_made(it)) {
         ++stats_.skipped;
         continue;
       }
@@ -479,7 +479,7 @@ class GenerateRun {
       std::vector<const Item*> todo;
       int64_t skipped = 0;
       for (int64_t p = begin; p < std::min(end, n); ++p) {
-        if (!o_.overwrite && exists(items_[p])) {
+        if (!o_.overwrite && already_made(items_[p])) {
           ++skipped;
           continue;
         }
@@ -610,6 +610,35 @@ class GenerateRun {
     }
   }
 
+  /// Resume: whether an earlier run made `it`, i.e. its PNG exists and the manifests'
+  /// latest record of it says ok. A PNG without such a record (a run killed between
+  /// the rename and the manifest line) is made again, so that metadata.jsonl gets its
+  /// row. A record that says the item was something else (another prompts file, or
+  /// another --seed, --steps, size, guidance or scheduler) is bad input: the two runs
+  /// would mix silently in one directory. The manifests are read once, when the
+  /// first PNG turns up, so a fresh run pays nothing.
+  bool already_made(const Item& it) {
+    if (!exists(it)) return false;
+    if (!earlier_) earlier_ = io::read_manifests(o_.out);
+    auto found = earlier_->items.find(it.index);
+    if (found == earlier_->items.end() || found->second.state != io::ItemState::kDone) {
+      log::info("rank {}: {} exists but no manifest records it as made (a run stopped between the two); making it "
+                "again", rank_.rank, item_file_name(it.index));
+      return false;
+    }
+    const nlohmann::json& before = found->second.record;
+    const nlohmann::json now = item_record(it, pipe_->info());
+    for (const char* field : {"prompt", "negative_prompt", "seed", "steps", "guidance_scale", "width", "height",
+                              "scheduler"}) {
+      if (before.value(field, nlohmann::json()) == now[field]) continue;
+      throw InputError("--out " + o_.out + " already holds item " + std::to_string(it.index) + " (" +
+                       item_file_name(it.index) + ") made with " + field + " " + before.value(field, nlohmann::json()).dump() +
+                       " (" + found->second.manifest + "), but this run makes it with " + field + " " +
+                       now[field].dump() + "; use another --out, or --overwrite to replace the earlier images");
+    }
+    return true;
+  }
+
   bool exists(const Item& it) const {
     struct stat st;
     return ::stat((fs::path(o_.out) / item_file_name(it.index)).c_str(), &st) == 0 && st.st_size > 0;
@@ -701,6 +730,7 @@ class GenerateRun {
   bool multi_node_ = false;
   ProgressPipe progress_ = ProgressPipe::from_env();
   bool items_known_ = false;  ///< this rank's share is known: progress reports may start
+  std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, once a PNG is found (already_made)
   int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
   std::chrono::steady_clock::time_point last_report_{};
   std::optional<launcher::ProgressCounts> group_totals_;  ///< rank 0, multi-node: the gathered totals

@@ -155,6 +155,47 @@ TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
   EXPECT_EQ(read_jsonl(dir.file("out/metadata.jsonl")).size(), 4u) << "one row per item even after a rerun";
 }
 
+// A kill between a PNG's rename and its manifest line leaves a PNG that no manifest
+// records: resume makes it again, so that metadata.jsonl gets its row.
+TEST(WorkerProcess, APngThatNoManifestRecordsIsMadeAgain) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(4));
+  std::string out = dir.file("out");
+  ASSERT_EQ(generate({dir.file("p.txt"), "--out", out}).exit_code, 0);
+  std::string kept;
+  for (const auto& rec : read_jsonl(out + "/manifest.rank0.jsonl"))
+    if (rec["index"] != 2) kept += rec.dump() + "\n";
+  write_file(out + "/manifest.rank0.jsonl", kept);
+  RunResult again = generate({dir.file("p.txt"), "--out", out});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "000002.png exists but no manifest records it as made")) << again.err;
+  EXPECT_TRUE(contains(again.err, "done: 1 generated, 3 skipped")) << again.err;
+  auto counts = ok_counts(out);
+  ASSERT_EQ(counts.size(), 4u);
+  for (auto [index, c] : counts) EXPECT_EQ(c, 1) << "item " << index;
+  EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").size(), 4u);
+}
+
+// Resuming into a directory that holds another run's images (other prompts, seed,
+// steps, ...) would mix the two silently: it is bad input, unless --overwrite.
+TEST(WorkerProcess, ResumingWithOtherOptionsIsRefusedUnlessOverwrite) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(3));
+  std::string out = dir.file("out");
+  ASSERT_EQ(generate({dir.file("p.txt"), "--out", out}).exit_code, 0);
+  RunResult seed = generate({dir.file("p.txt"), "--out", out, "--seed", "7"});
+  EXPECT_EQ(seed.exit_code, 2) << seed.err;
+  EXPECT_TRUE(contains(seed.err, "already holds item 0 (000000.png) made with seed 0 (manifest.rank0.jsonl), but "
+                                 "this run makes it with seed 7")) << seed.err;
+  write_file(dir.file("q.txt"), "another prompt\n");
+  RunResult other = generate({dir.file("q.txt"), "--out", out});
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "made with prompt \"prompt number 0\"")) << other.err;
+  RunResult overwrite = generate({dir.file("p.txt"), "--out", out, "--seed", "7", "--overwrite"});
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.err;
+  for (const auto& rec : read_jsonl(out + "/metadata.jsonl")) EXPECT_EQ(rec["seed"].get<int>(), 7 + rec["index"].get<int>());
+}
+
 TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
   TempDir dir;
   const int n = 30;
