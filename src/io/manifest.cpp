@@ -62,13 +62,21 @@ ManifestSet read_manifests(const std::string& dir) {
       set.manifests.push_back(name);
   }
   std::sort(set.manifests.begin(), set.manifests.end());
-  // Per item: the first record's manifest and identity, to compare later manifests'
-  // records with; and the manifests holding an "ok" record, to count duplicates.
-  struct Seen {
-    std::string manifest;
+  // Per item and manifest: the identity of that manifest's latest record (largest
+  // "finished_at", ties to the later line, as for the merge's own choice below). Only
+  // these are compared across manifests: a record that its own manifest superseded
+  // (e.g. an --overwrite rerun with another --seed) says nothing about what the item
+  // is now, and comparing it made `dpinfer merge` refuse runs whose latest records
+  // all agree. Per item also: the manifests holding an "ok" record, to count
+  // duplicates.
+  struct Latest {
+    double finished_at = 0;
     nlohmann::json identity;
+  };
+  struct Seen {
+    std::map<std::string, Latest> latest;  ///< by manifest; std::map keeps the sorted manifest order
     std::string ok_manifest;
-    bool duplicate = false, conflict = false;
+    bool duplicate = false;
   };
   std::map<int64_t, Seen> seen;
   for (const std::string& m : set.manifests) {
@@ -82,32 +90,44 @@ ManifestSet read_manifests(const std::string& dir) {
       }
       int64_t index = rec["index"].get<int64_t>();
       const bool ok = rec.value("status", "") == "ok";
-      auto [s, first] = seen.try_emplace(index);
-      if (first) {
-        s->second.manifest = m;
+      const double t = rec.value("finished_at", 0.0);
+      Seen& s = seen[index];
+      auto [l, first_in_manifest] = s.latest.try_emplace(m);
+      if (first_in_manifest || t >= l->second.finished_at) {
+        l->second.finished_at = t;
+        l->second.identity = nlohmann::json::object();
         for (const char* f : kIdentityFields)
-          if (rec.contains(f)) s->second.identity[f] = rec[f];
-      } else if (s->second.manifest != m && !s->second.conflict) {
-        for (const char* f : kIdentityFields) {
-          const nlohmann::json& a = s->second.identity.contains(f) ? s->second.identity[f] : nlohmann::json();
-          const nlohmann::json& b = rec.contains(f) ? rec[f] : nlohmann::json();
-          if (a.is_null() || b.is_null() || a == b) continue;
-          set.conflicts.push_back({index, f, s->second.manifest, dump(a), m, dump(b)});
-          s->second.conflict = true;
-          break;
-        }
+          if (rec.contains(f)) l->second.identity[f] = rec[f];
       }
       if (ok) {
-        if (s->second.ok_manifest.empty()) s->second.ok_manifest = m;
-        else if (s->second.ok_manifest != m && !s->second.duplicate) s->second.duplicate = true, ++set.duplicates;
+        if (s.ok_manifest.empty()) s.ok_manifest = m;
+        else if (s.ok_manifest != m && !s.duplicate) s.duplicate = true, ++set.duplicates;
       }
       auto e = set.items.find(index);
-      double t = rec.value("finished_at", 0.0);
       if (e == set.items.end()) {
         set.items[index] = ManifestEntry{std::move(rec), m, ItemState::kFailed};
       } else if (t >= e->second.record.value("finished_at", 0.0)) {
         e->second.record = std::move(rec);
         e->second.manifest = m;
+      }
+    }
+  }
+  // A conflict: two manifests whose latest records of an item disagree on a field
+  // both of them give. Every pair is compared (an item has a handful of manifests at
+  // most), so a field that the first manifest lacks is still checked; the first
+  // disagreement in manifest order is the one reported.
+  for (const auto& [index, s] : seen) {
+    bool found = false;
+    for (auto b = s.latest.begin(); b != s.latest.end() && !found; ++b) {
+      for (auto a = s.latest.begin(); a != b && !found; ++a) {
+        for (const char* f : kIdentityFields) {
+          const nlohmann::json& x = a->second.identity.contains(f) ? a->second.identity[f] : nlohmann::json();
+          const nlohmann::json& y = b->second.identity.contains(f) ? b->second.identity[f] : nlohmann::json();
+          if (x.is_null() || y.is_null() || x == y) continue;
+          set.conflicts.push_back({index, f, a->first, dump(x), b->first, dump(y)});
+          found = true;
+          break;
+        }
       }
     }
   }

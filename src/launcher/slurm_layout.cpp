@@ -82,7 +82,7 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
       throw UsageError("inside SLURM step " + *step +
                        " neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set, so node 0's host is unknown; "
                        "give --master-addr (or set MASTER_ADDR)");
-    o.master_addr = worker::expand_nodelist(*list).front();
+    o.master_addr = worker::first_host(*list);
     why.push_back("master address " + o.master_addr + ", the first host of " + list_var + "=" + *list);
   }
   if (o.master_port) {
@@ -91,10 +91,12 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
     o.master_port = static_cast<int>(env_int(env, "MASTER_PORT", 1, 65535));
     why.push_back("master port " + std::to_string(*o.master_port) + " from MASTER_PORT");
   } else {
-    const long long job = env_int(env, "SLURM_JOB_ID", 0, 1LL << 62);
-    o.master_port = worker::slurm_master_port(job);
-    why.push_back("master port " + std::to_string(*o.master_port) + " derived from SLURM_JOB_ID=" +
-                  std::to_string(job) + " (as the workers derive it under srun)");
+    // Every launcher of the step sees the same SLURM_JOB_ID and SLURM_STEP_ID, so the
+    // nodes agree; the function is the workers' own under a plain srun.
+    std::string source;
+    o.master_port = worker::slurm_master_port(env, &source);
+    why.push_back("master port " + std::to_string(*o.master_port) + " derived from " + source +
+                  " (as the workers derive it under srun)");
   }
   return why;
 }

@@ -1,5 +1,7 @@
 #include "dpinfer/worker/rank_info.h"
 
+#include <optional>
+
 #include "dpinfer/util/error.h"
 #include "dpinfer/worker/env_vars.h"
 #include "dpinfer/worker/slurm_nodelist.h"
@@ -30,7 +32,27 @@ void check(const RankInfo& r, const std::string& rank_var, const std::string& wo
 
 }  // namespace
 
-int slurm_master_port(long long job_id) { return 15000 + static_cast<int>(job_id % 20000); }
+int slurm_master_port(long long job_id, std::optional<long long> step_id) {
+  // Ports 15000..32767: above the common service ports, below Linux's default
+  // ephemeral range (net.ipv4.ip_local_port_range 32768-60999), where a connect()
+  // elsewhere on the node may hold the port. The job id alone (the former
+  // 15000 + id % 20000) gave two concurrent srun steps of one job the same port, and
+  // reached into the ephemeral range. Steps are spread by a multiple of ~kCount/phi, so
+  // the first steps of a job land far from each other and from the neighbouring job
+  // ids that share a node at the same time; consecutive job ids still differ.
+  constexpr long long kFirst = 15000, kCount = 32768 - kFirst, kStepStride = 10981;  // coprime to kCount
+  const long long job = job_id % kCount, step = step_id ? (*step_id % kCount) * kStepStride % kCount : 0;
+  return static_cast<int>(kFirst + (job + step) % kCount);
+}
+
+int slurm_master_port(const Env& env, std::string* source) {
+  const long long job = int_var(env, "SLURM_JOB_ID", 0, 1LL << 62);
+  std::optional<long long> step;
+  if (find(env, "SLURM_STEP_ID")) step = int_var(env, "SLURM_STEP_ID", 0, 1LL << 62);
+  if (source)
+    *source = "SLURM_JOB_ID=" + std::to_string(job) + (step ? ", SLURM_STEP_ID=" + std::to_string(*step) : "");
+  return slurm_master_port(job, step);
+}
 
 RankInfo rank_info_from_env(const Env& env) {
   constexpr int kMaxWorld = 1 << 22;
@@ -68,10 +90,10 @@ RankInfo rank_info_from_env(const Env& env) {
       const std::string* nodes = find(env, "SLURM_STEP_NODELIST");
       if (!nodes) nodes = find(env, "SLURM_JOB_NODELIST");
       if (!nodes) throw UsageError("SLURM_JOB_NODELIST is not set, so rank 0's host is unknown; set MASTER_ADDR");
-      r.master_addr = expand_nodelist(*nodes).front();
+      r.master_addr = first_host(*nodes);
     }
     if (find(env, "MASTER_PORT")) r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
-    else r.master_port = slurm_master_port(int_var(env, "SLURM_JOB_ID", 0, 1LL << 62));
+    else r.master_port = slurm_master_port(env);
     check(r, "SLURM_PROCID", "SLURM_NTASKS");
     return r;
   }

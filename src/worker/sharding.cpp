@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "dpinfer/util/error.h"
 
@@ -40,20 +42,35 @@ std::vector<int64_t> static_assignment(int64_t n, int world, int rank, ShardMode
   return out;
 }
 
+namespace {
+
+constexpr long long kMaxOuterShards = 1000000;
+
+/// A shard number as a person or a script writes it: decimal digits only, without
+/// sign, spaces or leading zeros (strtol took " 1", "+1" and "01", so one shard had
+/// several spellings). Past 18 digits it saturates, to be refused by the cap.
+/// nullopt when malformed.
+std::optional<long long> shard_number(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  if (s.size() > 1 && s[0] == '0') return std::nullopt;
+  return s.size() > 18 ? std::numeric_limits<long long>::max() : std::stoll(s);
+}
+
+}  // namespace
+
 OuterShard parse_outer_shard(const std::string& text) {
-  auto slash = text.find('/');
-  char* end = nullptr;
-  OuterShard s;
-  bool ok = slash != std::string::npos && slash > 0;
-  if (ok) {
-    long i = std::strtol(text.c_str(), &end, 10);
-    ok = end == text.c_str() + slash;
-    long n = std::strtol(text.c_str() + slash + 1, &end, 10);
-    ok = ok && *end == '\0' && slash + 1 < text.size() && n >= 1 && i >= 0 && i < n && n <= 1000000;
-    s = {static_cast<int>(i), static_cast<int>(n)};
-  }
-  if (!ok) throw UsageError("--shard: expected I/N with 0 <= I < N (e.g. 3/10), got '" + text + "'");
-  return s;
+  const auto slash = text.find('/');
+  std::optional<long long> i, n;
+  if (slash != std::string::npos) i = shard_number(text.substr(0, slash)), n = shard_number(text.substr(slash + 1));
+  if (!i || !n)
+    throw UsageError("--shard: expected I/N in plain decimal digits (no sign, spaces or leading zeros) with "
+                     "0 <= I < N, e.g. 3/10; got '" + text + "'");
+  if (*n > kMaxOuterShards)
+    throw UsageError("--shard: N may be at most " + std::to_string(kMaxOuterShards) + ", got '" + text +
+                     "'; split the prompts file into fewer, larger shards");
+  if (*n < 1 || *i >= *n)
+    throw UsageError("--shard: expected I/N with 0 <= I < N (e.g. 3/10), got '" + text + "'");
+  return {static_cast<int>(*i), static_cast<int>(*n)};
 }
 
 std::optional<OuterShardChoice> outer_shard_from_env(const EnvVars& env) {

@@ -1,5 +1,6 @@
 #include "dpinfer/worker/slurm_nodelist.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "dpinfer/util/error.h"
@@ -11,9 +12,27 @@ namespace {
   throw Error("cannot parse SLURM host list '" + list + "': " + why);
 }
 
-/// "01-04,07" -> {"01","02","03","04","07"}.
-std::vector<std::string> expand_group(const std::string& group, const std::string& list) {
-  std::vector<std::string> out;
+/// One range of a bracket group: "08-10" is {8, 10, width 2}; "7" is {7, 7, width 1}.
+struct Range {
+  long lo = 0, hi = 0;
+  size_t width = 0;  ///< digits of the low bound: zero padding is kept ("n[08-10]" gives n08 n09 n10)
+  std::string at(long v) const {
+    std::string s = std::to_string(v);
+    if (s.size() < width) s.insert(0, width - s.size(), '0');
+    return s;
+  }
+};
+
+/// A host pattern such as "rack[1-2]-n[01-02]": literals[0], group 0, literals[1],
+/// group 1, ..., one more literal than groups.
+struct Pattern {
+  std::vector<std::string> literals;
+  std::vector<std::vector<Range>> groups;
+};
+
+/// "01-04,07" -> {01-04 width 2, 7-7 width 2}, checked but not enumerated.
+std::vector<Range> parse_group(const std::string& group, const std::string& list) {
+  std::vector<Range> out;
   size_t start = 0;
   while (start <= group.size()) {
     size_t comma = group.find(',', start);
@@ -26,48 +45,38 @@ std::vector<std::string> expand_group(const std::string& group, const std::strin
     long a = std::atol(lo.c_str()), b = std::atol(hi.c_str());
     if (b < a) bad(list, "range '" + part + "' goes backwards");
     if (b - a > 1000000) bad(list, "range '" + part + "' is too large");
-    size_t width = lo.size();
-    for (long v = a; v <= b; ++v) {
-      std::string s = std::to_string(v);
-      if (s.size() < width) s.insert(0, width - s.size(), '0');
-      out.push_back(s);
-    }
+    out.push_back({a, b, lo.size()});
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return out;
 }
 
-/// Expands one host pattern with bracket groups, e.g. "rack[1-2]-n[01-02]".
-std::vector<std::string> expand_host(const std::string& host, const std::string& list) {
-  std::vector<std::string> results{""};
+Pattern parse_host(const std::string& host, const std::string& list) {
+  Pattern p;
   size_t i = 0;
-  while (i < host.size()) {
+  while (true) {
     size_t open = host.find('[', i);
     std::string literal = host.substr(i, open == std::string::npos ? std::string::npos : open - i);
     if (literal.find(']') != std::string::npos) bad(list, "unbalanced ']'");
-    for (auto& r : results) r += literal;
+    p.literals.push_back(literal);
     if (open == std::string::npos) break;
     size_t close = host.find(']', open);
     if (close == std::string::npos) bad(list, "unbalanced '['");
-    std::vector<std::string> next;
-    for (const auto& r : results)
-      for (const auto& n : expand_group(host.substr(open + 1, close - open - 1), list)) next.push_back(r + n);
-    results.swap(next);
+    p.groups.push_back(parse_group(host.substr(open + 1, close - open - 1), list));
     i = close + 1;
   }
-  return results;
+  return p;
 }
 
-}  // namespace
-
-std::vector<std::string> expand_nodelist(const std::string& list) {
-  std::vector<std::string> hosts;
+/// The host patterns of a list, split at the commas outside brackets, all checked.
+std::vector<Pattern> parse_list(const std::string& list) {
+  std::vector<Pattern> out;
   int depth = 0;
   std::string current;
   auto flush = [&] {
     if (current.empty()) bad(list, "empty host name");
-    for (auto& h : expand_host(current, list)) hosts.push_back(std::move(h));
+    out.push_back(parse_host(current, list));
     current.clear();
   };
   for (char c : list) {
@@ -82,7 +91,55 @@ std::vector<std::string> expand_nodelist(const std::string& list) {
   }
   if (depth != 0) bad(list, "unbalanced '['");
   flush();
+  return out;
+}
+
+/// Appends the hosts of `p` (the cross product of its groups, in order) to `out`.
+void expand_pattern(const Pattern& p, size_t g, const std::string& prefix, std::vector<std::string>& out) {
+  std::string head = prefix + p.literals[g];
+  if (g == p.groups.size()) {
+    out.push_back(std::move(head));
+    return;
+  }
+  for (const Range& r : p.groups[g])
+    for (long v = r.lo; v <= r.hi; ++v) expand_pattern(p, g + 1, head + r.at(v), out);
+}
+
+}  // namespace
+
+std::vector<std::string> expand_nodelist(const std::string& list) {
+  const std::vector<Pattern> patterns = parse_list(list);
+  // Count first, saturating past the cap: bracket groups multiply ("a[0-999999]b[0-999]"
+  // is 10^9 names), and building them all took tens of seconds and gigabytes.
+  size_t total = 0;
+  for (const Pattern& p : patterns) {
+    size_t n = 1;
+    for (const auto& group : p.groups) {
+      size_t size = 0;
+      for (const Range& r : group) size += static_cast<size_t>(r.hi - r.lo + 1);
+      n = size > kMaxNodelistHosts ? kMaxNodelistHosts + 1 : std::min(n * size, kMaxNodelistHosts + 1);
+    }
+    total = std::min(total + n, kMaxNodelistHosts + 1);
+  }
+  if (total > kMaxNodelistHosts)
+    bad(list, "it names more than " + std::to_string(kMaxNodelistHosts) +
+                  " hosts; check the variable, or set MASTER_ADDR to rank 0's host");
+  std::vector<std::string> hosts;
+  hosts.reserve(total);
+  for (const Pattern& p : patterns) expand_pattern(p, 0, "", hosts);
   return hosts;
+}
+
+std::string first_host(const std::string& list) {
+  // The whole list is checked (the same errors as expand_nodelist), but only the
+  // first pattern's first name is built: the first number of each group.
+  const Pattern p = parse_list(list).front();
+  std::string host = p.literals[0];
+  for (size_t g = 0; g < p.groups.size(); ++g) {
+    const Range& r = p.groups[g].front();
+    host += r.at(r.lo) + p.literals[g + 1];
+  }
+  return host;
 }
 
 int slurm_tasks_on_node(const std::string& spec, int node, const std::string& variable) {

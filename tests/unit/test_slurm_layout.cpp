@@ -57,7 +57,7 @@ TEST(SlurmLayout, TheStepGivesNodesRankMasterAndPort) {
   EXPECT_EQ(o.node_rank, 2);
   EXPECT_EQ(o.master_addr, "gpu07");  // the step's first host, not the job's
   ASSERT_TRUE(o.master_port.has_value());
-  EXPECT_EQ(*o.master_port, worker::slurm_master_port(4242));
+  EXPECT_EQ(*o.master_port, worker::slurm_master_port(4242, 0));
   o.validate();
   std::string all;
   for (const auto& l : why) all += l + "\n";
@@ -156,6 +156,6 @@ TEST(SlurmLayout, WorkersOfASteppedLauncherTakeTheTorchrunRanks) {
     EXPECT_EQ(r.local_rank, local);
     EXPECT_EQ(r.local_world_size, 4);
     EXPECT_EQ(r.master_addr, "gpu07");
-    EXPECT_EQ(r.master_port, worker::slurm_master_port(4242));
+    EXPECT_EQ(r.master_port, worker::slurm_master_port(4242, 0));
   }
 }

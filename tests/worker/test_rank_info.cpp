@@ -47,7 +47,7 @@ TEST(RankInfo, SlurmStepVariablesWithTheFirstHostAsMaster) {
   EXPECT_EQ(r.local_rank, 1);
   EXPECT_EQ(r.local_world_size, 4);
   EXPECT_EQ(r.master_addr, "gpu03");
-  EXPECT_EQ(r.master_port, slurm_master_port(123456));
+  EXPECT_EQ(r.master_port, slurm_master_port(123456, 0));
 }
 
 TEST(RankInfo, SlurmBatchScriptContextIsNotAStep) {

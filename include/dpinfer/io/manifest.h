@@ -35,8 +35,10 @@ enum class ItemState {
   kMissingFile,  ///< latest record "ok" but its PNG is gone: in neither file (a resume regenerates it)
 };
 
-/// Two manifests that disagree on what one item is (prompt, seed, size, ...): the
-/// same output directory was used for different prompt files or options.
+/// Two manifests whose latest records of one item (each manifest's own latest, by
+/// "finished_at") disagree on what the item is (prompt, seed, size, ...): the same
+/// output directory was used for different prompt files or options. A record that a
+/// later one in its own manifest superseded (an --overwrite rerun) is not compared.
 struct ManifestConflict {
   int64_t index = 0;
   std::string field;

@@ -16,11 +16,12 @@ namespace dpinfer::launcher {
 /// SLURM_STEP_NUM_NODES (else SLURM_NNODES), the node rank from SLURM_NODEID, the
 /// master address from MASTER_ADDR or else the first host of SLURM_STEP_NODELIST
 /// (else SLURM_JOB_NODELIST), and, unless --master-port was given, the port from
-/// MASTER_PORT or else slurm_master_port(SLURM_JOB_ID). A one-node step keeps the
-/// single-node defaults (loopback, a free port). Returns one line per decision, for
-/// the -v log; nothing outside a step. Throws UsageError when the step runs more
-/// than one task on this node (SLURM_STEP_TASKS_PER_NODE, else
-/// SLURM_NTASKS_PER_NODE): each would start its own --nproc-per-node workers.
+/// MASTER_PORT or else worker::slurm_master_port(env) (from SLURM_JOB_ID and
+/// SLURM_STEP_ID). A one-node step keeps the single-node defaults (loopback, a free
+/// port). Returns one line per decision, for the -v log; nothing outside a step.
+/// Throws UsageError when the step runs more than one task on this node
+/// (SLURM_STEP_TASKS_PER_NODE, else SLURM_NTASKS_PER_NODE): each would start its
+/// own --nproc-per-node workers.
 std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env);
 
 }  // namespace dpinfer::launcher

@@ -4,6 +4,7 @@
 // OMPI_COMM_WORLD_*; otherwise a single process (rank 0 of 1).
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace dpinfer::worker {
@@ -22,8 +23,16 @@ struct RankInfo {
 /// throws UsageError naming the variable.
 RankInfo rank_info_from_env(const std::map<std::string, std::string>& env);
 
-/// SLURM jobs that set no MASTER_PORT get one derived from SLURM_JOB_ID, so that
-/// every task of a job agrees without talking, and concurrent jobs on a node differ.
-int slurm_master_port(long long job_id);
+/// SLURM steps that set no MASTER_PORT get one derived from SLURM_JOB_ID and, when
+/// set, SLURM_STEP_ID, so that every task of a step agrees without talking, while
+/// concurrent jobs on a node, and concurrent steps of one job, differ. Always in
+/// 15000..32767, below Linux's ephemeral port range.
+int slurm_master_port(long long job_id, std::optional<long long> step_id);
+
+/// The same from `env`'s SLURM_JOB_ID and SLURM_STEP_ID (the one derivation of the
+/// workers under srun and of `dpinfer launch` inside a step); `source`, when given,
+/// gets "SLURM_JOB_ID=J, SLURM_STEP_ID=S" for the log. Throws UsageError naming
+/// the variable when SLURM_JOB_ID is unset or either is not an integer.
+int slurm_master_port(const std::map<std::string, std::string>& env, std::string* source = nullptr);
 
 }  // namespace dpinfer::worker
