@@ -1,5 +1,8 @@
 #include "dpinfer/io/prompt_file.h"
 
+#include <cctype>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -18,8 +21,18 @@ using nlohmann::json;
   throw InputError("'" + name + "' line " + std::to_string(line) + ": " + what);
 }
 
+/// `s` ends with `suffix`, ignoring ASCII case (".JSONL" is JSON lines too).
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) return false;
+  return true;
+}
+
+/// PNG text chunks cannot hold a NUL (it ends the keyword), so neither can a prompt.
+void check_no_nul(const std::string& text, const std::string& what, const std::string& name, int line) {
+  if (text.find('\0') != std::string::npos)
+    fail(name, line, what + " contains a NUL character, which a PNG's text chunk cannot hold; remove it");
 }
 
 template <typename T>
@@ -43,7 +56,7 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
   json obj;
   try {
     obj = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     std::string why = e.what();
     auto colon = why.rfind(": ");
     fail(name, line, "invalid JSON (" + (colon == std::string::npos ? why : why.substr(colon + 2)) +
@@ -57,7 +70,10 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     const std::string& k = it.key();
     const json& v = it.value();
     if (k == "prompt") s.prompt = get_string(v, k, name, line);
-    else if (k == "negative_prompt") s.negative_prompt = get_string(v, k, name, line);
+    else if (k == "negative_prompt") {
+      s.negative_prompt = get_string(v, k, name, line);
+      check_no_nul(*s.negative_prompt, "'negative_prompt'", name, line);
+    }
     else if (k == "id") s.id = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? v.dump() : get_string(v, k, name, line);
     else if (k == "seed") s.seed = get_integer<int64_t>(v, k, name, line, 0, std::numeric_limits<int64_t>::max());
     else if (k == "steps") s.steps = get_integer<int>(v, k, name, line, 1, 10000);
@@ -65,7 +81,8 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     else if (k == "height") s.height = get_integer<int>(v, k, name, line, 8, 16384);
     else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, 1, 100000);
     else if (k == "guidance_scale") {
-      if (!v.is_number()) fail(name, line, "'guidance_scale' must be a number, got " + v.dump());
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        fail(name, line, "'guidance_scale' must be a finite number, got " + v.dump());
       s.guidance_scale = v.get<double>();
     } else {
       fail(name, line, "unknown key '" + k +
@@ -73,6 +90,10 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
                            "num_images, id");
     }
   }
+  check_no_nul(s.prompt, "'prompt'", name, line);
+  // Image j of this line gets seed + j: keep the last one a valid seed.
+  if (s.seed && *s.seed > std::numeric_limits<int64_t>::max() - (s.num_images - 1))
+    fail(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
   return s;
 }
 
@@ -96,6 +117,7 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
     if (jsonl) {
       out.push_back(parse_json_line(text, name, line));
     } else {
+      check_no_nul(text, "the prompt", name, line);
       PromptSpec s;
       s.line = line;
       s.prompt = text;
@@ -111,6 +133,9 @@ std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_std
     content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     return parse_prompts(content, "<stdin>", jsonl_stdin);
   }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError("prompts file '" + path + "' is a directory; give a .txt or .jsonl file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read prompts file '" + path + "': no such file or not readable");
   content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

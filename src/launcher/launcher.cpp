@@ -40,6 +40,9 @@ SpawnSpec worker_command(const LaunchOptions& o) {
     spec.argv.assign(o.worker_args.begin() + 1, o.worker_args.end());
     spec.path = resolve_command(spec.argv.front());
   } else {
+    if (o.worker_args.front() == "-")
+      throw UsageError("PROMPTS '-': dpinfer launch gives its workers no stdin (and several ranks could not share "
+                       "one); write the prompts to a file and pass its path");
     spec.path = find_generate_worker();
     spec.argv = {spec.path, "generate"};
     spec.argv.insert(spec.argv.end(), o.worker_args.begin(), o.worker_args.end());

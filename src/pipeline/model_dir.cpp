@@ -259,6 +259,7 @@ ModelDir resolve_model(const std::string& spec, const std::string& variant) {
   if (fs::is_directory(spec, ec)) {
     root = fs::absolute(spec, ec).lexically_normal();
     if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();  // "sd/"
+    model.name = root.filename().string();
   } else if (fs::exists(spec, ec)) {
     const std::string ext = fs::path(spec).extension().string();
     if (ext == ".safetensors" || ext == ".ckpt")
@@ -271,6 +272,7 @@ ModelDir resolve_model(const std::string& spec, const std::string& variant) {
     throw Error("'" + spec + "' is a file; pass a diffusers pipeline directory or a hub id (org/name)");
   } else if (is_hub_id(spec.substr(0, spec.rfind('@')))) {
     root = find_in_cache(spec, &model.revision);
+    model.name = spec;
   } else {
     throw Error("model '" + spec + "' is neither a directory ('" + fs::absolute(spec, ec).string() +
                 "' does not exist) nor a hugging face hub id (org/name or org/name@revision)");

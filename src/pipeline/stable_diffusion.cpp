@@ -80,7 +80,7 @@ class StableDiffusionPipeline : public TextToImage {
 
     const int64_t factor = int64_t{1} << (vae_config_.block_out_channels.size() - 1);
     auto sample = unet_config_.sample_size.value_or(std::array<int64_t, 2>{64, 64});
-    info_.model_name = md.spec;
+    info_.model_name = md.name;
     info_.model_path = md.root;
     info_.scheduler_name = scheduler_->name();
     info_.sampler_label = a1111_sampler_name(info_.scheduler_name);

@@ -1,5 +1,6 @@
 #include "dpinfer/worker/generate_options.h"
 
+#include <cmath>
 #include <CLI/CLI.hpp>
 #include <fstream>
 
@@ -127,6 +128,12 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   } catch (const CLI::ParseError& e) {
     throw UsageError(one_line(e.what()) + "; see 'dpinfer generate --help'");
   }
+  if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
+  if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
+    throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
+  if (!std::isfinite(o.guidance_rescale) || o.guidance_rescale < 0)
+    throw UsageError("--guidance-rescale: expected a finite number >= 0 (0 = off), got " +
+                     std::to_string(o.guidance_rescale));
   if (o.batch_size < 1) throw UsageError("--batch-size: expected at least 1, got " + std::to_string(o.batch_size));
   if (o.clip_skip < 0) throw UsageError("--clip-skip: expected 0 or more, got " + std::to_string(o.clip_skip));
   if (o.stop_timeout_s < 0)

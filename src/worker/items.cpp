@@ -1,6 +1,9 @@
 #include "dpinfer/worker/items.h"
 
 #include <cstdio>
+#include <limits>
+
+#include "dpinfer/util/error.h"
 
 namespace dpinfer::worker {
 
@@ -14,6 +17,9 @@ std::vector<Item> expand_items(const std::vector<io::PromptSpec>& specs, const I
       it.image = j;
       it.prompt = s.prompt;
       it.negative_prompt = s.negative_prompt.value_or(d.negative_prompt);
+      if (!s.seed && d.seed > std::numeric_limits<int64_t>::max() - it.index)
+        throw InputError("--seed " + std::to_string(d.seed) + ": item " + std::to_string(it.index) +
+                         " would get a seed past 2^63-1 (seed + item index); lower --seed");
       it.seed = s.seed ? *s.seed + j : d.seed + it.index;
       it.steps = s.steps.value_or(d.steps);
       it.guidance_scale = s.guidance_scale.value_or(d.guidance_scale);

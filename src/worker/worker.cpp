@@ -322,6 +322,9 @@ class GenerateRun {
     // With peers on other nodes, node 0's launcher learns the run's totals only
     // through rank 0, which reads them from the store.
     multi_node_ = rank_.world_size > rank_.local_world_size;
+    if (o_.prompts == "-" && rank_.world_size > 1)
+      throw UsageError("prompts from stdin ('-') work with one rank only: every rank reads the same item list, and "
+                       "ranks do not share one stdin; write the prompts to a file and pass its path");
     auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
     if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
     // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
@@ -331,7 +334,13 @@ class GenerateRun {
       log::info("outer shard {}/{} from {}", shard.index, shard.count, shard_choice.source);
     mode_ = parse_shard_mode(o_.shard_mode);
 
-    fs::create_directories(o_.out);
+    {
+      std::error_code ec;
+      fs::create_directories(o_.out, ec);
+      if (ec || !fs::is_directory(o_.out))
+        throw UsageError("--out '" + o_.out + "': cannot make it a directory (" +
+                         (ec ? ec.message() : std::string("a file of that name exists")) + "); give a directory");
+    }
     if (rank_.rank == 0) {
       size_t removed = io::remove_stale_temporaries(o_.out);
       if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <map>
@@ -340,6 +341,49 @@ TEST(WorkerProcess, BadPromptFilesExit2NamingTheLine) {
   EXPECT_TRUE(contains(odd.err, "line 1: size 20x8 is not a multiple of 8")) << odd.err;
   RunResult bad_opt = generate({dir.file("empty.txt"), "--shard-mode", "random"});
   EXPECT_EQ(bad_opt.exit_code, 2);
+}
+
+// More bad input: each is one line naming what is wrong, exit 2, and nothing written.
+TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a prompt\nanother prompt\n");
+  write_file(dir.file("afile"), "");
+  fs::create_directory(dir.file("adir"));
+  write_file(dir.file("nul.jsonl"), std::string("{\"prompt\": \"ok\"}\n{\"prompt\": \"nul\\u0000byte\"}\n"));
+  write_file(dir.file("seed.jsonl"), "{\"prompt\": \"x\", \"seed\": 9223372036854775807, \"num_images\": 3}\n");
+  write_file(dir.file("cfg.jsonl"), "{\"prompt\": \"x\", \"guidance_scale\": 1e999}\n");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{dir.file("adir")}, "is a directory; give a .txt or .jsonl file"},
+      {{dir.file("p.txt"), "--out", dir.file("afile")}, "--out '" + dir.file("afile") + "': cannot make it a directory"},
+      {{dir.file("p.txt"), "--guidance-scale", "nan"}, "--guidance-scale: expected a finite number"},
+      {{dir.file("p.txt"), "--seed", "-3"}, "--seed: expected 0 or more, got -3"},
+      {{dir.file("p.txt"), "--seed", "9223372036854775807"}, "item 1 would get a seed past 2^63-1"},
+      {{dir.file("nul.jsonl")}, "nul.jsonl' line 2: 'prompt' contains a NUL character"},
+      {{dir.file("seed.jsonl")}, "seed.jsonl' line 1: 'seed' + num_images - 1 must stay below 2^63"},
+      {{dir.file("cfg.jsonl")}, "cfg.jsonl' line 1: invalid JSON"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = args;
+    if (std::find(argv.begin(), argv.end(), "--out") == argv.end()) argv.insert(argv.end(), {"--out", dir.file("out")});
+    RunResult r = generate(argv);
+    EXPECT_EQ(r.exit_code, 2) << message << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, message)) << r.err;
+    EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir.file("out/000000.png")));
+  // Several ranks cannot share one stdin: refused before any rendezvous.
+  RunResult stdin_ranks = generate({"-", "--out", dir.file("out")}, {{"RANK", "1"}, {"WORLD_SIZE", "2"},
+                                                                     {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(stdin_ranks.exit_code, 2) << stdin_ranks.err;
+  EXPECT_TRUE(contains(stdin_ranks.err, "prompts from stdin ('-') work with one rank only")) << stdin_ranks.err;
+  RunResult launch_stdin = run({dpinfer_binary(), "launch", "--nproc-per-node", "2", "-"}, {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(launch_stdin.exit_code, 2) << launch_stdin.err;
+  EXPECT_TRUE(contains(launch_stdin.err, "dpinfer launch gives its workers no stdin")) << launch_stdin.err;
+  // An upper-case .JSONL is JSON lines too.
+  write_file(dir.file("upper.JSONL"), "{\"prompt\": \"from json\"}\n");
+  RunResult upper = generate({dir.file("upper.JSONL"), "--out", dir.file("upper")});
+  ASSERT_EQ(upper.exit_code, 0) << upper.err;
+  EXPECT_EQ(read_jsonl(dir.file("upper/metadata.jsonl")).at(0)["prompt"], "from json");
 }
 
 TEST(WorkerProcess, ACrashingRankIsNamedByTheLauncher) {

@@ -26,6 +26,9 @@ struct Component {
 /// A resolved Stable Diffusion pipeline directory.
 struct ModelDir {
   std::string spec;            ///< what the user passed
+  /// What the images record as their model: the hub id as given, or the directory's
+  /// own name (not its path, which differs between machines and says where a user's files are).
+  std::string name;
   std::string root;            ///< absolute path of the folder holding model_index.json
   std::string revision;        ///< the snapshot's commit when found in the hub cache, else empty
   nlohmann::json model_index;  ///< model_index.json as parsed
