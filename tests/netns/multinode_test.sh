@@ -122,7 +122,7 @@ echo "part 1 ok: ranks 0,1 on $NS0 and 2,3 on $NS1, master $ADDR0:$PORT"
 
 # 1b. The same under "srun --ntasks-per-node=1 dpinfer launch": no node options,
 #     the layout from the step's variables (src/launcher/slurm_layout.cpp), the
-#     port derived from SLURM_JOB_ID as the workers derive it (15000 + id % 20000).
+#     port derived from SLURM_JOB_ID and SLURM_STEP_ID as the workers derive it (job 123, step 0: 15123).
 for r in 0 1; do
   ns=$NS0
   [ "$r" = 1 ] && ns=$NS1
