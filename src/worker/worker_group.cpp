@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -24,6 +25,35 @@ std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 struct WorkerGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;  // null for a world of one
+  std::string where;                      // "MASTER_ADDR:MASTER_PORT", for errors
+
+  // The store calls the group makes. A store that has gone away (rank 0, or its
+  // node, died or stopped) fails each call with c10d's "Broken pipe" or
+  // "Connection reset"; that becomes one error that says what it means.
+  void set(const std::string& key, const std::string& value) {
+    guarded([&] { store->set(key, bytes(value)); });
+  }
+  int64_t add(const std::string& key, int64_t delta) {
+    return guarded([&] { return store->add(key, delta); });
+  }
+  bool check(const std::string& key) {
+    return guarded([&] { return store->check({key}); });
+  }
+  std::string get(const std::string& key) {
+    return guarded([&] { return text(store->get(key)); });
+  }
+
+  template <typename F>
+  auto guarded(F&& call) -> decltype(call()) {
+    try {
+      return call();
+    } catch (const std::exception& e) {
+      std::string first_line = e.what();
+      throw Error("lost the connection to the store at " + where +
+                  " that rank 0 hosts: rank 0, or its node, died or stopped (" +
+                  first_line.substr(0, first_line.find('\n')) + ")");
+    }
+  }
   std::map<std::string, int64_t> local_counters;  // the counters of a world of one
 #ifdef USE_C10D_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
@@ -43,46 +73,56 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const RankInfo& r, const Options&
   std::unique_ptr<WorkerGroup> g(new WorkerGroup(r, options));
   if (r.world_size == 1) return g;
   const std::string where = r.master_addr + ":" + std::to_string(r.master_port);
+  g->impl_->where = where;
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(r.master_port);
   so.isServer = r.rank == 0;
   so.numWorkers = static_cast<size_t>(r.world_size);
-  so.waitWorkers = true;
-  so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
-  auto start = std::chrono::steady_clock::now();
-  try {
-    g->impl_->store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
-  } catch (const std::exception& e) {
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string first_line = e.what();
-    first_line = first_line.substr(0, first_line.find('\n'));
-    if (r.rank == 0)
-      throw Error("rank 0 hosted the store at " + where + " and waited " + std::to_string(static_cast<int>(waited)) +
-                  " s for the other " + std::to_string(r.world_size - 1) +
-                  " rank(s) to connect, in vain (are all ranks started with the same MASTER_ADDR/MASTER_PORT and "
-                  "WORLD_SIZE?): " + first_line);
-    throw Error("rank " + std::to_string(r.rank) + " waited " + std::to_string(static_cast<int>(waited)) +
-                " s for rank 0's store at " + where +
-                ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + first_line);
+  // Not waitWorkers: TCPStore's constructor would then block, deaf to stop signals,
+  // until every rank has connected. The model-loaded barrier waits for every rank
+  // instead, watching for signals and naming the ranks that are missing.
+  so.waitWorkers = false;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + options.timeout;
+  for (;;) {
+    // A client connects in slices of at most a second, so that a stop signal (SLURM's
+    // SIGTERM while rank 0 is not up yet) is seen within a second, not at the timeout.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    so.timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+    try {
+      g->impl_->store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
+      g->impl_->store->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout));
+      return g;
+    } catch (const std::exception& e) {
+      std::string first_line = e.what();
+      first_line = first_line.substr(0, first_line.find('\n'));
+      if (r.rank == 0)  // the server binds at once or not at all
+        throw Error("rank 0 cannot host the store at " + where + ": " + first_line);
+      if (options.interrupted()) throw Interrupted();
+      if (std::chrono::steady_clock::now() < deadline) continue;
+      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      throw Error("rank " + std::to_string(r.rank) + " waited " + std::to_string(static_cast<int>(waited)) +
+                  " s for rank 0's store at " + where +
+                  ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + first_line);
+    }
   }
-  return g;
 }
 
 void WorkerGroup::barrier(const std::string& name) {
   if (!impl_->store) return;
   const std::string key = "dpinfer/barrier/" + name;
-  impl_->store->set(key + "/" + std::to_string(rank()), bytes("1"));
-  impl_->store->add(key, 1);
+  impl_->set(key + "/" + std::to_string(rank()), "1");
+  impl_->add(key, 1);
   auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   for (;;) {
-    if (impl_->store->add(key, 0) >= world_size()) return;
+    if (impl_->add(key, 0) >= world_size()) return;
     if (options_.interrupted()) throw Interrupted();
     if (auto why = abort_reason()) throw Error("stopped at barrier '" + name + "': " + *why);
     if (std::chrono::steady_clock::now() > deadline) {
       std::string missing;
       int n = 0;
       for (int r = 0; r < world_size() && n < 10; ++r) {
-        if (!impl_->store->check({key + "/" + std::to_string(r)})) {
+        if (!impl_->check(key + "/" + std::to_string(r))) {
           missing += (missing.empty() ? "" : ", ") + std::to_string(r);
           ++n;
         }
@@ -97,19 +137,19 @@ void WorkerGroup::barrier(const std::string& name) {
 
 int64_t WorkerGroup::add(const std::string& key, int64_t delta) {
   if (!impl_->store) return impl_->local_counters[key] += delta;
-  return impl_->store->add("dpinfer/counter/" + key, delta);
+  return impl_->add("dpinfer/counter/" + key, delta);
 }
 
 std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const std::string& value) {
   if (!impl_->store) return {value};
   const std::string prefix = "dpinfer/gather/" + key_name + "/";
-  impl_->store->set(prefix + std::to_string(rank()), bytes(value));
+  impl_->set(prefix + std::to_string(rank()), value);
   if (rank() != 0) return {};
   std::vector<std::string> out;
   auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   for (int r = 0; r < world_size(); ++r) {
     const std::string key = prefix + std::to_string(r);
-    while (!impl_->store->check({key})) {
+    while (!impl_->check(key)) {
       if (options_.interrupted()) throw Interrupted();
       if (auto why = abort_reason()) throw Error(*why);
       if (std::chrono::steady_clock::now() > deadline)
@@ -117,7 +157,7 @@ std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const 
                     "'s '" + key_name + "' report; it may be dead or stuck");
       std::this_thread::sleep_for(kPollInterval);
     }
-    out.push_back(text(impl_->store->get(key)));
+    out.push_back(impl_->get(key));
   }
   return out;
 }
@@ -125,7 +165,7 @@ std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const 
 void WorkerGroup::abort(const std::string& reason) {
   if (!impl_->store) return;
   try {
-    impl_->store->set(kAbortKey, bytes("rank " + std::to_string(rank()) + " failed: " + reason));
+    impl_->set(kAbortKey, "rank " + std::to_string(rank()) + " failed: " + reason);
   } catch (const std::exception&) {
     // The store may be gone already (rank 0 died); the others will find out on their own.
   }
@@ -133,8 +173,8 @@ void WorkerGroup::abort(const std::string& reason) {
 
 std::optional<std::string> WorkerGroup::abort_reason() {
   if (!impl_->store) return std::nullopt;
-  if (!impl_->store->check({kAbortKey})) return std::nullopt;
-  return text(impl_->store->get(kAbortKey));
+  if (!impl_->check(kAbortKey)) return std::nullopt;
+  return impl_->get(kAbortKey);
 }
 
 void WorkerGroup::leave(std::chrono::seconds max_wait) {
@@ -142,13 +182,13 @@ void WorkerGroup::leave(std::chrono::seconds max_wait) {
   const std::string key = "dpinfer/left";
   try {
     if (rank() != 0) {
-      impl_->store->add(key, 1);
+      impl_->add(key, 1);
       return;
     }
     auto deadline = std::chrono::steady_clock::now() + max_wait;
     // Not cut short by a stop signal: the peers got it too and are finishing their
     // current batch, whose store updates need this store (the caller bounds max_wait).
-    while (impl_->store->add(key, 0) < world_size() - 1 && std::chrono::steady_clock::now() < deadline) {
+    while (impl_->add(key, 0) < world_size() - 1 && std::chrono::steady_clock::now() < deadline) {
       if (abort_reason()) return;
       std::this_thread::sleep_for(kPollInterval);
     }
