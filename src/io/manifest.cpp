@@ -16,8 +16,13 @@
 namespace dpinfer::io {
 
 ManifestWriter::ManifestWriter(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot open manifest '" + path + "': " + std::strerror(errno));
+  // A writer killed mid-line left a torn last line: end it, or this run's first
+  // record would be glued onto it and lost with it.
+  char last = '\n';
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  if (size > 0 && ::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') append_raw("\n");
 }
 
 ManifestWriter::~ManifestWriter() {
@@ -25,7 +30,10 @@ ManifestWriter::~ManifestWriter() {
 }
 
 void ManifestWriter::append(const nlohmann::json& record) {
-  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  append_raw(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+void ManifestWriter::append_raw(const std::string& line) {
   size_t done = 0;
   while (done < line.size()) {
     ssize_t n = ::write(fd_, line.data() + done, line.size() - done);

@@ -107,3 +107,20 @@ TEST(ManifestConflicts, MergeAndStatusAcceptAnOverwrittenThenShardedRun) {
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_FALSE(contains(s.err, "conflict")) << s.err;
 }
+
+// A writer killed mid-line leaves a torn last line. The next writer ends it first, so
+// that its own first record stands on a line of its own and is read back.
+TEST(ManifestWriter, ATornLastLineIsEndedBeforeTheNextRecord) {
+  TempDir dir;
+  const std::string path = dir.file("manifest.rank0.jsonl");
+  write_file(path, ok(dir, 0, 0, 1) + "{\"index\": 1, \"prompt\": \"p1\", \"se");
+  {
+    io::ManifestWriter w(path);
+    w.append(nlohmann::json::parse(ok(dir, 1, 1, 2)));
+  }
+  io::ManifestSet set = io::read_manifests(dir.path());
+  EXPECT_EQ(set.torn_lines, 1u);
+  ASSERT_EQ(set.items.count(1), 1u) << read_file(path);
+  EXPECT_EQ(set.items[1].record["seed"], 1);
+  EXPECT_EQ(set.items[0].record["seed"], 0);
+}

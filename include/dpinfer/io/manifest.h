@@ -14,7 +14,7 @@ namespace dpinfer::io {
 /// single write(2) so that a kill leaves at most a torn last line.
 class ManifestWriter {
  public:
-  /// Opens (creating, appending) `path`. Throws Error.
+  /// Opens (creating, appending) `path`, ending a torn last line first. Throws Error.
   explicit ManifestWriter(const std::string& path);
   ~ManifestWriter();
   ManifestWriter(const ManifestWriter&) = delete;
@@ -24,6 +24,8 @@ class ManifestWriter {
   const std::string& path() const { return path_; }
 
  private:
+  void append_raw(const std::string& line);  ///< all of `line`, one write(2) unless the kernel splits it
+
   std::string path_;
   int fd_ = -1;
 };
