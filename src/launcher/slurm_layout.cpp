@@ -95,7 +95,7 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
     // nodes agree; the function is the workers' own under a plain srun.
     std::string source;
     o.master_port = worker::slurm_master_port(env, &source);
-    why.push_back("master port " + std::to_string(*o.master_port) + " derived from " + source +
+    why.push_back("master port " + std::to_string(*o.master_port) + " " + source +
                   " (as the workers derive it under srun)");
   }
   return why;

@@ -50,7 +50,8 @@ int slurm_master_port(const Env& env, std::string* source) {
   std::optional<long long> step;
   if (find(env, "SLURM_STEP_ID")) step = int_var(env, "SLURM_STEP_ID", 0, 1LL << 62);
   if (source)
-    *source = "SLURM_JOB_ID=" + std::to_string(job) + (step ? ", SLURM_STEP_ID=" + std::to_string(*step) : "");
+    *source = "derived from SLURM_JOB_ID=" + std::to_string(job) +
+              (step ? ", SLURM_STEP_ID=" + std::to_string(*step) : "");
   return slurm_master_port(job, step);
 }
 
@@ -67,6 +68,7 @@ RankInfo rank_info_from_env(const Env& env) {
     else if (r.world_size > 1) throw UsageError("MASTER_ADDR is not set but WORLD_SIZE > 1; set it to rank 0's host");
     if (find(env, "MASTER_PORT")) r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
     else if (r.world_size > 1) throw UsageError("MASTER_PORT is not set but WORLD_SIZE > 1; set it to a free port on rank 0's host");
+    r.master_from = "MASTER_ADDR, MASTER_PORT";
     check(r, "RANK", "WORLD_SIZE");
     return r;
   }
@@ -86,14 +88,22 @@ RankInfo rank_info_from_env(const Env& env) {
     }
     if (const std::string* a = find(env, "MASTER_ADDR")) {
       r.master_addr = *a;
+      r.master_from = "MASTER_ADDR";
     } else {
-      const std::string* nodes = find(env, "SLURM_STEP_NODELIST");
-      if (!nodes) nodes = find(env, "SLURM_JOB_NODELIST");
+      const char* var = find(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+      const std::string* nodes = find(env, var);
       if (!nodes) throw UsageError("SLURM_JOB_NODELIST is not set, so rank 0's host is unknown; set MASTER_ADDR");
       r.master_addr = first_host(*nodes);
+      r.master_from = std::string("the first host of ") + var + "=" + *nodes;
     }
-    if (find(env, "MASTER_PORT")) r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
-    else r.master_port = slurm_master_port(env);
+    if (find(env, "MASTER_PORT")) {
+      r.master_port = static_cast<int>(int_var(env, "MASTER_PORT", 1, 65535));
+      r.master_from += "; MASTER_PORT";
+    } else {
+      std::string port_from;
+      r.master_port = slurm_master_port(env, &port_from);
+      r.master_from += "; port " + port_from;
+    }
     check(r, "SLURM_PROCID", "SLURM_NTASKS");
     return r;
   }

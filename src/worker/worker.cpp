@@ -350,6 +350,9 @@ class GenerateRun {
     WorkerGroup::Options go;
     go.timeout = std::chrono::seconds(o_.rendezvous_timeout_s);
     go.interrupted = [] { return g_stop_signal != 0; };
+    if (rank_.world_size > 1)
+      log::debug("rank {}/{} ({}): rendezvous at {}:{} (from {})", rank_.rank, rank_.world_size, rank_.source,
+                 rank_.master_addr, rank_.master_port, rank_.master_from);
     group_ = WorkerGroup::join(rank_, go);
     const std::string device = resolve_device(o_.device, rank_);
     if (device != "cpu") group_->join_nccl(std::stoi(device.substr(5)));  // "cuda:N"
@@ -748,9 +751,10 @@ class GenerateRun {
 void setup_worker_logging(bool verbose) {
   log::setup(verbose);
   // c10d logs every failed store connect with the exception's C++ backtrace; the
-  // worker reports such failures itself, in one line. c10's own log shows only
-  // with --verbose or when the user sets TORCH_CPP_LOG_LEVEL. 3 is c10's FATAL.
-  if (!verbose && !std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
+  // worker reports such failures itself, in one line (and --verbose says where it
+  // connects). c10's own log shows only when the user sets TORCH_CPP_LOG_LEVEL
+  // (e.g. INFO). 3 is c10's FATAL.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;
   // Under `dpinfer launch` every line already carries "[rank N] ".
   const char* launched = std::getenv("DPINFER_LAUNCHED");
   const char* rank = std::getenv("RANK");

@@ -57,11 +57,11 @@ TEST(SlurmMasterPort, FromTheEnvironmentEveryRankOfAStepAgrees) {
   const std::map<std::string, std::string> b = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "3"}, {"SLURM_PROCID", "7"}};
   std::string source;
   EXPECT_EQ(slurm_master_port(a, &source), slurm_master_port(4242, 3));
-  EXPECT_EQ(source, "SLURM_JOB_ID=4242, SLURM_STEP_ID=3");
+  EXPECT_EQ(source, "derived from SLURM_JOB_ID=4242, SLURM_STEP_ID=3");
   EXPECT_EQ(slurm_master_port(b), slurm_master_port(a));
   EXPECT_NE(slurm_master_port({{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "4"}}), slurm_master_port(a));
   EXPECT_EQ(slurm_master_port({{"SLURM_JOB_ID", "4242"}}, &source), slurm_master_port(4242, std::nullopt));
-  EXPECT_EQ(source, "SLURM_JOB_ID=4242");
+  EXPECT_EQ(source, "derived from SLURM_JOB_ID=4242");
   EXPECT_THROW(slurm_master_port({{"SLURM_STEP_ID", "0"}}), UsageError);
   EXPECT_THROW(slurm_master_port({{"SLURM_JOB_ID", "1"}, {"SLURM_STEP_ID", "x"}}), UsageError);
 }

@@ -17,6 +17,9 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single";  ///< "torchrun", "slurm", "openmpi" or "single"
+  /// Where master_addr and master_port came from, for `-v` (e.g. "the first host of
+  /// SLURM_STEP_NODELIST=gpu[01-04]; port derived from SLURM_JOB_ID=7, SLURM_STEP_ID=0").
+  std::string master_from = "defaults";
 };
 
 /// Reads the rank from `env` (see above). A malformed or contradictory value
