@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -28,7 +29,7 @@ constexpr const char* kLaunchUsage =
 /// Registers the launch options on `app`, bound to `o`. torchrun's spellings with
 /// underscores are accepted too, so existing command lines carry over.
 void add_launch_options(CLI::App& app, LaunchOptions& o, std::string& nnodes, std::string& port,
-                        std::string& ranks_filter, bool& verbose) {
+                        std::string& ranks_filter, bool& verbose, bool& standalone) {
   app.add_option("--nproc-per-node,--nproc_per_node", o.nproc_per_node,
                  "workers on this node: N, auto (one per visible CUDA device, else 1), gpu (one per "
                  "CUDA device; an error without one) or cpu (one per usable CPU)")
@@ -46,9 +47,10 @@ void add_launch_options(CLI::App& app, LaunchOptions& o, std::string& nnodes, st
                  "seconds between SIGTERM and SIGKILL when stopping workers")
       ->capture_default_str();
   app.add_option("--log-dir,--log_dir", o.output.log_dir,
-                 "write each rank's stdout and stderr to DIR/RUN_ID/attempt_N/rank_R.{stdout,stderr}.log "
-                 "(the console then stays quiet unless --tee)");
-  app.add_flag("--tee,-t", o.output.tee, "with --log-dir: also print worker output on the console");
+                 "write each rank's stdout and stderr to DIR/RUN_ID_XXXXXX/attempt_N/rank_R.{stdout,stderr}.log, "
+                 "a fresh directory per launcher run, logged at start (the console then stays quiet unless --tee)");
+  app.add_flag("--tee,-t", o.output.tee, "with --log-dir: also print worker output on the console (a flag: "
+               "unlike torchrun's --tee 3 it takes no value)");
   app.add_flag("--quiet,-q", o.output.quiet, "print no worker output and no progress line on the console");
   app.add_option("--local-ranks-filter,--local_ranks_filter", ranks_filter,
                  "print only these local ranks on the console, e.g. 0 or 0,3 (files get all)");
@@ -56,10 +58,25 @@ void add_launch_options(CLI::App& app, LaunchOptions& o, std::string& nnodes, st
                  "seconds between progress lines when stderr is not a terminal (a terminal gets one line "
                  "redrawn in place); 0 turns progress off")
       ->capture_default_str();
-  app.add_option("--run-id,--run_id", o.run_id, "run id, exported as TORCHELASTIC_RUN_ID")->capture_default_str();
+  app.add_option("--run-id,--run_id", o.run_id,
+                 "run id, exported as TORCHELASTIC_RUN_ID; it names the --log-dir subdirectory, so it has no '/' "
+                 "and no leading '.'")
+      ->capture_default_str();
   app.add_option("--role", o.role, "role name, exported as ROLE_NAME")->capture_default_str();
   app.add_flag("--verbose,-v", verbose, "log what the launcher does");
+  app.add_flag("--standalone", standalone,
+               "accepted for torchrun command lines and ignored: a single-node rendezvous on a free port is "
+               "already the default on one node");
 }
+
+/// torchrun's --tee/--redirects take a stream selector (0-3, or "0:1,1:2" per local
+/// rank); dpinfer has no such value.
+bool is_torchrun_std_spec(const std::string& w) {
+  return !w.empty() && w.find_first_not_of("0123456789:,") == std::string::npos;
+}
+
+constexpr const char* kConsoleOutputHint =
+    "worker output always goes to the console unless --quiet (or --log-dir DIR, which writes per-rank files)";
 
 int parse_nnodes(const std::string& value) {
   auto colon = value.find(':');
@@ -94,13 +111,13 @@ int parse_nnodes(const std::string& value) {
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::string* help) {
   LaunchOptions o;
   std::string nnodes = "1", port, ranks_filter;
-  bool verbose = false;
+  bool verbose = false, standalone = false;
   CLI::App app(std::string("Runs one worker process per GPU with torchrun's environment and supervises them.\n\n  ") +
                     kLaunchUsage,
                 "dpinfer launch");
   app.footer("Worker environment, exit statuses and log layout: see the README.");
   app.prefix_command();  // the first word that is not a launch option starts the worker's arguments
-  add_launch_options(app, o, nnodes, port, ranks_filter, verbose);
+  add_launch_options(app, o, nnodes, port, ranks_filter, verbose, standalone);
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -114,6 +131,26 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::strin
   o.nnodes_given = app.count("--nnodes") > 0;
   o.node_rank_given = app.count("--node-rank") > 0;
   o.master_addr_given = app.count("--master-addr") > 0;
+  // The launch options are args[0, options_end); the worker's words follow.
+  const size_t options_end = args.size() - std::min(args.size(), o.worker_args.size());
+  if (!o.worker_args.empty()) {
+    const std::string& first = o.worker_args.front();
+    if (first == "--redirects" || first == "-r" || first.rfind("--redirects=", 0) == 0)
+      throw UsageError("'" + first + "' is torchrun's --redirects, which dpinfer does not have: " +
+                       kConsoleOutputHint + "; add --tee to --log-dir to keep the console copy");
+    // CLI11 stops at the number after the --tee flag and takes it for PROMPTS.
+    if (options_end > 0 && (args[options_end - 1] == "--tee" || args[options_end - 1] == "-t") &&
+        is_torchrun_std_spec(first))
+      throw UsageError("'" + args[options_end - 1] + " " + first + "' is torchrun's: dpinfer's --tee is a flag " +
+                       "with no value, which with --log-dir also prints the files on the console; " +
+                       kConsoleOutputHint);
+  }
+  // CLI11 would take --tee=3 for a true flag, and --tee=0 for no --tee.
+  for (size_t i = 0; i < options_end; ++i) {
+    if (args[i].rfind("--tee=", 0) == 0)
+      throw UsageError("'" + args[i] + "' is torchrun's: dpinfer's --tee is a flag with no value, which with " +
+                       "--log-dir also prints the files on the console; " + kConsoleOutputHint);
+  }
   if (!o.worker_args.empty() && o.worker_args.front() != "--" && o.worker_args.front().size() > 1 &&
       o.worker_args.front()[0] == '-')
     throw UsageError("unknown launch option '" + o.worker_args.front() +

@@ -1,5 +1,6 @@
 #include "dpinfer/launcher/launch_options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -62,6 +63,21 @@ std::vector<int> parse_rank_list(const std::string& value) {
   return ranks;
 }
 
+long max_nproc_for_fd_limit(long fd_limit) {
+  if (fd_limit < 0) return std::numeric_limits<int>::max();
+  return std::max(0L, (fd_limit - kLauncherOwnFds) / kFdsPerWorker);
+}
+
+void check_nproc_fits_fd_limit(int nproc, long fd_limit) {
+  const long most = max_nproc_for_fd_limit(fd_limit);
+  if (nproc > most)
+    throw UsageError("--nproc-per-node " + std::to_string(nproc) + ": the open-file limit of " +
+                     std::to_string(fd_limit) + " allows at most " + std::to_string(most) +
+                     " workers per launcher (about " + std::to_string(kFdsPerWorker) +
+                     " descriptors each); use fewer, or raise it with 'ulimit -n " +
+                     std::to_string(kLauncherOwnFds + kFdsPerWorker * static_cast<long>(nproc)) + "'");
+}
+
 void LaunchOptions::validate() const {
   if (nproc_per_node != "auto" && nproc_per_node != "gpu" && nproc_per_node != "cpu")
     resolve_nproc_per_node(nproc_per_node, 0, 1);  // throws on anything but a positive integer
@@ -81,6 +97,11 @@ void LaunchOptions::validate() const {
   if (!(output.progress_interval_s >= 0) || !std::isfinite(output.progress_interval_s))
     throw UsageError("--progress-interval: expected seconds >= 0 (0 turns the progress line off), got " +
                      std::to_string(output.progress_interval_s));
+  // The run id names the --log-dir subdirectory: it must stay one path component inside DIR.
+  if (run_id.empty() || run_id.find('/') != std::string::npos || run_id.front() == '.')
+    throw UsageError("--run-id '" + run_id +
+                     "': expected a name without '/' that does not start with '.' (it names the run's "
+                     "--log-dir subdirectory), e.g. --run-id job42");
   if (output.tee && output.log_dir.empty())
     throw UsageError("--tee copies the --log-dir files to the console; give --log-dir DIR too");
   if (output.tee && output.quiet) throw UsageError("--tee and --quiet contradict each other; pick one");

@@ -1,9 +1,15 @@
 #include "dpinfer/launcher/launcher.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
 
 #include "dpinfer/launcher/command_error.h"
 #include "dpinfer/launcher/host.h"
@@ -11,6 +17,7 @@
 #include "dpinfer/launcher/worker_env.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/worker/generate_options.h"
 
 namespace dpinfer::launcher {
 namespace {
@@ -43,11 +50,35 @@ SpawnSpec worker_command(const LaunchOptions& o) {
     if (o.worker_args.front() == "-")
       throw UsageError("PROMPTS '-': dpinfer launch gives its workers no stdin (and several ranks could not share "
                        "one); write the prompts to a file and pass its path");
+    // The workers' own parser, here once: a bad generate option is then one line
+    // before anything starts, not one per worker and per restart. Only the options:
+    // the prompts file is the workers' to read.
+    std::string help;  // a --help among them is the workers' to print
+    worker::parse_generate_args(o.worker_args, &help);
     spec.path = find_generate_worker();
     spec.argv = {spec.path, "generate"};
     spec.argv.insert(spec.argv.end(), o.worker_args.begin(), o.worker_args.end());
   }
   return spec;
+}
+
+/// RLIMIT_NOFILE's soft value, or -1 when unlimited or unknown.
+long open_file_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return -1;
+  return lim.rlim_cur > static_cast<rlim_t>(std::numeric_limits<long>::max()) ? -1 : static_cast<long>(lim.rlim_cur);
+}
+
+/// A fresh DIR/RUN_ID_XXXXXX for this launcher run, as torchrun makes one: a second
+/// run with the same --log-dir and --run-id must not truncate the first one's logs.
+std::string make_run_log_dir(const std::string& log_dir, const std::string& run_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
+  std::string path = log_dir + "/" + run_id + "_XXXXXX";
+  if (::mkdtemp(path.data()) == nullptr)
+    throw Error("--log-dir: cannot create a directory in '" + log_dir + "': " + std::strerror(errno));
+  return path;
 }
 
 void print_lines(const std::vector<std::string>& lines) {
@@ -123,6 +154,7 @@ int run_launch(const LaunchOptions& given) {
       throw UsageError("--local-ranks-filter: local rank " + std::to_string(r) + " does not exist with " +
                        std::to_string(nproc) + " process(es) per node");
   }
+  check_nproc_fits_fd_limit(nproc, open_file_limit());
   const SpawnSpec command = worker_command(o);
   const bool auto_port = !o.master_port || *o.master_port == 0;
 
@@ -140,6 +172,7 @@ int run_launch(const LaunchOptions& given) {
               "set OMP_NUM_THREADS yourself to change this",
               nproc);
 
+  if (!o.output.log_dir.empty()) o.output.run_log_dir = make_run_log_dir(o.output.log_dir, o.run_id);
   prepare_launcher_process();
   for (int attempt = 0;; ++attempt) {
     group.restart_count = attempt;

@@ -108,10 +108,15 @@ class Attempt {
     if (::pipe2(life_, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
     std::string log_dir;
     if (!output.log_dir.empty()) {
-      log_dir = output.log_dir + "/" + run_id + "/attempt_" + std::to_string(attempt);
+      // run_launch makes this run's own directory; without one, DIR/RUN_ID is shared
+      // with every other run of that id.
+      log_dir = (output.run_log_dir.empty() ? output.log_dir + "/" + run_id : output.run_log_dir) + "/attempt_" +
+                std::to_string(attempt);
       std::error_code ec;
       std::filesystem::create_directories(log_dir, ec);
       if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
+      // Without --tee the console shows no worker output: say where it is.
+      log::info("worker logs: {}", log_dir);
     }
     if (!output.quiet && output.progress_interval_s > 0) {
       progress_.emplace(static_cast<int>(specs.size()));

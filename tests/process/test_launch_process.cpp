@@ -364,21 +364,77 @@ TEST(LaunchProcess, PartialLastLineIsFlushed) {
   EXPECT_EQ(r.out, "[rank 0] no newline\n");
 }
 
+namespace {
+
+/// The attempt directories named by the launcher's "worker logs: PATH" lines, in order.
+std::vector<std::string> worker_log_dirs(const std::string& err) {
+  std::vector<std::string> out;
+  std::regex re(R"(^\[dpinfer\] worker logs: (.+)$)");
+  for (const auto& line : lines_of(err)) {
+    std::smatch m;
+    if (std::regex_match(line, m, re)) out.push_back(m[1]);
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST(LaunchProcess, LogDirGetsPerRankFilesAndTheConsoleStaysQuiet) {
   TempDir dir;
   RunResult r = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.path(), "--run-id", "job"},
                           "echo out$RANK; echo err$RANK >&2");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(read_file(dir.file("job/attempt_0/rank_0.stdout.log")), "out0\n");
-  EXPECT_EQ(read_file(dir.file("job/attempt_0/rank_1.stderr.log")), "err1\n");
+  const auto logs = worker_log_dirs(r.err);
+  ASSERT_EQ(logs.size(), 1u) << "the silent console says once where the output went: " << r.err;
+  const std::string run_dir = dir.path() + "/job_";  // then mkdtemp's 6 characters
+  EXPECT_EQ(logs[0].substr(0, run_dir.size()), run_dir) << logs[0];
+  EXPECT_EQ(logs[0].substr(run_dir.size() + 6), "/attempt_0") << logs[0];
+  EXPECT_EQ(read_file(logs[0] + "/rank_0.stdout.log"), "out0\n");
+  EXPECT_EQ(read_file(logs[0] + "/rank_1.stderr.log"), "err1\n");
+}
+
+// torchrun's behaviour: each launcher run gets a fresh DIR/RUN_ID_XXXXXX, so a second
+// run with the same --log-dir and --run-id does not truncate the first one's logs,
+// and the restarts of one run share its directory.
+TEST(LaunchProcess, EachRunGetsItsOwnLogDirAndKeepsEarlierRuns) {
+  TempDir dir;
+  RunResult first = launch_sh({"--log-dir", dir.path(), "--run-id", "job"}, "echo first");
+  RunResult second = launch_sh({"--log-dir", dir.path(), "--run-id", "job", "--max-restarts", "1"},
+                               "echo second$TORCHELASTIC_RESTART_COUNT; [ $TORCHELASTIC_RESTART_COUNT = 1 ]");
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  const auto a = worker_log_dirs(first.err), b = worker_log_dirs(second.err);
+  ASSERT_EQ(a.size(), 1u) << first.err;
+  ASSERT_EQ(b.size(), 2u) << "one line per attempt: " << second.err;
+  EXPECT_EQ(read_file(a[0] + "/rank_0.stdout.log"), "first\n");
+  EXPECT_EQ(b[0], b[0].substr(0, b[0].size() - 1) + "0");
+  EXPECT_EQ(b[1], b[0].substr(0, b[0].size() - 1) + "1") << "restarts share the run's directory";
+  EXPECT_EQ(read_file(b[0] + "/rank_0.stdout.log"), "second0\n");
+  EXPECT_EQ(read_file(b[1] + "/rank_0.stdout.log"), "second1\n");
+  EXPECT_NE(a[0].substr(0, a[0].rfind('/')), b[0].substr(0, b[0].rfind('/')));
+}
+
+TEST(LaunchProcess, RunIdThatWouldLeaveTheLogDirIsRefused) {
+  TempDir dir;
+  for (const char* id : {"../../x", "a/b", ".hidden", ""}) {
+    RunResult r = launch_sh({"--log-dir", dir.file("logs"), "--run-id", id}, "echo ran");
+    EXPECT_EQ(r.exit_code, 2) << id << ": " << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "--run-id")) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_NE(::access(dir.file("logs").c_str(), F_OK), 0) << "nothing was written";
 }
 
 TEST(LaunchProcess, TeeCopiesLogFilesToTheConsole) {
   TempDir dir;
   RunResult r = launch_sh({"--log-dir", dir.path(), "--tee"}, "echo hello");
   EXPECT_EQ(r.out, "[rank 0] hello\n");
-  EXPECT_EQ(read_file(dir.file("none/attempt_0/rank_0.stdout.log")), "hello\n");
+  const auto logs = worker_log_dirs(r.err);
+  ASSERT_EQ(logs.size(), 1u) << r.err;
+  EXPECT_TRUE(contains(logs[0], "/none_")) << logs[0];
+  EXPECT_EQ(read_file(logs[0] + "/rank_0.stdout.log"), "hello\n");
 }
 
 TEST(LaunchProcess, LocalRanksFilterAndQuiet) {
@@ -425,6 +481,14 @@ TEST(LaunchProcess, BadArgumentsExit2WithOneLine) {
            {"--local-ranks-filter", "5", "--nproc-per-node", "2", "--", "true"},
            {"--grace-period", "inf", "--", "true"},
            {"--grace-period", "1e300", "--", "true"},
+           {"--run-id", "../../x", "--", "true"},
+           {"--tee", "3", "--", "true"},
+           {"--log-dir", "logs", "-t", "3", "prompts.txt"},
+           {"--tee=3", "--log-dir", "logs", "--", "true"},
+           {"--redirects", "3", "--", "true"},
+           {"-r", "3", "--", "true"},
+           {"--nproc-per-node", "3", "--max-restarts", "2", "prompts.txt", "--bogus"},
+           {"--nproc-per-node", "3", "prompts.txt", "--steps", "0"},
        }) {
     RunResult r = run(launch(args), {{"CUDA_VISIBLE_DEVICES", ""}});
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
@@ -432,6 +496,46 @@ TEST(LaunchProcess, BadArgumentsExit2WithOneLine) {
     EXPECT_TRUE(contains(r.err, "error: ")) << r.err;
     EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
   }
+}
+
+// Bad generate options are found once by the launcher, before any worker starts,
+// not by every worker on every restart. The prompts file is the workers' to read.
+TEST(LaunchProcess, BadGenerateOptionsExit2BeforeAnyWorkerStarts) {
+  TempDir dir;
+  RunResult r = run(launch({"--nproc-per-node", "3", "--max-restarts", "2", dir.file("p.txt"), "--bogus"}),
+                    {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "--bogus")) << r.err;
+  EXPECT_TRUE(contains(r.err, "dpinfer generate --help")) << r.err;
+  EXPECT_FALSE(contains(r.err + r.out, "[rank")) << r.err;
+  RunResult v = run(launch({"--nproc-per-node", "2", dir.file("p.txt"), "--dtype", "fp64"}), {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(v.exit_code, 2) << v.err;
+  EXPECT_EQ(lines_of(v.err).size(), 1u) << v.err;
+  EXPECT_TRUE(contains(v.err, "--dtype")) << v.err;
+}
+
+TEST(LaunchProcess, StandaloneIsAcceptedAsTorchrunsSingleNodeDefault) {
+  RunResult r = launch_sh({"--standalone", "--nproc-per-node", "2"}, "echo $RANK/$WORLD_SIZE $MASTER_ADDR");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 1] 1/2 127.0.0.1\n")) << r.out;
+  RunResult h = run({dpinfer_binary(), "launch", "--help"});
+  EXPECT_TRUE(contains(h.out, "--standalone")) << h.out;
+}
+
+// Each worker holds about 8 descriptors in the launcher: past RLIMIT_NOFILE the
+// launch would fail midway, so it is refused up front.
+TEST(LaunchProcess, NprocBeyondTheOpenFileLimitExits2NamingUlimit) {
+  RunResult r = run({"sh", "-c", "ulimit -n 256 && exec \"$0\" launch --nproc-per-node 100 -- echo ran", dpinfer_binary()},
+                    {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "open-file limit of 256")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ulimit -n")) << r.err;
+  EXPECT_EQ(r.out, "");
+  RunResult ok = run({"sh", "-c", "ulimit -n 256 && exec \"$0\" launch --nproc-per-node 20 -- true", dpinfer_binary()},
+                     {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 TEST(LaunchProcess, UnknownWorkerCommandExits127) {

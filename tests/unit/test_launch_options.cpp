@@ -72,6 +72,61 @@ TEST(LaunchOptions, BadValuesAreUsageErrorsNamingTheOption) {
   EXPECT_NE(usage_error({"--"}).find("nothing to launch"), std::string::npos);
 }
 
+TEST(LaunchOptions, RunIdMustBeOnePathComponent) {
+  for (const char* id : {"../../x", "a/b", ".", "..", ".hidden", ""})
+    EXPECT_NE(usage_error({"--run-id", id, "--", "true"}).find("--run-id"), std::string::npos) << id;
+  EXPECT_EQ(parse_launch_args({"--run-id", "job-1.a_b", "--", "true"}).run_id, "job-1.a_b");
+}
+
+TEST(LaunchOptions, StandaloneIsAcceptedAndChangesNothing) {
+  auto o = parse_launch_args({"--standalone", "--nproc-per-node", "2", "--", "true"});
+  EXPECT_EQ(o.nproc_per_node, "2");
+  EXPECT_EQ(o.worker_args, (std::vector<std::string>{"--", "true"}));
+  EXPECT_FALSE(o.master_port.has_value());
+}
+
+// torchrun's --tee 3 / --redirects 3 select streams; CLI11 would otherwise take the
+// number for PROMPTS (or --tee=3 for a set flag).
+TEST(LaunchOptions, TorchrunsTeeAndRedirectsValuesGetAHint) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--tee", "3", "--", "true"},
+           {"--log-dir", "d", "--tee", "3", "prompts.txt"},
+           {"--log-dir", "d", "-t", "0:1,1:2", "--", "true"},
+           {"--tee=3", "--log-dir", "d", "--", "true"},
+           {"--tee=0", "--", "true"}}) {
+    std::string e = usage_error(args);
+    EXPECT_NE(e.find("--tee is a flag with no value"), std::string::npos) << args[0] << ": " << e;
+    EXPECT_NE(e.find("unless --quiet"), std::string::npos) << e;
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--redirects", "3", "--", "true"}, {"-r", "3", "prompts.txt"}, {"--redirects=3", "--", "true"}}) {
+    std::string e = usage_error(args);
+    EXPECT_NE(e.find("dpinfer does not have"), std::string::npos) << args[0] << ": " << e;
+    EXPECT_NE(e.find("unless --quiet"), std::string::npos) << e;
+  }
+  // A prompts file after --tee is still one.
+  EXPECT_EQ(parse_launch_args({"--log-dir", "d", "--tee", "prompts.txt"}).worker_args,
+            (std::vector<std::string>{"prompts.txt"}));
+  EXPECT_EQ(parse_launch_args({"--tee", "--log-dir", "d", "3"}).worker_args, (std::vector<std::string>{"3"}));
+}
+
+TEST(NprocPerNode, BoundedByTheOpenFileLimit) {
+  EXPECT_EQ(launcher::max_nproc_for_fd_limit(1024), (1024 - launcher::kLauncherOwnFds) / launcher::kFdsPerWorker);
+  EXPECT_EQ(launcher::max_nproc_for_fd_limit(10), 0);
+  EXPECT_GT(launcher::max_nproc_for_fd_limit(-1), 1000000);
+  EXPECT_NO_THROW(launcher::check_nproc_fits_fd_limit(8, 1024));
+  EXPECT_NO_THROW(launcher::check_nproc_fits_fd_limit(100000, -1));
+  try {
+    launcher::check_nproc_fits_fd_limit(100000, 1024);
+    FAIL() << "100000 workers fit in 1024 descriptors";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--nproc-per-node 100000"), std::string::npos) << m;
+    EXPECT_NE(m.find("1024"), std::string::npos) << m;
+    EXPECT_NE(m.find("ulimit -n"), std::string::npos) << m;
+  }
+}
+
 TEST(LaunchOptions, NnodesAcceptsTorchrunsEqualRange) {
   EXPECT_EQ(parse_launch_args({"--nnodes", "2:2", "--", "true"}).nnodes, 2);
 }

@@ -15,6 +15,10 @@ constexpr double kMaxGracePeriodS = 86400;
 /// is on unless --quiet, or --log-dir without --tee.
 struct OutputOptions {
   std::string log_dir;              ///< empty: no files
+  /// This launcher run's own directory under log_dir, DIR/RUN_ID_XXXXXX, made fresh
+  /// by run_launch (mkdtemp) so that no run overwrites another's logs; the
+  /// attempts write to attempt_N inside it.
+  std::string run_log_dir;
   bool tee = false;                 ///< with log_dir: also print to the console
   bool quiet = false;               ///< print no worker output on the console
   std::vector<int> local_ranks_filter;  ///< empty: every local rank reaches the console
@@ -43,6 +47,20 @@ struct LaunchOptions {
   /// Checks what can be checked without touching the system; throws UsageError.
   void validate() const;
 };
+
+/// Launcher file descriptors per worker: the stdout, stderr, report and progress
+/// pipes' read ends, their write ends while it is being spawned, and two log files.
+constexpr long kFdsPerWorker = 8;
+/// Descriptors kept for the launcher itself (stdio, signalfd, the life pipe, libc).
+constexpr long kLauncherOwnFds = 64;
+
+/// The most workers one launcher can run under a descriptor limit (RLIMIT_NOFILE's
+/// soft value; negative: unlimited).
+long max_nproc_for_fd_limit(long fd_limit);
+
+/// Throws UsageError naming the limit and `ulimit -n` when `nproc` workers need
+/// more descriptors than `fd_limit` allows.
+void check_nproc_fits_fd_limit(int nproc, long fd_limit);
 
 /// Parses "--nproc-per-node": a positive integer, or auto/gpu/cpu resolved against
 /// `cuda_devices` and `cpus`. Throws UsageError naming the value.
