@@ -46,8 +46,9 @@ void ManifestWriter::append_raw(const std::string& line) {
 namespace {
 
 /// What an item is: fields that two records of the same item must agree on.
-constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",  "steps",    "guidance_scale",
-                                           "width",  "height",          "model", "scheduler"};
+constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
+                                           "guidance_scale", "width",  "height",    "model",
+                                           "scheduler",      "clip_skip", "guidance_rescale"};
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 

@@ -90,6 +90,8 @@ class StableDiffusionPipeline : public TextToImage {
     info_.default_width = static_cast<int>(sample[1] * factor);
     info_.default_steps = 50;
     info_.default_guidance_scale = 7.5;
+    info_.clip_skip = o.clip_skip;
+    info_.guidance_rescale = o.guidance_rescale;
     vae_scale_factor_ = factor;
   }
 

@@ -9,6 +9,8 @@ std::string a1111_infotext(const Item& item, const pipeline::PipelineInfo& info)
   if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
   s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, Model: {}", item.steps,
                    info.sampler_label, item.guidance_scale, item.seed, item.width, item.height, info.model_name);
+  // AUTOMATIC1111 counts the last layer too: its "Clip skip: 2" is diffusers' clip_skip=1.
+  if (info.clip_skip > 0) s += fmt::format(", Clip skip: {}", info.clip_skip + 1);
   return s;
 }
 
@@ -23,6 +25,8 @@ nlohmann::json item_record(const Item& item, const pipeline::PipelineInfo& info)
                       {"width", item.width},
                       {"height", item.height},
                       {"scheduler", info.scheduler_name},
+                      {"clip_skip", info.clip_skip},
+                      {"guidance_rescale", info.guidance_rescale},
                       {"model", info.model_name},
                       {"line", item.line},
                       {"image", item.image}};

@@ -640,11 +640,17 @@ class GenerateRun {
     }
     const nlohmann::json& before = found->second.record;
     const nlohmann::json now = item_record(it, pipe_->info());
-    for (const char* field : {"prompt", "negative_prompt", "seed", "steps", "guidance_scale", "width", "height",
-                              "scheduler"}) {
-      if (before.value(field, nlohmann::json()) == now[field]) continue;
+    // What the image is, with the value a record lacking the field stands for: records
+    // of older versions have no clip_skip or guidance_rescale, and were made without.
+    static const std::pair<const char*, nlohmann::json> kIdentity[] = {
+        {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},      {"steps", nullptr},
+        {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr},    {"scheduler", nullptr},
+        {"clip_skip", 0},    {"guidance_rescale", 0}};
+    for (const auto& [field, fallback] : kIdentity) {
+      const nlohmann::json was = before.value(field, fallback);
+      if (was == now[field]) continue;
       throw InputError("--out " + o_.out + " already holds item " + std::to_string(it.index) + " (" +
-                       item_file_name(it.index) + ") made with " + field + " " + before.value(field, nlohmann::json()).dump() +
+                       item_file_name(it.index) + ") made with " + field + " " + was.dump() +
                        " (" + found->second.manifest + "), but this run makes it with " + field + " " +
                        now[field].dump() + "; use another --out, or --overwrite to replace the earlier images");
     }

@@ -32,6 +32,8 @@ class FakePipeline : public pipeline::TextToImage {
     info_.default_height = 8;
     info_.default_steps = 4;
     info_.default_guidance_scale = 7.5;
+    info_.clip_skip = r.clip_skip;
+    info_.guidance_rescale = r.guidance_rescale;
   }
   const pipeline::PipelineInfo& info() const override { return info_; }
 

@@ -117,6 +117,28 @@ TEST(WorkerProcess, NonAsciiPromptAndNegativePromptRoundTripInPngMetadata) {
             "16x8, Model: fake-model");
 }
 
+// clip_skip and guidance_rescale change the image, so every record carries them, and
+// the infotext says "Clip skip" as AUTOMATIC1111 counts it (diffusers' 1 is its 2).
+TEST(WorkerProcess, ClipSkipAndGuidanceRescaleAreRecordedWithEveryImage) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a prompt\n");
+  RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--clip-skip", "1", "--guidance-rescale", "0.5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedPng png = read_png(dir.file("out/000000.png"));
+  EXPECT_EQ(png.texts["parameters"],
+            "a prompt\nSteps: 4, Sampler: Fake, CFG scale: 7.5, Seed: 0, Size: 16x8, Model: fake-model, Clip skip: 2");
+  auto embedded = nlohmann::json::parse(png.texts["dpinfer"]);
+  EXPECT_EQ(embedded["clip_skip"], 1);
+  EXPECT_EQ(embedded["guidance_rescale"], 0.5);
+  auto row = read_jsonl(dir.file("out/metadata.jsonl")).at(0);
+  EXPECT_EQ(row["clip_skip"], 1);
+  EXPECT_EQ(row["guidance_rescale"], 0.5);
+  // Resuming with another clip_skip would mix two kinds of images.
+  RunResult other = generate({dir.file("p.txt"), "--out", dir.file("out")});
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "made with clip_skip 1")) << other.err;
+}
+
 TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
   TempDir dir;
   // Mixed sizes and steps, several images per prompt, per-line seeds.

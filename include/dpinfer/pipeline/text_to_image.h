@@ -38,6 +38,8 @@ struct PipelineInfo {
   std::string sampler_label;   ///< AUTOMATIC1111's name, e.g. "PNDM", "DPM++ 2M Karras"
   std::string device;          ///< "cpu", "cuda:1"
   std::string dtype;           ///< "fp32", "fp16", "bf16"
+  int clip_skip = 0;            ///< diffusers' clip_skip (CLIP layers skipped; A1111's "Clip skip" is this + 1)
+  double guidance_rescale = 0;  ///< diffusers' guidance_rescale (0: off)
   int default_width = 512;
   int default_height = 512;
   int default_steps = 50;
