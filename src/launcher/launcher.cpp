@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 
 #include "dpinfer/launcher/command_error.h"
@@ -50,11 +51,6 @@ SpawnSpec worker_command(const LaunchOptions& o) {
     if (o.worker_args.front() == "-")
       throw UsageError("PROMPTS '-': dpinfer launch gives its workers no stdin (and several ranks could not share "
                        "one); write the prompts to a file and pass its path");
-    // The workers' own parser, here once: a bad generate option is then one line
-    // before anything starts, not one per worker and per restart. Only the options:
-    // the prompts file is the workers' to read.
-    std::string help;  // a --help among them is the workers' to print
-    worker::parse_generate_args(o.worker_args, &help);
     spec.path = find_generate_worker();
     spec.argv = {spec.path, "generate"};
     spec.argv.insert(spec.argv.end(), o.worker_args.begin(), o.worker_args.end());
@@ -155,6 +151,17 @@ int run_launch(const LaunchOptions& given) {
                        std::to_string(nproc) + " process(es) per node");
   }
   check_nproc_fits_fd_limit(nproc, open_file_limit());
+  if (o.worker_args.front() != "--") {
+    // The workers' own parser, here once: a bad generate option is then one line
+    // before anything starts, not one per worker and per restart, and --help prints
+    // generate's help once. Only the options: the prompts file is the workers' to read.
+    std::string help;
+    worker::parse_generate_args(o.worker_args, &help);
+    if (!help.empty()) {
+      std::cout << help;
+      return exit_status::kSuccess;
+    }
+  }
   const SpawnSpec command = worker_command(o);
   const bool auto_port = !o.master_port || *o.master_port == 0;
 

@@ -538,6 +538,14 @@ TEST(LaunchProcess, NprocBeyondTheOpenFileLimitExits2NamingUlimit) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+TEST(LaunchProcess, GenerateHelpInThePromptsFormPrintsOnce) {
+  RunResult r = run(launch({"--nproc-per-node", "3", "prompts.txt", "--help"}), {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "--stop-timeout")) << "generate's help: " << r.out;
+  EXPECT_EQ(r.out.find("--stop-timeout"), r.out.rfind("--stop-timeout")) << "once, not once per rank: " << r.out;
+  EXPECT_FALSE(contains(r.out + r.err, "[rank ")) << "no worker started";
+}
+
 TEST(LaunchProcess, UnknownWorkerCommandExits127) {
   RunResult r = run(launch({"--nproc-per-node", "2", "--", "dpinfer-no-such-command", "x"}));
   EXPECT_EQ(r.exit_code, 127) << r.err;
