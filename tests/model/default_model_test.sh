@@ -2,7 +2,8 @@
 # The embedded default model, end to end, with no --model anywhere:
 #  1. recognisable: `dpinfer launch --nproc-per-node 2` on the 60 held-out captions
 #     (never seen in training), judged by dpinfer_check_shapes: >= 90% must show
-#     the requested colour and shape;
+#     the requested colour and shape; and the same images under wrong captions
+#     (negative controls) must score below 20%;
 #  2. installed: `cmake --install` into a temporary prefix, then the installed
 #     dpinfer, run from an unrelated working directory, finds the model under
 #     PREFIX/share/dpinfer/models.
@@ -16,6 +17,23 @@ trap 'rm -rf "$work"' EXIT
 "$build/tools/dpinfer" launch --nproc-per-node 2 "$src/configs/prompts/shapes-heldout.txt" --out "$work/heldout"
 "$build/tools/dpinfer_check_shapes" "$work/heldout" "$src/models/dpinfer-shapes-64/dataset.json" \
   --min-accuracy 0.9 --report "$work/report.json"
+
+# Negative controls: the same images under wrong captions (shapes, then colours, each
+# moved on by one) must score low, or the checker would be approving anything.
+relabel() {  # NAME SED_SCRIPT
+  mkdir "$work/$1"
+  cp "$work/heldout"/*.png "$work/$1/"
+  sed -e "$2" "$work/heldout/metadata.jsonl" >"$work/$1/metadata.jsonl"
+  if "$build/tools/dpinfer_check_shapes" "$work/$1" "$src/models/dpinfer-shapes-64/dataset.json" \
+    --min-accuracy 0.2 >"$work/$1.log" 2>&1; then
+    echo "negative control '$1': the checker accepted at least 20% of images under wrong captions:"
+    tail -n 3 "$work/$1.log"
+    exit 1
+  fi
+  echo "negative control '$1': $(tail -n 1 "$work/$1.log")"
+}
+relabel wrong-shapes 's/circle/@/g; s/square/circle/g; s/triangle/square/g; s/@/triangle/g'
+relabel wrong-colours 's/ red / @ /g; s/ green / red /g; s/ blue / green /g; s/ yellow / blue /g; s/ purple / yellow /g; s/ @ / purple /g'
 
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 mkdir "$work/elsewhere"
