@@ -380,6 +380,7 @@ class GenerateRun {
     d.guidance_scale = o_.guidance_scale.value_or(info.default_guidance_scale);
     d.width = o_.width.value_or(info.default_width);
     d.height = o_.height.value_or(info.default_height);
+    defaults_ = d;
     std::vector<Item> all = expand_items(specs, d);
     for (const Item& it : all) {
       if (it.width % 8 || it.height % 8)
@@ -721,7 +722,15 @@ class GenerateRun {
                         {"started_at", started_at_},
                         {"pipeline",
                          {{"model", info.model_name}, {"model_path", info.model_path}, {"scheduler", info.scheduler_name},
-                          {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype}}}};
+                          {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype},
+                          {"clip_skip", info.clip_skip}, {"guidance_rescale", info.guidance_rescale}}},
+                        // What a prompts line that sets none gets: the options, else the model's defaults.
+                        {"item_defaults",
+                         {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},
+                          {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
+                          {"width", defaults_.width}, {"height", defaults_.height}}}};
+    std::error_code ec;
+    if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
     if (slurm_.in_job()) j["slurm"] = slurm_.to_json();
     if (summary) j["summary"] = *summary;
     io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
@@ -742,6 +751,7 @@ class GenerateRun {
   std::unique_ptr<pipeline::TextToImage> pipe_;
   std::vector<Item> items_;
   int64_t total_items_ = 0;
+  ItemDefaults defaults_;  ///< resolved item defaults (run.json)
   std::unique_ptr<io::ManifestWriter> manifest_;
   Stats stats_;
   double started_at_ = now_seconds();

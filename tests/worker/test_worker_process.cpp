@@ -93,6 +93,10 @@ TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
   EXPECT_EQ(run_json["world_size"], 1);
   EXPECT_EQ(run_json["summary"]["generated"], 5);
   EXPECT_EQ(run_json["options"]["seed"], 100);
+  EXPECT_TRUE(run_json["options"]["steps"].is_null()) << "not given";
+  EXPECT_EQ(run_json["item_defaults"]["steps"], 4) << "resolved: the model's default";
+  EXPECT_EQ(run_json["item_defaults"]["width"], 16);
+  EXPECT_EQ(run_json["prompts_path"], dir.file("p.txt"));
   DecodedPng png = read_png(dir.file("out/000003.png"));
   EXPECT_EQ(png.width, 16);
   EXPECT_EQ(png.height, 8);
