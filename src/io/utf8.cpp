@@ -59,4 +59,13 @@ std::string to_latin1(std::string_view s) {
   return out;
 }
 
+std::string_view utf8_prefix(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  // s[n] is the first byte left out: while it continues a sequence, that sequence began
+  // inside the prefix, so the prefix ends before its lead byte.
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 }  // namespace dpinfer::io

@@ -27,27 +27,35 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr size_t kMaxListed = 10;
 
-/// Runs one step of the load; a failure goes to `own` (the component's error, when it has
-/// none yet) and to the report's error (when it is the first). Returns whether it passed.
-bool step(InspectReport& report, std::string* own, const std::function<void()>& fn) {
-  std::string message;
-  bool bad_input = true;
-  try {
-    fn();
-    return true;
-  } catch (const Error& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    message = e.what();
-    bad_input = false;
-  }
+/// Records a failed step: `message` goes to `own` (the component's error, when it has none
+/// yet) and to the report's error (when it is the first).
+void record(InspectReport& report, std::string* own, std::string message, bool bad_input) {
   message = message.substr(0, message.find('\n'));  // c10::Error appends its context
   if (own && own->empty()) *own = message;
   if (report.error.empty()) {
     report.error = message;
     report.bad_input = bad_input;
   }
+}
+
+/// Runs one step of the load; a failure is record()ed. Returns whether it passed.
+bool step(InspectReport& report, std::string* own, const std::function<void()>& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const Error& e) {
+    record(report, own, e.what(), true);
+  } catch (const std::exception& e) {
+    record(report, own, e.what(), false);
+  }
   return false;
+}
+
+/// Whether `path` is a folder: the weights of a component whose folder is missing (or not
+/// known, when model_index.json did not name it) are not looked for.
+bool is_folder(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && fs::is_directory(path, ec);
 }
 
 /// Sets the dtype LibTorch gives new parameters while it lives: modules built only for
@@ -262,8 +270,10 @@ std::string fact_text(const ordered_json& v) {
 }
 
 void component_text(std::ostream& out, const ComponentReport& r) {
-  out << "\n" << r.name << ": " << (r.class_name.empty() ? "?" : r.class_name) << " (" << r.library << ")\n";
-  out << "  folder: " << r.path << "\n";
+  out << "\n" << r.name << ": " << (r.class_name.empty() ? "?" : r.class_name);
+  if (!r.library.empty()) out << " (" << r.library << ")";
+  out << "\n";
+  if (!r.path.empty()) out << "  folder: " << r.path << "\n";
   for (const auto& [key, value] : r.config.items()) out << "  " << key << ": " << fact_text(value) << "\n";
   if (!r.files.empty()) {
     out << "  weights: ";
@@ -303,12 +313,16 @@ std::string token_text(const SpecialToken& t) { return t.token + " (" + std::to_
 
 }  // namespace
 
-InspectReport inspect_model(const std::string& spec, const std::string& variant) {
+InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler) {
   InspectReport report;
   report.spec = spec;
   report.variant = variant;
+  report.scheduler.requested = scheduler;
   ModelDir md;
-  if (!step(report, nullptr, [&] { md = resolve_model(spec, variant); })) return report;
+  // The components' errors are collected, not thrown, so that the other components and
+  // the later steps still run; the first is the one resolve_model() alone throws.
+  std::vector<ModelDirError> resolve_errors;
+  if (!step(report, nullptr, [&] { md = resolve_model(spec, variant, &resolve_errors); })) return report;
   report.root = md.root;
   report.revision = md.revision;
   report.pipeline = string_field(md.model_index, "_class_name", "");
@@ -320,10 +334,21 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant)
   report.tokenizer.path = md.tokenizer.path;
   report.scheduler.class_name = string_field(md.scheduler.config, "_class_name", md.scheduler.class_name);
   report.scheduler.path = md.scheduler.path;
+  for (const ModelDirError& e : resolve_errors) {
+    std::string* own = e.component == "unet"           ? &report.unet.error
+                       : e.component == "text_encoder" ? &report.text_encoder.error
+                       : e.component == "tokenizer"    ? &report.tokenizer.error
+                       : e.component == "vae"          ? &report.vae.error
+                       : e.component == "scheduler"    ? &report.scheduler.error
+                                                       : nullptr;  // the --variant check
+    if (!own) report.variant_error = e.message;
+    record(report, own, e.message, true);
+  }
 
   // StableDiffusionPipeline's order: the tokenizer, the three configs, then each module's
-  // weights, then the scheduler.
-  step(report, &report.tokenizer.error, [&] {
+  // weights, then the scheduler. A component resolve_model() failed on skips the steps
+  // that need what it could not read: its config (not parsed), or its folder.
+  if (report.tokenizer.error.empty()) step(report, &report.tokenizer.error, [&] {
     const CLIPTokenizer tokenizer = CLIPTokenizer::from_dir(md.tokenizer.path);
     TokenizerReport& t = report.tokenizer;
     t.vocab_size = tokenizer.vocab_size();
@@ -336,9 +361,12 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant)
   std::optional<CLIPTextConfig> te_config;
   std::optional<UNetConfig> unet_config;
   std::optional<AutoencoderKLConfig> vae_config;
-  step(report, &report.text_encoder.error, [&] { te_config = CLIPTextConfig::from_json(md.text_encoder.config); });
-  step(report, &report.unet.error, [&] { unet_config = UNetConfig::from_json(md.unet.config); });
-  step(report, &report.vae.error, [&] { vae_config = AutoencoderKLConfig::from_json(md.vae.config); });
+  if (md.text_encoder.config.is_object())
+    step(report, &report.text_encoder.error, [&] { te_config = CLIPTextConfig::from_json(md.text_encoder.config); });
+  if (md.unet.config.is_object())
+    step(report, &report.unet.error, [&] { unet_config = UNetConfig::from_json(md.unet.config); });
+  if (md.vae.config.is_object())
+    step(report, &report.vae.error, [&] { vae_config = AutoencoderKLConfig::from_json(md.vae.config); });
   if (te_config) report.text_encoder.config = clip_facts(*te_config);
   if (unet_config) report.unet.config = unet_facts(*unet_config);
   if (vae_config) report.vae.config = vae_facts(*vae_config);
@@ -353,14 +381,19 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant)
   if (te_config) te_build = [&] { return std::make_shared<CLIPTextModelImpl>(*te_config); };
   if (unet_config) unet_build = [&] { return std::make_shared<UNet2DConditionModelImpl>(*unet_config); };
   if (vae_config) vae_build = [&] { return std::make_shared<AutoencoderKLImpl>(*vae_config); };
-  check_weights(report, report.text_encoder, md.text_encoder, variant, clip_text_key_renames(), te_build);
-  check_weights(report, report.unet, md.unet, variant, no_renames(), unet_build);
-  check_weights(report, report.vae, md.vae, variant, vae_key_renames(), vae_build);
+  if (is_folder(md.text_encoder.path))
+    check_weights(report, report.text_encoder, md.text_encoder, variant, clip_text_key_renames(), te_build);
+  if (is_folder(md.unet.path)) check_weights(report, report.unet, md.unet, variant, no_renames(), unet_build);
+  if (is_folder(md.vae.path)) check_weights(report, report.vae, md.vae, variant, vae_key_renames(), vae_build);
 
+  // The scheduler as `dpinfer generate --scheduler` builds it: the same make_scheduler()
+  // call, so an unknown name or an unsupported class fails here as it fails there.
   const nlohmann::json& sc = md.scheduler.config;
   report.scheduler.prediction_type = string_field(sc, "prediction_type", "");
   report.scheduler.timestep_spacing = string_field(sc, "timestep_spacing", "");
-  step(report, &report.scheduler.error, [&] { report.scheduler.dpinfer_name = make_scheduler(sc, "")->name(); });
+  if (report.scheduler.error.empty())
+    step(report, &report.scheduler.error,
+         [&] { report.scheduler.dpinfer_name = make_scheduler(sc, scheduler)->name(); });
   return report;
 }
 
@@ -368,6 +401,7 @@ ordered_json InspectReport::to_json() const {
   ordered_json j;
   j["model"] = spec;
   j["variant"] = or_null(variant);
+  j["variant_error"] = or_null(variant_error);
   j["path"] = or_null(root);
   j["revision"] = or_null(revision);
   j["pipeline"] = or_null(pipeline);
@@ -395,6 +429,7 @@ ordered_json InspectReport::to_json() const {
   const SchedulerReport& s = scheduler;
   components["scheduler"] = {{"class", s.class_name},
                              {"path", s.path},
+                             {"requested", or_null(s.requested)},
                              {"dpinfer_name", or_null(s.dpinfer_name)},
                              {"prediction_type", or_null(s.prediction_type)},
                              {"timestep_spacing", or_null(s.timestep_spacing)},
@@ -412,6 +447,7 @@ std::string InspectReport::to_text() const {
   if (!revision.empty()) out << "revision: " << revision << "\n";
   out << "pipeline: " << pipeline << "\n";
   if (!variant.empty()) out << "variant: " << variant << "\n";
+  if (!variant_error.empty()) out << "  error: " << variant_error << "\n";
   if (default_size)
     out << "default_size: " << (*default_size)[1] << "x" << (*default_size)[0] << " (width x height)\n";
   if (!ignored_components.empty()) out << "ignored: " << listed(ignored_components) << "\n";
@@ -419,8 +455,8 @@ std::string InspectReport::to_text() const {
   component_text(out, unet);
   component_text(out, vae);
 
-  out << "\ntokenizer: " << tokenizer.class_name << "\n";
-  out << "  folder: " << tokenizer.path << "\n";
+  out << "\ntokenizer: " << (tokenizer.class_name.empty() ? "?" : tokenizer.class_name) << "\n";
+  if (!tokenizer.path.empty()) out << "  folder: " << tokenizer.path << "\n";
   if (tokenizer.error.empty()) {
     out << "  vocab_size: " << tokenizer.vocab_size << "\n";
     out << "  model_max_length: " << tokenizer.model_max_length << "\n";
@@ -430,9 +466,13 @@ std::string InspectReport::to_text() const {
     out << "  error: " << tokenizer.error << "\n";
   }
 
-  out << "\nscheduler: " << scheduler.class_name;
-  if (!scheduler.dpinfer_name.empty()) out << " (dpinfer " << scheduler.dpinfer_name << ")";
-  out << "\n  folder: " << scheduler.path << "\n";
+  out << "\nscheduler: " << (scheduler.class_name.empty() ? "?" : scheduler.class_name);
+  if (!scheduler.dpinfer_name.empty())
+    out << " (dpinfer " << scheduler.dpinfer_name << (scheduler.requested.empty() ? "" : ", from --scheduler") << ")";
+  else if (!scheduler.requested.empty())
+    out << " (--scheduler " << scheduler.requested << ")";
+  out << "\n";
+  if (!scheduler.path.empty()) out << "  folder: " << scheduler.path << "\n";
   out << "  prediction_type: " << (scheduler.prediction_type.empty() ? "epsilon (not set)" : scheduler.prediction_type)
       << "\n";
   out << "  timestep_spacing: "

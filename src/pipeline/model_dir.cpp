@@ -181,8 +181,11 @@ fs::path find_in_cache(const std::string& spec, std::string* commit_out) {
   return snapshot;
 }
 
-Component read_component(const ComponentRule& rule, const json& index, const fs::path& root,
-                         const fs::path& index_path) {
+/// Reads one component into `c`, filling what it can (name, then library, class and folder,
+/// then config) before it throws, so that a caller collecting errors still has what was
+/// found: `dpinfer inspect` reports the rest of a component whose config is broken.
+void read_component(const ComponentRule& rule, const json& index, const fs::path& root,
+                    const fs::path& index_path, Component& c) {
   const std::string where = "'" + index_path.string() + "'";
   const std::string needed =
       "a StableDiffusionPipeline needs unet, text_encoder, tokenizer, vae and scheduler";
@@ -196,17 +199,15 @@ Component read_component(const ComponentRule& rule, const json& index, const fs:
     throw Error(where + ": component '" + rule.name + "' is " + brief(entry) +
                 ", expected [library, class name]");
 
-  Component c;
-  c.name = rule.name;
+  const fs::path dir = root / rule.name;
   c.library = entry[0].get<std::string>();
   c.class_name = entry[1].get<std::string>();
+  c.path = dir.string();
   if (!rule.classes.empty() &&
       std::find(rule.classes.begin(), rule.classes.end(), c.class_name) == rule.classes.end())
     throw Error(where + ": component '" + c.name + "' is a " + c.class_name +
                 ", which dpinfer does not support; supported: " + join(rule.classes));
 
-  const fs::path dir = root / rule.name;
-  c.path = dir.string();
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw Error("'" + c.path + "' is missing: model_index.json lists component '" + c.name +
@@ -224,7 +225,6 @@ Component read_component(const ComponentRule& rule, const json& index, const fs:
     if (!file_is_there(dir / file))
       throw Error("'" + (dir / file).string() + "' is missing: component '" + c.name +
                   "' needs it; download the model again");
-  return c;
 }
 
 }  // namespace
@@ -250,7 +250,7 @@ std::string hf_hub_cache_dir(std::string* origin) {
   return expand_user(path);
 }
 
-ModelDir resolve_model(const std::string& spec, const std::string& variant) {
+ModelDir resolve_model(const std::string& spec, const std::string& variant, std::vector<ModelDirError>* errors) {
   if (spec.empty()) throw Error("no model given; pass a pipeline directory or a hub id (org/name)");
   ModelDir model;
   model.spec = spec;
@@ -300,8 +300,15 @@ ModelDir resolve_model(const std::string& spec, const std::string& variant) {
   std::vector<Component*> slots{&model.unet, &model.text_encoder, &model.tokenizer, &model.vae,
                                 &model.scheduler};
   const auto& rules = component_rules();
-  for (size_t i = 0; i < rules.size(); ++i)
-    *slots[i] = read_component(rules[i], index, root, index_path);
+  for (size_t i = 0; i < rules.size(); ++i) {
+    slots[i]->name = rules[i].name;
+    try {
+      read_component(rules[i], index, root, index_path, *slots[i]);
+    } catch (const Error& e) {
+      if (!errors) throw;
+      errors->push_back({rules[i].name, e.what()});
+    }
+  }
 
   for (const auto& [key, value] : index.items()) {
     if (key.empty() || key[0] == '_') continue;
@@ -319,15 +326,19 @@ ModelDir resolve_model(const std::string& spec, const std::string& variant) {
   if (!variant.empty()) {
     bool any = false;
     for (Component* c : {&model.unet, &model.text_encoder, &model.vae}) {
-      if (has_weight_variant(c->path, variant)) {
+      // An empty path: the component failed before its folder was known (errors given).
+      if (!c->path.empty() && has_weight_variant(c->path, variant)) {
         c->variant = variant;
         any = true;
       }
     }
-    if (!any)
-      throw Error("'" + model.root + "' has no " + variant +
-                  " weights in unet, text_encoder or vae; drop --variant " + variant +
-                  " or download the " + variant + " files");
+    if (!any) {
+      const std::string message = "'" + model.root + "' has no " + variant +
+                                  " weights in unet, text_encoder or vae; drop --variant " + variant +
+                                  " or download the " + variant + " files";
+      if (!errors) throw Error(message);
+      errors->push_back({"", message});
+    }
   }
   return model;
 }

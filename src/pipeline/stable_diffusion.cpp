@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "dpinfer/io/utf8.h"
 #include "dpinfer/pipeline/autoencoder_kl.h"
 #include "dpinfer/pipeline/clip_text_model.h"
 #include "dpinfer/pipeline/clip_tokenizer.h"
@@ -176,7 +177,7 @@ class StableDiffusionPipeline : public TextToImage {
       Encoding e = tokenizer_->encode(negative ? r.negative_prompt : r.prompt, max_len);
       if (e.dropped_tokens > 0)
         log::warn("the {}prompt '{}' is too long for CLIP: {} token(s) past {} were dropped", negative ? "negative " : "",
-                  (negative ? r.negative_prompt : r.prompt).substr(0, 60), e.dropped_tokens, max_len);
+                  io::utf8_prefix(negative ? r.negative_prompt : r.prompt, 60), e.dropped_tokens, max_len);
       ids.insert(ids.end(), e.ids.begin(), e.ids.end());
     }
     at::Tensor t = at::tensor(ids, at::kLong).view({static_cast<int64_t>(batch.size()), -1}).to(device_);

@@ -14,7 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "dpinfer/io/utf8.h"
+#include "dpinfer/pipeline/stable_diffusion.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
 
 namespace {
 
@@ -311,6 +314,64 @@ TEST(CLIPTokenizer, TokenizesTenThousandPromptsWellUnderASecond) {
   EXPECT_EQ(total, 10000u * 77u);
   EXPECT_LT(seconds, 1.0);
   std::printf("[          ] 10k prompts in %.3f s\n", seconds);
+}
+
+// The truncation warning quotes the prompt's first 60 bytes or so: io::utf8_prefix() cuts
+// there without splitting a character, which a plain substr(0, 60) did for 'a' + 40 cats
+// (1 + 4k bytes: the 15th cat spans bytes 57..60).
+const std::string kCat = "\xF0\x9F\x90\x88";  // U+1F408 CAT, 4 bytes
+
+std::string cats(size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += kCat;
+  return out;
+}
+
+TEST(Utf8Prefix, CutsAtACodePointBoundary) {
+  using dpinfer::io::find_invalid_utf8;
+  using dpinfer::io::utf8_prefix;
+  const std::string prompt = "a" + cats(40);
+  ASSERT_NE(find_invalid_utf8(prompt.substr(0, 60)), std::string::npos);  // what substr did
+  EXPECT_EQ(utf8_prefix(prompt, 60), "a" + cats(14));
+  EXPECT_EQ(utf8_prefix(prompt, 61), "a" + cats(15));  // ends exactly at a boundary
+  EXPECT_EQ(utf8_prefix(prompt, 57), "a" + cats(14));
+  EXPECT_EQ(utf8_prefix(prompt, 3), "a");
+  EXPECT_EQ(utf8_prefix(prompt, 0), "");
+  EXPECT_EQ(utf8_prefix(prompt, 1000), prompt);  // shorter than the limit: whole
+  EXPECT_EQ(utf8_prefix("", 60), "");
+  EXPECT_EQ(utf8_prefix("caf\xC3\xA9!", 4), "caf");           // 2-byte é
+  EXPECT_EQ(utf8_prefix("caf\xC3\xA9!", 5), "caf\xC3\xA9");
+  EXPECT_EQ(utf8_prefix("\xE5\xAF\x8C\xE5\xA3\xAB", 5), "\xE5\xAF\x8C");  // 3-byte 富士
+  for (size_t n = 0; n <= prompt.size() + 1; ++n) {
+    const std::string_view cut = utf8_prefix(prompt, n);
+    EXPECT_LE(cut.size(), n);
+    EXPECT_GT(cut.size() + 4, std::min(n, prompt.size()));  // never more than one character short
+    EXPECT_EQ(find_invalid_utf8(cut), std::string::npos) << n;
+  }
+}
+
+TEST(CLIPTokenizer, TheTruncationWarningQuotesThePromptAsValidUtf8) {
+  dpinfer::pipeline::StableDiffusionOptions o;
+  o.model = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd1";
+  auto pipe = dpinfer::pipeline::load_stable_diffusion(o);
+  dpinfer::pipeline::ImageRequest r;
+  r.prompt = "a" + cats(40);
+  r.steps = 1;
+  r.guidance_scale = 1.0;
+  r.width = r.height = 64;
+  std::vector<std::string> lines;
+  dpinfer::log::set_redirect([&](const std::string& line) { lines.push_back(line); });
+  try {
+    pipe->generate({r});
+  } catch (...) {
+    dpinfer::log::set_redirect(nullptr);
+    throw;
+  }
+  dpinfer::log::set_redirect(nullptr);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(dpinfer::io::find_invalid_utf8(lines[0]), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("warning: the prompt 'a" + cats(14) + "' is too long for CLIP: "), std::string::npos)
+      << lines[0];
 }
 
 }  // namespace

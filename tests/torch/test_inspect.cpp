@@ -87,10 +87,11 @@ std::map<std::string, int64_t> header_counts(const std::vector<std::string>& fil
 }
 
 /// What loading the pipeline fails with, or "" when it loads.
-std::string load_error(const std::string& model, const std::string& variant = "") {
+std::string load_error(const std::string& model, const std::string& variant = "", const std::string& scheduler = "") {
   StableDiffusionOptions o;
   o.model = model;
   o.variant = variant;
+  o.scheduler = scheduler;
   try {
     load_stable_diffusion(o);
   } catch (const std::exception& e) {
@@ -382,6 +383,154 @@ TEST_F(InspectBroken, ReportsTheErrorLoadingStopsAtFirst) {
   EXPECT_ONE_LINE_CONTAINS(r.text_encoder.error, "component 'text_encoder': the weights in '");
 }
 
+// The problems of several components, each reported with its component, in one report.
+// Before, resolve_model() stopped at the first broken component and the report said
+// nothing past "model:".
+TEST_F(InspectBroken, ReportsABrokenConfigAndAMissingTokenizerFileAtOnce) {
+  const std::string root = copy("tiny-sd1");
+  test::write_file(root + "/vae/config.json", "{");
+  fs::remove(root + "/tokenizer/merges.txt");
+  // The tokenizer comes before the VAE in model_index.json's checks: its error is the first.
+  const InspectReport r = expect_fails_as_loading(root, "merges.txt' is missing: component 'tokenizer' needs it");
+  EXPECT_EQ(r.tokenizer.error, r.error);
+  EXPECT_ONE_LINE_CONTAINS(r.vae.error, "'" + root + "/vae/config.json' is not valid json");
+  EXPECT_EQ(r.root, root);
+  EXPECT_EQ(r.pipeline, "StableDiffusionPipeline");
+  // The VAE's weights are still read, though without a config nothing can check their keys.
+  EXPECT_EQ(r.vae.class_name, "AutoencoderKL");
+  EXPECT_GT(r.vae.parameters, 0);
+  EXPECT_FALSE(r.vae.keys.has_value());
+  EXPECT_FALSE(r.default_size.has_value());
+  // The components that are fine are reported in full.
+  expect_weights_match_headers(r.text_encoder);
+  expect_weights_match_headers(r.unet);
+  EXPECT_EQ(r.scheduler.dpinfer_name, "pndm");
+
+  const std::string text = r.to_text();
+  EXPECT_NE(text.find("  error: " + r.tokenizer.error + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  error: " + r.vae.error + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("unet: UNet2DConditionModel (diffusers)"), std::string::npos) << text;
+  const json j = as_json(r);
+  EXPECT_EQ(j["path"], root);
+  EXPECT_EQ(j["components"]["tokenizer"]["error"], r.tokenizer.error);
+  EXPECT_EQ(j["components"]["vae"]["error"], r.vae.error);
+  EXPECT_EQ(j["components"]["unet"]["keys"]["ok"], true);
+}
+
+TEST_F(InspectBroken, ReportsAMissingTokenizerFileAndAWrongShapeUnetTensorAtOnce) {
+  const std::string root = copy("tiny-sd1");
+  fs::remove(root + "/tokenizer/merges.txt");
+  edit_entries(root + "/unet/diffusion_pytorch_model.safetensors", [](std::vector<Entry>& entries) {
+    for (Entry& e : entries)
+      if (e.name == "conv_in.bias") e.shape = {e.shape[0] / 2, 2};
+  });
+  const InspectReport r = expect_fails_as_loading(root, "merges.txt' is missing");
+  ASSERT_TRUE(r.unet.keys.has_value());
+  ASSERT_EQ(r.unet.keys->mismatched.size(), 1u);
+  EXPECT_EQ(r.unet.keys->mismatched[0].rfind("conv_in.bias is [", 0), 0u) << r.unet.keys->mismatched[0];
+  EXPECT_ONE_LINE_CONTAINS(r.unet.error, "component 'unet': the weights in '");
+  EXPECT_ONE_LINE_CONTAINS(r.unet.error, "1 of the wrong shape (conv_in.bias is [");
+  EXPECT_NE(r.to_text().find("    of the wrong shape: 1 (conv_in.bias is ["), std::string::npos) << r.to_text();
+}
+
+TEST_F(InspectBroken, ReportsEverythingElseWhenOnlyTheUnetConfigIsBroken) {
+  const std::string root = copy("tiny-sd1");
+  test::write_file(root + "/unet/config.json", "{\"_class_name\": ");
+  const InspectReport r = expect_fails_as_loading(root, "'" + root + "/unet/config.json' is not valid json");
+  EXPECT_EQ(r.unet.error, r.error);
+  EXPECT_EQ(r.unet.path, root + "/unet");
+  EXPECT_GT(r.unet.parameters, 0);
+  expect_weights_match_headers(r.text_encoder);
+  expect_weights_match_headers(r.vae);
+  EXPECT_EQ(r.tokenizer.model_max_length, 77);
+
+  for (const bool as_json_flag : {false, true}) {
+    std::vector<std::string> argv{test::dpinfer_binary(), "inspect", root};
+    if (as_json_flag) argv.push_back("--json");
+    const test::RunResult run = test::run(argv);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(run.err, "error: " + r.error + "\n");
+    if (as_json_flag) {
+      const json j = json::parse(run.out);
+      EXPECT_EQ(j["path"], root);
+      EXPECT_EQ(j["pipeline"], "StableDiffusionPipeline");
+      EXPECT_EQ(j["components"]["unet"]["error"], r.error);
+      EXPECT_EQ(j["components"]["vae"]["keys"]["ok"], true);
+      EXPECT_EQ(j["components"]["scheduler"]["dpinfer_name"], "pndm");
+    } else {
+      EXPECT_NE(run.out.find("path: " + root + "\n"), std::string::npos) << run.out;
+      EXPECT_NE(run.out.find("unet: UNet2DConditionModel (diffusers)\n  folder: " + root + "/unet\n"),
+                std::string::npos)
+          << run.out;
+      EXPECT_NE(run.out.find("  error: " + r.error + "\n"), std::string::npos) << run.out;
+      EXPECT_NE(run.out.find("vae: AutoencoderKL (diffusers)"), std::string::npos) << run.out;
+      EXPECT_NE(run.out.find("fails: the model does not load"), std::string::npos) << run.out;
+    }
+  }
+}
+
+TEST_F(InspectBroken, ReportsAComponentModelIndexLacksAndAVariantNoComponentHas) {
+  const std::string root = copy("tiny-sd1");
+  json index = read_json(root + "/model_index.json");
+  index.erase("vae");
+  test::write_file(root + "/model_index.json", index.dump(2));
+  const InspectReport r = expect_fails_as_loading(root, "has no 'vae' component", "fp16");
+  EXPECT_EQ(r.vae.error, r.error);
+  EXPECT_TRUE(r.vae.path.empty());
+  EXPECT_TRUE(r.vae.files.empty());
+  EXPECT_ONE_LINE_CONTAINS(r.variant_error, "has no fp16 weights in unet, text_encoder or vae");
+  for (const ComponentReport* c : {&r.text_encoder, &r.unet}) {
+    expect_weights_match_headers(*c);
+    EXPECT_TRUE(c->fell_back);
+  }
+  const std::string text = r.to_text();
+  EXPECT_NE(text.find("variant: fp16\n  error: " + r.variant_error + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nvae: ?\n  error: " + r.error + "\n"), std::string::npos) << text;
+  EXPECT_EQ(as_json(r)["variant_error"], r.variant_error);
+}
+
+// A scheduler class dpinfer lacks: generate runs with --scheduler, and so does inspect.
+TEST_F(InspectBroken, AnUnsupportedSchedulerClassLoadsWithSchedulerGiven) {
+  const std::string root = copy("tiny-sd1");
+  json config = read_json(root + "/scheduler/scheduler_config.json");
+  config["_class_name"] = "HeunDiscreteScheduler";
+  test::write_file(root + "/scheduler/scheduler_config.json", config.dump(2));
+  const InspectReport own = expect_fails_as_loading(root, "_class_name 'HeunDiscreteScheduler' is not supported");
+  EXPECT_EQ(own.scheduler.error, own.error);
+
+  ASSERT_EQ(load_error(root, "", "euler"), "");
+  const InspectReport r = inspect_model(root, "", "euler");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.scheduler.class_name, "HeunDiscreteScheduler");
+  EXPECT_EQ(r.scheduler.requested, "euler");
+  EXPECT_EQ(r.scheduler.dpinfer_name, "euler");
+  EXPECT_EQ(as_json(r)["components"]["scheduler"]["requested"], "euler");
+  // dpm++2m-karras is a name of its own, not the config's class.
+  EXPECT_EQ(inspect_model(root, "", "dpm++2m-karras").scheduler.dpinfer_name, "dpm++2m-karras");
+
+  const InspectReport bad = inspect_model(root, "", "heun");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error, load_error(root, "", "heun"));
+  EXPECT_ONE_LINE_CONTAINS(bad.error, "unknown scheduler 'heun'; valid: pndm, ddim, euler");
+  EXPECT_EQ(bad.scheduler.error, bad.error);
+
+  const test::RunResult text = test::run({test::dpinfer_binary(), "inspect", root, "--scheduler", "euler"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("scheduler: HeunDiscreteScheduler (dpinfer euler, from --scheduler)\n"), std::string::npos)
+      << text.out;
+  const test::RunResult js = test::run({test::dpinfer_binary(), "inspect", "--scheduler", "euler", root, "--json"});
+  EXPECT_EQ(js.exit_code, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out), as_json(r));
+  const test::RunResult unknown = test::run({test::dpinfer_binary(), "inspect", root, "--scheduler", "heun"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err, "error: " + bad.error + "\n");
+  EXPECT_NE(unknown.out.find("scheduler: HeunDiscreteScheduler (--scheduler heun)\n"), std::string::npos)
+      << unknown.out;
+  const test::RunResult without = test::run({test::dpinfer_binary(), "inspect", root});
+  EXPECT_EQ(without.exit_code, 2);
+  EXPECT_EQ(without.err, "error: " + own.error + "\n");
+}
+
 /// The real binaries: `dpinfer inspect` execs `dpinfer-worker inspect`.
 class InspectBinary : public InspectBroken {};
 
@@ -430,6 +579,11 @@ TEST_F(InspectBinary, ExitsTwoWithTheLoadErrorOnOneLine) {
   const test::RunResult extra = test::run({test::dpinfer_binary(), "inspect", root, "--bogus"});
   EXPECT_EQ(extra.exit_code, 2);
   EXPECT_EQ(extra.err, "error: the following argument was not expected: --bogus; see 'dpinfer inspect --help'\n");
+  // In the order given (CLI11 2.1 itself lists them back to front).
+  const test::RunResult extras = test::run({test::dpinfer_binary(), "inspect", root, "first", "second", "third"});
+  EXPECT_EQ(extras.exit_code, 2);
+  EXPECT_EQ(extras.err,
+            "error: the following arguments were not expected: first second third; see 'dpinfer inspect --help'\n");
   const test::RunResult missing = test::run({test::dpinfer_binary(), "inspect", dir_.file("nowhere")});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err, "error: " + load_error(dir_.file("nowhere")) + "\n");

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/pipeline/scheduler.h"
 #include "dpinfer/pipeline/stable_diffusion.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
@@ -41,21 +42,29 @@ std::string cli11_message(const CLI::ParseError& e) {
   return s;
 }
 
-/// `dpinfer inspect MODEL [--variant V] [--json]`: the report on stdout; when the model
-/// would not load, the error `dpinfer generate` would stop with on stderr, exit 2.
+/// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--json]`: the report on stdout;
+/// when the model would not load, the error `dpinfer generate` would stop with on stderr, exit 2.
 int inspect_main(int argc, char** argv) {
   dpinfer::log::setup(false);
   dpinfer::log::set_prefix("");  // as `dpinfer generate` run alone
-  std::string model, variant;
+  std::string model, variant, scheduler;
   bool json = false;
   CLI::App app(
       "Checks that a model would load, reading its configs and the headers of its weight files, and prints "
       "what it holds: the components, their configs, parameter counts and dtypes, the tokenizer, the "
-      "scheduler, and any missing or unexpected weights.\n\n  dpinfer inspect MODEL [--variant fp16] [--json]",
+      "scheduler, and any missing or unexpected weights.\n\n  dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] "
+      "[--json]",
       "dpinfer inspect");
   app.add_option("MODEL", model, "a diffusers directory (with model_index.json) or a hub id in the Hugging Face cache")
       ->required();
   app.add_option("--variant", variant, "inspect the weights `dpinfer generate --variant` would load, e.g. fp16");
+  // generate's names, checked by the same make_scheduler() call: a model whose own scheduler
+  // class dpinfer lacks still loads with --scheduler, and inspect should say so.
+  std::string names;
+  for (const std::string& name : dpinfer::pipeline::scheduler_names()) names += (names.empty() ? "" : ", ") + name;
+  app.add_option("--scheduler", scheduler,
+                 "inspect with the scheduler `dpinfer generate --scheduler` would use: " + names +
+                     " (default: the model's)");
   app.add_flag("--json", json, "print the report as json on stdout, for scripts");
   app.footer(
       "Exit status: 0 when the model loads, 2 when it does not (with the error on stderr), 1 when inspect itself "
@@ -65,12 +74,21 @@ int inspect_main(int argc, char** argv) {
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return exit_status::kSuccess;
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 2.1's ExtrasError joins its list back to front (detail::rjoin), so `inspect M a b`
+    // would say "b a"; app.remaining() has them in the order given.
+    const std::vector<std::string> extras = app.remaining();
+    std::string listed;
+    for (const std::string& word : extras) listed += (listed.empty() ? "" : " ") + word;
+    dpinfer::log::error("the following argument{} not expected: {}; see 'dpinfer inspect --help'",
+                        extras.size() > 1 ? "s were" : " was", listed);
+    return exit_status::kBadInput;
   } catch (const CLI::ParseError& e) {
     dpinfer::log::error("{}; see 'dpinfer inspect --help'", cli11_message(e));
     return exit_status::kBadInput;
   }
   try {
-    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant);
+    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant, scheduler);
     if (json)
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else

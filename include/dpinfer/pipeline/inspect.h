@@ -63,7 +63,10 @@ struct TokenizerReport {
 struct SchedulerReport {
   std::string class_name;       ///< scheduler_config.json's _class_name
   std::string path;
-  std::string dpinfer_name;     ///< what make_scheduler() builds from it ("pndm"), when it can
+  std::string requested;        ///< the --scheduler name asked for, or empty for the config's own class
+  /// What make_scheduler() builds from the config and `requested` ("pndm"), when it can: the
+  /// scheduler `dpinfer generate` would use.
+  std::string dpinfer_name;
   std::string prediction_type;  ///< as the config says, or empty when unset (epsilon)
   std::string timestep_spacing; ///< as the config says, or empty when unset (the class default)
   std::string error;            ///< what make_scheduler() throws, or empty
@@ -74,6 +77,7 @@ struct SchedulerReport {
 struct InspectReport {
   std::string spec;      ///< as given
   std::string variant;   ///< as given
+  std::string variant_error;  ///< resolve_model()'s "no such variant in any component", or empty
   std::string root;      ///< the resolved directory; empty when resolve_model() failed
   std::string revision;  ///< the hub cache snapshot's commit, or empty
   std::string pipeline;  ///< model_index.json's _class_name
@@ -98,14 +102,17 @@ struct InspectReport {
 };
 
 /// Inspects `spec` (a directory or a hub id, see resolve_model()) with `variant` ("fp16" or
-/// empty) the way load_stable_diffusion() loads it: resolve_model(), the tokenizer, the text
-/// encoder, UNet and VAE configs, then for each of those three its module built from the
-/// config, its weight files and the strict key check of match_keys(), then make_scheduler().
-/// Every step runs even after one fails, where it still can, so the report shows every
-/// problem; `error` is the one loading would have stopped at. The modules are built on the
+/// empty) and `scheduler` (a --scheduler name, or empty for the model's own) the way
+/// load_stable_diffusion() loads it: resolve_model(), the tokenizer, the text encoder, UNet
+/// and VAE configs, then for each of those three its module built from the config, its
+/// weight files and the strict key check of match_keys(), then make_scheduler(). Every step
+/// runs even after one fails, where it still can (resolve_model() collects the components'
+/// errors rather than stopping at the first), so the report shows every problem; `error` is
+/// the one loading would have stopped at. The modules are built on the
 /// CPU in float16 (LibTorch modules cannot be built without storage), one at a time: the
 /// largest component's parameters in float16 is the memory this needs. Never throws: a
 /// step that fails records its error and the report says what it could.
-InspectReport inspect_model(const std::string& spec, const std::string& variant = "");
+InspectReport inspect_model(const std::string& spec, const std::string& variant = "",
+                            const std::string& scheduler = "");
 
 }  // namespace dpinfer::pipeline

@@ -48,6 +48,12 @@ struct ModelDir {
 /// ("HF_HUB_CACHE", "~/.cache/huggingface/hub", ...).
 std::string hf_hub_cache_dir(std::string* origin = nullptr);
 
+/// A problem resolve_model() found with one component when asked to collect them.
+struct ModelDirError {
+  std::string component;  ///< "unet", ...; empty for the --variant check across components
+  std::string message;    ///< what resolve_model() without `errors` throws for it
+};
+
 /// Resolves `spec` to a Stable Diffusion pipeline directory:
 /// - an existing directory that holds model_index.json, or else
 /// - a hub id "org/name" or "org/name@revision" (a branch, tag or commit; "main" when
@@ -61,6 +67,14 @@ std::string hf_hub_cache_dir(std::string* origin = nullptr);
 /// diffusers' pipeline loader does (the caller may log which fell back: those whose
 /// Component::variant stays empty); at least one must have it. Throws dpinfer::Error
 /// with what was looked at and what to do.
-ModelDir resolve_model(const std::string& spec, const std::string& variant = "");
+///
+/// With `errors` (for `dpinfer inspect`, which reports every problem at once), a component
+/// that fails is appended to it instead, in the order above, left with what was read of it
+/// before the failure (its name always; its library, class and folder when model_index.json
+/// gives them; its config when that parsed), and the others are still read; the first entry
+/// is what the call without `errors` throws. Problems before the components (the path, the
+/// cache, model_index.json itself) still throw.
+ModelDir resolve_model(const std::string& spec, const std::string& variant = "",
+                       std::vector<ModelDirError>* errors = nullptr);
 
 }  // namespace dpinfer::pipeline
