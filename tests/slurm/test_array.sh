@@ -13,14 +13,22 @@ cat >"$work/job.sh" <<JOB
 exec "$DPINFER_BIN" generate "$work/prompts.txt" --out "$work/out" --model "$DPINFER_TINY_MODEL" --steps 2 --device cpu
 JOB
 
+# array_wait SBATCH_ARGS...: submits an array and waits for all its tasks (sbatch
+# --wait exits with their highest status); prints the array's job id.
+array_wait() {
+  local out rc
+  set +e
+  out="$(timeout 240 sbatch --parsable --wait "$@" 2>"$work/sbatch.err")"
+  rc=$?
+  set -e
+  out="${out%%;*}"
+  [ -z "$out" ] || echo "$out" >>"$work/.jobs"  # for the cleanup (this runs in a subshell)
+  [ $rc -eq 0 ] || fail "sbatch --wait $* exited with $rc (the highest exit status of the tasks, or 124: timeout): $(cat "$work/sbatch.err")"
+  echo "$out"
+}
+
 say "sbatch --array=0-2 --wait"
-set +e
-job="$(timeout 240 sbatch --parsable --wait --array=0-2 --output="$work/task-%A_%a.log" "$work/job.sh" 2>"$work/sbatch.err")"
-rc=$?
-set -e
-job="${job%%;*}"
-[ -n "$job" ] && submitted+=("$job")
-[ $rc -eq 0 ] || fail "sbatch --wait exited with $rc (the highest exit status of the tasks, or 124: timeout): $(cat "$work/sbatch.err")"
+job="$(array_wait --array=0-2 --output="$work/task-%A_%a.log" "$work/job.sh")"
 for t in 0 1 2; do
   [ "$(job_field "${job}_$t" JobState)" = COMPLETED ] || fail "array task ${job}_$t is $(job_field "${job}_$t" JobState)"
 done
@@ -44,13 +52,7 @@ cat >"$work/job2.sh" <<JOB
 srun -n2 "$DPINFER_BIN" generate "$work/prompts.txt" --out "$work/out2" --model "$DPINFER_TINY_MODEL" --steps 2 --device cpu
 JOB
 say "sbatch --array=0-1 -n2 --wait (srun -n2 in each task)"
-set +e
-job2="$(timeout 240 sbatch --parsable --wait --array=0-1 -n2 --output="$work/task2-%A_%a.log" "$work/job2.sh" 2>"$work/sbatch.err")"
-rc=$?
-set -e
-job2="${job2%%;*}"
-[ -n "$job2" ] && submitted+=("$job2")
-[ $rc -eq 0 ] || fail "sbatch --wait (two ranks per task) exited with $rc: $(cat "$work/sbatch.err")"
+array_wait --array=0-1 -n2 --output="$work/task2-%A_%a.log" "$work/job2.sh" >/dev/null
 "$DPINFER_BIN" merge "$work/out2" >"$work/merge2.log" 2>&1 || fail "dpinfer merge exited with $?: $(cat "$work/merge2.log")"
 # 7 items: shard 0/2 has 4 (2 + 2 over its ranks), shard 1/2 has 3 (2 + 1).
 counts="$(check_outputs "$work/out2" --items 7 --manifests 'manifest.shard*-of-2.*' --metadata --counts 1,2,2,2 \
