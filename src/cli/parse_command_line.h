@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::cli {
@@ -19,6 +20,8 @@ inline bool parse_command_line(CLI::App& app, const std::vector<std::string>& ar
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return false;
+  } catch (const CLI::ExtrasError&) {
+    throw UsageError(unexpected_arguments(app) + "; see '" + command + " --help'");
   } catch (const CLI::ParseError& e) {
     throw UsageError(one_line(e.what()) + "; see '" + command + " --help'");
   }

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 
+#include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::worker {
@@ -125,6 +126,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   } catch (const CLI::CallForHelp&) {
     if (help) *help = app.help();
     return o;
+  } catch (const CLI::ExtrasError&) {
+    throw UsageError(unexpected_arguments(app) + "; see 'dpinfer generate --help'");
   } catch (const CLI::ParseError& e) {
     throw UsageError(one_line(e.what()) + "; see 'dpinfer generate --help'");
   }

@@ -387,6 +387,7 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
       {{dir.file("nul.jsonl")}, "nul.jsonl' line 2: 'prompt' contains a NUL character"},
       {{dir.file("seed.jsonl")}, "seed.jsonl' line 1: 'seed' + num_images - 1 must stay below 2^63"},
       {{dir.file("cfg.jsonl")}, "cfg.jsonl' line 1: invalid JSON"},
+      {{dir.file("p.txt"), "a", "b"}, "the following arguments were not expected: a b; see 'dpinfer generate --help'"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv = args;

@@ -8,6 +8,7 @@
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/scheduler.h"
 #include "dpinfer/pipeline/stable_diffusion.h"
+#include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/worker/worker.h"
@@ -75,13 +76,7 @@ int inspect_main(int argc, char** argv) {
     std::cout << app.help();
     return exit_status::kSuccess;
   } catch (const CLI::ExtrasError&) {
-    // CLI11 2.1's ExtrasError joins its list back to front (detail::rjoin), so `inspect M a b`
-    // would say "b a"; app.remaining() has them in the order given.
-    const std::vector<std::string> extras = app.remaining();
-    std::string listed;
-    for (const std::string& word : extras) listed += (listed.empty() ? "" : " ") + word;
-    dpinfer::log::error("the following argument{} not expected: {}; see 'dpinfer inspect --help'",
-                        extras.size() > 1 ? "s were" : " was", listed);
+    dpinfer::log::error("{}; see 'dpinfer inspect --help'", dpinfer::unexpected_arguments(app));
     return exit_status::kBadInput;
   } catch (const CLI::ParseError& e) {
     dpinfer::log::error("{}; see 'dpinfer inspect --help'", cli11_message(e));
