@@ -85,13 +85,15 @@ void print_lines(const std::vector<std::string>& lines) {
 
 std::string find_generate_worker() {
   const std::string dir = self_exe_dir();
-  for (const std::string& candidate :
-       {dir + "/" + kWorkerExecutable, dir + "/../libexec/dpinfer/" + kWorkerExecutable}) {
+  // Next to dpinfer in the build tree; once installed, in LIBEXECDIR/dpinfer, as seen
+  // from BINDIR (src/CMakeLists.txt works the relative path out from GNUInstallDirs).
+  const std::string installed = dir + "/" + DPINFER_BIN_TO_WORKER_DIR;
+  for (const std::string& candidate : {dir + "/" + kWorkerExecutable, installed + "/" + kWorkerExecutable}) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   throw CommandError("this dpinfer build has no image-generation worker ('" + std::string(kWorkerExecutable) +
-                         "' is neither in " + dir + " nor in " + dir +
-                         "/../libexec/dpinfer); build dpinfer with LibTorch (see README), or launch "
+                         "' is neither in " + dir + " nor in " + installed +
+                         "); build dpinfer with LibTorch (see README), or launch "
                          "your own worker with: dpinfer launch -- CMD ARGS...",
                      exit_status::kNotFound);
 }

@@ -15,8 +15,12 @@ std::string default_model_dir() {
   if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
     candidates.push_back(std::string(data) + "/models/" + kDefaultModelName);
   const std::string exe = launcher::self_exe_dir();
+  // Installed: DATADIR/dpinfer/models as seen from LIBEXECDIR/dpinfer, where the worker
+  // lives (src/CMakeLists.txt works the relative path out from GNUInstallDirs, so a
+  // distribution's own LIBEXECDIR or DATADIR works, and the tree can be moved).
+  candidates.push_back(exe + "/" + DPINFER_WORKER_TO_MODELS_DIR + "/" + kDefaultModelName);
+  // The build tree: the worker in tools/, the models linked at share/dpinfer/models.
   candidates.push_back(exe + "/../share/dpinfer/models/" + kDefaultModelName);
-  candidates.push_back(exe + "/../../share/dpinfer/models/" + kDefaultModelName);
   std::string looked;
   for (const std::string& dir : candidates) {
     if (::access((dir + "/model_index.json").c_str(), R_OK) == 0) {
