@@ -1,5 +1,6 @@
 #include "dpinfer/worker/generate_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -51,9 +52,18 @@ void add_options(CLI::App& app, GenerateOptions& o) {
 std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
   std::ifstream in(path);
   if (!in) throw UsageError("--config: cannot read '" + path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    throw UsageError("--config '" + path + "': expected one JSON object such as {\"steps\": 30}");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's message says where: "[json.exception.parse_error.101] parse error at line 1, column 12: ..."
+    const std::string why = e.what();
+    throw UsageError("--config '" + path + "': not JSON (" + why.substr(why.find(']') + 2) +
+                     "); expected one object such as {\"steps\": 30}");
+  }
+  if (!j.is_object())
+    throw UsageError("--config '" + path + "': expected one JSON object such as {\"steps\": 30}, got " +
+                     std::string(j.type_name()));
   std::vector<std::string> words;
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string key = it.key();
@@ -68,9 +78,15 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
       throw UsageError("--config '" + path + "': unknown key '" + it.key() + "'; see 'dpinfer generate --help'");
     }
     const auto& v = it.value();
+    const std::string where = "--config '" + path + "': '" + it.key() + "'";
+    if (opt->get_expected_min() == 0 && !v.is_boolean())
+      throw UsageError(where + " is a flag: give true or false, got " + v.dump());
+    // CLI11 would say "Could not convert: --steps = 3.5", naming neither the file nor the key.
+    const std::string type = opt->get_type_name();
+    if (type == "INT" && !v.is_number_integer()) throw UsageError(where + " must be an integer, got " + v.dump());
+    if (type == "FLOAT" && !v.is_number()) throw UsageError(where + " must be a number, got " + v.dump());
     if (v.is_boolean()) {
-      if (opt->get_expected_min() != 0)
-        throw UsageError("--config '" + path + "': '" + it.key() + "' takes a value, not true/false");
+      if (opt->get_expected_min() != 0) throw UsageError(where + " takes a value, not true/false");
       if (v.get<bool>()) words.push_back("--" + key);
     } else if (v.is_string()) {
       words.insert(words.end(), {"--" + key, v.get<std::string>()});
@@ -108,6 +124,10 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::string> words = args;
   // A first pass finds --config; its keys go before the command line, which so wins.
+  if (std::count_if(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--config" || a.rfind("--config=", 0) == 0;
+      }) > 1)
+    throw UsageError("--config given more than once; merge the files into one");
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--config") {
       auto extra = config_words(args[i + 1], app);

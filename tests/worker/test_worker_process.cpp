@@ -378,6 +378,9 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
   write_file(dir.file("nul.jsonl"), std::string("{\"prompt\": \"ok\"}\n{\"prompt\": \"nul\\u0000byte\"}\n"));
   write_file(dir.file("seed.jsonl"), "{\"prompt\": \"x\", \"seed\": 9223372036854775807, \"num_images\": 3}\n");
   write_file(dir.file("cfg.jsonl"), "{\"prompt\": \"x\", \"guidance_scale\": 1e999}\n");
+  write_file(dir.file("float_steps.json"), "{\"steps\": 3.5}");
+  write_file(dir.file("flag.json"), "{\"overwrite\": \"yes\"}");
+  write_file(dir.file("broken.json"), "{\"steps\": 3,");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{dir.file("adir")}, "is a directory; give a .txt or .jsonl file"},
       {{dir.file("p.txt"), "--out", dir.file("afile")}, "--out '" + dir.file("afile") + "': cannot make it a directory"},
@@ -388,6 +391,11 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
       {{dir.file("seed.jsonl")}, "seed.jsonl' line 1: 'seed' + num_images - 1 must stay below 2^63"},
       {{dir.file("cfg.jsonl")}, "cfg.jsonl' line 1: invalid JSON"},
       {{dir.file("p.txt"), "a", "b"}, "the following arguments were not expected: a b; see 'dpinfer generate --help'"},
+      {{dir.file("p.txt"), "--config", dir.file("float_steps.json")}, "float_steps.json': 'steps' must be an integer, got 3.5"},
+      {{dir.file("p.txt"), "--config", dir.file("flag.json")}, "flag.json': 'overwrite' is a flag: give true or false"},
+      {{dir.file("p.txt"), "--config", dir.file("broken.json")}, "broken.json': not JSON (parse error at line 1"},
+      {{dir.file("p.txt"), "--config", dir.file("flag.json"), "--config", dir.file("flag.json")},
+       "--config given more than once"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv = args;
