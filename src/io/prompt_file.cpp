@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
@@ -54,8 +55,20 @@ std::string get_string(const json& v, const std::string& key, const std::string&
 
 PromptSpec parse_json_line(const std::string& text, const std::string& name, int line) {
   json obj;
+  // JSON allows a key twice and nlohmann keeps the last; in a prompts file that is a
+  // mistake ({"prompt": "a", ..., "prompt": "b"}), so the parser's callback looks out for it.
+  std::vector<std::set<std::string>> keys;  // per open object
+  std::string duplicate;
+  auto watch = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    obj = json::parse(text);
+    obj = json::parse(text, watch);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     std::string why = e.what();
     auto colon = why.rfind(": ");
@@ -63,6 +76,7 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
                          "); each line must be one object such as {\"prompt\": \"a red fox\"}");
   }
   if (!obj.is_object()) fail(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + obj.dump());
+  if (!duplicate.empty()) fail(name, line, "key '" + duplicate + "' appears twice; keep one");
   PromptSpec s;
   s.line = line;
   if (!obj.contains("prompt")) fail(name, line, "missing the required key 'prompt'");

@@ -379,6 +379,7 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
   write_file(dir.file("seed.jsonl"), "{\"prompt\": \"x\", \"seed\": 9223372036854775807, \"num_images\": 3}\n");
   write_file(dir.file("cfg.jsonl"), "{\"prompt\": \"x\", \"guidance_scale\": 1e999}\n");
   write_file(dir.file("float_steps.json"), "{\"steps\": 3.5}");
+  write_file(dir.file("twice.jsonl"), "{\"prompt\": \"a\", \"steps\": 3, \"prompt\": \"b\"}\n");
   write_file(dir.file("flag.json"), "{\"overwrite\": \"yes\"}");
   write_file(dir.file("broken.json"), "{\"steps\": 3,");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -390,6 +391,7 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
       {{dir.file("nul.jsonl")}, "nul.jsonl' line 2: 'prompt' contains a NUL character"},
       {{dir.file("seed.jsonl")}, "seed.jsonl' line 1: 'seed' + num_images - 1 must stay below 2^63"},
       {{dir.file("cfg.jsonl")}, "cfg.jsonl' line 1: invalid JSON"},
+      {{dir.file("twice.jsonl")}, "twice.jsonl' line 1: key 'prompt' appears twice; keep one"},
       {{dir.file("p.txt"), "a", "b"}, "the following arguments were not expected: a b; see 'dpinfer generate --help'"},
       {{dir.file("p.txt"), "--config", dir.file("float_steps.json")}, "float_steps.json': 'steps' must be an integer, got 3.5"},
       {{dir.file("p.txt"), "--config", dir.file("flag.json")}, "flag.json': 'overwrite' is a flag: give true or false"},
