@@ -643,6 +643,8 @@ class GenerateRun {
     const nlohmann::json now = item_record(it, pipe_->info());
     // What the image is, with the value a record lacking the field stands for: records
     // of older versions have no clip_skip or guidance_rescale, and were made without.
+    // The merge's kIdentityFields (io/manifest.cpp) less "model": one model has many
+    // names (a path, a hub id), and resume cannot tell them apart.
     static const std::pair<const char*, nlohmann::json> kIdentity[] = {
         {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},      {"steps", nullptr},
         {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr},    {"scheduler", nullptr},
