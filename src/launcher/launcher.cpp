@@ -197,7 +197,7 @@ int run_launch(const LaunchOptions& given) {
     }
     log::debug("attempt {}: {} worker(s) on node {}/{} (world size {}), master {}:{}", attempt, nproc, o.node_rank,
                o.nnodes, group.layout.world_size(), group.master_addr, group.master_port);
-    AttemptResult result = run_attempt(ranks, o.output, o.grace_period_s, attempt, o.run_id);
+    AttemptResult result = run_attempt(ranks, o.output, o.grace_period_s, attempt);
     if (result.interrupted_by && !result.root_cause) {
       log::warn("interrupted by {}; all workers have ended", signal_name(result.interrupted_by));
       return exit_status::kSignalBase + result.interrupted_by;

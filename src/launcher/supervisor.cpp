@@ -99,19 +99,15 @@ struct LiveRank {
 
 class Attempt {
  public:
-  Attempt(const std::vector<RankSpec>& specs, const OutputOptions& output, double grace_s, int attempt,
-          const std::string& run_id)
+  Attempt(const std::vector<RankSpec>& specs, const OutputOptions& output, double grace_s, int attempt)
       : output_(output), grace_ns_(static_cast<int64_t>(grace_s * kNsPerSecond)) {
     sigset_t set = launcher_signals();
     sig_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sig_fd_ < 0) throw SystemError("signalfd", errno);
     if (::pipe2(life_, O_CLOEXEC) != 0) throw SystemError("pipe2", errno);
     std::string log_dir;
-    if (!output.log_dir.empty()) {
-      // run_launch makes this run's own directory; without one, DIR/RUN_ID is shared
-      // with every other run of that id.
-      log_dir = (output.run_log_dir.empty() ? output.log_dir + "/" + run_id : output.run_log_dir) + "/attempt_" +
-                std::to_string(attempt);
+    if (!output.run_log_dir.empty()) {
+      log_dir = output.run_log_dir + "/attempt_" + std::to_string(attempt);
       std::error_code ec;
       std::filesystem::create_directories(log_dir, ec);
       if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
@@ -527,8 +523,8 @@ void prepare_launcher_process() {
 }
 
 AttemptResult run_attempt(const std::vector<RankSpec>& ranks, const OutputOptions& output,
-                          double grace_period_s, int attempt, const std::string& run_id) {
-  Attempt a(ranks, output, grace_period_s, attempt, run_id);
+                          double grace_period_s, int attempt) {
+  Attempt a(ranks, output, grace_period_s, attempt);
   return a.run();
 }
 

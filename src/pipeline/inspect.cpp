@@ -30,7 +30,7 @@ constexpr size_t kMaxListed = 10;
 /// Records a failed step: `message` goes to `own` (the component's error, when it has none
 /// yet) and to the report's error (when it is the first).
 void record(InspectReport& report, std::string* own, std::string message, bool bad_input) {
-  message = message.substr(0, message.find('\n'));  // c10::Error appends its context
+  message = first_line(message);
   if (own && own->empty()) *own = message;
   if (report.error.empty()) {
     report.error = message;

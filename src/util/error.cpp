@@ -14,4 +14,6 @@ std::string one_line(std::string message) {
   return message;
 }
 
+std::string first_line(const std::string& message) { return message.substr(0, message.find('\n')); }
+
 }  // namespace dpinfer

@@ -742,7 +742,6 @@ class GenerateRun {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
-  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
   const GenerateOptions& o_;
   const PipelineFactory& factory_;
@@ -791,8 +790,7 @@ int run_generate_guarded(GenerateRun& run) {
     run.report_progress(true);
     return 128 + g_stop_signal;
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
+    const std::string msg = first_line(e.what());
     log::error("{}", msg);
     run.report_progress(true);
     run.abort(msg);

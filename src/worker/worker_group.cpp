@@ -48,10 +48,8 @@ struct WorkerGroup::Impl {
     try {
       return call();
     } catch (const std::exception& e) {
-      std::string first_line = e.what();
       throw Error("lost the connection to the store at " + where +
-                  " that rank 0 hosts: rank 0, or its node, died or stopped (" +
-                  first_line.substr(0, first_line.find('\n')) + ")");
+                  " that rank 0 hosts: rank 0, or its node, died or stopped (" + first_line(e.what()) + ")");
     }
   }
   std::map<std::string, int64_t> local_counters;  // the counters of a world of one
@@ -94,16 +92,15 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const RankInfo& r, const Options&
       g->impl_->store->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout));
       return g;
     } catch (const std::exception& e) {
-      std::string first_line = e.what();
-      first_line = first_line.substr(0, first_line.find('\n'));
+      const std::string why = first_line(e.what());
       if (r.rank == 0)  // the server binds at once or not at all
-        throw Error("rank 0 cannot host the store at " + where + ": " + first_line);
+        throw Error("rank 0 cannot host the store at " + where + ": " + why);
       if (options.interrupted()) throw Interrupted();
       if (std::chrono::steady_clock::now() < deadline) continue;
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       throw Error("rank " + std::to_string(r.rank) + " waited " + std::to_string(static_cast<int>(waited)) +
                   " s for rank 0's store at " + where +
-                  ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + first_line);
+                  ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
     }
   }
 }

@@ -17,7 +17,7 @@ struct OutputOptions {
   std::string log_dir;              ///< empty: no files
   /// This launcher run's own directory under log_dir, DIR/RUN_ID_XXXXXX, made fresh
   /// by run_launch (mkdtemp) so that no run overwrites another's logs; the
-  /// attempts write to attempt_N inside it.
+  /// attempts write to attempt_N inside it. Set exactly when log_dir is.
   std::string run_log_dir;
   bool tee = false;                 ///< with log_dir: also print to the console
   bool quiet = false;               ///< print no worker output on the console

@@ -50,10 +50,10 @@ struct AttemptResult {
 };
 
 /// Runs the group until every worker has ended and returns the outcome.
-/// `attempt` numbers the log files. Signals must already be blocked (see
-/// block_launcher_signals) so that none is lost between attempts.
+/// `attempt` numbers the log files (output.run_log_dir/attempt_N). Signals must
+/// already be blocked (see block_launcher_signals) so that none is lost between attempts.
 AttemptResult run_attempt(const std::vector<RankSpec>& ranks, const OutputOptions& output,
-                          double grace_period_s, int attempt, const std::string& run_id);
+                          double grace_period_s, int attempt);
 
 /// Blocks SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGCHLD for the signalfd loop, ignores
 /// SIGPIPE, and makes the launcher a child subreaper so that it reaps whatever

@@ -40,4 +40,8 @@ class SystemError : public Error {
 /// LibTorch messages span lines; dpinfer prints one).
 std::string one_line(std::string message);
 
+/// The first line of `message`: c10::Error appends its C++ context and backtrace on
+/// the lines after, which a user should never see.
+std::string first_line(const std::string& message);
+
 }  // namespace dpinfer
