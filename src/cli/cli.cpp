@@ -10,8 +10,8 @@
 #include <iostream>
 
 #include "dpinfer/launcher/command_error.h"
-#include "dpinfer/launcher/exit_status.h"
 #include "dpinfer/launcher/launcher.h"
+#include "dpinfer/launcher/termination.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/version.h"
@@ -20,7 +20,6 @@ namespace dpinfer::cli {
 namespace {
 
 using launcher::LaunchOptions;
-namespace exit_status = launcher::exit_status;
 
 constexpr const char* kLaunchUsage =
     "dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]   run `dpinfer generate` workers\n"
@@ -197,22 +196,22 @@ int run_cli(int argc, char** argv) {
                    "       dpinfer --version\n\n"
                    "'dpinfer launch --help' lists the launch options; the README documents the\n"
                    "worker environment, exit statuses and output layout.\n";
-      return sub.empty() ? exit_status::kUsage : exit_status::kSuccess;
+      return sub.empty() ? exit_status::kBadInput : exit_status::kSuccess;
     }
     throw UsageError("unknown command '" + sub +
                      "'; expected launch, generate, inspect, merge, status or --version (see 'dpinfer --help')");
   } catch (const UsageError& e) {
     log::error("{}", e.what());
-    return exit_status::kUsage;
+    return exit_status::kBadInput;
   } catch (const InputError& e) {  // a prompts file, a manifest: bad input, as generate's status 2
     log::error("{}", e.what());
-    return exit_status::kUsage;
+    return exit_status::kBadInput;
   } catch (const launcher::CommandError& e) {
     log::error("{}", e.what());
     return e.status();
   } catch (const std::exception& e) {
     log::error("{}", e.what());
-    return exit_status::kLauncherError;
+    return exit_status::kFailure;
   }
 }
 

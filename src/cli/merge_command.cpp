@@ -7,7 +7,7 @@
 
 #include "dpinfer/cli/run_dir_commands.h"
 #include "dpinfer/io/manifest.h"
-#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/launcher/termination.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "parse_command_line.h"
@@ -26,7 +26,7 @@ int run_merge_command(const std::vector<std::string>& args) {
   app.add_flag("--latest-wins", latest_wins,
                "when two manifests disagree on what an item is (prompt, seed, size, ...), keep its latest record "
                "instead of refusing to merge");
-  if (!parse_command_line(app, args, "dpinfer merge")) return launcher::exit_status::kSuccess;
+  if (!parse_command_line(app, args, "dpinfer merge")) return exit_status::kSuccess;
   std::error_code ec;
   if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
   io::ManifestSet set = io::read_manifests(out);
@@ -54,7 +54,7 @@ int run_merge_command(const std::vector<std::string>& args) {
     log::warn("{} item(s) recorded as done have no PNG in {} and are left out; a resumed run regenerates them",
               missing_files, out);
   if (r.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", r.torn_lines);
-  return launcher::exit_status::kSuccess;
+  return exit_status::kSuccess;
 }
 
 }  // namespace dpinfer::cli

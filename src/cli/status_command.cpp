@@ -9,14 +9,14 @@
 #include "dpinfer/cli/run_dir_commands.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/prompt_file.h"
-#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/launcher/termination.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "parse_command_line.h"
-#include "dpinfer/worker/generate_options.h"
-#include "dpinfer/worker/items.h"
-#include "dpinfer/worker/run_status.h"
-#include "dpinfer/worker/sharding.h"
+#include "dpinfer/plan/generate_options.h"
+#include "dpinfer/plan/items.h"
+#include "dpinfer/plan/run_status.h"
+#include "dpinfer/plan/sharding.h"
 
 namespace dpinfer::cli {
 
@@ -33,14 +33,14 @@ int run_status_command(const std::vector<std::string>& args) {
   app.add_option("--prompts", prompts, "the prompts file the run was given")->required();
   app.add_flag("--json", json, "print one JSON object instead of lines");
   app.allow_extras();  // the rest are generate options
-  if (!parse_command_line(app, args, "dpinfer status")) return launcher::exit_status::kSuccess;
+  if (!parse_command_line(app, args, "dpinfer status")) return exit_status::kSuccess;
   std::vector<std::string> generate_args{prompts, "--out", out};
   for (const std::string& a : app.remaining()) {
     if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
       throw UsageError("dpinfer status: give the output directory as the first argument, not with " + a);
     generate_args.push_back(a);
   }
-  worker::GenerateOptions o = worker::parse_generate_args(generate_args);
+  plan::GenerateOptions o = plan::parse_generate_args(generate_args);
 
   std::error_code ec;
   if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
@@ -48,15 +48,15 @@ int run_status_command(const std::vector<std::string>& args) {
   if (specs.empty()) throw InputError("'" + o.prompts + "' holds no prompt (blank lines are skipped)");
   // Only the item count and the prompts matter here; the defaults are the worker's
   // where they need no model.
-  worker::ItemDefaults d;
+  plan::ItemDefaults d;
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
-  const std::vector<worker::Item> items = worker::expand_items(specs, d);
-  std::optional<worker::OuterShard> only;
-  if (!o.shard.empty()) only = worker::parse_outer_shard(o.shard);
+  const std::vector<plan::Item> items = plan::expand_items(specs, d);
+  std::optional<plan::OuterShard> only;
+  if (!o.shard.empty()) only = plan::parse_outer_shard(o.shard);
 
   const io::ManifestSet set = io::read_manifests(out);
-  const worker::RunStatus st = worker::run_status(items, set, only);
+  const plan::RunStatus st = plan::run_status(items, set, only);
   if (!st.foreign_records.empty())
     throw InputError("'" + out + "': " + st.foreign_records.front() + "; was it written from another prompts file " +
                      "than '" + o.prompts + "'?");
@@ -71,7 +71,7 @@ int run_status_command(const std::vector<std::string>& args) {
               st.conflicts.front().describe());
   if (st.duplicates) log::warn("{} item(s) were generated more than once", st.duplicates);
   if (st.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", st.torn_lines);
-  return st.complete() ? launcher::exit_status::kSuccess : launcher::exit_status::kIncomplete;
+  return st.complete() ? exit_status::kSuccess : exit_status::kItemsFailed;
 }
 
 }  // namespace dpinfer::cli

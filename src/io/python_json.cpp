@@ -10,7 +10,7 @@ const char* const kTokens[] = {"-Infinity", "Infinity", "NaN"};
 
 }  // namespace
 
-nlohmann::json parse_python_json(const std::string& text) {
+nlohmann::json parse_python_json(const std::string& text, const nlohmann::json::parser_callback_t& callback) {
   std::string out;
   out.reserve(text.size() + 16);
   bool in_string = false;
@@ -44,7 +44,7 @@ nlohmann::json parse_python_json(const std::string& text) {
     }
     if (!replaced) out += c;
   }
-  return nlohmann::json::parse(out);
+  return nlohmann::json::parse(out, callback);
 }
 
 std::optional<double> python_json_number(const nlohmann::json& v) {

@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "dpinfer/launcher/command_error.h"
-#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/launcher/termination.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::launcher {
@@ -140,14 +140,6 @@ std::string resolve_command(const std::string& name) {
                        exit_status::kNotExecutable);
   throw CommandError("worker command '" + name + "' not found in PATH; check its spelling or give its full path",
                      exit_status::kNotFound);
-}
-
-std::string self_exe_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw SystemError("readlink(/proc/self/exe)", errno);
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
 }
 
 }  // namespace dpinfer::launcher

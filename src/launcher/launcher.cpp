@@ -16,9 +16,11 @@
 #include "dpinfer/launcher/host.h"
 #include "dpinfer/launcher/slurm_layout.h"
 #include "dpinfer/launcher/worker_env.h"
+#include "dpinfer/plan/generate_options.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
-#include "dpinfer/worker/generate_options.h"
+#include "dpinfer/util/signal_names.h"
 
 namespace dpinfer::launcher {
 namespace {
@@ -134,7 +136,7 @@ std::vector<std::string> failure_summary(const AttemptResult& result, int attemp
 /// `own_worker`: the worker is dpinfer's (the PROMPTS form), whose exit 2 is bad input.
 const char* futile_restart(const RankOutcome& root, bool own_worker) {
   if (!root.exec_error.empty()) return "the worker command cannot be executed";
-  if (own_worker && !root.termination.signaled && root.termination.code == exit_status::kUsage)
+  if (own_worker && !root.termination.signaled && root.termination.code == exit_status::kBadInput)
     return "dpinfer's worker rejected its input (exit status 2); fix it and run again";
   return nullptr;
 }
@@ -158,7 +160,7 @@ int run_launch(const LaunchOptions& given) {
     // before anything starts, not one per worker and per restart, and --help prints
     // generate's help once. Only the options: the prompts file is the workers' to read.
     std::string help;
-    worker::parse_generate_args(o.worker_args, &help);
+    plan::parse_generate_args(o.worker_args, &help);
     if (!help.empty()) {
       std::cout << help;
       return exit_status::kSuccess;

@@ -1,15 +1,15 @@
 #include "dpinfer/launcher/slurm_layout.h"
 
+#include "dpinfer/plan/env_vars.h"
+#include "dpinfer/plan/rank_info.h"
+#include "dpinfer/plan/slurm_nodelist.h"
 #include "dpinfer/util/error.h"
-#include "dpinfer/worker/env_vars.h"
-#include "dpinfer/worker/rank_info.h"
-#include "dpinfer/worker/slurm_nodelist.h"
 
 namespace dpinfer::launcher {
 namespace {
 
-using worker::env_int;
-using worker::find_env;
+using plan::env_int;
+using plan::find_env;
 
 constexpr int kMaxNodes = 1 << 20;
 
@@ -33,7 +33,7 @@ void check_one_task_per_node(const EnvMap& env, int node) {
   // The step's list has one entry per node ("4(x3)"); --ntasks-per-node is one
   // number for every node.
   const int tasks = var == "SLURM_NTASKS_PER_NODE" ? static_cast<int>(env_int(env, var, 1, 1 << 20))
-                                                   : worker::slurm_tasks_on_node(*spec, node, var);
+                                                   : plan::slurm_tasks_on_node(*spec, node, var);
   if (tasks > 1)
     throw UsageError("dpinfer launch runs as one of " + std::to_string(tasks) + " SLURM tasks on this node (" + var +
                      "=" + *spec + "), and each would start its own --nproc-per-node workers; run one launcher per "
@@ -59,7 +59,7 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
                      " neither SLURM_STEP_NUM_NODES nor SLURM_NNODES is set; give --nnodes, --node-rank and "
                      "--master-addr");
   const int nnodes = static_cast<int>(env_int(env, nodes_var, 1, kMaxNodes));
-  const int node = static_cast<int>(worker::env_int_or(env, "SLURM_NODEID", 0, 0, kMaxNodes));
+  const int node = static_cast<int>(plan::env_int_or(env, "SLURM_NODEID", 0, 0, kMaxNodes));
   if (node >= nnodes)
     throw UsageError("SLURM_NODEID=" + std::to_string(node) + " must be below " + nodes_var + "=" +
                      std::to_string(nnodes) + "; give --nnodes, --node-rank and --master-addr");
@@ -82,7 +82,7 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
       throw UsageError("inside SLURM step " + *step +
                        " neither SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST is set, so node 0's host is unknown; "
                        "give --master-addr (or set MASTER_ADDR)");
-    o.master_addr = worker::first_host(*list);
+    o.master_addr = plan::first_host(*list);
     why.push_back("master address " + o.master_addr + ", the first host of " + list_var + "=" + *list);
   }
   if (o.master_port) {
@@ -94,7 +94,7 @@ std::vector<std::string> apply_slurm_step(LaunchOptions& o, const EnvMap& env) {
     // Every launcher of the step sees the same SLURM_JOB_ID and SLURM_STEP_ID, so the
     // nodes agree; the function is the workers' own under a plain srun.
     std::string source;
-    o.master_port = worker::slurm_master_port(env, &source);
+    o.master_port = plan::slurm_master_port(env, &source);
     why.push_back("master port " + std::to_string(*o.master_port) + " " + source +
                   " (as the workers derive it under srun)");
   }

@@ -21,8 +21,10 @@
 #include "dpinfer/launcher/console_writer.h"
 #include "dpinfer/launcher/line_buffer.h"
 #include "dpinfer/launcher/progress.h"
+#include "dpinfer/util/clock.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/util/signal_names.h"
 
 namespace dpinfer::launcher {
 namespace {
@@ -295,7 +297,7 @@ class Attempt {
   }
 
   void take_progress(const LiveRank& r, std::string_view line) {
-    auto report = parse_progress_report(line);
+    auto report = plan::parse_progress_report(line);
     if (!report) return;  // not ours to judge: the pipe is the worker's, and progress is best effort
     report->rank = r.spec->rank;  // the launcher knows who wrote it
     progress_->add(*report, seconds_of(monotonic_ns()));

@@ -1,7 +1,5 @@
 #include "dpinfer/launcher/worker_env.h"
 
-extern char** environ;
-
 namespace dpinfer::launcher {
 
 bool sets_omp_num_threads(const EnvMap& inherited, const RankLayout& layout) {
@@ -34,17 +32,6 @@ EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank
   env["DPINFER_LAUNCHED"] = "1";
   if (sets_omp_num_threads(inherited, l)) env["OMP_NUM_THREADS"] = "1";
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  return env;
-}
-
-EnvMap current_environment() {
-  EnvMap env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv(*e);
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-  }
   return env;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dpinfer/launcher/progress.h"
+#include "dpinfer/util/clock.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::launcher {
@@ -29,7 +30,7 @@ constexpr int kKeeperOutFd = 5;
 constexpr int kKeeperErrFd = 6;
 constexpr int kKeeperProgressFd = 7;  ///< the progress pipe's write end, when the worker gets one
 constexpr int kFirstFreeFd = 8;
-static_assert(kWorkerProgressFd == kKeeperLifeFd, "the worker's progress fd takes the place of the life pipe");
+static_assert(plan::kWorkerProgressFd == kKeeperLifeFd, "the worker's progress fd takes the place of the life pipe");
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -72,11 +73,11 @@ void keeper_arrange_fds(int life, int report, int out, int err, int progress) {
 
 /// `envp` without any DPINFER_PROGRESS_FD, plus ours when the worker gets a pipe.
 std::vector<std::string> progress_env(const std::vector<std::string>& envp, bool progress_pipe) {
-  const std::string key = std::string(kProgressFdEnv) + "=";
+  const std::string key = std::string(plan::kProgressFdEnv) + "=";
   std::vector<std::string> out;
   for (const auto& e : envp)
     if (std::string_view(e).substr(0, key.size()) != key) out.push_back(e);
-  if (progress_pipe) out.push_back(key + std::to_string(kWorkerProgressFd));
+  if (progress_pipe) out.push_back(key + std::to_string(plan::kWorkerProgressFd));
   return out;
 }
 
@@ -100,8 +101,8 @@ std::vector<std::string> progress_env(const std::vector<std::string>& envp, bool
   ::dup2(kKeeperOutFd, 1);
   ::dup2(kKeeperErrFd, 2);
   // The progress pipe replaces the life pipe at fd 3, which the worker must not hold.
-  if (progress_pipe) ::dup2(kKeeperProgressFd, kWorkerProgressFd);
-  for (int fd = progress_pipe ? kWorkerProgressFd + 1 : 3; fd < kFirstFreeFd; ++fd) ::close(fd);
+  if (progress_pipe) ::dup2(kKeeperProgressFd, plan::kWorkerProgressFd);
+  for (int fd = progress_pipe ? plan::kWorkerProgressFd + 1 : 3; fd < kFirstFreeFd; ++fd) ::close(fd);
   if (devnull >= kFirstFreeFd) ::close(devnull);
 
   std::vector<char*> argv, envp;
@@ -197,12 +198,6 @@ std::vector<std::string> progress_env(const std::vector<std::string>& envp, bool
 }
 
 }  // namespace
-
-int64_t monotonic_ns() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 WorkerProcess WorkerProcess::spawn(const SpawnSpec& spec, int life_fd, bool progress_pipe) {
   SpawnSpec worker_spec = spec;

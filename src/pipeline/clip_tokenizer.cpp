@@ -17,8 +17,10 @@
 
 #include <sys/stat.h>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 #include "unicode_tables.h"
 #include "unicode_text.h"
 
@@ -65,10 +67,11 @@ std::string describe(const json& value) {
 }
 
 json parse_json(const std::string& path) {
+  const std::string text = read_file(path);  // a missing file says what the folder needs
   try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw Error("tokenizer file " + path + " is not valid json (" + e.what() + "); re-download the tokenizer folder");
+    return io::parse_json_text(text);
+  } catch (const io::JsonSyntaxError& e) {
+    throw Error(quote(path) + " is not valid json (" + e.what() + "); re-download the tokenizer folder");
   }
 }
 

@@ -1,13 +1,11 @@
 #include "dpinfer/pipeline/model_configs.h"
 
-#include <fstream>
-#include <initializer_list>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/python_json.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -15,12 +13,6 @@ namespace {
 using nlohmann::json;
 
 std::string show(const json& value) { return value.is_string() ? "'" + value.get<std::string>() + "'" : value.dump(); }
-
-std::string join(std::initializer_list<const char*> names) {
-  std::string out;
-  for (const char* name : names) out += (out.empty() ? "" : ", ") + std::string(name);
-  return out;
-}
 
 // Typed access to one config.json object; every error names `component_` and the field.
 class ConfigReader {
@@ -163,21 +155,14 @@ class ConfigReader {
   std::string component_;
 };
 
-json read_json_file(const std::string& path, const std::string& component) {
-  std::ifstream in(path);
-  if (!in) throw Error(component + " '" + path + "' cannot be opened; check the model directory");
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return io::parse_python_json(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(component + " '" + path + "' is not valid json: " + e.what());
-  }
-}
-
 template <typename Config>
 Config parse_file(const std::string& path, const std::string& component) {
-  json j = read_json_file(path, component);
+  json j;
+  try {
+    j = io::read_json_file(path, "fix or re-download it");
+  } catch (const Error& e) {
+    throw Error(component + ": " + e.what());
+  }
   try {
     return Config::from_json(j);
   } catch (const Error& e) {

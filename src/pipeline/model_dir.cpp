@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <vector>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/pipeline/weights.h"
-#include "dpinfer/io/python_json.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -22,7 +23,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kSupportedPipeline = "StableDiffusionPipeline";
-constexpr uintmax_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 struct ComponentRule {
   const char* name;
@@ -68,49 +68,10 @@ std::string expand_user(const std::string& path) {
   return path;
 }
 
-bool file_is_there(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return true;
-  if (fs::is_symlink(fs::symlink_status(path, ec)) && !fs::exists(path, ec))
-    throw Error("'" + path.string() +
-                "' is a broken link (its blob is missing, perhaps from an interrupted download); "
-                "download the model again");
-  return false;
-}
-
-json read_json(const fs::path& path) {
-  const std::string where = "'" + path.string() + "'";
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw Error(where + ": cannot read: " + ec.message());
-  if (size > kMaxConfigBytes)
-    throw Error(where + " is " + std::to_string(size) + " bytes, too large for a config; it is corrupt");
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw Error(where + ": cannot read");
-  json value;
-  try {
-    value = io::parse_python_json(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(where + " is not valid json (error at byte " + std::to_string(e.byte) +
-                "); fix or re-download it");
-  }
-  if (!value.is_object())
-    throw Error(where + " is a json " + std::string(value.type_name()) + ", expected an object");
-  return value;
-}
-
 std::string brief(const json& value) {
   std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out;
 }
 
 std::vector<std::string> subdirectories(const fs::path& dir) {
@@ -213,8 +174,8 @@ void read_component(const ComponentRule& rule, const json& index, const fs::path
     throw Error("'" + c.path + "' is missing: model_index.json lists component '" + c.name +
                 "' but its folder is not there; download the model again");
   const fs::path config = dir / rule.config;
-  if (file_is_there(config)) {
-    c.config = read_json(config);
+  if (file_exists(config.string())) {
+    c.config = io::read_json_object_file(config.string());
   } else if (rule.config_optional) {
     c.config = json::object();
   } else {
@@ -222,7 +183,7 @@ void read_component(const ComponentRule& rule, const json& index, const fs::path
                 "' has no config; download the model again");
   }
   for (const std::string& file : rule.needed_files)
-    if (!file_is_there(dir / file))
+    if (!file_exists((dir / file).string()))
       throw Error("'" + (dir / file).string() + "' is missing: component '" + c.name +
                   "' needs it; download the model again");
 }
@@ -280,14 +241,14 @@ ModelDir resolve_model(const std::string& spec, const std::string& variant, std:
   model.root = root.string();
 
   const fs::path index_path = root / "model_index.json";
-  if (!file_is_there(index_path)) {
-    const bool component = file_is_there(root / "config.json");
+  if (!file_exists(index_path.string())) {
+    const bool component = file_exists((root / "config.json").string());
     throw Error("'" + model.root + "' has no model_index.json" +
                 (component ? " (it looks like a single component folder)" : "") +
                 "; pass the diffusers pipeline directory, the folder holding model_index.json, unet/, "
                 "vae/, ...");
   }
-  model.model_index = read_json(index_path);
+  model.model_index = io::read_json_object_file(index_path.string());
   const json& index = model.model_index;
   const std::string where = "'" + index_path.string() + "'";
   auto class_it = index.find("_class_name");

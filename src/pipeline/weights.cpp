@@ -7,16 +7,17 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -28,7 +29,6 @@ using nlohmann::json;
 constexpr const char* kWeightPrefixes[] = {"diffusion_pytorch_model", "model"};
 constexpr const char* kPickleExtensions[] = {".bin", ".pt", ".pth", ".ckpt", ".pkl"};
 constexpr size_t kMaxListed = 10;
-constexpr uintmax_t kMaxIndexBytes = 64 * 1024 * 1024;
 
 struct Candidate {
   std::string name;
@@ -76,13 +76,6 @@ bool names_variant(const std::string& name, const std::string& variant) {
   return ends_with(name, ".index." + variant + ".json");
 }
 
-std::string join(const std::vector<std::string>& items, size_t limit = kMaxListed) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
-  if (items.size() > limit) out += ", and " + std::to_string(items.size() - limit) + " more";
-  return out;
-}
-
 /// Regular files (links followed) in `dir`, sorted by name.
 std::vector<std::string> list_files(const fs::path& dir) {
   std::vector<std::string> names;
@@ -91,18 +84,6 @@ std::vector<std::string> list_files(const fs::path& dir) {
     if (it->is_regular_file(ec)) names.push_back(it->path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-/// Whether `path` is a file; throws for a link whose target is gone, as an interrupted
-/// Hugging Face download leaves in snapshots/.
-bool file_exists(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return true;
-  if (fs::is_symlink(fs::symlink_status(path, ec)) && !fs::exists(path, ec))
-    throw Error("'" + path.string() +
-                "' is a broken link (its blob is missing, perhaps from an interrupted download); "
-                "download the model again");
-  return false;
 }
 
 std::string conversion_hint(const fs::path& component_dir) {
@@ -115,24 +96,7 @@ std::string conversion_hint(const fs::path& component_dir) {
 
 std::vector<std::string> read_index(const fs::path& index_path, const fs::path& dir) {
   const std::string where = "'" + index_path.string() + "'";
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(index_path, ec);
-  if (ec) throw Error(where + ": cannot read: " + ec.message());
-  if (size > kMaxIndexBytes)
-    throw Error(where + " is " + std::to_string(size) +
-                " bytes, more than any weight index should be; "
-                "the file is corrupt, re-download it");
-  std::ifstream in(index_path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw Error(where + ": cannot read");
-  json index;
-  try {
-    index = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(where + " is not valid json (error at byte " + std::to_string(e.byte) +
-                "); re-download it");
-  }
+  const json index = io::read_json_file(index_path.string(), "re-download it");
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     throw Error(where + " has no weight_map object; it is not a safetensors index, re-download it");
   const json& weight_map = index["weight_map"];
@@ -155,7 +119,7 @@ std::vector<std::string> read_index(const fs::path& index_path, const fs::path& 
   std::vector<std::string> files;
   for (const auto& [name, keys] : keys_by_shard) {
     const fs::path shard_path = dir / name;
-    if (!file_exists(shard_path))
+    if (!file_exists(shard_path.string()))
       throw Error(where + " names shard '" + name + "' but '" + shard_path.string() +
                   "' does not exist; download the missing shard");
     auto shard = io::SafetensorsFile::open(shard_path.string());
@@ -328,7 +292,7 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
 
   for (const Candidate& candidate : candidates(variant)) {
     const fs::path path = dir / candidate.name;
-    if (!file_exists(path)) continue;
+    if (!file_exists(path.string())) continue;
     WeightFiles found;
     found.variant = variant;
     if (candidate.index) {
@@ -345,12 +309,12 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
   for (const std::string& name : present)
     if (is_pickle(name) && (variant.empty() || names_variant(name, variant))) pickles.push_back(name);
   if (!pickles.empty())
-    throw Error("'" + component_dir + "' has only pickled weights (" + join(pickles) +
+    throw Error("'" + component_dir + "' has only pickled weights (" + join_limited(pickles, kMaxListed) +
                 "); dpinfer reads only safetensors, because loading a pickled .bin, .pt or .ckpt "
                 "file can run arbitrary code; " +
                 conversion_hint(dir));
 
-  const std::string has = present.empty() ? "the folder is empty" : "it has " + join(present);
+  const std::string has = present.empty() ? "the folder is empty" : "it has " + join_limited(present, kMaxListed);
   if (!variant.empty())
     throw Error("'" + component_dir + "' has no " + variant + " weights (looked for " +
                 "diffusion_pytorch_model." + variant + ".safetensors, model." + variant +
@@ -371,13 +335,13 @@ std::string key_mismatch_message(const KeyReport& report, const std::vector<std:
                                  const std::string& component) {
   std::vector<std::string> parts;
   if (!report.missing.empty())
-    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join(report.missing) + ")");
+    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join_limited(report.missing, kMaxListed) + ")");
   if (!report.unexpected.empty())
-    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join(report.unexpected) +
+    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join_limited(report.unexpected, kMaxListed) +
                     ")");
   if (!report.mismatched.empty())
     parts.push_back(std::to_string(report.mismatched.size()) + " of the wrong shape (" +
-                    join(report.mismatched) + ")");
+                    join_limited(report.mismatched, kMaxListed) + ")");
   std::string list;
   for (size_t i = 0; i < parts.size(); ++i) list += (i ? ", " : "") + parts[i];
   const std::string where = files.size() == 1

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dpinfer/launcher/host.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/process.h"
 
 namespace dpinfer::worker {
 
@@ -14,7 +14,7 @@ std::string default_model_dir() {
   std::vector<std::string> candidates;
   if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
     candidates.push_back(std::string(data) + "/models/" + kDefaultModelName);
-  const std::string exe = launcher::self_exe_dir();
+  const std::string exe = self_exe_dir();
   // Installed: DATADIR/dpinfer/models as seen from LIBEXECDIR/dpinfer, where the worker
   // lives (src/CMakeLists.txt works the relative path out from GNUInstallDirs, so a
   // distribution's own LIBEXECDIR or DATADIR works, and the tree can be moved).

@@ -4,7 +4,7 @@
 
 namespace dpinfer::worker {
 
-std::string a1111_infotext(const Item& item, const pipeline::PipelineInfo& info) {
+std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo& info) {
   std::string s = item.prompt;
   if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
   s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, Model: {}", item.steps,
@@ -14,9 +14,9 @@ std::string a1111_infotext(const Item& item, const pipeline::PipelineInfo& info)
   return s;
 }
 
-nlohmann::json item_record(const Item& item, const pipeline::PipelineInfo& info) {
+nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info) {
   nlohmann::json j = {{"index", item.index},
-                      {"file_name", item_file_name(item.index)},
+                      {"file_name", plan::item_file_name(item.index)},
                       {"prompt", item.prompt},
                       {"negative_prompt", item.negative_prompt},
                       {"seed", item.seed},

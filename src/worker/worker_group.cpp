@@ -58,7 +58,7 @@ struct WorkerGroup::Impl {
 #endif
 };
 
-WorkerGroup::WorkerGroup(const RankInfo& rank, const Options& options)
+WorkerGroup::WorkerGroup(const plan::RankInfo& rank, const Options& options)
     : rank_(rank), options_(options), impl_(std::make_unique<Impl>()) {}
 
 WorkerGroup::~WorkerGroup() {
@@ -67,7 +67,7 @@ WorkerGroup::~WorkerGroup() {
 #endif
 }
 
-std::unique_ptr<WorkerGroup> WorkerGroup::join(const RankInfo& r, const Options& options) {
+std::unique_ptr<WorkerGroup> WorkerGroup::join(const plan::RankInfo& r, const Options& options) {
   std::unique_ptr<WorkerGroup> g(new WorkerGroup(r, options));
   if (r.world_size == 1) return g;
   const std::string where = r.master_addr + ":" + std::to_string(r.master_port);

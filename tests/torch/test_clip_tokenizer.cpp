@@ -217,7 +217,7 @@ TEST(CLIPTokenizer, MalformedJsonIsAClearError) {
   write_minimal(dir);
   dir.write("vocab.json", "{\"a\": 1,");
   std::string msg = load_error(dir.path());
-  EXPECT_NE(msg.find("vocab.json is not valid json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("vocab.json' is not valid json"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 
   dir.write("vocab.json", R"({"a": "one"})");
@@ -230,7 +230,7 @@ TEST(CLIPTokenizer, MalformedJsonIsAClearError) {
   write_minimal(dir);
   dir.write("tokenizer_config.json", "{\"model_max_length\": 77");
   msg = load_error(dir.path());
-  EXPECT_NE(msg.find("tokenizer_config.json is not valid json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokenizer_config.json' is not valid json"), std::string::npos) << msg;
 
   dir.write("tokenizer_config.json", R"({"pad_token": 5})");
   msg = load_error(dir.path());
@@ -247,7 +247,7 @@ TEST(CLIPTokenizer, MalformedJsonIsAClearError) {
 
   dir.write("tokenizer_config.json", "{}");
   dir.write("special_tokens_map.json", "nope");
-  EXPECT_NE(load_error(dir.path()).find("special_tokens_map.json is not valid json"), std::string::npos);
+  EXPECT_NE(load_error(dir.path()).find("special_tokens_map.json' is not valid json"), std::string::npos);
 }
 
 TEST(CLIPTokenizer, ModelMaxLengthFallsBackTo77WhenUnbounded) {

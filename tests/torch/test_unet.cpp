@@ -164,7 +164,7 @@ TEST(UNet2DConditionModel, ConfigErrorsNameTheField) {
     UNetConfig::from_file(missing);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "unet config '" + missing + "' cannot be opened; check the model directory");
+    EXPECT_EQ(std::string(e.what()), "unet config: '" + missing + "': cannot read: No such file or directory");
   }
 }
 

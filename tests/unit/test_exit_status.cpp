@@ -3,9 +3,12 @@
 
 #include <csignal>
 
-#include "dpinfer/launcher/exit_status.h"
+#include "dpinfer/launcher/termination.h"
+#include "dpinfer/util/signal_names.h"
 
 using namespace dpinfer::launcher;
+using dpinfer::signal_name;
+namespace exit_status = dpinfer::exit_status;
 
 namespace {
 // Wait statuses as the kernel encodes them (<sys/wait.h> on Linux).
@@ -40,7 +43,7 @@ TEST(ExitStatus, NamesSignals) {
 }
 
 TEST(ExitStatus, ContractValues) {
-  EXPECT_EQ(exit_status::kUsage, 2);
+  EXPECT_EQ(exit_status::kBadInput, 2);
   EXPECT_EQ(exit_status::kNotFound, 127);
   EXPECT_EQ(exit_status::kNotExecutable, 126);
   EXPECT_EQ(exit_status::kSignalBase + SIGINT, 130);

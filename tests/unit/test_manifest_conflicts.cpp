@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/manifest.h"
-#include "dpinfer/worker/run_status.h"
+#include "dpinfer/plan/run_status.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -19,10 +19,10 @@ namespace {
 
 /// An "ok" record of item `index` (prompt "p<index>") with `seed`, and its PNG.
 std::string ok(const TempDir& dir, int index, int seed, double t) {
-  write_file(dir.file(worker::item_file_name(index)), "png");
+  write_file(dir.file(plan::item_file_name(index)), "png");
   nlohmann::json j = {{"index", index},   {"prompt", "p" + std::to_string(index)},
                       {"seed", seed},     {"status", "ok"},
-                      {"finished_at", t}, {"file_name", worker::item_file_name(index)}};
+                      {"finished_at", t}, {"file_name", plan::item_file_name(index)}};
   return j.dump() + "\n";
 }
 
@@ -77,7 +77,7 @@ TEST(ManifestConflicts, StatusReportsTheSameConflictsAsMerge) {
   io::ManifestSet set = io::read_manifests(dir.path());
   std::vector<io::PromptSpec> specs(2);
   for (int i = 0; i < 2; ++i) specs[i].prompt = "p" + std::to_string(i), specs[i].line = i + 1;
-  worker::RunStatus st = worker::run_status(worker::expand_items(specs, {}), set);
+  plan::RunStatus st = plan::run_status(plan::expand_items(specs, {}), set);
   ASSERT_EQ(set.conflicts.size(), 1u);  // item 1 only: item 0's latest records agree
   ASSERT_EQ(st.conflicts.size(), 1u);
   EXPECT_EQ(st.conflicts[0].describe(), set.conflicts[0].describe());
@@ -90,9 +90,9 @@ TEST(ManifestConflicts, MergeAndStatusAcceptAnOverwrittenThenShardedRun) {
   write_file(dir.file("p.txt"), "p0\np1\n");
   std::filesystem::create_directories(dir.file("out"));
   auto out_ok = [&](int index, int seed, double t) {
-    write_file(dir.file("out/" + worker::item_file_name(index)), "png");
+    write_file(dir.file("out/" + plan::item_file_name(index)), "png");
     nlohmann::json j = {{"index", index}, {"prompt", "p" + std::to_string(index)}, {"seed", seed}, {"status", "ok"},
-                        {"finished_at", t}, {"file_name", worker::item_file_name(index)}};
+                        {"finished_at", t}, {"file_name", plan::item_file_name(index)}};
     return j.dump() + "\n";
   };
   write_file(dir.file("out/manifest.rank0.jsonl"), out_ok(0, 0, 1) + out_ok(1, 1, 1) + out_ok(0, 7, 2) + out_ok(1, 8, 2));

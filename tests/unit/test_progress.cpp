@@ -7,6 +7,8 @@
 #include "dpinfer/launcher/progress.h"
 
 using namespace dpinfer::launcher;
+using dpinfer::plan::format_progress_report;
+using dpinfer::plan::parse_progress_report;
 
 namespace {
 

@@ -1,19 +1,19 @@
 // Values a SLURM job or a user hands the worker: the derived store port
-// (worker::slurm_master_port), host lists (worker::expand_nodelist, first_host)
-// and --shard I/N (worker::parse_outer_shard).
+// (plan::slurm_master_port), host lists (plan::expand_nodelist, first_host)
+// and --shard I/N (plan::parse_outer_shard).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <set>
 
 #include "dpinfer/launcher/slurm_layout.h"
+#include "dpinfer/plan/rank_info.h"
+#include "dpinfer/plan/sharding.h"
+#include "dpinfer/plan/slurm_nodelist.h"
 #include "dpinfer/util/error.h"
-#include "dpinfer/worker/rank_info.h"
-#include "dpinfer/worker/sharding.h"
-#include "dpinfer/worker/slurm_nodelist.h"
 
 using namespace dpinfer;
-using namespace dpinfer::worker;
+using namespace dpinfer::plan;
 
 namespace {
 

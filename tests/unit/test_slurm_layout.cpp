@@ -4,8 +4,8 @@
 
 #include "dpinfer/launcher/slurm_layout.h"
 #include "dpinfer/launcher/worker_env.h"
+#include "dpinfer/plan/rank_info.h"
 #include "dpinfer/util/error.h"
-#include "dpinfer/worker/rank_info.h"
 
 using namespace dpinfer;
 using namespace dpinfer::launcher;
@@ -57,7 +57,7 @@ TEST(SlurmLayout, TheStepGivesNodesRankMasterAndPort) {
   EXPECT_EQ(o.node_rank, 2);
   EXPECT_EQ(o.master_addr, "gpu07");  // the step's first host, not the job's
   ASSERT_TRUE(o.master_port.has_value());
-  EXPECT_EQ(*o.master_port, worker::slurm_master_port(4242, 0));
+  EXPECT_EQ(*o.master_port, plan::slurm_master_port(4242, 0));
   o.validate();
   std::string all;
   for (const auto& l : why) all += l + "\n";
@@ -149,13 +149,13 @@ TEST(SlurmLayout, WorkersOfASteppedLauncherTakeTheTorchrunRanks) {
   g.master_addr = o.master_addr;
   g.master_port = *o.master_port;
   for (int local = 0; local < 4; ++local) {
-    worker::RankInfo r = worker::rank_info_from_env(worker_env(env, g, local));
+    plan::RankInfo r = plan::rank_info_from_env(worker_env(env, g, local));
     EXPECT_EQ(r.source, "torchrun");
     EXPECT_EQ(r.rank, 4 + local);
     EXPECT_EQ(r.world_size, 12);
     EXPECT_EQ(r.local_rank, local);
     EXPECT_EQ(r.local_world_size, 4);
     EXPECT_EQ(r.master_addr, "gpu07");
-    EXPECT_EQ(r.master_port, worker::slurm_master_port(4242, 0));
+    EXPECT_EQ(r.master_port, plan::slurm_master_port(4242, 0));
   }
 }

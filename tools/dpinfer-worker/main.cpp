@@ -10,12 +10,14 @@
 #include "dpinfer/pipeline/stable_diffusion.h"
 #include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/worker/worker.h"
 
 namespace {
 
-namespace exit_status = dpinfer::worker::exit_status;
+namespace exit_status = dpinfer::exit_status;
+
 
 std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::worker::PipelineRequest& r) {
   dpinfer::pipeline::StableDiffusionOptions o;
@@ -91,10 +93,10 @@ int inspect_main(int argc, char** argv) {
     std::cout.flush();
     if (report.ok()) return exit_status::kSuccess;
     dpinfer::log::error("{}", report.error);
-    return report.bad_input ? exit_status::kBadInput : exit_status::kFatal;
+    return report.bad_input ? exit_status::kBadInput : exit_status::kFailure;
   } catch (const std::exception& e) {
     dpinfer::log::error("{}", dpinfer::one_line(e.what()));
-    return exit_status::kFatal;
+    return exit_status::kFailure;
   }
 }
 

@@ -11,8 +11,9 @@
 namespace dpinfer::io {
 
 /// Parses `text`, reading NaN, Infinity and -Infinity outside strings as the
-/// strings "NaN", "Infinity" and "-Infinity". Throws nlohmann::json::parse_error.
-nlohmann::json parse_python_json(const std::string& text);
+/// strings "NaN", "Infinity" and "-Infinity". `callback` is nlohmann's parser
+/// callback (json_file.cpp limits the depth with it). Throws nlohmann::json::exception.
+nlohmann::json parse_python_json(const std::string& text, const nlohmann::json::parser_callback_t& callback = nullptr);
 
 /// `v` as a double: a JSON number, or one of the three strings above. nullopt
 /// for anything else.

@@ -26,7 +26,4 @@ int count_usable_cpus();
 /// (127 not found, 126 not executable) as in a shell.
 std::string resolve_command(const std::string& name);
 
-/// The directory holding the running executable.
-std::string self_exe_dir();
-
 }  // namespace dpinfer::launcher

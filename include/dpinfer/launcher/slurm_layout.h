@@ -16,7 +16,7 @@ namespace dpinfer::launcher {
 /// SLURM_STEP_NUM_NODES (else SLURM_NNODES), the node rank from SLURM_NODEID, the
 /// master address from MASTER_ADDR or else the first host of SLURM_STEP_NODELIST
 /// (else SLURM_JOB_NODELIST), and, unless --master-port was given, the port from
-/// MASTER_PORT or else worker::slurm_master_port(env) (from SLURM_JOB_ID and
+/// MASTER_PORT or else plan::slurm_master_port(env) (from SLURM_JOB_ID and
 /// SLURM_STEP_ID). A one-node step keeps the single-node defaults (loopback, a free
 /// port). Returns one line per decision, for the -v log; nothing outside a step.
 /// Throws UsageError when the step runs more than one task on this node

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/launcher/exit_status.h"
 #include "dpinfer/launcher/launch_options.h"
+#include "dpinfer/launcher/termination.h"
 #include "dpinfer/launcher/worker_process.h"
 
 namespace dpinfer::launcher {

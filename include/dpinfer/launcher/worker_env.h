@@ -4,9 +4,10 @@
 // so that `env://` initialisation, accelerate's PartialState and dpinfer's own
 // worker all find their rank.
 
-#include <map>
 #include <string>
 #include <vector>
+
+#include "dpinfer/util/process.h"
 
 namespace dpinfer::launcher {
 
@@ -32,7 +33,7 @@ struct GroupEnv {
   int max_restarts = 0;
 };
 
-using EnvMap = std::map<std::string, std::string>;
+using dpinfer::EnvMap;
 
 /// The environment of local rank `local_rank`: `inherited` plus the torchrun
 /// variables, which always override. OMP_NUM_THREADS (=1 with more than one
@@ -42,9 +43,6 @@ EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank
 
 /// True when worker_env() will set OMP_NUM_THREADS, so the launcher can say so once.
 bool sets_omp_num_threads(const EnvMap& inherited, const RankLayout& layout);
-
-/// The process's own environment as a map.
-EnvMap current_environment();
 
 /// "KEY=VALUE" strings for execve().
 std::vector<std::string> to_envp(const EnvMap& env);

@@ -44,9 +44,6 @@ struct KeeperReport {
   int64_t mono_ns = 0;   ///< kExited: CLOCK_MONOTONIC time of death
 };
 
-/// Nanoseconds of CLOCK_MONOTONIC, the clock shared by launcher and keepers.
-int64_t monotonic_ns();
-
 class WorkerProcess {
  public:
   /// Forks the keeper, which forks and execs the worker. `life_fd` is the read end

@@ -6,16 +6,16 @@
 #include <string>
 
 #include "dpinfer/pipeline/text_to_image.h"
-#include "dpinfer/worker/items.h"
+#include "dpinfer/plan/items.h"
 
 namespace dpinfer::worker {
 
 /// "PROMPT\nNegative prompt: NEG\nSteps: 20, Sampler: Euler a, CFG scale: 7.5, Seed: 5,
 /// Size: 512x512, Model: NAME". The negative-prompt line is left out when it is
 /// empty, as AUTOMATIC1111 does.
-std::string a1111_infotext(const Item& item, const pipeline::PipelineInfo& info);
+std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo& info);
 
 /// The manifest/metadata record of an item (without status, timing or rank).
-nlohmann::json item_record(const Item& item, const pipeline::PipelineInfo& info);
+nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info);
 
 }  // namespace dpinfer::worker

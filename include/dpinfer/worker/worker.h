@@ -12,16 +12,9 @@
 #include <vector>
 
 #include "dpinfer/pipeline/text_to_image.h"
-#include "dpinfer/worker/generate_options.h"
+#include "dpinfer/plan/generate_options.h"
 
 namespace dpinfer::worker {
-
-namespace exit_status {
-constexpr int kSuccess = 0;
-constexpr int kFatal = 1;
-constexpr int kBadInput = 2;
-constexpr int kItemsFailed = 3;
-}  // namespace exit_status
 
 /// What the worker asks for when it loads its pipeline.
 struct PipelineRequest {
@@ -37,7 +30,7 @@ struct PipelineRequest {
 using PipelineFactory = std::function<std::unique_ptr<pipeline::TextToImage>(const PipelineRequest&)>;
 
 /// Runs the worker to its end; returns the exit status. Never throws.
-int run_generate(const GenerateOptions& options, const PipelineFactory& make_pipeline);
+int run_generate(const plan::GenerateOptions& options, const PipelineFactory& make_pipeline);
 
 /// `dpinfer generate ARGS...` (argv[0] is the program, argv[1] "generate"): parses,
 /// sets up logging, runs. Never throws.

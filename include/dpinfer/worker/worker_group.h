@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/worker/rank_info.h"
+#include "dpinfer/plan/rank_info.h"
 
 namespace dpinfer::worker {
 
@@ -35,7 +35,7 @@ class WorkerGroup {
 
   /// Joins the group; a world of one needs no store. Throws Error saying who
   /// waited for whom, where and for how long, when the rendezvous times out.
-  static std::unique_ptr<WorkerGroup> join(const RankInfo& rank, const Options& options);
+  static std::unique_ptr<WorkerGroup> join(const plan::RankInfo& rank, const Options& options);
   virtual ~WorkerGroup();
 
   int rank() const { return rank_.rank; }
@@ -65,8 +65,8 @@ class WorkerGroup {
 
  private:
   struct Impl;
-  WorkerGroup(const RankInfo& rank, const Options& options);
-  RankInfo rank_;
+  WorkerGroup(const plan::RankInfo& rank, const Options& options);
+  plan::RankInfo rank_;
   Options options_;
   int cuda_device_ = 0;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,54 @@
+#pragma once
+// The options of `dpinfer generate`, from the command line and --config FILE.json.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dpinfer::plan {
+
+struct GenerateOptions {
+  std::string prompts;           ///< file, or "-" for stdin
+  bool jsonl_stdin = false;      ///< stdin holds JSONL (--jsonl)
+  std::string model;             ///< directory or hub id; empty: the default model
+  std::string variant;           ///< e.g. "fp16"
+  std::string out = "outputs";
+  int64_t seed = 0;
+  std::optional<int> steps;
+  std::optional<double> guidance_scale;
+  std::optional<int> width;
+  std::optional<int> height;
+  std::string negative_prompt;
+  std::string scheduler;         ///< empty: the model's own
+  std::string dtype = "auto";    ///< auto, fp32, fp16, bf16
+  std::string device = "auto";   ///< auto, cuda, cpu
+  int batch_size = 1;
+  std::string shard_mode = "contiguous";
+  std::string shard;             ///< "I/N"; empty: the whole file
+  bool overwrite = false;
+  int clip_skip = 0;
+  double guidance_rescale = 0.0;
+  int rendezvous_timeout_s = 300;
+  /// Inside a SLURM job, when SIGTERM/SIGUSR1/SIGUSR2 stopped the run: rank 0 runs
+  /// `scontrol requeue` for this job (or job array task) on its way out.
+  bool requeue_on_signal = false;
+  /// After SIGTERM/SIGINT/SIGUSR1/SIGUSR2, how long the batch in flight may still run
+  /// before it is abandoned between two denoising steps (its items are then made by
+  /// the next run). Bounds the stop well under SLURM's KillWait (30 s).
+  int stop_timeout_s = 10;
+  bool verbose = false;
+  std::string config;            ///< the --config file, if any
+
+  /// The resolved options as JSON (run.json).
+  nlohmann::json to_json() const;
+};
+
+/// Parses `dpinfer generate` arguments (without the program and subcommand).
+/// A --config FILE.json supplies defaults for any option (same names, with '-' or
+/// '_'); the command line overrides it. Throws UsageError with a hint; sets `help`
+/// instead when --help was asked for.
+GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help = nullptr);
+
+}  // namespace dpinfer::plan

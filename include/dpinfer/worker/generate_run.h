@@ -1,0 +1,107 @@
+#pragma once
+// One run of `dpinfer generate` on one rank: join the group, load the pipeline, take
+// this rank's items, make them in batches, write each image and its record, and on
+// rank 0 merge the manifests at the end.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dpinfer/io/manifest.h"
+#include "dpinfer/pipeline/text_to_image.h"
+#include "dpinfer/plan/generate_options.h"
+#include "dpinfer/plan/items.h"
+#include "dpinfer/plan/progress_report.h"
+#include "dpinfer/plan/rank_info.h"
+#include "dpinfer/plan/sharding.h"
+#include "dpinfer/util/clock.h"
+#include "dpinfer/worker/progress_pipe.h"
+#include "dpinfer/worker/resume.h"
+#include "dpinfer/worker/slurm_job.h"
+#include "dpinfer/worker/worker.h"
+#include "dpinfer/worker/worker_group.h"
+
+namespace dpinfer::worker {
+
+/// This rank's counts, gathered by rank 0 at the end.
+struct RankStats {
+  int64_t generated = 0, skipped = 0, failed = 0;
+  double busy_s = 0;
+  nlohmann::json to_json() const {
+    return {{"generated", generated}, {"skipped", skipped}, {"failed", failed}, {"seconds", busy_s}};
+  }
+};
+
+class GenerateRun {
+ public:
+  GenerateRun(const plan::GenerateOptions& o, const PipelineFactory& factory) : o_(o), factory_(factory), resume_(o.out) {}
+
+  /// Runs the worker: joins the group, loads the pipeline, makes this rank's items,
+  /// and on rank 0 merges the manifests. Returns the exit status; throws on failure
+  /// (run_generate() maps the exceptions to statuses).
+  int run();
+
+  /// Tells the other ranks that this one failed, so they stop instead of waiting.
+  void abort(const std::string& why);
+
+  /// --requeue-on-signal, once the run is over: `status` 128+sig means a signal stopped it.
+  void requeue_if_stopped(int status) const;
+
+  /// Tells the launcher how far this rank is (plan/progress_report.h): at most every
+  /// kProgressInterval unless `force`, and only once the items are known.
+  void report_progress(bool force) noexcept;
+
+ private:
+  /// Static modes: this rank's positions, in order. Returns true when stopped by a signal.
+  bool run_static();
+
+  /// Dynamic mode: claim chunks of positions from the shared counter.
+  bool run_dynamic();
+
+  /// Generates `todo` in batches of items that share size, steps and guidance.
+  bool generate_all(const std::vector<const plan::Item*>& todo);
+
+  void run_batch(const std::vector<const plan::Item*>& batch);
+
+  void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
+
+  void record_failure(const plan::Item& it, const std::string& message, double seconds);
+
+  /// Adds to a group-wide progress counter once an item is recorded; returns its new
+  /// value, or -1. A store that has gone away by then (rank 0 stopped first, on a
+  /// signal) must not turn a recorded item into a failed one: the count is only progress.
+  int64_t count_in_group(const char* counter, int64_t delta) noexcept;
+
+  int finish_stopped();
+
+  int finish(const pipeline::PipelineInfo& info, const plan::OuterShard& shard);
+
+  void write_run_json(const pipeline::PipelineInfo& info, const plan::OuterShard& shard, const nlohmann::json* summary);
+
+  const plan::GenerateOptions& o_;
+  const PipelineFactory& factory_;
+  plan::RankInfo rank_;
+  const SlurmJob slurm_ = SlurmJob::from_env();
+  plan::ShardMode mode_ = plan::ShardMode::kContiguous;
+  std::unique_ptr<WorkerGroup> group_;
+  std::unique_ptr<pipeline::TextToImage> pipe_;
+  std::vector<plan::Item> items_;
+  int64_t total_items_ = 0;
+  plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
+  std::unique_ptr<io::ManifestWriter> manifest_;
+  RankStats stats_;
+  double started_at_ = wall_seconds();
+  bool multi_node_ = false;
+  ProgressPipe progress_ = ProgressPipe::from_env();
+  Resume resume_;
+  bool items_known_ = false;  ///< this rank's share is known: progress reports may start
+  int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
+  std::chrono::steady_clock::time_point last_report_{};
+  std::optional<plan::ProgressCounts> group_totals_;  ///< rank 0, multi-node: the gathered totals
+};
+
+}  // namespace dpinfer::worker

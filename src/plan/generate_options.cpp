@@ -1,0 +1,178 @@
+#include "dpinfer/plan/generate_options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <CLI/CLI.hpp>
+#include <fstream>
+
+#include "dpinfer/util/cli_extras.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::plan {
+namespace {
+
+void add_options(CLI::App& app, GenerateOptions& o) {
+  app.add_option("prompts", o.prompts, "prompts file: .txt (one per line) or .jsonl; - reads stdin")->required();
+  app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
+  app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache); default: the embedded dpinfer-shapes-64");
+  app.add_option("--variant", o.variant, "weights variant, e.g. fp16 (*.fp16.safetensors)");
+  app.add_option("--out,-o", o.out, "output directory")->capture_default_str();
+  app.add_option("--seed", o.seed, "base seed: item i gets seed + i")->capture_default_str();
+  app.add_option("--steps", o.steps, "denoising steps (default: 50, or the model's preset)");
+  app.add_option("--guidance-scale,--cfg", o.guidance_scale, "classifier-free guidance scale (default: 7.5)");
+  app.add_option("--width", o.width, "image width, a multiple of 8 (default: the model's)");
+  app.add_option("--height", o.height, "image height, a multiple of 8 (default: the model's)");
+  app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
+  app.add_option("--scheduler", o.scheduler,
+                 "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc (default: the model's)");
+  app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
+  app.add_option("--device", o.device, "auto (cuda:LOCAL_RANK when CUDA is available), cuda or cpu")
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "images per forward pass")->capture_default_str();
+  app.add_option("--shard-mode", o.shard_mode, "contiguous, strided or dynamic")->capture_default_str();
+  app.add_option("--shard", o.shard, "take only outer shard I of N (I/N), before splitting across ranks");
+  app.add_flag("--overwrite", o.overwrite, "regenerate items whose PNG exists (default: skip them)");
+  app.add_option("--clip-skip", o.clip_skip, "skip the last N CLIP layers")->capture_default_str();
+  app.add_option("--guidance-rescale", o.guidance_rescale, "diffusers' guidance_rescale (0 = off)")
+      ->capture_default_str();
+  app.add_option("--rendezvous-timeout", o.rendezvous_timeout_s, "seconds to wait for the other ranks")
+      ->capture_default_str();
+  app.add_flag("--requeue-on-signal", o.requeue_on_signal,
+               "in a SLURM job stopped by SIGTERM, SIGUSR1 or SIGUSR2 (e.g. sbatch --signal=B:USR1@120): "
+               "rank 0 requeues the job or array task (scontrol requeue) once the manifests are flushed");
+  app.add_option("--stop-timeout", o.stop_timeout_s,
+                 "after SIGTERM/SIGINT/SIGUSR1/SIGUSR2, seconds the batch in flight may still run before it is "
+                 "abandoned (0: at once); its items are left to the next run")
+      ->capture_default_str();
+  app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
+  app.add_option("--config", o.config, "JSON file with defaults for any of these options");
+}
+
+/// "--key value" words for the keys of the --config file.
+std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--config: cannot read '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's message says where: "[json.exception.parse_error.101] parse error at line 1, column 12: ..."
+    const std::string why = e.what();
+    throw UsageError("--config '" + path + "': not JSON (" + why.substr(why.find(']') + 2) +
+                     "); expected one object such as {\"steps\": 30}");
+  }
+  if (!j.is_object())
+    throw UsageError("--config '" + path + "': expected one JSON object such as {\"steps\": 30}, got " +
+                     std::string(j.type_name()));
+  std::vector<std::string> words;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    std::string key = it.key();
+    for (char& c : key)
+      if (c == '_') c = '-';
+    if (key == "prompts" || key == "config")
+      throw UsageError("--config '" + path + "': key '" + it.key() + "' cannot be set from a config file");
+    CLI::Option* opt = nullptr;
+    try {
+      opt = app.get_option("--" + key);
+    } catch (const CLI::OptionNotFound&) {
+      throw UsageError("--config '" + path + "': unknown key '" + it.key() + "'; see 'dpinfer generate --help'");
+    }
+    const auto& v = it.value();
+    const std::string where = "--config '" + path + "': '" + it.key() + "'";
+    if (opt->get_expected_min() == 0 && !v.is_boolean())
+      throw UsageError(where + " is a flag: give true or false, got " + v.dump());
+    // CLI11 would say "Could not convert: --steps = 3.5", naming neither the file nor the key.
+    const std::string type = opt->get_type_name();
+    if (type == "INT" && !v.is_number_integer()) throw UsageError(where + " must be an integer, got " + v.dump());
+    if (type == "FLOAT" && !v.is_number()) throw UsageError(where + " must be a number, got " + v.dump());
+    if (v.is_boolean()) {
+      if (opt->get_expected_min() != 0) throw UsageError(where + " takes a value, not true/false");
+      if (v.get<bool>()) words.push_back("--" + key);
+    } else if (v.is_string()) {
+      words.insert(words.end(), {"--" + key, v.get<std::string>()});
+    } else if (v.is_number()) {
+      words.insert(words.end(), {"--" + key, v.dump()});
+    } else {
+      throw UsageError("--config '" + path + "': '" + it.key() + "' must be a string, number or boolean");
+    }
+  }
+  return words;
+}
+
+
+}  // namespace
+
+nlohmann::json GenerateOptions::to_json() const {
+  nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant}, {"out", out},
+                      {"seed", seed}, {"negative_prompt", negative_prompt}, {"scheduler", scheduler},
+                      {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
+                      {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
+                      {"clip_skip", clip_skip}, {"guidance_rescale", guidance_rescale},
+                      {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
+                      {"config", config}};
+  j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
+  j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
+  j["width"] = width ? nlohmann::json(*width) : nlohmann::json();
+  j["height"] = height ? nlohmann::json(*height) : nlohmann::json();
+  return j;
+}
+
+GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help) {
+  GenerateOptions o;
+  CLI::App app("Generates the images of a prompts file: one worker (rank from the environment).", "dpinfer generate");
+  add_options(app, o);
+  for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::vector<std::string> words = args;
+  // A first pass finds --config; its keys go before the command line, which so wins.
+  if (std::count_if(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--config" || a.rfind("--config=", 0) == 0;
+      }) > 1)
+    throw UsageError("--config given more than once; merge the files into one");
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--config") {
+      auto extra = config_words(args[i + 1], app);
+      words.insert(words.begin(), extra.begin(), extra.end());
+      break;
+    }
+    if (args[i].rfind("--config=", 0) == 0) {
+      auto extra = config_words(args[i].substr(9), app);
+      words.insert(words.begin(), extra.begin(), extra.end());
+      break;
+    }
+  }
+  std::vector<std::string> reversed(words.rbegin(), words.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    if (help) *help = app.help();
+    return o;
+  } catch (const CLI::ExtrasError&) {
+    throw UsageError(unexpected_arguments(app) + "; see 'dpinfer generate --help'");
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(one_line(e.what()) + "; see 'dpinfer generate --help'");
+  }
+  if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
+  if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
+    throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
+  if (!std::isfinite(o.guidance_rescale) || o.guidance_rescale < 0)
+    throw UsageError("--guidance-rescale: expected a finite number >= 0 (0 = off), got " +
+                     std::to_string(o.guidance_rescale));
+  if (o.batch_size < 1) throw UsageError("--batch-size: expected at least 1, got " + std::to_string(o.batch_size));
+  if (o.clip_skip < 0) throw UsageError("--clip-skip: expected 0 or more, got " + std::to_string(o.clip_skip));
+  if (o.stop_timeout_s < 0)
+    throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
+  if (o.rendezvous_timeout_s < 1)
+    throw UsageError("--rendezvous-timeout: expected at least 1 second, got " + std::to_string(o.rendezvous_timeout_s));
+  for (auto [name, v] : {std::pair<const char*, std::optional<int>>{"--width", o.width}, {"--height", o.height}}) {
+    if (v && (*v < 8 || *v % 8 != 0))
+      throw UsageError(std::string(name) + ": expected a positive multiple of 8, got " + std::to_string(*v));
+  }
+  if (o.steps && *o.steps < 1) throw UsageError("--steps: expected at least 1, got " + std::to_string(*o.steps));
+  if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
+    throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got '" + o.dtype + "'");
+  if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
+    throw UsageError("--device: expected auto, cuda or cpu, got '" + o.device + "'");
+  return o;
+}
+
+}  // namespace dpinfer::plan

@@ -1,0 +1,411 @@
+#include "dpinfer/worker/generate_run.h"
+
+#include <filesystem>
+
+#include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/png_writer.h"
+#include "dpinfer/io/prompt_file.h"
+#include "dpinfer/plan/manifest_names.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/exit_status.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/util/process.h"
+#include "dpinfer/util/signal_names.h"
+#include "dpinfer/util/version.h"
+#include "dpinfer/worker/default_model.h"
+#include "dpinfer/worker/devices.h"
+#include "dpinfer/worker/image_metadata.h"
+#include "dpinfer/worker/stop_signals.h"
+
+namespace dpinfer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using plan::choose_outer_shard;
+using plan::contiguous_range;
+using plan::dynamic_chunk_size;
+using plan::expand_items;
+using plan::Item;
+using plan::item_file_name;
+using plan::ItemDefaults;
+using plan::manifest_file_name;
+using plan::OuterShard;
+using plan::OuterShardChoice;
+using plan::parse_shard_mode;
+using plan::rank_info_from_env;
+using plan::ShardMode;
+using plan::static_assignment;
+
+/// How often a rank tells the launcher how far it is, at most.
+constexpr auto kProgressInterval = std::chrono::milliseconds(250);
+
+}  // namespace
+
+int GenerateRun::run() {
+  rank_ = rank_info_from_env(current_environment());
+  if (rank_.rank == 0 && slurm_.in_job()) log::info("{}", slurm_.describe());
+  // With peers on other nodes, node 0's launcher learns the run's totals only
+  // through rank 0, which reads them from the store.
+  multi_node_ = rank_.world_size > rank_.local_world_size;
+  if (o_.prompts == "-" && rank_.world_size > 1)
+    throw UsageError("prompts from stdin ('-') work with one rank only: every rank reads the same item list, and "
+                     "ranks do not share one stdin; write the prompts to a file and pass its path");
+  auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
+  if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
+  // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
+  const OuterShardChoice shard_choice = choose_outer_shard(o_.shard, current_environment());
+  const OuterShard shard = shard_choice.shard;
+  if (shard_choice.sharded && rank_.rank == 0)
+    log::info("outer shard {}/{} from {}", shard.index, shard.count, shard_choice.source);
+  mode_ = parse_shard_mode(o_.shard_mode);
+
+  {
+    std::error_code ec;
+    fs::create_directories(o_.out, ec);
+    if (ec || !fs::is_directory(o_.out))
+      throw UsageError("--out '" + o_.out + "': cannot make it a directory (" +
+                       (ec ? ec.message() : std::string("a file of that name exists")) + "); give a directory");
+  }
+  if (rank_.rank == 0) {
+    size_t removed = io::remove_stale_temporaries(o_.out);
+    if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
+  }
+  // Join before anything rank-specific can fail, so that such a failure reaches
+  // the other ranks through the abort flag instead of leaving them waiting.
+  WorkerGroup::Options go;
+  go.timeout = std::chrono::seconds(o_.rendezvous_timeout_s);
+  go.interrupted = [] { return stop_signal() != 0; };
+  if (rank_.world_size > 1)
+    log::debug("rank {}/{} ({}): rendezvous at {}:{} (from {})", rank_.rank, rank_.world_size, rank_.source,
+               rank_.master_addr, rank_.master_port, rank_.master_from);
+  group_ = WorkerGroup::join(rank_, go);
+  const std::string device = resolve_device(o_.device, rank_);
+  if (device != "cpu") group_->join_nccl(std::stoi(device.substr(5)));  // "cuda:N"
+  std::string model = o_.model;
+  if (model.empty()) {
+    model = default_model_dir();
+    if (rank_.rank == 0) log::info("no --model: using the default model {}", model);
+  }
+  PipelineRequest req{model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
+                      o_.guidance_rescale};
+  log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
+
+  auto start = std::chrono::steady_clock::now();
+  pipe_ = factory_(req);
+  pipe_->set_cancel_check([grace = std::chrono::seconds(o_.stop_timeout_s)] { return stopping_for_at_least(grace); });
+  const pipeline::PipelineInfo& info = pipe_->info();
+  log::debug("pipeline loaded in {:.2f}s", seconds_since(start));
+
+  ItemDefaults d;
+  d.negative_prompt = o_.negative_prompt;
+  d.seed = o_.seed;
+  d.steps = o_.steps.value_or(info.default_steps);
+  d.guidance_scale = o_.guidance_scale.value_or(info.default_guidance_scale);
+  d.width = o_.width.value_or(info.default_width);
+  d.height = o_.height.value_or(info.default_height);
+  defaults_ = d;
+  std::vector<Item> all = expand_items(specs, d);
+  for (const Item& it : all) {
+    if (it.width % 8 || it.height % 8)
+      throw UsageError("'" + o_.prompts + "' line " + std::to_string(it.line) + ": size " + std::to_string(it.width) +
+                       "x" + std::to_string(it.height) + " is not a multiple of 8");
+  }
+  auto [shard_begin, shard_end] = contiguous_range(static_cast<int64_t>(all.size()), shard.count, shard.index);
+  items_.assign(all.begin() + shard_begin, all.begin() + shard_end);
+  total_items_ = static_cast<int64_t>(all.size());
+
+  const std::string manifest_name =
+      manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
+  manifest_ = std::make_unique<io::ManifestWriter>((fs::path(o_.out) / manifest_name).string());
+  if (rank_.rank == 0) write_run_json(info, shard, nullptr);
+
+  group_->barrier("model-loaded");
+  group_->device_barrier();
+  if (rank_.rank == 0)
+    log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", items_.size(),
+              shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
+                                   : "",
+              rank_.world_size, to_string(mode_), o_.batch_size);
+
+  bool stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
+  if (auto why = group_->abort_reason()) throw Error(*why);
+  stopped = stopped || stop_signal() != 0;
+  int status;
+  try {
+    status = stopped ? finish_stopped() : finish(info, shard);
+  } catch (const WorkerGroup::Interrupted&) {
+    status = finish_stopped();  // a signal came while waiting for the peers
+    stopped = true;
+  }
+  report_progress(true);
+  // Stopped by a signal, the peers are stopping too: don't wait long for them.
+  group_->leave(stopped ? std::chrono::seconds(5) : std::chrono::seconds(o_.rendezvous_timeout_s));
+  return status;
+}
+
+void GenerateRun::abort(const std::string& why) {
+  if (group_) group_->abort(why);
+}
+
+void GenerateRun::requeue_if_stopped(int status) const {
+  int sig = stop_signal();
+  if (o_.requeue_on_signal && sig != 0 && status == exit_status::kSignalBase + sig) requeue_slurm_job(slurm_, rank_.rank, sig);
+}
+
+void GenerateRun::report_progress(bool force) noexcept {
+  if (!progress_.enabled() || !items_known_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!force && now - last_report_ < kProgressInterval) return;
+  last_report_ = now;
+  try {
+    plan::ProgressReport r;
+    r.rank = rank_.rank;
+    r.world = rank_.world_size;
+    r.counts = {stats_.generated, stats_.skipped, stats_.failed};
+    r.todo = todo_;
+    r.total = static_cast<int64_t>(items_.size());
+    if (group_totals_) {
+      r.group = group_totals_;
+    } else if (multi_node_ && rank_.rank == 0 && group_) {
+      r.group = plan::ProgressCounts{group_->add("done-items", 0), group_->add("skipped-items", 0),
+                                         group_->add("failed-items", 0)};
+    }
+    progress_.write(plan::format_progress_report(r) + "\n");
+  } catch (const std::exception& e) {
+    log::debug("rank {}: no progress report: {}", rank_.rank, first_line(e.what()));
+  }
+}
+
+bool GenerateRun::run_static() {
+  auto positions = static_assignment(static_cast<int64_t>(items_.size()), rank_.world_size, rank_.rank, mode_);
+  std::vector<const Item*> todo;
+  for (int64_t p : positions) {
+    const Item& it = items_[p];
+    if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), rank_.rank)) {
+      ++stats_.skipped;
+      continue;
+    }
+    todo.push_back(&it);
+  }
+  todo_ = static_cast<int64_t>(positions.size());
+  items_known_ = true;
+  if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
+  report_progress(true);
+  if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists (--overwrite regenerates them)", rank_.rank, stats_.skipped);
+  return generate_all(todo);
+}
+
+bool GenerateRun::run_dynamic() {
+  const int64_t n = static_cast<int64_t>(items_.size());
+  const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
+  items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
+  report_progress(true);
+  for (;;) {
+    if (stop_signal()) return true;
+    if (group_->abort_reason()) return false;
+    int64_t end = group_->add("next-item", chunk);
+    int64_t begin = end - chunk;
+    if (begin >= n) break;
+    std::vector<const Item*> todo;
+    int64_t skipped = 0;
+    for (int64_t p = begin; p < std::min(end, n); ++p) {
+      if (!o_.overwrite && resume_.already_made(items_[p], item_record(items_[p], pipe_->info()), rank_.rank)) {
+        ++skipped;
+        continue;
+      }
+      todo.push_back(&items_[p]);
+    }
+    if (skipped) {
+      stats_.skipped += skipped;
+      if (multi_node_) group_->add("skipped-items", skipped);
+      report_progress(false);
+    }
+    if (generate_all(todo)) return true;
+  }
+  if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, stats_.skipped);
+  return false;
+}
+
+bool GenerateRun::generate_all(const std::vector<const plan::Item*>& todo) {
+  size_t i = 0;
+  while (i < todo.size()) {
+    if (stop_signal()) return true;
+    if (auto why = group_->abort_reason()) return false;
+    std::vector<const Item*> batch{todo[i]};
+    size_t j = i + 1;
+    while (j < todo.size() && static_cast<int>(batch.size()) < o_.batch_size && todo[j]->batches_with(*batch[0]))
+      batch.push_back(todo[j++]);
+    run_batch(batch);
+    i = j;
+  }
+  return false;
+}
+
+void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
+  std::vector<pipeline::ImageRequest> reqs;
+  for (const Item* it : batch)
+    reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
+                    it->width, it->height});
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<pipeline::RgbImage> images;
+  try {
+    images = pipe_->generate(reqs);
+    if (images.size() != batch.size()) throw Error("the pipeline returned " + std::to_string(images.size()) +
+                                                   " image(s) for a batch of " + std::to_string(batch.size()));
+  } catch (const pipeline::Cancelled&) {
+    // Stopping, and --stop-timeout is over: nothing of this batch was written or
+    // recorded, so the next run makes its items.
+    log::warn("rank {}: abandoned a batch of {} item(s) after {:.1f}s (--stop-timeout {}); the next run makes them",
+              rank_.rank, batch.size(), seconds_since(t0), o_.stop_timeout_s);
+    return;
+  } catch (const std::exception& e) {
+    if (batch.size() > 1) {
+      // Find the culprit: one bad item must not fail its batch-mates.
+      log::warn("rank {}: a batch of {} failed ({}); retrying its items one by one", rank_.rank, batch.size(),
+                first_line(e.what()));
+      for (const Item* it : batch) run_batch({it});
+      return;
+    }
+    record_failure(*batch[0], first_line(e.what()), seconds_since(t0));
+    return;
+  }
+  double per_image = seconds_since(t0) / static_cast<double>(batch.size());
+  stats_.busy_s += seconds_since(t0);
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const Item& it = *batch[k];
+    if (!images[k].finite) {
+      record_failure(it, "the decoded image contains NaN or Inf (try --dtype fp32 or bf16)", per_image);
+      continue;
+    }
+    try {
+      write_image(it, images[k], per_image);
+    } catch (const std::exception& e) {
+      record_failure(it, first_line(e.what()), per_image);
+    }
+  }
+}
+
+void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
+  const pipeline::PipelineInfo& info = pipe_->info();
+  nlohmann::json rec = item_record(it, info);
+  rec["sampler"] = info.sampler_label;
+  rec["dtype"] = info.dtype;
+  rec["dpinfer_version"] = version();
+  std::string png = io::encode_png(img.pixels.data(), img.width, img.height,
+                                   {{"parameters", a1111_infotext(it, info)},
+                                    {"dpinfer", rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true}});
+  io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index)).string(), png);
+  rec.erase("dpinfer_version");
+  rec["rank"] = rank_.rank;
+  rec["seconds"] = seconds;
+  rec["status"] = "ok";
+  rec["finished_at"] = wall_seconds();
+  manifest_->append(rec);
+  ++stats_.generated;
+  int64_t done = count_in_group("done-items", 1);
+  if (todo_ >= 0)
+    log::debug("rank {}: item {} done ({}/{} of this rank's items, {} generated in all)", rank_.rank, it.index,
+               stats_.generated + stats_.skipped + stats_.failed, todo_, done);
+  else
+    log::debug("rank {}: item {} done ({} generated by this rank, {} in all)", rank_.rank, it.index,
+               stats_.generated, done);
+  report_progress(false);
+}
+
+void GenerateRun::record_failure(const plan::Item& it, const std::string& message, double seconds) {
+  nlohmann::json rec = item_record(it, pipe_->info());
+  rec.erase("file_name");
+  rec["rank"] = rank_.rank;
+  rec["seconds"] = seconds;
+  rec["status"] = "error";
+  rec["error"] = message;
+  rec["finished_at"] = wall_seconds();
+  manifest_->append(rec);
+  ++stats_.failed;
+  if (multi_node_) count_in_group("failed-items", 1);
+  log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
+  report_progress(false);
+}
+
+int64_t GenerateRun::count_in_group(const char* counter, int64_t delta) noexcept {
+  try {
+    return group_->add(counter, delta);
+  } catch (const std::exception& e) {
+    log::debug("rank {}: counter '{}' not updated: {}", rank_.rank, counter, first_line(e.what()));
+    return -1;
+  }
+}
+
+int GenerateRun::finish_stopped() {
+  int sig = stop_signal();
+  log::warn("rank {}: stopped by {} after {} image(s); the manifest is complete up to here, and a new run "
+            "resumes where this one stopped",
+            rank_.rank, signal_name(sig), stats_.generated);
+  return exit_status::kSignalBase + sig;
+}
+
+int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterShard& shard) {
+  auto all_stats = group_->gather("stats", stats_.to_json().dump());
+  group_->barrier("finished");
+  if (rank_.rank != 0) return stats_.failed ? exit_status::kItemsFailed : exit_status::kSuccess;
+  RankStats total;
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (const auto& s : all_stats) {
+    auto j = nlohmann::json::parse(s);
+    total.generated += j["generated"].get<int64_t>();
+    total.skipped += j["skipped"].get<int64_t>();
+    total.failed += j["failed"].get<int64_t>();
+    per_rank.push_back(j);
+  }
+  if (multi_node_) group_totals_ = plan::ProgressCounts{total.generated, total.skipped, total.failed};
+  io::MergeResult merged = io::merge_manifests(o_.out);
+  double wall = wall_seconds() - started_at_;
+  nlohmann::json summary = {{"generated", total.generated}, {"skipped", total.skipped}, {"failed", total.failed},
+                            {"wall_seconds", wall}, {"per_rank", per_rank},
+                            {"images_per_second", wall > 0 ? total.generated / wall : 0.0},
+                            {"metadata_rows", merged.ok}, {"failure_rows", merged.failed}};
+  write_run_json(info, shard, &summary);
+  log::info("done: {} generated, {} skipped, {} failed in {:.1f}s ({:.2f} images/s); {} row(s) in {}/metadata.jsonl",
+            total.generated, total.skipped, total.failed, wall, wall > 0 ? total.generated / wall : 0.0, merged.ok,
+            o_.out);
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    double secs = per_rank[r]["seconds"].get<double>();
+    int64_t generated = per_rank[r]["generated"].get<int64_t>();
+    log::info("  rank {}: {} generated, {} skipped, {} failed, {:.2f} images/s", r, generated,
+              per_rank[r]["skipped"].get<int64_t>(), per_rank[r]["failed"].get<int64_t>(),
+              secs > 0 ? static_cast<double>(generated) / secs : 0.0);
+  }
+  if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);
+  if (total.failed) {
+    log::warn("{} item(s) failed; see {}/failures.jsonl", total.failed, o_.out);
+    return exit_status::kItemsFailed;
+  }
+  return exit_status::kSuccess;
+}
+
+void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan::OuterShard& shard, const nlohmann::json* summary) {
+  nlohmann::json j = {{"dpinfer_version", version()},
+                      {"options", o_.to_json()},
+                      {"world_size", rank_.world_size},
+                      {"rank_source", rank_.source},
+                      {"shard", {{"index", shard.index}, {"count", shard.count}}},
+                      {"items_total", total_items_},
+                      {"items_in_shard", items_.size()},
+                      {"started_at", started_at_},
+                      {"pipeline",
+                       {{"model", info.model_name}, {"model_path", info.model_path}, {"scheduler", info.scheduler_name},
+                        {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype},
+                        {"clip_skip", info.clip_skip}, {"guidance_rescale", info.guidance_rescale}}},
+                      // What a prompts line that sets none gets: the options, else the model's defaults.
+                      {"item_defaults",
+                       {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},
+                        {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
+                        {"width", defaults_.width}, {"height", defaults_.height}}}};
+  std::error_code ec;
+  if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
+  if (slurm_.in_job()) j["slurm"] = slurm_.to_json();
+  if (summary) j["summary"] = *summary;
+  io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
+}
+
+}  // namespace dpinfer::worker

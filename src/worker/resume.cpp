@@ -1,0 +1,46 @@
+#include "dpinfer/worker/resume.h"
+
+#include <sys/stat.h>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+
+namespace dpinfer::worker {
+
+bool Resume::already_made(const plan::Item& item, const nlohmann::json& now, int rank) {
+  if (!png_exists(item)) return false;
+  if (!earlier_) earlier_ = io::read_manifests(out_dir_);
+  auto found = earlier_->items.find(item.index);
+  if (found == earlier_->items.end() || found->second.state != io::ItemState::kDone) {
+    log::info("rank {}: {} exists but no manifest records it as made (a run stopped between the two); making it "
+              "again",
+              rank, plan::item_file_name(item.index));
+    return false;
+  }
+  const nlohmann::json& before = found->second.record;
+  // What the image is, with the value a record lacking the field stands for: records
+  // of older versions have no clip_skip or guidance_rescale, and were made without.
+  // The merge's kIdentityFields (io/manifest.cpp) less "model": one model has many
+  // names (a path, a hub id), and resume cannot tell them apart.
+  static const std::pair<const char*, nlohmann::json> kIdentity[] = {
+      {"prompt", nullptr},         {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
+      {"guidance_scale", nullptr}, {"width", nullptr},           {"height", nullptr}, {"scheduler", nullptr},
+      {"clip_skip", 0},            {"guidance_rescale", 0}};
+  for (const auto& [field, fallback] : kIdentity) {
+    const nlohmann::json was = before.value(field, fallback);
+    if (was == now[field]) continue;
+    throw InputError("--out " + out_dir_ + " already holds item " + std::to_string(item.index) + " (" +
+                     plan::item_file_name(item.index) + ") made with " + field + " " + was.dump() + " (" +
+                     found->second.manifest + "), but this run makes it with " + field + " " + now[field].dump() +
+                     "; use another --out, or --overwrite to replace the earlier images");
+  }
+  return true;
+}
+
+bool Resume::png_exists(const plan::Item& item) const {
+  struct stat st;
+  const std::string path = out_dir_ + "/" + plan::item_file_name(item.index);
+  return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+}  // namespace dpinfer::worker
