@@ -45,10 +45,23 @@ void ManifestWriter::append_raw(const std::string& line) {
 
 namespace {
 
-/// What an item is: fields that two records of the same item must agree on.
+/// What an item is: fields that two records of the same item must agree on. Besides these,
+/// every field a record's "settings" list names (its model family's settings, such as
+/// clip_skip), and clip_skip and guidance_rescale, which records carried before that list.
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
                                            "scheduler",      "clip_skip", "guidance_rescale"};
+
+/// The identity fields of `rec`: kIdentityFields and its own "settings".
+std::vector<std::string> identity_fields(const nlohmann::json& rec) {
+  std::vector<std::string> fields(std::begin(kIdentityFields), std::end(kIdentityFields));
+  auto settings = rec.find("settings");
+  if (settings != rec.end() && settings->is_array())
+    for (const auto& name : *settings)
+      if (name.is_string() && std::find(fields.begin(), fields.end(), name.get<std::string>()) == fields.end())
+        fields.push_back(name.get<std::string>());
+  return fields;
+}
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
@@ -105,8 +118,9 @@ ManifestSet read_manifests(const std::string& dir) {
       if (first_in_manifest || t >= l->second.finished_at) {
         l->second.finished_at = t;
         l->second.identity = nlohmann::json::object();
-        for (const char* f : kIdentityFields)
+        for (const std::string& f : identity_fields(rec))
           if (rec.contains(f)) l->second.identity[f] = rec[f];
+        if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
       }
       if (ok) {
         if (s.ok_manifest.empty()) s.ok_manifest = m;
@@ -129,7 +143,7 @@ ManifestSet read_manifests(const std::string& dir) {
     bool found = false;
     for (auto b = s.latest.begin(); b != s.latest.end() && !found; ++b) {
       for (auto a = s.latest.begin(); a != b && !found; ++a) {
-        for (const char* f : kIdentityFields) {
+        for (const std::string& f : identity_fields(a->second.identity)) {
           const nlohmann::json& x = a->second.identity.contains(f) ? a->second.identity[f] : nlohmann::json();
           const nlohmann::json& y = b->second.identity.contains(f) ? b->second.identity[f] : nlohmann::json();
           if (x.is_null() || y.is_null() || x == y) continue;

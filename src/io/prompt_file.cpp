@@ -94,6 +94,10 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     else if (k == "width") s.width = get_integer<int>(v, k, name, line, 8, 16384);
     else if (k == "height") s.height = get_integer<int>(v, k, name, line, 8, 16384);
     else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, 1, 100000);
+    else if (k == "settings") {
+      if (!v.is_object()) fail(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + v.dump());
+      s.settings = v;
+    }
     else if (k == "guidance_scale") {
       if (!v.is_number() || !std::isfinite(v.get<double>()))
         fail(name, line, "'guidance_scale' must be a finite number, got " + v.dump());
@@ -101,7 +105,7 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     } else {
       fail(name, line, "unknown key '" + k +
                            "'; allowed: prompt, negative_prompt, seed, steps, guidance_scale, width, height, "
-                           "num_images, id");
+                           "num_images, id, settings");
     }
   }
   check_no_nul(s.prompt, "'prompt'", name, line);

@@ -182,6 +182,18 @@ SafetensorsFile::~SafetensorsFile() {
   if (mapping_) ::munmap(mapping_, size_);
 }
 
+void SafetensorsFile::release(const std::byte* data, size_t nbytes) const {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto base = reinterpret_cast<uintptr_t>(mapping_);
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  if (begin < base || begin + nbytes > base + size_) return;
+  // Whole pages from the one holding `data` up to the one holding its end, which the next
+  // tensor may still need: the callers read the file front to back.
+  const uintptr_t first = begin & ~(page - 1);
+  const uintptr_t last = (begin + nbytes) & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 const TensorView* SafetensorsFile::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];

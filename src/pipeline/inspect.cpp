@@ -1,7 +1,6 @@
 #include "dpinfer/pipeline/inspect.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/DefaultDtype.h>
 #include <torch/nn/module.h>
 
 #include <filesystem>
@@ -10,13 +9,11 @@
 #include <sstream>
 
 #include "dpinfer/io/safetensors.h"
-#include "dpinfer/pipeline/autoencoder_kl.h"
-#include "dpinfer/pipeline/clip_text_model.h"
-#include "dpinfer/pipeline/clip_tokenizer.h"
-#include "dpinfer/pipeline/model_configs.h"
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/model_dir.h"
-#include "dpinfer/pipeline/scheduler.h"
-#include "dpinfer/pipeline/unet_2d_condition.h"
+#include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -58,116 +55,26 @@ bool is_folder(const std::string& path) {
   return !path.empty() && fs::is_directory(path, ec);
 }
 
-/// Sets the dtype LibTorch gives new parameters while it lives: modules built only for
-/// their names and shapes then take half the memory of float32.
-class DefaultDtypeGuard {
- public:
-  explicit DefaultDtypeGuard(caffe2::TypeMeta dtype) : saved_(c10::get_default_dtype()) {
-    c10::set_default_dtype(dtype);
+/// The order components with weights load in: text encoders, then denoisers, then VAEs,
+/// each in the family's order.
+int load_rank(ComponentRole role) {
+  switch (role) {
+    case ComponentRole::kTextEncoder: return 0;
+    case ComponentRole::kDenoiser: return 1;
+    case ComponentRole::kVae: return 2;
+    default: return 3;
   }
-  ~DefaultDtypeGuard() { c10::set_default_dtype(saved_); }
-  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
-  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
-
- private:
-  caffe2::TypeMeta saved_;
-};
-
-const KeyRenames& no_renames() {
-  static const KeyRenames none;
-  return none;
-}
-
-ComponentReport describe(const Component& c) {
-  ComponentReport r;
-  r.name = c.name;
-  r.library = c.library;
-  r.class_name = c.class_name;
-  r.path = c.path;
-  return r;
-}
-
-const char* down_name(UNetConfig::DownBlockType t) {
-  return t == UNetConfig::DownBlockType::kCrossAttnDownBlock2D ? "CrossAttnDownBlock2D" : "DownBlock2D";
-}
-
-const char* up_name(UNetConfig::UpBlockType t) {
-  return t == UNetConfig::UpBlockType::kCrossAttnUpBlock2D ? "CrossAttnUpBlock2D" : "UpBlock2D";
-}
-
-const char* mid_name(UNetConfig::MidBlockType t) {
-  switch (t) {
-    case UNetConfig::MidBlockType::kNone: return "none";
-    case UNetConfig::MidBlockType::kUNetMidBlock2DCrossAttn: return "UNetMidBlock2DCrossAttn";
-    case UNetConfig::MidBlockType::kUNetMidBlock2D: return "UNetMidBlock2D";
-  }
-  return "?";
-}
-
-ordered_json clip_facts(const CLIPTextConfig& c) {
-  ordered_json j;
-  j["num_hidden_layers"] = c.num_hidden_layers;
-  j["hidden_size"] = c.hidden_size;
-  j["intermediate_size"] = c.intermediate_size;
-  j["num_attention_heads"] = c.num_attention_heads;
-  j["hidden_act"] = c.hidden_act == CLIPTextConfig::Activation::kQuickGELU ? "quick_gelu" : "gelu";
-  j["vocab_size"] = c.vocab_size;
-  j["max_position_embeddings"] = c.max_position_embeddings;
-  return j;
-}
-
-ordered_json unet_facts(const UNetConfig& c) {
-  ordered_json j;
-  std::vector<std::string> down, up;
-  for (auto t : c.down_block_types) down.push_back(down_name(t));
-  for (auto t : c.up_block_types) up.push_back(up_name(t));
-  j["down_block_types"] = down;
-  j["mid_block_type"] = mid_name(c.mid_block_type);
-  j["up_block_types"] = up;
-  j["block_out_channels"] = c.block_out_channels;
-  j["layers_per_block"] = c.layers_per_block;
-  j["num_attention_heads"] = c.num_attention_heads;
-  j["cross_attention_dim"] = c.cross_attention_dim;
-  j["use_linear_projection"] = c.use_linear_projection;
-  j["in_channels"] = c.in_channels;
-  j["out_channels"] = c.out_channels;
-  if (c.sample_size)
-    j["sample_size"] = {(*c.sample_size)[0], (*c.sample_size)[1]};
-  else
-    j["sample_size"] = nullptr;
-  if (c.time_cond_proj_dim) j["time_cond_proj_dim"] = *c.time_cond_proj_dim;
-  return j;
-}
-
-ordered_json vae_facts(const AutoencoderKLConfig& c) {
-  ordered_json j;
-  j["in_channels"] = c.in_channels;
-  j["out_channels"] = c.out_channels;
-  j["latent_channels"] = c.latent_channels;
-  j["block_out_channels"] = c.block_out_channels;
-  j["layers_per_block"] = c.layers_per_block;
-  j["scale_factor"] = c.scale_factor();
-  j["scaling_factor"] = c.scaling_factor;
-  if (c.shift_factor) j["shift_factor"] = *c.shift_factor;
-  j["force_upcast"] = c.force_upcast;
-  return j;
 }
 
 /// The component's files and their header statistics, then the key check against the
-/// module `build` makes (skipped when `build` is empty: its config failed). The order is
-/// load_component()'s in stable_diffusion.cpp: build, find the files, load.
+/// module its class builds on the meta device (skipped when its config failed). The order
+/// is load_component()'s: build, find the files, check the keys.
 void check_weights(InspectReport& report, ComponentReport& r, const Component& c, const std::string& variant,
-                   const KeyRenames& renames,
-                   const std::function<std::shared_ptr<torch::nn::Module>()>& build) {
+                   const ModelClass* model_class, bool config_ok) {
   std::shared_ptr<torch::nn::Module> module;
   bool built = false;
-  if (build) {
-    built = step(report, &r.error, [&] {
-      at::NoGradGuard no_grad;
-      DefaultDtypeGuard half(caffe2::TypeMeta::Make<at::Half>());
-      module = build();
-    });
-  }
+  if (model_class && config_ok)
+    built = step(report, &r.error, [&] { module = model_class->build(c.config, at::TensorOptions().device(at::kMeta)); });
   r.variant = c.variant;
   r.fell_back = !variant.empty() && c.variant.empty();
   WeightFiles found;
@@ -188,7 +95,7 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   });
   if (!readable || !built) return;
   step(report, &r.error, [&] {
-    r.keys = match_keys(*module, found.files, renames, c.name);
+    r.keys = match_keys(*module, found.files, model_class->renames, c.name);
     if (!r.keys->ok()) throw Error(key_mismatch_message(*r.keys, found.files, c.name));
   });
 }
@@ -313,6 +220,24 @@ std::string token_text(const SpecialToken& t) { return t.token + " (" + std::to_
 
 }  // namespace
 
+SpecialToken TokenizerReport::special(const std::string& role) const {
+  for (const SpecialToken& s : special_tokens)
+    if (s.role == role) return s;
+  return {role, "", 0};
+}
+
+const ComponentReport& InspectReport::component(const std::string& name) const {
+  for (const ComponentReport& c : models)
+    if (c.name == name) return c;
+  throw Error("the inspect report has no component '" + name + "'");
+}
+
+const TokenizerReport& InspectReport::tokenizer(const std::string& name) const {
+  for (const TokenizerReport& t : tokenizers)
+    if (t.name == name) return t;
+  throw Error("the inspect report has no tokenizer '" + name + "'");
+}
+
 InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler) {
   InspectReport report;
   report.spec = spec;
@@ -322,78 +247,116 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   // The components' errors are collected, not thrown, so that the other components and
   // the later steps still run; the first is the one resolve_model() alone throws.
   std::vector<ModelDirError> resolve_errors;
-  if (!step(report, nullptr, [&] { md = resolve_model(spec, variant, &resolve_errors); })) return report;
+  if (!step(report, nullptr, [&] {
+        try {
+          md = resolve_model(spec, variant, &resolve_errors);
+        } catch (const Error&) {
+          // Not served by any family: say what the directory is before the error.
+          try {
+            ModelIndex index = read_model_index(spec);
+            report.root = index.root;
+            report.revision = index.revision;
+            report.pipeline = index.pipeline_class;
+          } catch (const Error&) {
+          }
+          throw;
+        }
+      }))
+    return report;
+  const Family& family = *md.family;
   report.root = md.root;
   report.revision = md.revision;
   report.pipeline = string_field(md.model_index, "_class_name", "");
+  report.family = family.name;
   report.ignored_components = md.ignored_components;
-  report.text_encoder = describe(md.text_encoder);
-  report.unet = describe(md.unet);
-  report.vae = describe(md.vae);
-  report.tokenizer.class_name = md.tokenizer.class_name;
-  report.tokenizer.path = md.tokenizer.path;
-  report.scheduler.class_name = string_field(md.scheduler.config, "_class_name", md.scheduler.class_name);
-  report.scheduler.path = md.scheduler.path;
+
+  // The report's slots, from what resolve_model() read of each component.
+  std::vector<const Component*> with_weights;
+  for (const Component& c : md.components) {
+    if (has_weights(c.role)) with_weights.push_back(&c);
+  }
+  std::stable_sort(with_weights.begin(), with_weights.end(),
+                   [](const Component* a, const Component* b) { return load_rank(a->role) < load_rank(b->role); });
+  for (const Component* c : with_weights) {
+    ComponentReport r;
+    r.name = c->name;
+    r.library = c->library;
+    r.class_name = c->class_name;
+    r.path = c->path;
+    report.models.push_back(std::move(r));
+  }
+  const Component* scheduler_component = nullptr;
+  for (const Component& c : md.components) {
+    if (c.role == ComponentRole::kTokenizer) {
+      TokenizerReport t;
+      t.name = c.name;
+      t.class_name = c.class_name;
+      t.path = c.path;
+      report.tokenizers.push_back(std::move(t));
+    }
+    if (c.role == ComponentRole::kScheduler) scheduler_component = &c;
+  }
+  if (scheduler_component) {
+    report.scheduler.class_name =
+        string_field(scheduler_component->config, "_class_name", scheduler_component->class_name);
+    report.scheduler.path = scheduler_component->path;
+  }
+  auto own_error = [&](const std::string& name) -> std::string* {
+    for (ComponentReport& c : report.models)
+      if (c.name == name) return &c.error;
+    for (TokenizerReport& t : report.tokenizers)
+      if (t.name == name) return &t.error;
+    if (scheduler_component && scheduler_component->name == name) return &report.scheduler.error;
+    return nullptr;
+  };
   for (const ModelDirError& e : resolve_errors) {
-    std::string* own = e.component == "unet"           ? &report.unet.error
-                       : e.component == "text_encoder" ? &report.text_encoder.error
-                       : e.component == "tokenizer"    ? &report.tokenizer.error
-                       : e.component == "vae"          ? &report.vae.error
-                       : e.component == "scheduler"    ? &report.scheduler.error
-                                                       : nullptr;  // the --variant check
+    std::string* own = own_error(e.component);
     if (!own) report.variant_error = e.message;
     record(report, own, e.message, true);
   }
 
-  // StableDiffusionPipeline's order: the tokenizer, the three configs, then each module's
-  // weights, then the scheduler. A component resolve_model() failed on skips the steps
-  // that need what it could not read: its config (not parsed), or its folder.
-  if (report.tokenizer.error.empty()) step(report, &report.tokenizer.error, [&] {
-    const CLIPTokenizer tokenizer = CLIPTokenizer::from_dir(md.tokenizer.path);
-    TokenizerReport& t = report.tokenizer;
-    t.vocab_size = tokenizer.vocab_size();
-    t.model_max_length = tokenizer.model_max_length();
-    t.bos = {tokenizer.bos_token(), tokenizer.bos_id()};
-    t.eos = {tokenizer.eos_token(), tokenizer.eos_id()};
-    t.pad = {tokenizer.pad_token(), tokenizer.pad_id()};
-    t.unk = {tokenizer.unk_token(), tokenizer.unk_id()};
-  });
-  std::optional<CLIPTextConfig> te_config;
-  std::optional<UNetConfig> unet_config;
-  std::optional<AutoencoderKLConfig> vae_config;
-  if (md.text_encoder.config.is_object())
-    step(report, &report.text_encoder.error, [&] { te_config = CLIPTextConfig::from_json(md.text_encoder.config); });
-  if (md.unet.config.is_object())
-    step(report, &report.unet.error, [&] { unet_config = UNetConfig::from_json(md.unet.config); });
-  if (md.vae.config.is_object())
-    step(report, &report.vae.error, [&] { vae_config = AutoencoderKLConfig::from_json(md.vae.config); });
-  if (te_config) report.text_encoder.config = clip_facts(*te_config);
-  if (unet_config) report.unet.config = unet_facts(*unet_config);
-  if (vae_config) report.vae.config = vae_facts(*vae_config);
-  if (unet_config && vae_config) {
-    const auto sample = unet_config->sample_size.value_or(std::array<int64_t, 2>{64, 64});
-    report.default_size = std::array<int64_t, 2>{sample[0] * vae_config->scale_factor(),
-                                                 sample[1] * vae_config->scale_factor()};
+  // The pipelines' order: the tokenizers, the configs, the scheduler, then each module's
+  // weights. A component resolve_model() failed on skips the steps that need what it could
+  // not read: its config (not parsed), or its folder.
+  for (TokenizerReport& t : report.tokenizers) {
+    if (!t.error.empty()) continue;
+    step(report, &t.error, [&] {
+      const TokenizerClass* kind = find_tokenizer_class(t.class_name);
+      if (!kind) throw Error("component '" + t.name + "': dpinfer cannot load a " + t.class_name);
+      const std::unique_ptr<Tokenizer> tokenizer = kind->load(t.path);
+      t.vocab_size = tokenizer->vocab_size();
+      t.model_max_length = tokenizer->model_max_length();
+      t.special_tokens = tokenizer->special_tokens();
+    });
   }
-
-  using Build = std::function<std::shared_ptr<torch::nn::Module>()>;
-  Build te_build, unet_build, vae_build;
-  if (te_config) te_build = [&] { return std::make_shared<CLIPTextModelImpl>(*te_config); };
-  if (unet_config) unet_build = [&] { return std::make_shared<UNet2DConditionModelImpl>(*unet_config); };
-  if (vae_config) vae_build = [&] { return std::make_shared<AutoencoderKLImpl>(*vae_config); };
-  if (is_folder(md.text_encoder.path))
-    check_weights(report, report.text_encoder, md.text_encoder, variant, clip_text_key_renames(), te_build);
-  if (is_folder(md.unet.path)) check_weights(report, report.unet, md.unet, variant, no_renames(), unet_build);
-  if (is_folder(md.vae.path)) check_weights(report, report.vae, md.vae, variant, vae_key_renames(), vae_build);
+  std::vector<bool> config_ok(with_weights.size(), false);
+  for (size_t i = 0; i < with_weights.size(); ++i) {
+    const Component& c = *with_weights[i];
+    ComponentReport& r = report.models[i];
+    const ModelClass* model_class = find_model_class(c.class_name);
+    if (!model_class || !c.config.is_object() || !r.error.empty()) continue;
+    config_ok[i] = step(report, &r.error, [&] { r.config = model_class->facts(c.config); });
+  }
+  if (std::all_of(config_ok.begin(), config_ok.end(), [](bool ok) { return ok; }) && family.default_size)
+    step(report, nullptr, [&] { report.default_size = family.default_size(md); });
 
   // The scheduler as `dpinfer generate --scheduler` builds it: the same make_scheduler()
   // call, so an unknown name or an unsupported class fails here as it fails there.
-  const nlohmann::json& sc = md.scheduler.config;
-  report.scheduler.prediction_type = string_field(sc, "prediction_type", "");
-  report.scheduler.timestep_spacing = string_field(sc, "timestep_spacing", "");
-  if (report.scheduler.error.empty())
-    step(report, &report.scheduler.error,
-         [&] { report.scheduler.dpinfer_name = make_scheduler(sc, scheduler)->name(); });
+  if (scheduler_component) {
+    const nlohmann::json& sc = scheduler_component->config;
+    report.scheduler.prediction_type = string_field(sc, "prediction_type", "");
+    report.scheduler.timestep_spacing = string_field(sc, "timestep_spacing", "");
+    if (report.scheduler.error.empty())
+      step(report, &report.scheduler.error, [&] {
+        report.scheduler.dpinfer_name = make_scheduler(sc, {scheduler, 0.0, family.scheduler_rewrite})->name();
+      });
+  }
+
+  for (size_t i = 0; i < with_weights.size(); ++i) {
+    const Component& c = *with_weights[i];
+    if (is_folder(c.path))
+      check_weights(report, report.models[i], c, variant, find_model_class(c.class_name), config_ok[i]);
+  }
   return report;
 }
 
@@ -405,27 +368,25 @@ ordered_json InspectReport::to_json() const {
   j["path"] = or_null(root);
   j["revision"] = or_null(revision);
   j["pipeline"] = or_null(pipeline);
+  j["family"] = or_null(family);
   j["ok"] = ok();
   j["error"] = or_null(error);
-  if (root.empty()) return j;
+  if (family.empty()) return j;
   if (default_size)
     j["default_size"] = {{"width", (*default_size)[1]}, {"height", (*default_size)[0]}};
   else
     j["default_size"] = nullptr;
   ordered_json components;
-  components["text_encoder"] = component_json(text_encoder);
-  components["unet"] = component_json(unet);
-  components["vae"] = component_json(vae);
-  const TokenizerReport& t = tokenizer;
-  components["tokenizer"] = {{"class", t.class_name},
-                             {"path", t.path},
-                             {"vocab_size", t.vocab_size},
-                             {"model_max_length", t.model_max_length},
-                             {"bos", token_json(t.bos)},
-                             {"eos", token_json(t.eos)},
-                             {"pad", token_json(t.pad)},
-                             {"unk", token_json(t.unk)},
-                             {"error", or_null(t.error)}};
+  for (const ComponentReport& c : models) components[c.name] = component_json(c);
+  for (const TokenizerReport& t : tokenizers) {
+    ordered_json tj = {{"class", t.class_name},
+                       {"path", t.path},
+                       {"vocab_size", t.vocab_size},
+                       {"model_max_length", t.model_max_length}};
+    for (const char* role : {"bos", "eos", "pad", "unk"}) tj[role] = token_json(t.special(role));
+    tj["error"] = or_null(t.error);
+    components[t.name] = tj;
+  }
   const SchedulerReport& s = scheduler;
   components["scheduler"] = {{"class", s.class_name},
                              {"path", s.path},
@@ -443,27 +404,30 @@ std::string InspectReport::to_text() const {
   std::ostringstream out;
   out << "model: " << spec << "\n";
   if (root.empty()) return out.str();
+  if (family.empty()) return out.str() + "path: " + root + "\npipeline: " + pipeline + "\n";
   out << "path: " << root << "\n";
   if (!revision.empty()) out << "revision: " << revision << "\n";
   out << "pipeline: " << pipeline << "\n";
+  if (!family.empty()) out << "family: " << family << "\n";
   if (!variant.empty()) out << "variant: " << variant << "\n";
   if (!variant_error.empty()) out << "  error: " << variant_error << "\n";
   if (default_size)
     out << "default_size: " << (*default_size)[1] << "x" << (*default_size)[0] << " (width x height)\n";
   if (!ignored_components.empty()) out << "ignored: " << listed(ignored_components) << "\n";
-  component_text(out, text_encoder);
-  component_text(out, unet);
-  component_text(out, vae);
+  for (const ComponentReport& c : models) component_text(out, c);
 
-  out << "\ntokenizer: " << (tokenizer.class_name.empty() ? "?" : tokenizer.class_name) << "\n";
-  if (!tokenizer.path.empty()) out << "  folder: " << tokenizer.path << "\n";
-  if (tokenizer.error.empty()) {
-    out << "  vocab_size: " << tokenizer.vocab_size << "\n";
-    out << "  model_max_length: " << tokenizer.model_max_length << "\n";
-    out << "  bos: " << token_text(tokenizer.bos) << ", eos: " << token_text(tokenizer.eos)
-        << ", pad: " << token_text(tokenizer.pad) << ", unk: " << token_text(tokenizer.unk) << "\n";
-  } else {
-    out << "  error: " << tokenizer.error << "\n";
+  for (const TokenizerReport& t : tokenizers) {
+    out << "\n" << t.name << ": " << (t.class_name.empty() ? "?" : t.class_name) << "\n";
+    if (!t.path.empty()) out << "  folder: " << t.path << "\n";
+    if (t.error.empty()) {
+      out << "  vocab_size: " << t.vocab_size << "\n";
+      out << "  model_max_length: " << t.model_max_length << "\n";
+      std::string specials;
+      for (const SpecialToken& s : t.special_tokens) specials += (specials.empty() ? "" : ", ") + s.role + ": " + token_text(s);
+      out << "  " << specials << "\n";
+    } else {
+      out << "  error: " << t.error << "\n";
+    }
   }
 
   out << "\nscheduler: " << (scheduler.class_name.empty() ? "?" : scheduler.class_name);

@@ -7,11 +7,19 @@
 
 #include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 namespace {
 
-void add_options(CLI::App& app, GenerateOptions& o) {
+/// The options that fill GenerateOptions::settings, as parsed.
+struct SettingArgs {
+  std::optional<int> clip_skip;
+  std::optional<double> guidance_rescale;
+  std::vector<std::string> set;  ///< KEY=VALUE
+};
+
+void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("prompts", o.prompts, "prompts file: .txt (one per line) or .jsonl; - reads stdin")->required();
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
   app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache); default: the embedded dpinfer-shapes-64");
@@ -32,9 +40,12 @@ void add_options(CLI::App& app, GenerateOptions& o) {
   app.add_option("--shard-mode", o.shard_mode, "contiguous, strided or dynamic")->capture_default_str();
   app.add_option("--shard", o.shard, "take only outer shard I of N (I/N), before splitting across ranks");
   app.add_flag("--overwrite", o.overwrite, "regenerate items whose PNG exists (default: skip them)");
-  app.add_option("--clip-skip", o.clip_skip, "skip the last N CLIP layers")->capture_default_str();
-  app.add_option("--guidance-rescale", o.guidance_rescale, "diffusers' guidance_rescale (0 = off)")
-      ->capture_default_str();
+  app.add_option("--set", settings.set,
+                 "a model setting, KEY=VALUE (repeatable), e.g. --set clip_skip=1; `dpinfer inspect MODEL` lists "
+                 "the model's settings");
+  app.add_option("--clip-skip", settings.clip_skip, "skip the last N CLIP layers (--set clip_skip=N; default: 0)");
+  app.add_option("--guidance-rescale", settings.guidance_rescale,
+                 "diffusers' guidance_rescale (--set guidance_rescale=X; default: 0, off)");
   app.add_option("--rendezvous-timeout", o.rendezvous_timeout_s, "seconds to wait for the other ranks")
       ->capture_default_str();
   app.add_flag("--requeue-on-signal", o.requeue_on_signal,
@@ -71,6 +82,12 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
       if (c == '_') c = '-';
     if (key == "prompts" || key == "config")
       throw UsageError("--config '" + path + "': key '" + it.key() + "' cannot be set from a config file");
+    if (key == "settings") {
+      if (!it.value().is_object())
+        throw UsageError("--config '" + path + "': 'settings' must be an object such as {\"clip_skip\": 1}");
+      for (const auto& [name, value] : it.value().items()) words.insert(words.end(), {"--set", name + "=" + value.dump()});
+      continue;
+    }
     CLI::Option* opt = nullptr;
     try {
       opt = app.get_option("--" + key);
@@ -107,7 +124,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"seed", seed}, {"negative_prompt", negative_prompt}, {"scheduler", scheduler},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
-                      {"clip_skip", clip_skip}, {"guidance_rescale", guidance_rescale},
+                      {"settings", settings},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
@@ -119,9 +136,12 @@ nlohmann::json GenerateOptions::to_json() const {
 
 GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help) {
   GenerateOptions o;
+  SettingArgs settings;
   CLI::App app("Generates the images of a prompts file: one worker (rank from the environment).", "dpinfer generate");
-  add_options(app, o);
+  add_options(app, o, settings);
   for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // --set is repeatable, each KEY=VALUE kept; later ones (the command line after --config) win per key.
+  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::vector<std::string> words = args;
   // A first pass finds --config; its keys go before the command line, which so wins.
   if (std::count_if(args.begin(), args.end(), [](const std::string& a) {
@@ -154,11 +174,28 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
   if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
     throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
-  if (!std::isfinite(o.guidance_rescale) || o.guidance_rescale < 0)
-    throw UsageError("--guidance-rescale: expected a finite number >= 0 (0 = off), got " +
-                     std::to_string(o.guidance_rescale));
+  for (const std::string& kv : settings.set) {
+    const size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      throw UsageError("--set " + quote(kv, 60) + ": expected KEY=VALUE, e.g. --set clip_skip=1");
+    // A number or true/false as JSON reads them; anything else is the string, for the
+    // family's check to refuse by name.
+    nlohmann::json value = nlohmann::json::parse(kv.substr(eq + 1), nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded() || value.is_structured()) value = kv.substr(eq + 1);
+    o.settings[kv.substr(0, eq)] = value;
+  }
+  if (settings.guidance_rescale) {
+    if (!std::isfinite(*settings.guidance_rescale) || *settings.guidance_rescale < 0)
+      throw UsageError("--guidance-rescale: expected a finite number >= 0 (0 = off), got " +
+                       std::to_string(*settings.guidance_rescale));
+    o.settings["guidance_rescale"] = *settings.guidance_rescale;
+  }
   if (o.batch_size < 1) throw UsageError("--batch-size: expected at least 1, got " + std::to_string(o.batch_size));
-  if (o.clip_skip < 0) throw UsageError("--clip-skip: expected 0 or more, got " + std::to_string(o.clip_skip));
+  if (settings.clip_skip) {
+    if (*settings.clip_skip < 0)
+      throw UsageError("--clip-skip: expected 0 or more, got " + std::to_string(*settings.clip_skip));
+    o.settings["clip_skip"] = *settings.clip_skip;
+  }
   if (o.stop_timeout_s < 0)
     throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
   if (o.rendezvous_timeout_s < 1)

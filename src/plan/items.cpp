@@ -26,6 +26,8 @@ std::vector<Item> expand_items(const std::vector<io::PromptSpec>& specs, const I
       it.width = s.width.value_or(d.width);
       it.height = s.height.value_or(d.height);
       it.id = s.id;
+      it.settings = d.settings;
+      if (s.settings) it.settings.update(*s.settings);
       items.push_back(std::move(it));
     }
   }

@@ -1,5 +1,6 @@
 #include "dpinfer/worker/generate_run.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "dpinfer/io/atomic_file.h"
@@ -11,6 +12,7 @@
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/process.h"
 #include "dpinfer/util/signal_names.h"
+#include "dpinfer/util/strings.h"
 #include "dpinfer/util/version.h"
 #include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/devices.h"
@@ -86,8 +88,7 @@ int GenerateRun::run() {
     model = default_model_dir();
     if (rank_.rank == 0) log::info("no --model: using the default model {}", model);
   }
-  PipelineRequest req{model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.clip_skip,
-                      o_.guidance_rescale};
+  pipeline::LoadRequest req{model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.settings};
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -95,6 +96,13 @@ int GenerateRun::run() {
   pipe_->set_cancel_check([grace = std::chrono::seconds(o_.stop_timeout_s)] { return stopping_for_at_least(grace); });
   const pipeline::PipelineInfo& info = pipe_->info();
   log::debug("pipeline loaded in {:.2f}s", seconds_since(start));
+  if (rank_.rank == 0 && !info.ignored_components.empty())
+    log::info("{}: not used by the {} pipeline: {}{}", info.model_name, info.family_label,
+              join(info.ignored_components),
+              std::any_of(info.ignored_components.begin(), info.ignored_components.end(),
+                          [](const std::string& c) { return starts_with(c, "safety_checker"); })
+                  ? " (dpinfer runs no safety checker)"
+                  : "");
 
   ItemDefaults d;
   d.negative_prompt = o_.negative_prompt;
@@ -103,13 +111,10 @@ int GenerateRun::run() {
   d.guidance_scale = o_.guidance_scale.value_or(info.default_guidance_scale);
   d.width = o_.width.value_or(info.default_width);
   d.height = o_.height.value_or(info.default_height);
+  d.settings = info.settings;
   defaults_ = d;
   std::vector<Item> all = expand_items(specs, d);
-  for (const Item& it : all) {
-    if (it.width % 8 || it.height % 8)
-      throw UsageError("'" + o_.prompts + "' line " + std::to_string(it.line) + ": size " + std::to_string(it.width) +
-                       "x" + std::to_string(it.height) + " is not a multiple of 8");
-  }
+  check_items(all, info);
   auto [shard_begin, shard_end] = contiguous_range(static_cast<int64_t>(all.size()), shard.count, shard.index);
   items_.assign(all.begin() + shard_begin, all.begin() + shard_end);
   total_items_ = static_cast<int64_t>(all.size());
@@ -141,6 +146,29 @@ int GenerateRun::run() {
   // Stopped by a signal, the peers are stopping too: don't wait long for them.
   group_->leave(stopped ? std::chrono::seconds(5) : std::chrono::seconds(o_.rendezvous_timeout_s));
   return status;
+}
+
+void GenerateRun::check_items(std::vector<Item>& items, const pipeline::PipelineInfo& info) const {
+  // The items of one line share its settings: each line's are checked once.
+  int checked_line = -1;
+  nlohmann::json checked;
+  for (Item& it : items) {
+    const std::string where = "'" + o_.prompts + "' line " + std::to_string(it.line);
+    if (it.width % info.size_multiple || it.height % info.size_multiple)
+      throw UsageError(where + ": size " + std::to_string(it.width) + "x" + std::to_string(it.height) +
+                       " is not a multiple of " + std::to_string(info.size_multiple) + ", which " +
+                       info.family_label + " models need");
+    if (it.line != checked_line) {
+      checked = pipeline::resolve_settings(info.setting_specs, it.settings, where, info.family_label);
+      try {
+        pipe_->check_settings(checked);
+      } catch (const InputError& e) {
+        throw InputError(where + ": " + e.what());
+      }
+      checked_line = it.line;
+    }
+    it.settings = checked;
+  }
 }
 
 void GenerateRun::abort(const std::string& why) {
@@ -181,7 +209,7 @@ bool GenerateRun::run_static() {
   std::vector<const Item*> todo;
   for (int64_t p : positions) {
     const Item& it = items_[p];
-    if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), rank_.rank)) {
+    if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
       ++stats_.skipped;
       continue;
     }
@@ -209,7 +237,7 @@ bool GenerateRun::run_dynamic() {
     std::vector<const Item*> todo;
     int64_t skipped = 0;
     for (int64_t p = begin; p < std::min(end, n); ++p) {
-      if (!o_.overwrite && resume_.already_made(items_[p], item_record(items_[p], pipe_->info()), rank_.rank)) {
+      if (!o_.overwrite && resume_.already_made(items_[p], item_record(items_[p], pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
         ++skipped;
         continue;
       }
@@ -245,7 +273,7 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
   std::vector<pipeline::ImageRequest> reqs;
   for (const Item* it : batch)
     reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
-                    it->width, it->height});
+                    it->width, it->height, it->settings});
   auto t0 = std::chrono::steady_clock::now();
   std::vector<pipeline::RgbImage> images;
   try {
@@ -393,14 +421,15 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                       {"items_in_shard", items_.size()},
                       {"started_at", started_at_},
                       {"pipeline",
-                       {{"model", info.model_name}, {"model_path", info.model_path}, {"scheduler", info.scheduler_name},
-                        {"sampler", info.sampler_label}, {"device", info.device}, {"dtype", info.dtype},
-                        {"clip_skip", info.clip_skip}, {"guidance_rescale", info.guidance_rescale}}},
+                       {{"family", info.family}, {"pipeline_class", info.pipeline_class}, {"model", info.model_name},
+                        {"model_path", info.model_path}, {"model_revision", info.model_revision},
+                        {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
+                        {"dtype", info.dtype}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",
                        {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},
                         {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
-                        {"width", defaults_.width}, {"height", defaults_.height}}}};
+                        {"width", defaults_.width}, {"height", defaults_.height}, {"settings", defaults_.settings}}}};
   std::error_code ec;
   if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
   if (slurm_.in_job()) j["slurm"] = slurm_.to_json();

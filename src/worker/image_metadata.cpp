@@ -9,9 +9,7 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
   s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, Model: {}", item.steps,
                    info.sampler_label, item.guidance_scale, item.seed, item.width, item.height, info.model_name);
-  // AUTOMATIC1111 counts the last layer too: its "Clip skip: 2" is diffusers' clip_skip=1.
-  if (info.clip_skip > 0) s += fmt::format(", Clip skip: {}", info.clip_skip + 1);
-  return s;
+  return s + pipeline::settings_infotext(info.setting_specs, item.settings);
 }
 
 nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info) {
@@ -25,13 +23,26 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"width", item.width},
                       {"height", item.height},
                       {"scheduler", info.scheduler_name},
-                      {"clip_skip", info.clip_skip},
-                      {"guidance_rescale", info.guidance_rescale},
                       {"model", info.model_name},
                       {"line", item.line},
                       {"image", item.image}};
+  if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (item.id) j["id"] = *item.id;
+  nlohmann::json names = nlohmann::json::array();
+  for (const pipeline::SettingSpec& spec : info.setting_specs) {
+    j[spec.name] = item.settings.contains(spec.name) ? item.settings[spec.name] : spec.default_value;
+    names.push_back(spec.name);
+  }
+  j["settings"] = names;
   return j;
+}
+
+std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeline::PipelineInfo& info) {
+  std::vector<std::pair<std::string, nlohmann::json>> fields{
+      {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
+      {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr}};
+  for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
+  return fields;
 }
 
 }  // namespace dpinfer::worker

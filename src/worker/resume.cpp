@@ -7,7 +7,8 @@
 
 namespace dpinfer::worker {
 
-bool Resume::already_made(const plan::Item& item, const nlohmann::json& now, int rank) {
+bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
+                          const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank) {
   if (!png_exists(item)) return false;
   if (!earlier_) earlier_ = io::read_manifests(out_dir_);
   auto found = earlier_->items.find(item.index);
@@ -18,15 +19,7 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now, int
     return false;
   }
   const nlohmann::json& before = found->second.record;
-  // What the image is, with the value a record lacking the field stands for: records
-  // of older versions have no clip_skip or guidance_rescale, and were made without.
-  // The merge's kIdentityFields (io/manifest.cpp) less "model": one model has many
-  // names (a path, a hub id), and resume cannot tell them apart.
-  static const std::pair<const char*, nlohmann::json> kIdentity[] = {
-      {"prompt", nullptr},         {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
-      {"guidance_scale", nullptr}, {"width", nullptr},           {"height", nullptr}, {"scheduler", nullptr},
-      {"clip_skip", 0},            {"guidance_rescale", 0}};
-  for (const auto& [field, fallback] : kIdentity) {
+  for (const auto& [field, fallback] : identity) {
     const nlohmann::json was = before.value(field, fallback);
     if (was == now[field]) continue;
     throw InputError("--out " + out_dir_ + " already holds item " + std::to_string(item.index) + " (" +

@@ -22,7 +22,7 @@ declare -A allowed=(
   [worker]="util io plan worker"
 )
 # The worker's only ways into the pipeline.
-worker_seam="dpinfer/pipeline/text_to_image.h dpinfer/pipeline/load.h"
+worker_seam="dpinfer/pipeline/text_to_image.h dpinfer/pipeline/load.h dpinfer/pipeline/settings.h"
 
 bad=0
 checked=0

@@ -21,7 +21,9 @@ uint64_t mix(uint64_t x) {  // SplitMix64's finaliser
 
 class FakePipeline : public pipeline::TextToImage {
  public:
-  explicit FakePipeline(const worker::PipelineRequest& r) {
+  explicit FakePipeline(const pipeline::LoadRequest& r) {
+    info_.family = "fake";
+    info_.family_label = "Fake";
     info_.model_name = "fake-model";
     info_.model_path = r.model;
     info_.scheduler_name = r.scheduler.empty() ? "fake" : r.scheduler;
@@ -32,8 +34,12 @@ class FakePipeline : public pipeline::TextToImage {
     info_.default_height = 8;
     info_.default_steps = 4;
     info_.default_guidance_scale = 7.5;
-    info_.clip_skip = r.clip_skip;
-    info_.guidance_rescale = r.guidance_rescale;
+    // Two settings, as a real family declares them, so that the worker's handling of
+    // settings (records, infotext, resume, per-line values) is tested without a model.
+    info_.setting_specs = {
+        {"clip_skip", pipeline::SettingSpec::Type::kInteger, 0, 0, 100, "a fake setting", "Clip skip", 1},
+        {"guidance_rescale", pipeline::SettingSpec::Type::kNumber, 0.0, 0, 1e6, "a fake setting", "CFG Rescale phi", 0}};
+    info_.settings = pipeline::resolve_settings(info_.setting_specs, r.settings, "--set", info_.family_label);
   }
   const pipeline::PipelineInfo& info() const override { return info_; }
 
@@ -76,7 +82,7 @@ std::vector<uint8_t> fake_pixels(const pipeline::ImageRequest& r) {
   return px;
 }
 
-std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const worker::PipelineRequest& request) {
+std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const pipeline::LoadRequest& request) {
   return std::make_unique<FakePipeline>(request);
 }
 

@@ -14,7 +14,7 @@
 
 namespace dpinfer::test {
 
-std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const worker::PipelineRequest& request);
+std::unique_ptr<pipeline::TextToImage> make_fake_pipeline(const pipeline::LoadRequest& request);
 
 /// The pixels the fake pipeline makes for `request`.
 std::vector<uint8_t> fake_pixels(const pipeline::ImageRequest& request);

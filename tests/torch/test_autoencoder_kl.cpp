@@ -1,6 +1,6 @@
 // AutoencoderKL against diffusers: decode and encode on the fixture pipelines' VAEs
 // (tiny-3down's file carries the legacy attention names), the config and its errors.
-#include "dpinfer/pipeline/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -12,7 +12,9 @@
 #include <string>
 
 #include "dpinfer/io/safetensors.h"
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "torch/model_goldens.h"
 
@@ -32,7 +34,7 @@ json read_config(const std::string& pipeline) {
 AutoencoderKL load_vae(const std::string& pipeline) {
   const std::string dir = pipeline_dir(pipeline) + "/vae";
   AutoencoderKL model(AutoencoderKLConfig::from_file(dir + "/config.json"));
-  load_weights(*model, find_weight_files(dir).files, vae_key_renames(), "vae");
+  load_weights(*model, find_weight_files(dir).files, find_model_class("AutoencoderKL")->renames, "vae");
   model->eval();
   return model;
 }

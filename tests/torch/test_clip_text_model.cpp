@@ -1,6 +1,6 @@
 // CLIPTextModel against transformers: the fixture pipelines' text encoders on the golden
 // token ids (last_hidden_state and clip_skip), and the config errors.
-#include "dpinfer/pipeline/clip_text_model.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "torch/model_goldens.h"
 
@@ -24,7 +26,7 @@ using test::pipeline_dir;
 CLIPTextModel load_text_encoder(const std::string& pipeline, const std::string& variant = "") {
   const std::string dir = pipeline_dir(pipeline) + "/text_encoder";
   CLIPTextModel model(CLIPTextConfig::from_file(dir + "/config.json"));
-  load_weights(*model, find_weight_files(dir, variant).files, clip_text_key_renames(), "text_encoder");
+  load_weights(*model, find_weight_files(dir, variant).files, find_model_class("CLIPTextModel")->renames, "text_encoder");
   model->eval();
   return model;
 }

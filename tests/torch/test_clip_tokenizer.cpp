@@ -1,6 +1,6 @@
 // CLIPTokenizer against transformers' slow CLIPTokenizer without ftfy: the goldens in
 // tests/data/tokenizer come from tools/fixtures/make_tokenizer_goldens.py.
-#include "dpinfer/pipeline/clip_tokenizer.h"
+#include "dpinfer/pipeline/text/clip_tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dpinfer/io/utf8.h"
-#include "dpinfer/pipeline/stable_diffusion.h"
+#include "dpinfer/pipeline/load.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 
@@ -351,9 +351,9 @@ TEST(Utf8Prefix, CutsAtACodePointBoundary) {
 }
 
 TEST(CLIPTokenizer, TheTruncationWarningQuotesThePromptAsValidUtf8) {
-  dpinfer::pipeline::StableDiffusionOptions o;
+  dpinfer::pipeline::LoadRequest o;
   o.model = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd1";
-  auto pipe = dpinfer::pipeline::load_stable_diffusion(o);
+  auto pipe = dpinfer::pipeline::load_text_to_image(o);
   dpinfer::pipeline::ImageRequest r;
   r.prompt = "a" + cats(40);
   r.steps = 1;

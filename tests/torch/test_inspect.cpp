@@ -14,7 +14,7 @@
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/inspect.h"
-#include "dpinfer/pipeline/stable_diffusion.h"
+#include "dpinfer/pipeline/load.h"
 #include "dpinfer/util/error.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -88,12 +88,12 @@ std::map<std::string, int64_t> header_counts(const std::vector<std::string>& fil
 
 /// What loading the pipeline fails with, or "" when it loads.
 std::string load_error(const std::string& model, const std::string& variant = "", const std::string& scheduler = "") {
-  StableDiffusionOptions o;
+  LoadRequest o;
   o.model = model;
   o.variant = variant;
   o.scheduler = scheduler;
   try {
-    load_stable_diffusion(o);
+    load_text_to_image(o);
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -128,49 +128,49 @@ TEST(Inspect, ReportsTheSd1Fixture) {
   EXPECT_EQ(r.root, fs::absolute(root).lexically_normal().string());
   EXPECT_EQ(r.pipeline, "StableDiffusionPipeline");
 
-  EXPECT_EQ(r.text_encoder.class_name, "CLIPTextModel");
-  EXPECT_EQ(r.text_encoder.library, "transformers");
-  EXPECT_EQ(facts(r.text_encoder)["num_hidden_layers"], 3);
-  EXPECT_EQ(facts(r.text_encoder)["hidden_size"], 32);
-  EXPECT_EQ(facts(r.text_encoder)["hidden_act"], "quick_gelu");
-  EXPECT_EQ(facts(r.text_encoder)["vocab_size"], 1514);
+  EXPECT_EQ(r.component("text_encoder").class_name, "CLIPTextModel");
+  EXPECT_EQ(r.component("text_encoder").library, "transformers");
+  EXPECT_EQ(facts(r.component("text_encoder"))["num_hidden_layers"], 3);
+  EXPECT_EQ(facts(r.component("text_encoder"))["hidden_size"], 32);
+  EXPECT_EQ(facts(r.component("text_encoder"))["hidden_act"], "quick_gelu");
+  EXPECT_EQ(facts(r.component("text_encoder"))["vocab_size"], 1514);
 
-  EXPECT_EQ(r.unet.class_name, "UNet2DConditionModel");
-  EXPECT_EQ(facts(r.unet)["down_block_types"], json({"CrossAttnDownBlock2D", "DownBlock2D"}));
-  EXPECT_EQ(facts(r.unet)["up_block_types"], json({"UpBlock2D", "CrossAttnUpBlock2D"}));
-  EXPECT_EQ(facts(r.unet)["mid_block_type"], "UNetMidBlock2DCrossAttn");
-  EXPECT_EQ(facts(r.unet)["block_out_channels"], json({16, 24}));
-  EXPECT_EQ(facts(r.unet)["num_attention_heads"], json({8, 8}));  // attention_head_dim 8, read as heads
-  EXPECT_EQ(facts(r.unet)["cross_attention_dim"], json({32, 32}));
-  EXPECT_EQ(facts(r.unet)["use_linear_projection"], false);
-  EXPECT_EQ(facts(r.unet)["sample_size"], json({8, 8}));
+  EXPECT_EQ(r.component("unet").class_name, "UNet2DConditionModel");
+  EXPECT_EQ(facts(r.component("unet"))["down_block_types"], json({"CrossAttnDownBlock2D", "DownBlock2D"}));
+  EXPECT_EQ(facts(r.component("unet"))["up_block_types"], json({"UpBlock2D", "CrossAttnUpBlock2D"}));
+  EXPECT_EQ(facts(r.component("unet"))["mid_block_type"], "UNetMidBlock2DCrossAttn");
+  EXPECT_EQ(facts(r.component("unet"))["block_out_channels"], json({16, 24}));
+  EXPECT_EQ(facts(r.component("unet"))["num_attention_heads"], json({8, 8}));  // attention_head_dim 8, read as heads
+  EXPECT_EQ(facts(r.component("unet"))["cross_attention_dim"], json({32, 32}));
+  EXPECT_EQ(facts(r.component("unet"))["use_linear_projection"], false);
+  EXPECT_EQ(facts(r.component("unet"))["sample_size"], json({8, 8}));
 
-  EXPECT_EQ(facts(r.vae)["block_out_channels"], json({4, 8, 8, 8}));
-  EXPECT_EQ(facts(r.vae)["latent_channels"], 4);
-  EXPECT_EQ(facts(r.vae)["scale_factor"], 8);
-  EXPECT_DOUBLE_EQ(facts(r.vae)["scaling_factor"].get<double>(), 0.18215);
+  EXPECT_EQ(facts(r.component("vae"))["block_out_channels"], json({4, 8, 8, 8}));
+  EXPECT_EQ(facts(r.component("vae"))["latent_channels"], 4);
+  EXPECT_EQ(facts(r.component("vae"))["scale_factor"], 8);
+  EXPECT_DOUBLE_EQ(facts(r.component("vae"))["scaling_factor"].get<double>(), 0.18215);
   ASSERT_TRUE(r.default_size.has_value());
   EXPECT_EQ(*r.default_size, (std::array<int64_t, 2>{64, 64}));  // 8 latents x 8
 
-  for (const ComponentReport* c : {&r.text_encoder, &r.unet, &r.vae}) {
+  for (const ComponentReport* c : {&r.component("text_encoder"), &r.component("unet"), &r.component("vae")}) {
     expect_weights_match_headers(*c);
     EXPECT_TRUE(c->variant.empty());
     EXPECT_FALSE(c->fell_back);
     EXPECT_TRUE(c->index.empty());
     EXPECT_EQ(c->dtypes.count("F32"), 1u);
   }
-  EXPECT_EQ(r.unet.files, std::vector<std::string>{r.root + "/unet/diffusion_pytorch_model.safetensors"});
-  EXPECT_EQ(r.text_encoder.files, std::vector<std::string>{r.root + "/text_encoder/model.safetensors"});
+  EXPECT_EQ(r.component("unet").files, std::vector<std::string>{r.root + "/unet/diffusion_pytorch_model.safetensors"});
+  EXPECT_EQ(r.component("text_encoder").files, std::vector<std::string>{r.root + "/text_encoder/model.safetensors"});
 
   const size_t vocab_entries = read_json(root + "/tokenizer/vocab.json").size();
-  EXPECT_EQ(r.tokenizer.vocab_size, vocab_entries);
-  EXPECT_EQ(r.tokenizer.model_max_length, 77);
-  EXPECT_EQ(r.tokenizer.bos.token, "<|startoftext|>");
-  EXPECT_EQ(r.tokenizer.bos.id, 1512);
-  EXPECT_EQ(r.tokenizer.eos.token, "<|endoftext|>");
-  EXPECT_EQ(r.tokenizer.eos.id, 1513);
-  EXPECT_EQ(r.tokenizer.pad.token, "<|endoftext|>");
-  EXPECT_EQ(r.tokenizer.pad.id, 1513);
+  EXPECT_EQ(r.tokenizer().vocab_size, vocab_entries);
+  EXPECT_EQ(r.tokenizer().model_max_length, 77);
+  EXPECT_EQ(r.tokenizer().special("bos").token, "<|startoftext|>");
+  EXPECT_EQ(r.tokenizer().special("bos").id, 1512);
+  EXPECT_EQ(r.tokenizer().special("eos").token, "<|endoftext|>");
+  EXPECT_EQ(r.tokenizer().special("eos").id, 1513);
+  EXPECT_EQ(r.tokenizer().special("pad").token, "<|endoftext|>");
+  EXPECT_EQ(r.tokenizer().special("pad").id, 1513);
 
   EXPECT_EQ(r.scheduler.class_name, "PNDMScheduler");
   EXPECT_EQ(r.scheduler.dpinfer_name, "pndm");
@@ -186,33 +186,33 @@ TEST(Inspect, ReportsTheSd2FixtureWithAndWithoutItsFp16TextEncoder) {
   const std::string root = kPipelines + "/tiny-sd2v";
   const InspectReport plain = inspect_model(root);
   ASSERT_TRUE(plain.ok()) << plain.error;
-  EXPECT_EQ(plain.text_encoder.files, std::vector<std::string>{plain.root + "/text_encoder/model.safetensors"});
-  EXPECT_EQ(plain.text_encoder.dtypes.count("F16"), 0u);
+  EXPECT_EQ(plain.component("text_encoder").files, std::vector<std::string>{plain.root + "/text_encoder/model.safetensors"});
+  EXPECT_EQ(plain.component("text_encoder").dtypes.count("F16"), 0u);
 
   const InspectReport r = inspect_model(root, "fp16");
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.variant, "fp16");
-  EXPECT_EQ(r.text_encoder.files, std::vector<std::string>{r.root + "/text_encoder/model.fp16.safetensors"});
-  EXPECT_EQ(r.text_encoder.variant, "fp16");
-  EXPECT_FALSE(r.text_encoder.fell_back);
-  ASSERT_EQ(r.text_encoder.dtypes.count("F16"), 1u);
-  EXPECT_EQ(r.text_encoder.dtypes.at("F16").parameters, plain.text_encoder.parameters);
-  for (const ComponentReport* c : {&r.unet, &r.vae}) {
+  EXPECT_EQ(r.component("text_encoder").files, std::vector<std::string>{r.root + "/text_encoder/model.fp16.safetensors"});
+  EXPECT_EQ(r.component("text_encoder").variant, "fp16");
+  EXPECT_FALSE(r.component("text_encoder").fell_back);
+  ASSERT_EQ(r.component("text_encoder").dtypes.count("F16"), 1u);
+  EXPECT_EQ(r.component("text_encoder").dtypes.at("F16").parameters, plain.component("text_encoder").parameters);
+  for (const ComponentReport* c : {&r.component("unet"), &r.component("vae")}) {
     EXPECT_TRUE(c->variant.empty()) << c->name;
     EXPECT_TRUE(c->fell_back) << c->name;
   }
-  for (const ComponentReport* c : {&r.text_encoder, &r.unet, &r.vae}) expect_weights_match_headers(*c);
+  for (const ComponentReport* c : {&r.component("text_encoder"), &r.component("unet"), &r.component("vae")}) expect_weights_match_headers(*c);
 
-  EXPECT_EQ(facts(r.text_encoder)["hidden_act"], "gelu");
-  EXPECT_EQ(facts(r.text_encoder)["num_hidden_layers"], 2);
-  EXPECT_EQ(facts(r.unet)["use_linear_projection"], true);
-  EXPECT_EQ(facts(r.unet)["num_attention_heads"], json({2, 4}));
-  EXPECT_EQ(facts(r.unet)["block_out_channels"], json({8, 16}));
-  EXPECT_EQ(facts(r.vae)["scale_factor"], 2);
+  EXPECT_EQ(facts(r.component("text_encoder"))["hidden_act"], "gelu");
+  EXPECT_EQ(facts(r.component("text_encoder"))["num_hidden_layers"], 2);
+  EXPECT_EQ(facts(r.component("unet"))["use_linear_projection"], true);
+  EXPECT_EQ(facts(r.component("unet"))["num_attention_heads"], json({2, 4}));
+  EXPECT_EQ(facts(r.component("unet"))["block_out_channels"], json({8, 16}));
+  EXPECT_EQ(facts(r.component("vae"))["scale_factor"], 2);
   EXPECT_EQ(*r.default_size, (std::array<int64_t, 2>{32, 32}));  // 16 latents x 2
-  EXPECT_EQ(r.tokenizer.pad.token, "!");
-  EXPECT_EQ(r.tokenizer.pad.id, 0);
-  EXPECT_EQ(r.tokenizer.eos.id, 1013);
+  EXPECT_EQ(r.tokenizer().special("pad").token, "!");
+  EXPECT_EQ(r.tokenizer().special("pad").id, 0);
+  EXPECT_EQ(r.tokenizer().special("eos").id, 1013);
   EXPECT_EQ(r.scheduler.class_name, "DDIMScheduler");
   EXPECT_EQ(r.scheduler.dpinfer_name, "ddim");
   EXPECT_EQ(r.scheduler.prediction_type, "v_prediction");
@@ -222,17 +222,17 @@ TEST(Inspect, ReportsTheShardedUnetAndLegacyVaeNamesOfThe3DownFixture) {
   const std::string root = kPipelines + "/tiny-3down";
   const InspectReport r = inspect_model(root);
   ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.unet.index, r.root + "/unet/diffusion_pytorch_model.safetensors.index.json");
-  EXPECT_EQ(r.unet.files.size(), 3u);
-  for (const ComponentReport* c : {&r.text_encoder, &r.unet, &r.vae}) expect_weights_match_headers(*c);
+  EXPECT_EQ(r.component("unet").index, r.root + "/unet/diffusion_pytorch_model.safetensors.index.json");
+  EXPECT_EQ(r.component("unet").files.size(), 3u);
+  for (const ComponentReport* c : {&r.component("text_encoder"), &r.component("unet"), &r.component("vae")}) expect_weights_match_headers(*c);
   // The VAE file has the deprecated attention names; the renames make them match.
   bool legacy = false;
-  for (const Entry& e : read_entries(r.vae.files.at(0))) legacy = legacy || e.name.find(".query.") != std::string::npos;
+  for (const Entry& e : read_entries(r.component("vae").files.at(0))) legacy = legacy || e.name.find(".query.") != std::string::npos;
   EXPECT_TRUE(legacy);
-  EXPECT_TRUE(r.vae.keys->unexpected.empty());
-  EXPECT_EQ(facts(r.unet)["down_block_types"],
+  EXPECT_TRUE(r.component("vae").keys->unexpected.empty());
+  EXPECT_EQ(facts(r.component("unet"))["down_block_types"],
             json({"CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"}));
-  EXPECT_EQ(facts(r.unet)["sample_size"], json({8, 12}));
+  EXPECT_EQ(facts(r.component("unet"))["sample_size"], json({8, 12}));
   EXPECT_EQ(*r.default_size, (std::array<int64_t, 2>{32, 48}));  // {height, width}: 8x12 latents x 4
   EXPECT_EQ(r.scheduler.dpinfer_name, "euler");
   EXPECT_EQ(r.scheduler.timestep_spacing, "leading");
@@ -280,13 +280,13 @@ TEST_F(InspectBroken, ARenamedTensorIsMissingAndUnexpected) {
   const InspectReport r = expect_fails_as_loading(
       root, "component 'unet': the weights in '" + file +
                 "' do not match the model: 1 missing (conv_in.weight), 1 unexpected (conv_in.weights)");
-  ASSERT_TRUE(r.unet.keys.has_value());
-  EXPECT_EQ(r.unet.keys->missing, std::vector<std::string>{"conv_in.weight"});
-  EXPECT_EQ(r.unet.keys->unexpected, std::vector<std::string>{"conv_in.weights"});
-  EXPECT_EQ(r.unet.error, r.error);
+  ASSERT_TRUE(r.component("unet").keys.has_value());
+  EXPECT_EQ(r.component("unet").keys->missing, std::vector<std::string>{"conv_in.weight"});
+  EXPECT_EQ(r.component("unet").keys->unexpected, std::vector<std::string>{"conv_in.weights"});
+  EXPECT_EQ(r.component("unet").error, r.error);
   // The other components are still checked.
-  EXPECT_TRUE(r.text_encoder.keys && r.text_encoder.keys->ok());
-  EXPECT_TRUE(r.vae.keys && r.vae.keys->ok());
+  EXPECT_TRUE(r.component("text_encoder").keys && r.component("text_encoder").keys->ok());
+  EXPECT_TRUE(r.component("vae").keys && r.component("vae").keys->ok());
   EXPECT_EQ(r.scheduler.dpinfer_name, "pndm");
   const json j = as_json(r);
   EXPECT_EQ(j["ok"], false);
@@ -304,7 +304,7 @@ TEST_F(InspectBroken, AMissingTensor) {
   });
   const InspectReport r = expect_fails_as_loading(root, "component 'vae': the weights in '");
   EXPECT_ONE_LINE_CONTAINS(r.error, "do not match the model: 1 missing (post_quant_conv.bias); check that");
-  EXPECT_EQ(r.vae.keys->missing, std::vector<std::string>{"post_quant_conv.bias"});
+  EXPECT_EQ(r.component("vae").keys->missing, std::vector<std::string>{"post_quant_conv.bias"});
 }
 
 TEST_F(InspectBroken, AnExtraTensor) {
@@ -317,7 +317,7 @@ TEST_F(InspectBroken, AnExtraTensor) {
       root, "component 'text_encoder': the weights in '" + file +
                 "' do not match the model: 1 unexpected (text_model.extra.weight)",
       "fp16");
-  EXPECT_EQ(r.text_encoder.dtypes.at("F16").tensors, static_cast<int64_t>(read_entries(file).size()));
+  EXPECT_EQ(r.component("text_encoder").dtypes.at("F16").tensors, static_cast<int64_t>(read_entries(file).size()));
   // Without the variant the plain weights are used, and they are fine.
   EXPECT_TRUE(inspect_model(root).ok());
 }
@@ -340,7 +340,7 @@ TEST_F(InspectBroken, ATensorOfTheWrongShape) {
   const InspectReport r = expect_fails_as_loading(
       root, "component 'unet': the weights in 3 files from '" + shard + "' on do not match the model: " +
                 "1 of the wrong shape (" + changed + ")");
-  EXPECT_EQ(r.unet.keys->mismatched, std::vector<std::string>{changed});
+  EXPECT_EQ(r.component("unet").keys->mismatched, std::vector<std::string>{changed});
 }
 
 TEST_F(InspectBroken, PickledWeightsInsteadOfSafetensors) {
@@ -349,18 +349,22 @@ TEST_F(InspectBroken, PickledWeightsInsteadOfSafetensors) {
   const InspectReport r = expect_fails_as_loading(
       root, "'" + root + "/unet' has only pickled weights (diffusion_pytorch_model.bin); dpinfer reads only "
                          "safetensors");
-  EXPECT_TRUE(r.unet.files.empty());
-  EXPECT_FALSE(r.unet.keys.has_value());
+  EXPECT_TRUE(r.component("unet").files.empty());
+  EXPECT_FALSE(r.component("unet").keys.has_value());
 }
 
 TEST_F(InspectBroken, AnotherPipelineClass) {
   const std::string root = copy("tiny-sd1");
   json index = read_json(root + "/model_index.json");
-  index["_class_name"] = "StableDiffusionXLPipeline";
+  index["_class_name"] = "FluxPipeline";
   test::write_file(root + "/model_index.json", index.dump(2));
   const InspectReport r = expect_fails_as_loading(
-      root, "model_index.json': StableDiffusionXLPipeline is not supported yet; supported: StableDiffusionPipeline");
-  EXPECT_TRUE(r.root.empty());
+      root, "model_index.json': FluxPipeline is not supported yet; supported: StableDiffusionPipeline, "
+            "StableDiffusionXLPipeline");
+  // What the directory is, though no family serves it.
+  EXPECT_EQ(r.root, root);
+  EXPECT_EQ(r.pipeline, "FluxPipeline");
+  EXPECT_TRUE(r.family.empty());
   const json j = as_json(r);
   EXPECT_EQ(j["ok"], false);
   EXPECT_FALSE(j.contains("components"));
@@ -375,12 +379,12 @@ TEST_F(InspectBroken, ReportsTheErrorLoadingStopsAtFirst) {
   config["down_block_types"] = {"CrossAttnDownBlock2D", "SimpleCrossAttnDownBlock2D"};
   test::write_file(root + "/unet/config.json", config.dump(2));
   const InspectReport r = expect_fails_as_loading(root, "SimpleCrossAttnDownBlock2D");
-  EXPECT_EQ(r.unet.error, r.error);
-  EXPECT_FALSE(r.unet.keys.has_value());
+  EXPECT_EQ(r.component("unet").error, r.error);
+  EXPECT_FALSE(r.component("unet").keys.has_value());
   EXPECT_FALSE(r.default_size.has_value());
-  EXPECT_FALSE(r.text_encoder.error.empty());
-  EXPECT_NE(r.text_encoder.error, r.error);
-  EXPECT_ONE_LINE_CONTAINS(r.text_encoder.error, "component 'text_encoder': the weights in '");
+  EXPECT_FALSE(r.component("text_encoder").error.empty());
+  EXPECT_NE(r.component("text_encoder").error, r.error);
+  EXPECT_ONE_LINE_CONTAINS(r.component("text_encoder").error, "component 'text_encoder': the weights in '");
 }
 
 // The problems of several components, each reported with its component, in one report.
@@ -392,28 +396,28 @@ TEST_F(InspectBroken, ReportsABrokenConfigAndAMissingTokenizerFileAtOnce) {
   fs::remove(root + "/tokenizer/merges.txt");
   // The tokenizer comes before the VAE in model_index.json's checks: its error is the first.
   const InspectReport r = expect_fails_as_loading(root, "merges.txt' is missing: component 'tokenizer' needs it");
-  EXPECT_EQ(r.tokenizer.error, r.error);
-  EXPECT_ONE_LINE_CONTAINS(r.vae.error, "'" + root + "/vae/config.json' is not valid json");
+  EXPECT_EQ(r.tokenizer().error, r.error);
+  EXPECT_ONE_LINE_CONTAINS(r.component("vae").error, "'" + root + "/vae/config.json' is not valid json");
   EXPECT_EQ(r.root, root);
   EXPECT_EQ(r.pipeline, "StableDiffusionPipeline");
   // The VAE's weights are still read, though without a config nothing can check their keys.
-  EXPECT_EQ(r.vae.class_name, "AutoencoderKL");
-  EXPECT_GT(r.vae.parameters, 0);
-  EXPECT_FALSE(r.vae.keys.has_value());
+  EXPECT_EQ(r.component("vae").class_name, "AutoencoderKL");
+  EXPECT_GT(r.component("vae").parameters, 0);
+  EXPECT_FALSE(r.component("vae").keys.has_value());
   EXPECT_FALSE(r.default_size.has_value());
   // The components that are fine are reported in full.
-  expect_weights_match_headers(r.text_encoder);
-  expect_weights_match_headers(r.unet);
+  expect_weights_match_headers(r.component("text_encoder"));
+  expect_weights_match_headers(r.component("unet"));
   EXPECT_EQ(r.scheduler.dpinfer_name, "pndm");
 
   const std::string text = r.to_text();
-  EXPECT_NE(text.find("  error: " + r.tokenizer.error + "\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("  error: " + r.vae.error + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  error: " + r.tokenizer().error + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  error: " + r.component("vae").error + "\n"), std::string::npos) << text;
   EXPECT_NE(text.find("unet: UNet2DConditionModel (diffusers)"), std::string::npos) << text;
   const json j = as_json(r);
   EXPECT_EQ(j["path"], root);
-  EXPECT_EQ(j["components"]["tokenizer"]["error"], r.tokenizer.error);
-  EXPECT_EQ(j["components"]["vae"]["error"], r.vae.error);
+  EXPECT_EQ(j["components"]["tokenizer"]["error"], r.tokenizer().error);
+  EXPECT_EQ(j["components"]["vae"]["error"], r.component("vae").error);
   EXPECT_EQ(j["components"]["unet"]["keys"]["ok"], true);
 }
 
@@ -425,11 +429,11 @@ TEST_F(InspectBroken, ReportsAMissingTokenizerFileAndAWrongShapeUnetTensorAtOnce
       if (e.name == "conv_in.bias") e.shape = {e.shape[0] / 2, 2};
   });
   const InspectReport r = expect_fails_as_loading(root, "merges.txt' is missing");
-  ASSERT_TRUE(r.unet.keys.has_value());
-  ASSERT_EQ(r.unet.keys->mismatched.size(), 1u);
-  EXPECT_EQ(r.unet.keys->mismatched[0].rfind("conv_in.bias is [", 0), 0u) << r.unet.keys->mismatched[0];
-  EXPECT_ONE_LINE_CONTAINS(r.unet.error, "component 'unet': the weights in '");
-  EXPECT_ONE_LINE_CONTAINS(r.unet.error, "1 of the wrong shape (conv_in.bias is [");
+  ASSERT_TRUE(r.component("unet").keys.has_value());
+  ASSERT_EQ(r.component("unet").keys->mismatched.size(), 1u);
+  EXPECT_EQ(r.component("unet").keys->mismatched[0].rfind("conv_in.bias is [", 0), 0u) << r.component("unet").keys->mismatched[0];
+  EXPECT_ONE_LINE_CONTAINS(r.component("unet").error, "component 'unet': the weights in '");
+  EXPECT_ONE_LINE_CONTAINS(r.component("unet").error, "1 of the wrong shape (conv_in.bias is [");
   EXPECT_NE(r.to_text().find("    of the wrong shape: 1 (conv_in.bias is ["), std::string::npos) << r.to_text();
 }
 
@@ -437,12 +441,12 @@ TEST_F(InspectBroken, ReportsEverythingElseWhenOnlyTheUnetConfigIsBroken) {
   const std::string root = copy("tiny-sd1");
   test::write_file(root + "/unet/config.json", "{\"_class_name\": ");
   const InspectReport r = expect_fails_as_loading(root, "'" + root + "/unet/config.json' is not valid json");
-  EXPECT_EQ(r.unet.error, r.error);
-  EXPECT_EQ(r.unet.path, root + "/unet");
-  EXPECT_GT(r.unet.parameters, 0);
-  expect_weights_match_headers(r.text_encoder);
-  expect_weights_match_headers(r.vae);
-  EXPECT_EQ(r.tokenizer.model_max_length, 77);
+  EXPECT_EQ(r.component("unet").error, r.error);
+  EXPECT_EQ(r.component("unet").path, root + "/unet");
+  EXPECT_GT(r.component("unet").parameters, 0);
+  expect_weights_match_headers(r.component("text_encoder"));
+  expect_weights_match_headers(r.component("vae"));
+  EXPECT_EQ(r.tokenizer().model_max_length, 77);
 
   for (const bool as_json_flag : {false, true}) {
     std::vector<std::string> argv{test::dpinfer_binary(), "inspect", root};
@@ -475,11 +479,11 @@ TEST_F(InspectBroken, ReportsAComponentModelIndexLacksAndAVariantNoComponentHas)
   index.erase("vae");
   test::write_file(root + "/model_index.json", index.dump(2));
   const InspectReport r = expect_fails_as_loading(root, "has no 'vae' component", "fp16");
-  EXPECT_EQ(r.vae.error, r.error);
-  EXPECT_TRUE(r.vae.path.empty());
-  EXPECT_TRUE(r.vae.files.empty());
+  EXPECT_EQ(r.component("vae").error, r.error);
+  EXPECT_TRUE(r.component("vae").path.empty());
+  EXPECT_TRUE(r.component("vae").files.empty());
   EXPECT_ONE_LINE_CONTAINS(r.variant_error, "has no fp16 weights in unet, text_encoder or vae");
-  for (const ComponentReport* c : {&r.text_encoder, &r.unet}) {
+  for (const ComponentReport* c : {&r.component("text_encoder"), &r.component("unet")}) {
     expect_weights_match_headers(*c);
     EXPECT_TRUE(c->fell_back);
   }

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/weights.h"
 #include "dpinfer/pipeline/model_dir.h"
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
 
@@ -151,19 +153,19 @@ TEST_F(ModelDir, ResolvesAPipelineDirectory) {
   EXPECT_TRUE(model.revision.empty());
   EXPECT_EQ(model.spec, path("sd"));
   EXPECT_EQ(model.model_index["_class_name"], "StableDiffusionPipeline");
-  EXPECT_EQ(model.unet.path, path("sd/unet"));
-  EXPECT_EQ(model.unet.library, "diffusers");
-  EXPECT_EQ(model.unet.class_name, "UNet2DConditionModel");
-  EXPECT_EQ(model.unet.config["sample_size"], 8);
-  EXPECT_EQ(model.text_encoder.path, path("sd/text_encoder"));
-  EXPECT_EQ(model.text_encoder.config["hidden_size"], 32);
-  EXPECT_EQ(model.tokenizer.class_name, "CLIPTokenizer");
-  EXPECT_EQ(model.tokenizer.config["model_max_length"], 77);
-  EXPECT_EQ(model.vae.config["scaling_factor"], 0.18215);
-  EXPECT_EQ(model.scheduler.name, "scheduler");
-  EXPECT_EQ(model.scheduler.class_name, "PNDMScheduler");
-  EXPECT_EQ(model.scheduler.config["_class_name"], "PNDMScheduler");
-  EXPECT_TRUE(model.unet.variant.empty());
+  EXPECT_EQ(model.at("unet").path, path("sd/unet"));
+  EXPECT_EQ(model.at("unet").library, "diffusers");
+  EXPECT_EQ(model.at("unet").class_name, "UNet2DConditionModel");
+  EXPECT_EQ(model.at("unet").config["sample_size"], 8);
+  EXPECT_EQ(model.at("text_encoder").path, path("sd/text_encoder"));
+  EXPECT_EQ(model.at("text_encoder").config["hidden_size"], 32);
+  EXPECT_EQ(model.at("tokenizer").class_name, "CLIPTokenizer");
+  EXPECT_EQ(model.at("tokenizer").config["model_max_length"], 77);
+  EXPECT_EQ(model.at("vae").config["scaling_factor"], 0.18215);
+  EXPECT_EQ(model.at("scheduler").name, "scheduler");
+  EXPECT_EQ(model.at("scheduler").class_name, "PNDMScheduler");
+  EXPECT_EQ(model.at("scheduler").config["_class_name"], "PNDMScheduler");
+  EXPECT_TRUE(model.at("unet").variant.empty());
   EXPECT_EQ(model.ignored_components,
             (std::vector<std::string>{"feature_extractor (CLIPImageProcessor)",
                                       "safety_checker (StableDiffusionSafetyChecker)"}));
@@ -194,17 +196,17 @@ TEST_F(ModelDir, AcceptsNullOrMissingSafetyCheckerAndFeatureExtractor) {
   EXPECT_NO_THROW(resolve_model(path("b")));
   // A tokenizer_config.json is optional; vocab.json and merges.txt are not.
   fs::remove(path("b/tokenizer/tokenizer_config.json"));
-  EXPECT_TRUE(resolve_model(path("b")).tokenizer.config.empty());
+  EXPECT_TRUE(resolve_model(path("b")).at("tokenizer").config.empty());
 }
 
 TEST_F(ModelDir, RefusesOtherPipelines) {
   json index = sd_model_index();
-  index["_class_name"] = "StableDiffusionXLPipeline";
-  make_pipeline(path("xl"), index);
-  EXPECT_CONTAINS(
-      error_of([&] { resolve_model(path("xl")); }),
-      "'" + path("xl/model_index.json") +
-          "': StableDiffusionXLPipeline is not supported yet; supported: StableDiffusionPipeline");
+  index["_class_name"] = "FluxPipeline";
+  make_pipeline(path("flux"), index);
+  EXPECT_CONTAINS(error_of([&] { resolve_model(path("flux")); }),
+                  "'" + path("flux/model_index.json") +
+                      "': FluxPipeline is not supported yet; supported: StableDiffusionPipeline, "
+                      "StableDiffusionXLPipeline");
   index.erase("_class_name");
   make_pipeline(path("none"), index);
   EXPECT_CONTAINS(error_of([&] { resolve_model(path("none")); }),
@@ -297,8 +299,8 @@ TEST_F(ModelDir, ResolvesAHubIdFromTheCache) {
   const auto model = resolve_model("tiny-org/tiny-sd");
   EXPECT_EQ(model.root, snapshot);
   EXPECT_EQ(model.revision, commit);
-  EXPECT_EQ(model.unet.path, snapshot + "/unet");
-  EXPECT_EQ(model.unet.config["sample_size"], 8);
+  EXPECT_EQ(model.at("unet").path, snapshot + "/unet");
+  EXPECT_EQ(model.at("unet").config["sample_size"], 8);
 
   // A branch or tag through refs/, a commit directly.
   const std::string other = "fedcba9876543210fedcba9876543210fedcba98";
@@ -343,9 +345,9 @@ TEST_F(ModelDir, ExplainsACacheMiss) {
       "nor in the hugging face cache ('" + path("hf") +
           "/hub/models--org--missing-model' does not exist; the cache is HF_HOME/hub, set "
           "HF_HUB_CACHE or HF_HOME to use another); dpinfer never downloads: run "
-          "`huggingface-cli download org/missing-model` first, or pass the pipeline's directory");
+          "`hf download org/missing-model` first, or pass the pipeline's directory");
   EXPECT_CONTAINS(error_of([&] { resolve_model("org/missing-model@v2"); }),
-                  "`huggingface-cli download org/missing-model --revision v2`");
+                  "`hf download org/missing-model --revision v2`");
 }
 
 TEST_F(ModelDir, ExplainsAMissingRevisionAndListsCachedSnapshots) {
@@ -358,7 +360,7 @@ TEST_F(ModelDir, ExplainsAMissingRevisionAndListsCachedSnapshots) {
       message,
       "model 'org/name' has no snapshot for revision 'main' in the hugging face cache ('" + cache +
           "/models--org--name/snapshots/main' does not exist; cached snapshots: " + commit +
-          "); run `huggingface-cli download org/name`, or pick a cached commit with org/name@<commit>");
+          "); run `hf download org/name`, or pick a cached commit with org/name@<commit>");
   EXPECT_EQ(resolve_model("org/name@" + commit).root, cache + "/models--org--name/snapshots/" + commit);
   EXPECT_CONTAINS(error_of([&] { resolve_model("org/name@../../x"); }), "has a bad revision");
 }
@@ -381,10 +383,10 @@ TEST_F(ModelDir, PicksVariantsPerComponentAsDiffusersDoes) {
   write_file(path("sd/text_encoder/model.safetensors"), "");
   write_file(path("sd/unet/diffusion_pytorch_model.safetensors"), "");
   const auto model = resolve_model(path("sd"), "fp16");
-  EXPECT_EQ(model.text_encoder.variant, "fp16");
-  EXPECT_EQ(model.unet.variant, "");
-  EXPECT_EQ(model.vae.variant, "");
-  EXPECT_EQ(model.tokenizer.variant, "");
+  EXPECT_EQ(model.at("text_encoder").variant, "fp16");
+  EXPECT_EQ(model.at("unet").variant, "");
+  EXPECT_EQ(model.at("vae").variant, "");
+  EXPECT_EQ(model.at("tokenizer").variant, "");
   EXPECT_CONTAINS(
       error_of([&] { resolve_model(path("sd"), "bf16"); }),
       "'" + path("sd") + "' has no bf16 weights in unet, text_encoder or vae; drop --variant bf16");
@@ -399,7 +401,9 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
   const std::string variant = GetParam() == "tiny-sd2v" ? "fp16" : "";
   const auto model = resolve_model(root, variant);
   EXPECT_EQ(model.root, root);
-  for (const Component* c : {&model.unet, &model.text_encoder, &model.vae}) {
+  for (const Component& component : model.components) {
+    if (!pipeline::has_weights(component.role)) continue;
+    const Component* c = &component;
     const WeightFiles weights = find_weight_files(c->path, c->variant);
     ASSERT_FALSE(weights.files.empty()) << c->name;
     for (const std::string& file : weights.files) {
@@ -411,7 +415,7 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
       EXPECT_GT(weights.files.size(), 1u);
     }
     if (GetParam() == "tiny-3down" && c->name == "vae") {
-      // Saved with the legacy attention names, which vae_key_renames() maps.
+      // Saved with the legacy attention names, which find_model_class("AutoencoderKL")->renames maps.
       auto st = io::SafetensorsFile::open(weights.files[0]);
       bool legacy = false;
       for (const auto& t : st->tensors()) legacy = legacy || t.name.find(".query.") != std::string::npos;
@@ -419,12 +423,12 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
     }
   }
   if (!variant.empty()) {
-    EXPECT_EQ(model.text_encoder.variant, variant);
+    EXPECT_EQ(model.at("text_encoder").variant, variant);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
-                         ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down"),
+                         ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& ch : name)

@@ -1,7 +1,7 @@
 // UNet2DConditionModel against diffusers: the fixture pipelines' UNets on the golden
 // samples, timesteps and prompt embeddings (including latent sizes that are not multiples
 // of 2^num_upsamplers), the config's resolution and its errors.
-#include "dpinfer/pipeline/unet_2d_condition.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "torch/model_goldens.h"
 
@@ -140,8 +142,16 @@ TEST(UNet2DConditionModel, ConfigErrorsNameTheField) {
             "unet config: time_embedding_type 'fourier' is not supported; supported: positional");
   EXPECT_EQ(config_error(with(base, "class_embed_type", "timestep")),
             "unet config: class_embed_type 'timestep' is not supported; supported: null");
+  EXPECT_EQ(config_error(with(base, "addition_embed_type", "text_image")),
+            "unet config: addition_embed_type 'text_image' is not supported; supported: text_time, null");
+  // SDXL's text_time needs the width of what it embeds.
   EXPECT_EQ(config_error(with(base, "addition_embed_type", "text_time")),
-            "unet config: addition_embed_type 'text_time' is not supported; supported: null");
+            "unet config: projection_class_embeddings_input_dim is required with addition_embed_type text_time "
+            "(pooled width + 6 * addition_time_embed_dim)");
+  EXPECT_EQ(config_error(with(with(with(base, "addition_embed_type", "text_time"), "addition_time_embed_dim", 8),
+                              "projection_class_embeddings_input_dim", 48)),
+            "unet config: projection_class_embeddings_input_dim = 48 leaves no room for the pooled text embedding "
+            "beside 6 * addition_time_embed_dim = 48");
   EXPECT_EQ(config_error(with(base, "dual_cross_attention", true)),
             "unet config: dual_cross_attention true is not supported; supported: false");
   EXPECT_EQ(config_error(with(base, "layers_per_block", {1, 2})),

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "dpinfer/io/safetensors.h"
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
 
@@ -171,7 +173,7 @@ TEST_F(Weights, LoadsTheReferenceWritersFile) {
 TEST_F(Weights, RenamesLegacyAttentionNamesAndConvertsF16ToF32) {
   TinyModel model;
   load_weights(*model, {DPINFER_TEST_DATA_DIR "/safetensors/tiny_model_legacy.fp16.safetensors"},
-               vae_key_renames(), "vae");
+               find_model_class("AutoencoderKL")->renames, "vae");
   EXPECT_EQ(model->fc->weight.scalar_type(), torch::kFloat);
   expect_tiny_values(model);
 }
@@ -192,7 +194,7 @@ TEST_F(Weights, LegacyNamesWithoutRenamesAreUnexpected) {
 }
 
 TEST_F(Weights, VaeRenamesCoverAllFourLegacyNames) {
-  const KeyRenames& r = vae_key_renames();
+  const KeyRenames& r = find_model_class("AutoencoderKL")->renames;
   ASSERT_EQ(r.modules.size(), 4u);
   std::map<std::string, std::string> m;
   for (const auto& k : r.modules) m[k.from] = k.to;
@@ -261,7 +263,7 @@ TEST_F(Weights, RefusesAKeyGivenTwice) {
   write_safetensors(file("both.safetensors"), both);
   TinyModel model;
   const std::string twice =
-      error_of([&] { load_weights(*model, {file("both.safetensors")}, vae_key_renames(), "vae"); });
+      error_of([&] { load_weights(*model, {file("both.safetensors")}, find_model_class("AutoencoderKL")->renames, "vae"); });
   EXPECT_CONTAINS(twice, "component 'vae': 'attn.to_q.weight' is given twice, as '");
   EXPECT_CONTAINS(twice, "'attn.query.weight' in '" + file("both.safetensors") + "'");
   EXPECT_CONTAINS(twice, "'attn.to_q.weight' in '" + file("both.safetensors") + "'");
@@ -298,7 +300,7 @@ TEST_F(Weights, IgnoresKeysLikePositionIds) {
                      {"text_model.embeddings.position_ids", torch::full({1, 3}, 9, torch::kLong)}});
   for (const char* name : {"without.safetensors", "with.safetensors"}) {
     Clip model;
-    load_weights(model, {file(name)}, clip_text_key_renames(), "text_encoder");
+    load_weights(model, {file(name)}, find_model_class("CLIPTextModel")->renames, "text_encoder");
     EXPECT_TRUE(torch::equal(model.text->emb->token->weight, values(key, {4, 2}))) << name;
     EXPECT_TRUE(torch::equal(model.text->emb->ids, torch::arange(3).unsqueeze(0))) << name;
   }
@@ -552,7 +554,7 @@ TEST_F(Weights, LoadsTheLegacyNamedFixtureVae) {
   }
   ASSERT_TRUE(source_of.count("decoder.mid_block.attentions.0.to_out.0.weight"));
   auto module = module_with_keys(keys);
-  load_weights(*module, found.files, vae_key_renames(), "vae");
+  load_weights(*module, found.files, find_model_class("AutoencoderKL")->renames, "vae");
   for (const auto& p : module->named_parameters())
     EXPECT_TRUE(torch::equal(p.value(), file_values.at(source_of.at(p.key())))) << p.key();
 }
@@ -582,7 +584,7 @@ TEST_F(Weights, LoadsTheFp16FixtureTextEncoderIntoF32) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> keys;
   for (const auto& [name, value] : full) keys.emplace_back(name, value.sizes().vec());
   auto module = module_with_keys(keys);
-  load_weights(*module, fp16.files, clip_text_key_renames(), "text_encoder");
+  load_weights(*module, fp16.files, find_model_class("CLIPTextModel")->renames, "text_encoder");
   for (const auto& p : module->named_parameters()) {
     EXPECT_EQ(p.value().scalar_type(), torch::kFloat);
     EXPECT_TRUE(torch::equal(p.value(), full.at(p.key()).to(torch::kHalf).to(torch::kFloat))) << p.key();

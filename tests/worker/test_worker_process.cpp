@@ -130,7 +130,8 @@ TEST(WorkerProcess, ClipSkipAndGuidanceRescaleAreRecordedWithEveryImage) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   DecodedPng png = read_png(dir.file("out/000000.png"));
   EXPECT_EQ(png.texts["parameters"],
-            "a prompt\nSteps: 4, Sampler: Fake, CFG scale: 7.5, Seed: 0, Size: 16x8, Model: fake-model, Clip skip: 2");
+            "a prompt\nSteps: 4, Sampler: Fake, CFG scale: 7.5, Seed: 0, Size: 16x8, Model: fake-model, Clip skip: 2, "
+            "CFG Rescale phi: 0.5");
   auto embedded = nlohmann::json::parse(png.texts["dpinfer"]);
   EXPECT_EQ(embedded["clip_skip"], 1);
   EXPECT_EQ(embedded["guidance_rescale"], 0.5);

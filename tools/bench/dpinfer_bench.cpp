@@ -1,10 +1,10 @@
 // dpinfer_bench: times dpinfer's pipeline on a model of a given shape with random weights.
 //
 // It builds the three models of --shape (a diffusers directory whose weights, if any, are
-// never read: configs/models/sd15-shape by default) with LibTorch's default random
-// initialisation, writes their weights as safetensors into a complete diffusers directory
-// (--model-dir, or a temporary one), then loads that directory with
-// load_stable_diffusion() and times generate(), exactly what `dpinfer generate` runs.
+// never read: configs/models/sd15-shape by default), fills them with random values the way
+// LibTorch's default initialisation would, writes their weights as safetensors into a
+// complete diffusers directory (--model-dir, or a temporary one), then loads that directory
+// with load_text_to_image() and times generate(), exactly what `dpinfer generate` runs.
 // So nothing in the shipped binaries learns about random weights, and
 // tools/bench/diffusers_peer.py can load the very same files into diffusers.
 //
@@ -13,6 +13,7 @@
 // are noise. Benchmarks compare against a peer measured in the same run; nothing here
 // asserts a time.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
@@ -26,11 +27,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,11 +41,8 @@
 #include <unistd.h>
 
 #include "dpinfer/io/png_writer.h"
-#include "dpinfer/pipeline/autoencoder_kl.h"
-#include "dpinfer/pipeline/clip_text_model.h"
-#include "dpinfer/pipeline/model_configs.h"
-#include "dpinfer/pipeline/stable_diffusion.h"
-#include "dpinfer/pipeline/unet_2d_condition.h"
+#include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/version.h"
@@ -138,6 +138,30 @@ uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::
   return offset;
 }
 
+/// Fills every parameter of `module` with random values of the magnitudes LibTorch's default
+/// initialisation gives (dpinfer's modules are built uninitialised): weights of rank 2 and
+/// more, and their biases, uniform in +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5));
+/// norm weights 1 and norm biases 0; embeddings N(0, 1).
+void randomize(torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> params;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) params.emplace(p.key(), p.value());
+  for (auto& [name, t] : params) {
+    const std::string stem = name.substr(0, name.rfind('.'));
+    const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    auto weight = params.find(stem + ".weight");
+    const at::Tensor& w = is_bias && weight != params.end() ? weight->second : t;
+    if (name.find("embedding") != std::string::npos && t.dim() == 2) {
+      t.normal_(0, 1);
+    } else if (w.dim() >= 2) {
+      const double fan_in = static_cast<double>(w.numel() / w.size(0));
+      const double bound = 1.0 / std::sqrt(fan_in);
+      t.uniform_(-bound, bound);
+    } else {
+      t.fill_(is_bias ? 0.0 : 1.0);
+    }
+  }
+}
+
 /// Makes `dir` a diffusers directory of `shape`'s configs and tokenizer with random
 /// weights. Reuses it when its stamp says it was made from the same shape, seed and dtype.
 void make_random_model(const Options& o, const fs::path& dir) {
@@ -164,17 +188,16 @@ void make_random_model(const Options& o, const fs::path& dir) {
   at::manual_seed(o.weights_seed);
   const at::ScalarType wd = parse_dtype(o.weights_dtype);
   uint64_t bytes = 0;
-  {
-    pipeline::CLIPTextModel m(pipeline::CLIPTextConfig::from_json(read_json(shape / "text_encoder/config.json")));
-    bytes += write_safetensors(dir / "text_encoder/model.safetensors", *m, wd);
-  }
-  {
-    pipeline::UNet2DConditionModel m(pipeline::UNetConfig::from_json(read_json(shape / "unet/config.json")));
-    bytes += write_safetensors(dir / "unet/diffusion_pytorch_model.safetensors", *m, wd);
-  }
-  {
-    pipeline::AutoencoderKL m(pipeline::AutoencoderKLConfig::from_json(read_json(shape / "vae/config.json")));
-    bytes += write_safetensors(dir / "vae/diffusion_pytorch_model.safetensors", *m, wd);
+  const json index = read_json(shape / "model_index.json");
+  for (const auto& [component, file] : {std::pair<std::string, std::string>{"text_encoder", "model.safetensors"},
+                                        {"unet", "diffusion_pytorch_model.safetensors"},
+                                        {"vae", "diffusion_pytorch_model.safetensors"}}) {
+    const std::string class_name = index.at(component).at(1).get<std::string>();
+    const pipeline::ModelClass* model_class = pipeline::find_model_class(class_name);
+    if (!model_class) throw UsageError("--shape " + shape.string() + ": dpinfer cannot build a " + class_name);
+    auto module = model_class->build(read_json(shape / component / "config.json"), at::TensorOptions().dtype(at::kFloat));
+    randomize(*module);
+    bytes += write_safetensors(dir / component / file, *module, wd);
   }
   write_text(dir / "dpinfer_bench.json", stamp.dump(1));
   std::printf("dpinfer_bench: wrote random %s weights of %s to %s: %.2f GB in %.1f s\n", o.weights_dtype.c_str(),
@@ -257,13 +280,13 @@ int run(const Options& o_in) {
   } cleanup{temporary, dir};
   make_random_model(o, dir);
 
-  pipeline::StableDiffusionOptions po;
+  pipeline::LoadRequest po;
   po.model = dir.string();
   po.dtype = o.dtype;
   po.device = o.device;
   po.scheduler = o.scheduler;
   auto t0 = std::chrono::steady_clock::now();
-  auto pipe = pipeline::load_stable_diffusion(po);
+  auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);
   const pipeline::PipelineInfo& info = pipe->info();
 

@@ -6,8 +6,8 @@
 #include <iostream>
 
 #include "dpinfer/pipeline/inspect.h"
-#include "dpinfer/pipeline/scheduler.h"
-#include "dpinfer/pipeline/stable_diffusion.h"
+#include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
@@ -18,24 +18,6 @@ namespace {
 
 namespace exit_status = dpinfer::exit_status;
 
-
-std::unique_ptr<dpinfer::pipeline::TextToImage> make_pipeline(const dpinfer::worker::PipelineRequest& r) {
-  dpinfer::pipeline::StableDiffusionOptions o;
-  o.model = r.model;
-  o.variant = r.variant;
-  o.scheduler = r.scheduler;
-  o.dtype = r.dtype;
-  o.device = r.device;
-  o.clip_skip = r.clip_skip;
-  o.guidance_rescale = r.guidance_rescale;
-  try {
-    return dpinfer::pipeline::load_stable_diffusion(o);
-  } catch (const dpinfer::InputError&) {
-    throw;
-  } catch (const dpinfer::Error& e) {
-    throw dpinfer::InputError(e.what());  // a model that cannot be used is bad input (exit 2)
-  }
-}
 
 /// CLI11's message as one line in the house style: "the following argument was not expected: b".
 std::string cli11_message(const CLI::ParseError& e) {
@@ -104,7 +86,7 @@ int inspect_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   std::string sub = argc > 1 ? argv[1] : "";
-  if (sub == "generate") return dpinfer::worker::generate_main(argc, argv, make_pipeline);
+  if (sub == "generate") return dpinfer::worker::generate_main(argc, argv, dpinfer::pipeline::load_text_to_image);
   if (sub == "inspect") return inspect_main(argc, argv);
   std::cerr << "dpinfer-worker: run it through 'dpinfer generate', 'dpinfer inspect' or 'dpinfer launch'\n";
   return 2;

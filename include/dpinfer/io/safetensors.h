@@ -90,6 +90,13 @@ class SafetensorsFile {
   /// The size of the whole file in bytes.
   size_t file_size() const { return size_; }
 
+  /// Tells the kernel that the bytes [data, data + nbytes) of this file were read and
+  /// are not needed again: the whole pages among them leave this process's memory
+  /// (madvise MADV_DONTNEED; a private read-only mapping reads them again from the page
+  /// cache if they are touched later). A loader that copies tensor by tensor so holds
+  /// one chunk of the file at a time, not the whole file, in its resident set.
+  void release(const std::byte* data, size_t nbytes) const;
+
  private:
   explicit SafetensorsFile(std::string path) : path_(std::move(path)) {}
   void parse_header();

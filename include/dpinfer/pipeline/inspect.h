@@ -1,7 +1,8 @@
 #pragma once
-// `dpinfer inspect`: what a model directory holds and whether the pipeline would load it,
-// found by the same calls StableDiffusionPipeline makes when it loads, in the same order,
-// but reading only configs and safetensors headers, never the weights themselves.
+// `dpinfer inspect`: what a model directory holds and whether its family's pipeline would
+// load it, found by the same calls the pipeline makes when it loads, in the same order,
+// but reading only configs and safetensors headers, never the weights themselves. Generic
+// over the family table, the model-class table, the tokenizer table and the scheduler table.
 
 #include <array>
 #include <cstdint>
@@ -11,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/weights.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
 
 namespace dpinfer::pipeline {
 
@@ -21,7 +23,7 @@ struct DtypeCount {
   int64_t parameters = 0;  ///< elements
 };
 
-/// One model component (text_encoder, unet or vae).
+/// One component with weights (a text encoder, denoiser or VAE).
 struct ComponentReport {
   std::string name;        ///< "unet"
   std::string library;     ///< "diffusers" or "transformers"
@@ -45,19 +47,17 @@ struct ComponentReport {
   std::string error;
 };
 
-/// A special token of the tokenizer.
-struct SpecialToken {
-  std::string token;
-  int64_t id = 0;
-};
-
 struct TokenizerReport {
+  std::string name;  ///< "tokenizer", "tokenizer_2"
   std::string class_name;
   std::string path;
-  size_t vocab_size = 0;  ///< entries of vocab.json
+  size_t vocab_size = 0;
   int model_max_length = 0;
-  SpecialToken bos, eos, pad, unk;
-  std::string error;  ///< what CLIPTokenizer::from_dir() throws, or empty
+  std::vector<SpecialToken> special_tokens;
+  std::string error;  ///< what loading the tokenizer throws, or empty
+
+  /// The special token of `role` ("bos", "eos", "pad", "unk"), or an empty one.
+  SpecialToken special(const std::string& role) const;
 };
 
 struct SchedulerReport {
@@ -72,7 +72,7 @@ struct SchedulerReport {
   std::string error;            ///< what make_scheduler() throws, or empty
 };
 
-/// What inspect_model() found. ok() is whether load_stable_diffusion() would load the model;
+/// What inspect_model() found. ok() is whether load_text_to_image() would load the model;
 /// when not, `error` is the message it would fail with.
 struct InspectReport {
   std::string spec;      ///< as given
@@ -81,11 +81,13 @@ struct InspectReport {
   std::string root;      ///< the resolved directory; empty when resolve_model() failed
   std::string revision;  ///< the hub cache snapshot's commit, or empty
   std::string pipeline;  ///< model_index.json's _class_name
-  ComponentReport text_encoder, unet, vae;
-  TokenizerReport tokenizer;
+  std::string family;    ///< the family table's name for it, or empty when none serves it
+  /// The components with weights: text encoders, then denoisers, then VAEs, each in the
+  /// family's order (for Stable Diffusion: text_encoder, unet, vae).
+  std::vector<ComponentReport> models;
+  std::vector<TokenizerReport> tokenizers;
   SchedulerReport scheduler;
-  /// The pipeline's default image size, {height, width}: the UNet's sample_size (64 when it
-  /// has none) times the VAE's scale factor; unset when either config failed.
+  /// The pipeline's default image size, {height, width}; unset when a config it needs failed.
   std::optional<std::array<int64_t, 2>> default_size;
   std::vector<std::string> ignored_components;  ///< "safety_checker (StableDiffusionSafetyChecker)"
   /// The first error in the pipeline's load order, one line, or empty.
@@ -95,23 +97,26 @@ struct InspectReport {
   bool bad_input = true;
 
   bool ok() const { return error.empty(); }
+  /// The component with weights called `name`; throws Error when the report has none.
+  const ComponentReport& component(const std::string& name) const;
+  /// The tokenizer called `name`; throws Error when the report has none.
+  const TokenizerReport& tokenizer(const std::string& name = "tokenizer") const;
   /// Everything above, for scripts: {"model", "path", ..., "ok", "error", "components": {...}}.
   nlohmann::ordered_json to_json() const;
   /// The report for people, several lines ending in '\n'; `error` is not in it.
   std::string to_text() const;
 };
 
-/// Inspects `spec` (a directory or a hub id, see resolve_model()) with `variant` ("fp16" or
-/// empty) and `scheduler` (a --scheduler name, or empty for the model's own) the way
-/// load_stable_diffusion() loads it: resolve_model(), the tokenizer, the text encoder, UNet
-/// and VAE configs, then for each of those three its module built from the config, its
-/// weight files and the strict key check of match_keys(), then make_scheduler(). Every step
-/// runs even after one fails, where it still can (resolve_model() collects the components'
-/// errors rather than stopping at the first), so the report shows every problem; `error` is
-/// the one loading would have stopped at. The modules are built on the
-/// CPU in float16 (LibTorch modules cannot be built without storage), one at a time: the
-/// largest component's parameters in float16 is the memory this needs. Never throws: a
-/// step that fails records its error and the report says what it could.
+/// Inspects `spec` (a directory or a hub id, see read_model_index()) with `variant` ("fp16"
+/// or empty) and `scheduler` (a --scheduler name, or empty for the model's own) the way
+/// load_text_to_image() loads it: resolve_model(), the tokenizers, the configs of the
+/// components with weights, the scheduler, then for each component with weights its
+/// module built from its config on the meta device (no memory), its weight files and the
+/// strict key check of match_keys(). Every step runs even after one fails, where it still
+/// can (resolve_model() collects the components' errors rather than stopping at the
+/// first), so the report shows every problem; `error` is the one loading would have
+/// stopped at. Never throws: a step that fails records its error and the report says
+/// what it could.
 InspectReport inspect_model(const std::string& spec, const std::string& variant = "",
                             const std::string& scheduler = "");
 

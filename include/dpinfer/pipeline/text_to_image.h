@@ -9,6 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/pipeline/settings.h"
+
 namespace dpinfer::pipeline {
 
 /// One image to make.
@@ -20,6 +24,9 @@ struct ImageRequest {
   double guidance_scale = 0;
   int width = 0;
   int height = 0;
+  /// The family's settings for this image (PipelineInfo::settings), complete: every
+  /// setting with its value (resolve_settings()). Empty: the family's defaults.
+  nlohmann::json settings = nlohmann::json::object();
 };
 
 /// 8-bit RGB, row-major, height × width × 3.
@@ -32,18 +39,29 @@ struct RgbImage {
 
 /// Facts recorded in every image's metadata and in run.json.
 struct PipelineInfo {
+  std::string family;          ///< the family table's name, e.g. "stable-diffusion-xl"
+  std::string family_label;    ///< for people and messages, e.g. "Stable Diffusion XL"
+  std::string pipeline_class;  ///< model_index.json's _class_name
   std::string model_name;      ///< e.g. the model directory's name or hub id
   std::string model_path;
+  std::string model_revision;  ///< the hub cache snapshot's commit, or empty
   std::string scheduler_name;  ///< dpinfer's name, e.g. "pndm"
   std::string sampler_label;   ///< AUTOMATIC1111's name, e.g. "PNDM", "DPM++ 2M Karras"
   std::string device;          ///< "cpu", "cuda:1"
   std::string dtype;           ///< "fp32", "fp16", "bf16"
-  int clip_skip = 0;            ///< diffusers' clip_skip (CLIP layers skipped; A1111's "Clip skip" is this + 1)
-  double guidance_rescale = 0;  ///< diffusers' guidance_rescale (0: off)
+  /// The family's settings, in order, and their values for this run (the load's settings
+  /// over the defaults): what an item that sets none gets.
+  std::vector<SettingSpec> setting_specs;
+  nlohmann::json settings = nlohmann::json::object();
   int default_width = 512;
   int default_height = 512;
   int default_steps = 50;
   double default_guidance_scale = 7.5;
+  /// Widths and heights must be multiples of this (8 for the UNet families, 16 for the DiTs).
+  int size_multiple = 8;
+  /// Components model_index.json names that this family does not run, e.g.
+  /// "safety_checker (StableDiffusionSafetyChecker)".
+  std::vector<std::string> ignored_components;
 };
 
 /// Thrown by TextToImage::generate() when its cancel check said so: the batch is
@@ -62,8 +80,12 @@ class TextToImage {
   /// whatever the batch size and step count (SLURM kills after KillWait, 30 s).
   void set_cancel_check(CancelCheck check) { cancel_check_ = std::move(check); }
   virtual const PipelineInfo& info() const = 0;
+  /// Throws InputError for complete `settings` (resolve_settings() against info()'s specs)
+  /// that this model cannot take beyond their specs' types and ranges, e.g. a clip_skip
+  /// past its text encoder's layers. The worker asks before it makes any item.
+  virtual void check_settings(const nlohmann::json& settings) const { (void)settings; }
   /// Makes one image per request, as one batch. All requests share steps,
-  /// guidance_scale, width and height. Each image depends only on its own request
+  /// guidance_scale, width, height and settings. Each image depends only on its own request
   /// (its seed included), never on the rest of the batch, up to float rounding.
   /// Throws dpinfer::Error (or c10::Error) on failure.
   virtual std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) = 0;

@@ -28,8 +28,10 @@ struct GenerateOptions {
   std::string shard_mode = "contiguous";
   std::string shard;             ///< "I/N"; empty: the whole file
   bool overwrite = false;
-  int clip_skip = 0;
-  double guidance_rescale = 0.0;
+  /// The model family's settings for the run, from --set KEY=VALUE, the named flags that
+  /// set one (--clip-skip, --guidance-rescale) and --config's "settings" object. Checked
+  /// against the family once the model is loaded.
+  nlohmann::json settings = nlohmann::json::object();
   int rendezvous_timeout_s = 300;
   /// Inside a SLURM job, when SIGTERM/SIGUSR1/SIGUSR2 stopped the run: rank 0 runs
   /// `scontrol requeue` for this job (or job array task) on its way out.

@@ -4,6 +4,7 @@
 // across runs, world sizes, batch sizes and scheduling modes.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct ItemDefaults {
   double guidance_scale = 0;
   int width = 0;
   int height = 0;
+  /// The run's model settings (--set, --clip-skip, ...): what a line sets none of gets.
+  nlohmann::json settings = nlohmann::json::object();
 };
 
 struct Item {
@@ -34,10 +37,14 @@ struct Item {
   int width = 0;
   int height = 0;
   std::optional<std::string> id;
+  /// The model settings: the run's, with the line's own over them (not yet checked
+  /// against the model's family; the worker completes them with its defaults).
+  nlohmann::json settings = nlohmann::json::object();
 
   /// Items batch together when they share all of these.
   bool batches_with(const Item& o) const {
-    return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height;
+    return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
+           settings == o.settings;
   }
 };
 

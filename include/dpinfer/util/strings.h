@@ -8,6 +8,14 @@
 
 namespace dpinfer {
 
+/// Whether `s` begins with `prefix` (C++20's starts_with).
+inline bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+/// Whether `s` ends with `suffix` (C++20's ends_with).
+inline bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 /// `items` separated by `separator`: join({"a", "b"}) is "a, b".
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 

@@ -62,7 +62,12 @@ class GenerateRun {
   /// Dynamic mode: claim chunks of positions from the shared counter.
   bool run_dynamic();
 
-  /// Generates `todo` in batches of items that share size, steps and guidance.
+  /// Checks each item's size against the family's multiple and completes its settings
+  /// (resolve_settings(), then TextToImage::check_settings()); throws InputError naming the
+  /// prompts file's line.
+  void check_items(std::vector<plan::Item>& items, const pipeline::PipelineInfo& info) const;
+
+  /// Generates `todo` in batches of items that share size, steps, guidance and settings.
   bool generate_all(const std::vector<const plan::Item*>& todo);
 
   void run_batch(const std::vector<const plan::Item*>& batch);

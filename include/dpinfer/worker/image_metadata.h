@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dpinfer/pipeline/text_to_image.h"
 #include "dpinfer/plan/items.h"
@@ -15,7 +17,15 @@ namespace dpinfer::worker {
 /// empty, as AUTOMATIC1111 does.
 std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo& info);
 
-/// The manifest/metadata record of an item (without status, timing or rank).
+/// The manifest/metadata record of an item (without status, timing or rank). The item's
+/// model settings are fields of their own ("clip_skip": 1), and "settings" lists their names,
+/// so that resume and merge treat them as part of what the item is.
 nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info);
+
+/// What an item is: the record fields two records of it must agree on, each with the value
+/// a record that lacks it stands for (records of older versions lack the newer settings,
+/// and were made with their defaults). "model" is not among them: one model has many names
+/// (a path, a hub id), and resume cannot tell them apart.
+std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeline::PipelineInfo& info);
 
 }  // namespace dpinfer::worker

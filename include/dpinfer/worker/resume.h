@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/plan/items.h"
@@ -21,7 +23,10 @@ class Resume {
   /// prompts file, or another seed, steps, size, guidance, scheduler or setting) throws
   /// InputError: the two runs would mix silently in one directory. The manifests are read
   /// once, when the first PNG turns up, so a fresh run pays nothing.
-  bool already_made(const plan::Item& item, const nlohmann::json& now, int rank);
+  /// `identity` lists the fields compared, each with the value a record lacking it stands
+  /// for (identity_fields()).
+  bool already_made(const plan::Item& item, const nlohmann::json& now,
+                    const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank);
 
  private:
   bool png_exists(const plan::Item& item) const;

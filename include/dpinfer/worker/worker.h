@@ -11,23 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/text_to_image.h"
 #include "dpinfer/plan/generate_options.h"
 
 namespace dpinfer::worker {
 
-/// What the worker asks for when it loads its pipeline.
-struct PipelineRequest {
-  std::string model;
-  std::string variant;
-  std::string scheduler;
-  std::string dtype;   ///< resolved: fp32, fp16 or bf16
-  std::string device;  ///< resolved: "cpu" or "cuda:N"
-  int clip_skip = 0;
-  double guidance_rescale = 0;
-};
-
-using PipelineFactory = std::function<std::unique_ptr<pipeline::TextToImage>(const PipelineRequest&)>;
+/// How the worker loads its pipeline: pipeline::load_text_to_image in dpinfer-worker, a test
+/// double in the worker's tests.
+using PipelineFactory = std::function<std::unique_ptr<pipeline::TextToImage>(const pipeline::LoadRequest&)>;
 
 /// Runs the worker to its end; returns the exit status. Never throws.
 int run_generate(const plan::GenerateOptions& options, const PipelineFactory& make_pipeline);

@@ -27,7 +27,8 @@ class DdimScheduler final : public Scheduler {
         cfg.boolean("set_alpha_to_one", true) ? scalar_f32(1.0) : schedule_.alphas_cumprod[0].clone();
   }
 
-  void set_timesteps(int64_t num_inference_steps) override {
+  void set_timesteps(const TimestepRequest& request) override {
+    const int64_t num_inference_steps = schedulers::step_count(request, who_);
     const int64_t t_count = schedule_.num_train_timesteps;
     if (num_inference_steps < 1 || num_inference_steps > t_count) {
       throw Error(fmt::format("scheduler {}: num_inference_steps must be in [1, {}], got {}", who_, t_count,

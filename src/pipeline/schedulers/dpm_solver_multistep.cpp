@@ -67,7 +67,8 @@ class DpmSolverMultistepScheduler final : public Scheduler {
     }
   }
 
-  void set_timesteps(int64_t num_inference_steps) override {
+  void set_timesteps(const TimestepRequest& request) override {
+    const int64_t num_inference_steps = schedulers::step_count(request, who_);
     const int64_t t_count = schedule_.num_train_timesteps;
     if (num_inference_steps < 1) {
       throw Error(

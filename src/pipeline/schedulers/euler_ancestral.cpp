@@ -16,7 +16,8 @@ class EulerAncestralScheduler final : public Scheduler {
         spacing_(read_spacing(cfg, Spacing::kLinspace)),
         steps_offset_(cfg.integer("steps_offset", 0)) {}
 
-  void set_timesteps(int64_t num_inference_steps) override {
+  void set_timesteps(const TimestepRequest& request) override {
+    const int64_t num_inference_steps = schedulers::step_count(request, who_);
     if (num_inference_steps < 1) {
       throw Error(
           fmt::format("scheduler {}: num_inference_steps must be at least 1, got {}", who_, num_inference_steps));

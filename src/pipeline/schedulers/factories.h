@@ -1,9 +1,9 @@
 #pragma once
-// One factory per scheduler class; make_scheduler() (src/pipeline/scheduler.cpp) picks one.
+// One factory per scheduler class; make_scheduler() (src/pipeline/schedulers/scheduler.cpp) picks one.
 
 #include <memory>
 
-#include "dpinfer/pipeline/scheduler.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "scheduler_common.h"
 
 namespace dpinfer::pipeline::schedulers {

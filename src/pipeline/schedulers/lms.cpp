@@ -49,7 +49,8 @@ class LmsScheduler final : public Scheduler {
     }
   }
 
-  void set_timesteps(int64_t num_inference_steps) override {
+  void set_timesteps(const TimestepRequest& request) override {
+    const int64_t num_inference_steps = schedulers::step_count(request, who_);
     if (num_inference_steps < 1) {
       throw Error(
           fmt::format("scheduler {}: num_inference_steps must be at least 1, got {}", who_, num_inference_steps));

@@ -18,82 +18,23 @@
 
 namespace dpinfer::pipeline::schedulers {
 
-ConfigReader::ConfigReader(nlohmann::json config, std::string who) : config_(std::move(config)), who_(std::move(who)) {}
-
-const nlohmann::json* ConfigReader::find(const std::string& key) const {
-  if (!config_.is_object()) return nullptr;
-  auto it = config_.find(key);
-  if (it == config_.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-bool ConfigReader::has(const std::string& key) const { return find(key) != nullptr; }
-
-void ConfigReader::wrong_type(const std::string& key, const char* expected) const {
-  throw Error(fmt::format("scheduler_config.json: {} (read by the {} scheduler) must be {}, got {}; fix the config",
-                          key, who_, expected, find(key)->dump()));
-}
-
-double ConfigReader::number(const std::string& key, double fallback) const {
-  const nlohmann::json* v = find(key);
-  if (v == nullptr) return fallback;
-  std::optional<double> d = io::python_json_number(*v);
-  if (!d) wrong_type(key, "a number");
-  return *d;
-}
-
-std::optional<double> ConfigReader::optional_number(const std::string& key) const {
-  if (!has(key)) return std::nullopt;
-  return number(key, 0.0);
-}
-
-int64_t ConfigReader::integer(const std::string& key, int64_t fallback) const {
-  const nlohmann::json* v = find(key);
-  if (v == nullptr) return fallback;
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
-  }
-  wrong_type(key, "an integer");
-}
-
-bool ConfigReader::boolean(const std::string& key, bool fallback) const {
-  const nlohmann::json* v = find(key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) wrong_type(key, "true or false");
-  return v->get<bool>();
-}
-
-std::string ConfigReader::string(const std::string& key, const std::string& fallback) const {
-  const nlohmann::json* v = find(key);
-  if (v == nullptr) return fallback;
-  if (!v->is_string()) wrong_type(key, "a string");
-  return v->get<std::string>();
-}
-
-std::vector<double> ConfigReader::numbers(const std::string& key) const {
-  const nlohmann::json* v = find(key);
-  if (v == nullptr) return {};
-  if (!v->is_array()) wrong_type(key, "a list of numbers");
-  std::vector<double> out;
-  out.reserve(v->size());
-  for (const auto& e : *v) {
-    if (!e.is_number()) wrong_type(key, "a list of numbers");
-    out.push_back(e.get<double>());
-  }
-  return out;
-}
+ConfigReader::ConfigReader(nlohmann::json config, std::string who)
+    : io::ConfigReader(std::move(config), "scheduler_config.json (read by the " + who + " scheduler)",
+                       "change the config or pick another --scheduler"),
+      who_(std::move(who)) {}
 
 void ConfigReader::refuse(const std::string& key, const std::string& value, const std::string& supported) const {
-  throw Error(
-      fmt::format("scheduler_config.json: {} {} is not supported by the {} scheduler (supported: {}); "
-                  "change the config or pick another scheduler",
-                  key, value, who_, supported));
+  throw error(key, value + " is not supported (supported: " + supported + ")");
 }
 
 void ConfigReader::require_false(const std::string& key, const std::string& what) const {
   if (boolean(key, false)) refuse(key, "true", "false; dpinfer does not implement " + what);
+}
+
+int64_t step_count(const TimestepRequest& request, const std::string& who) {
+  if (request.mu || !request.sigmas.empty())
+    throw Error("scheduler " + who + " takes a step count only, not custom sigmas or mu; use a flow-matching scheduler");
+  return request.steps;
 }
 
 Prediction read_prediction(const ConfigReader& cfg, const std::vector<Prediction>& allowed) {
@@ -166,7 +107,7 @@ NoiseSchedule make_noise_schedule(const ConfigReader& cfg, const NoiseScheduleOp
         fmt::format("scheduler_config.json: num_train_timesteps must be at least 2, got {}; fix the config", n));
   }
   at::Tensor betas;
-  std::vector<double> trained = cfg.numbers("trained_betas");
+  std::vector<double> trained = cfg.number_list("trained_betas");
   if (!trained.empty()) {
     if (static_cast<int64_t>(trained.size()) != n) {
       throw Error(

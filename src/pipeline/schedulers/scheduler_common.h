@@ -12,44 +12,33 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/config_reader.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+
 namespace dpinfer::pipeline::schedulers {
 
-/// A resolved scheduler config, read key by key with the target class's defaults: a key
-/// that is absent or null takes the default, as diffusers' from_config does; a key of the
-/// wrong type throws dpinfer::Error naming it. `who` (a dpinfer scheduler name) goes into
-/// every message.
-class ConfigReader {
+/// A scheduler config read key by key with the target class's defaults (io::ConfigReader),
+/// for the scheduler `who` (a dpinfer scheduler name), which every message names.
+class ConfigReader : public io::ConfigReader {
  public:
   ConfigReader(nlohmann::json config, std::string who);
 
   /// The dpinfer scheduler name this config is read for.
   const std::string& who() const { return who_; }
-  /// Whether `key` is present and not null.
-  bool has(const std::string& key) const;
-  /// A number (integers accepted).
-  double number(const std::string& key, double fallback) const;
-  /// A number, or nullopt when absent or null (diffusers' Optional[float] = None).
-  std::optional<double> optional_number(const std::string& key) const;
-  /// An integer (a float with an integral value is accepted, as Python would).
-  int64_t integer(const std::string& key, int64_t fallback) const;
-  /// true or false (JSON booleans only).
-  bool boolean(const std::string& key, bool fallback) const;
-  /// A string.
-  std::string string(const std::string& key, const std::string& fallback) const;
   /// A list of numbers; empty when absent or null.
-  std::vector<double> numbers(const std::string& key) const;
-  /// Throws dpinfer::Error: `key` has `value`, which dpinfer does not support; `supported` lists what is.
+  std::vector<double> number_list(const std::string& key) const { return numbers(key).value_or(std::vector<double>{}); }
+  /// Throws dpinfer::Error: `key` has `value` (already formatted), which dpinfer does not support.
   [[noreturn]] void refuse(const std::string& key, const std::string& value, const std::string& supported) const;
   /// Throws unless the boolean `key` is false (or absent): `what` says what it would enable.
   void require_false(const std::string& key, const std::string& what) const;
 
  private:
-  const nlohmann::json* find(const std::string& key) const;
-  [[noreturn]] void wrong_type(const std::string& key, const char* expected) const;
-
-  nlohmann::json config_;
   std::string who_;
 };
+
+/// The step count of `request`, for a scheduler that takes nothing else: throws dpinfer::Error
+/// (naming `who`) when the request carries sigmas or mu.
+int64_t step_count(const TimestepRequest& request, const std::string& who);
 
 /// What a model predicts.
 enum class Prediction { kEpsilon, kVPrediction, kSample };

@@ -45,7 +45,7 @@ class UniPcScheduler final : public Scheduler {
     } else if (solver_type != "bh2" && solver_type != "midpoint" && solver_type != "heun" && solver_type != "logrho") {
       cfg.refuse("solver_type", "'" + solver_type + "'", "bh1, bh2");
     }
-    for (double v : cfg.numbers("disable_corrector")) disable_corrector_.push_back(static_cast<int64_t>(v));
+    for (double v : cfg.number_list("disable_corrector")) disable_corrector_.push_back(static_cast<int64_t>(v));
     if (cfg.has("solver_p")) cfg.refuse("solver_p", "(a scheduler)", "null");
     const std::string final_type = cfg.string("final_sigmas_type", "zero");
     if (final_type != "zero" && final_type != "sigma_min") {
@@ -59,7 +59,8 @@ class UniPcScheduler final : public Scheduler {
     }
   }
 
-  void set_timesteps(int64_t num_inference_steps) override {
+  void set_timesteps(const TimestepRequest& request) override {
+    const int64_t num_inference_steps = schedulers::step_count(request, who_);
     const int64_t t_count = schedule_.num_train_timesteps;
     if (num_inference_steps < 1) {
       throw Error(

@@ -1,0 +1,61 @@
+#pragma once
+// The family table: one row per kind of pipeline dpinfer runs, dispatched on
+// model_index.json's _class_name. A row says which pipeline classes it serves, which
+// components they have (and which classes each accepts), the family's settings with
+// their defaults, its default steps, guidance and size multiple, and how to load it.
+// A new family is one row in families.cpp plus its own file in families/.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+#include "dpinfer/pipeline/settings.h"
+#include "dpinfer/pipeline/text_to_image.h"
+
+namespace dpinfer::pipeline {
+
+struct ModelDir;
+struct LoadRequest;
+
+/// One component a family's pipelines have, as model_index.json names it.
+struct ComponentSpec {
+  std::string name;                  ///< "text_encoder_2"
+  ComponentRole role;
+  std::vector<std::string> classes;  ///< the classes accepted; a scheduler's class is the scheduler table's to check
+  bool optional = false;             ///< may be absent, or null in model_index.json
+};
+
+struct Family {
+  std::string name;                          ///< "stable-diffusion-xl", as records and run.json name it
+  std::string label;                         ///< "Stable Diffusion XL", for people
+  std::vector<std::string> pipeline_classes; ///< model_index.json _class_names it serves
+  std::vector<ComponentSpec> components;     ///< in the order they load (and inspect reports them)
+  std::vector<SettingSpec> settings;
+  int default_steps = 50;
+  double default_guidance_scale = 7.5;
+  int size_multiple = 8;
+  /// diffusers' own edits of the scheduler config in this pipeline's __init__, if any.
+  SchedulerConfigRewrite scheduler_rewrite = nullptr;
+  /// The default image size {height, width}, from the components' configs. Throws
+  /// dpinfer::Error when a config it reads is bad.
+  std::array<int64_t, 2> (*default_size)(const ModelDir& model) = nullptr;
+  /// Builds the pipeline from a resolved directory. Throws InputError for a model it cannot
+  /// use, Error otherwise.
+  std::unique_ptr<TextToImage> (*load)(const ModelDir& model, const LoadRequest& request, const Family& family);
+};
+
+/// Every family dpinfer runs.
+const std::vector<Family>& families();
+
+/// The family that serves `pipeline_class`, or nullptr.
+const Family* find_family(const std::string& pipeline_class);
+
+/// Every pipeline class any family serves, comma-separated, for messages.
+std::string supported_pipeline_classes();
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,32 @@
+#pragma once
+// Loading a text-to-image pipeline, whatever its family: the one entry point the worker,
+// inspect and the benchmark use. Free of LibTorch types: the worker's side of the seam.
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "dpinfer/pipeline/text_to_image.h"
+
+namespace dpinfer::pipeline {
+
+/// What a caller asks for when it loads a pipeline.
+struct LoadRequest {
+  std::string model;          ///< directory with model_index.json, or a hub id (org/name[@revision])
+  std::string variant;        ///< e.g. "fp16"; components without it fall back to the plain weights
+  std::string scheduler;      ///< dpinfer name; empty: the one in scheduler_config.json
+  std::string dtype = "fp32"; ///< fp32, fp16 or bf16
+  std::string device = "cpu"; ///< "cpu" or "cuda:N"
+  /// The family's settings for the run (resolve_settings()); an item's own settings go
+  /// with its ImageRequest. Unknown keys are bad input.
+  nlohmann::json settings = nlohmann::json::object();
+};
+
+/// Resolves the model, picks its family by model_index.json's _class_name, and loads it:
+/// every module is built uninitialised in the run dtype on the target device, after its
+/// weight files' keys and shapes were checked against it, and each tensor is copied once
+/// from its file. Throws InputError for a model that cannot be used (with the message
+/// `dpinfer inspect` prints), Error otherwise.
+std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request);
+
+}  // namespace dpinfer::pipeline

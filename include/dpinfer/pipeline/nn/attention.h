@@ -1,0 +1,54 @@
+#pragma once
+// diffusers' Attention: the one place dpinfer calls scaled_dot_product_attention for
+// the UNet and the VAE.
+
+#include <cstdint>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include "dpinfer/pipeline/nn/layers.h"
+
+namespace dpinfer::pipeline::nn {
+
+/// What an Attention is built from.
+struct AttentionOptions {
+  int64_t query_dim = 0;
+  /// Unset: self-attention (keys and values come from the query input).
+  std::optional<int64_t> cross_attention_dim;
+  int64_t heads = 8;
+  int64_t dim_head = 64;
+  /// Bias on to_q, to_k, to_v (to_out.0 always has one).
+  bool bias = false;
+  /// Set: a GroupNorm "group_norm" over the channels before the projections (the VAE).
+  std::optional<int64_t> norm_num_groups;
+  double eps = 1e-5;
+  /// Add the input back after to_out (the VAE).
+  bool residual_connection = false;
+  double rescale_output_factor = 1.0;
+};
+
+/// diffusers' Attention run by AttnProcessor2_0: to_q/to_k/to_v, multi-head
+/// scaled_dot_product_attention (scale dim_head^-0.5), to_out.0. upcast_attention
+/// and upcast_softmax have no effect here, as under AttnProcessor2_0.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const AttentionOptions& options, const at::TensorOptions& tensor_options);
+
+  /// x [B, N, query_dim] or [B, C, H, W] (then attended over H*W, shape kept);
+  /// context [B, M, cross_attention_dim], or undefined for self-attention.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& context = {});
+
+ private:
+  int64_t heads_;
+  bool residual_connection_;
+  double rescale_output_factor_;
+  GroupNorm group_norm_{nullptr};
+  Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+}  // namespace dpinfer::pipeline::nn

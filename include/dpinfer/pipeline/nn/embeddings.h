@@ -1,0 +1,36 @@
+#pragma once
+// The UNet's timestep embedding: sinusoidal features, then a two-layer MLP.
+
+#include <cstdint>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "dpinfer/pipeline/nn/layers.h"
+
+namespace dpinfer::pipeline::nn {
+
+/// diffusers' get_timestep_embedding: [N] timesteps to [N, dim] float32 features
+/// [sin(t f), cos(t f)] (or [cos, sin] when `flip_sin_to_cos`), with frequencies
+/// f_j = exp(-ln(10000) j / (dim/2 - freq_shift)). Computed in float32 whatever
+/// the timesteps' dtype; an odd `dim` gets one zero column.
+at::Tensor timestep_embedding(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos, double freq_shift);
+
+/// diffusers' TimestepEmbedding with SiLU: linear_1, SiLU, linear_2, plus the
+/// optional bias-free cond_proj (time_cond_proj_dim) added to the input first.
+class TimestepEmbeddingImpl : public torch::nn::Module {
+ public:
+  TimestepEmbeddingImpl(int64_t in_channels, int64_t time_embed_dim, std::optional<int64_t> cond_proj_dim,
+                        const at::TensorOptions& options);
+
+  /// [B, in_channels] (and an optional [B, cond_proj_dim] condition) to [B, time_embed_dim].
+  at::Tensor forward(const at::Tensor& sample, const at::Tensor& condition = {});
+
+ private:
+  Linear linear_1_{nullptr}, linear_2_{nullptr}, cond_proj_{nullptr};
+};
+TORCH_MODULE(TimestepEmbedding);
+
+}  // namespace dpinfer::pipeline::nn

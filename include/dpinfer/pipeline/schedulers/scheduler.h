@@ -1,0 +1,119 @@
+#pragma once
+// The denoising schedulers of diffusers, rebuilt in LibTorch so that the same
+// scheduler_config.json gives the same timesteps and the same trajectory.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json_fwd.hpp>
+
+namespace dpinfer::pipeline {
+
+/// What set_timesteps() is asked for. The schedulers of the UNet families take only the
+/// step count; a flow-matching scheduler also takes the pipeline's own sigmas and the
+/// `mu` of dynamic shifting (diffusers' set_timesteps(num_inference_steps, sigmas=, mu=)).
+struct TimestepRequest {
+  int64_t steps = 0;
+  std::optional<double> mu;
+  std::vector<double> sigmas;  ///< empty: the scheduler's own spacing
+};
+
+/// One diffusers scheduler, built from a scheduler_config.json by make_scheduler().
+///
+/// Use it like StableDiffusionPipeline's loop: set_timesteps(n), multiply the initial
+/// noise by init_noise_sigma(), then for i = 0, 1, ... timesteps().size(0) - 1:
+///   x_in = scale_model_input(x, i); eps = unet(x_in, timesteps()[i]); x = step(eps, i, x, gens).
+/// Scalars are computed in the precision diffusers uses (numpy float64 where it uses
+/// numpy, float32 0-d tensors where it uses torch), so timesteps are identical and a
+/// trajectory matches diffusers' to float32 rounding. Not thread-safe.
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+
+  /// Computes the timesteps for `request` (steps >= 1) and resets every per-run state.
+  /// Throws dpinfer::Error when the count does not fit the config, or when the request
+  /// carries sigmas or mu that this scheduler does not take.
+  virtual void set_timesteps(const TimestepRequest& request) = 0;
+  /// set_timesteps() with only a step count.
+  void set_timesteps(int64_t num_inference_steps) { set_timesteps(TimestepRequest{num_inference_steps, {}, {}}); }
+
+  /// The timesteps to feed the UNet, one per model call, on the CPU: int64 for pndm, ddim,
+  /// dpm++2m and unipc, float32 for euler, euler_a and lms, as in diffusers. PNDM makes more
+  /// calls than inference steps (its first step is evaluated twice, PRK mode more).
+  /// Undefined before set_timesteps().
+  virtual const at::Tensor& timesteps() const = 0;
+
+  /// The noise levels, one per timestep plus the final one (float32, CPU), for schedulers
+  /// that have them (euler, euler_a, lms, dpm++2m, unipc); an undefined tensor otherwise.
+  virtual at::Tensor sigmas() const = 0;
+
+  /// The factor the initial Gaussian latents are multiplied by (valid after set_timesteps()).
+  virtual double init_noise_sigma() const = 0;
+
+  /// The UNet input for model call `step_index` (a position in timesteps()): `sample` itself,
+  /// or divided by sqrt(sigma^2 + 1) for the sigma-space schedulers.
+  virtual at::Tensor scale_model_input(const at::Tensor& sample, int64_t step_index) const = 0;
+
+  /// One denoising step of a batch [B, C, H, W] for model call `step_index`; calls must come
+  /// in order 0, 1, 2, ... after set_timesteps(). Returns the sample for the next call, in
+  /// model_output's dtype and device.
+  /// `generators` has one CPU generator per batch row, or a single one for the whole batch,
+  /// and may be empty when needs_generator() is false. Noise for row i is drawn from
+  /// generators[i] with shape [1, C, H, W] on the CPU and then moved to the sample's device,
+  /// as diffusers' randn_tensor does with a list of generators, so a batched run equals
+  /// per-row runs. Throws dpinfer::Error on an out-of-order call or a missing generator.
+  virtual at::Tensor step(const at::Tensor& model_output, int64_t step_index, const at::Tensor& sample,
+                          std::vector<at::Generator>& generators) = 0;
+
+  /// The dpinfer name, one of scheduler_names() (e.g. "dpm++2m-karras").
+  virtual std::string name() const = 0;
+
+  /// Whether step() draws noise, and so needs generators (euler_a, ddim with eta > 0,
+  /// dpm++2m with algorithm_type sde-dpmsolver++).
+  virtual bool needs_generator() const = 0;
+};
+
+/// A pipeline's own edits of its scheduler config, as diffusers' StableDiffusionPipeline
+/// __init__ rewrites old configs (steps_offset -> 1, clip_sample -> false). It gets the
+/// file's keys (those _use_default_values does not list) and whether the config's own
+/// class is built (`own_class`) or another one by name, which from_config fills with its
+/// own defaults wherever the file has no key.
+using SchedulerConfigRewrite = void (*)(nlohmann::json& keys, bool own_class);
+
+/// Which scheduler make_scheduler() builds, and how.
+struct SchedulerRequest {
+  std::string name;  ///< a dpinfer name (scheduler_names()); empty: the config's own `_class_name`
+  double eta = 0.0;  ///< DDIM's eta (>= 0); the other schedulers ignore it
+  SchedulerConfigRewrite rewrite = nullptr;  ///< the pipeline's edits, if it makes any
+};
+
+/// Builds a scheduler from a parsed scheduler_config.json.
+///
+/// With `request.name` empty, builds the config's own `_class_name`. Otherwise builds the
+/// named scheduler the way `pipe.scheduler = Other.from_config(pipe.scheduler.config)` does:
+/// only keys present in the file carry over, keys the target does not know are ignored,
+/// and the target's own defaults fill the rest; then the name's fixed keys apply
+/// (scheduler_fixed_keys(): "dpm++2m" forces use_karras_sigmas = false, "dpm++2m-karras"
+/// true). Throws dpinfer::Error for an unknown name (listing the valid ones), an
+/// unsupported class, or a config value dpinfer does not implement (naming the field).
+std::unique_ptr<Scheduler> make_scheduler(const nlohmann::json& config, const SchedulerRequest& request);
+
+/// The names make_scheduler() accepts: pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms, unipc.
+std::vector<std::string> scheduler_names();
+
+/// The diffusers class a dpinfer scheduler name builds ("dpm++2m" -> "DPMSolverMultistepScheduler").
+std::string scheduler_class(const std::string& name);
+
+/// AUTOMATIC1111's sampler name for a dpinfer scheduler name ("dpm++2m-karras" -> "DPM++ 2M Karras").
+std::string a1111_sampler_name(const std::string& name);
+
+/// The config keys a dpinfer scheduler name sets whatever the model's config says, as JSON
+/// ({"use_karras_sigmas": true}); every other key comes from the model's config or the
+/// class default. For the README's --scheduler table.
+nlohmann::json scheduler_fixed_keys(const std::string& name);
+
+}  // namespace dpinfer::pipeline

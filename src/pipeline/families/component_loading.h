@@ -1,0 +1,38 @@
+#pragma once
+// Loading one component of a resolved model directory into its module: what every
+// family's load function does for each of its text encoders, denoisers and VAEs.
+
+#include <memory>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/model_dir.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace dpinfer::pipeline {
+
+/// "fp32", "fp16" or "bf16" as a dtype. Throws InputError for anything else.
+at::ScalarType parse_dtype(const std::string& dtype);
+
+/// Builds `c` by its class (models/model_classes.h): first on the meta device, to check
+/// its weight files' keys and shapes against the config without allocating anything
+/// (a config that asks for a 40 GB model is refused here, not by the allocator), then
+/// for real with `options` (uninitialised, in the run dtype, on the target device), into
+/// which load_weights() copies each tensor once. Returns the module in eval mode.
+/// Throws dpinfer::Error naming the component.
+std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
+                                                  const LoadOptions& load_options = {});
+
+/// load_component(), as the module type the caller expects.
+template <typename Impl>
+std::shared_ptr<Impl> load_component_as(const Component& c, const at::TensorOptions& options,
+                                        const LoadOptions& load_options = {}) {
+  return std::dynamic_pointer_cast<Impl>(load_component(c, options, load_options));
+}
+
+}  // namespace dpinfer::pipeline

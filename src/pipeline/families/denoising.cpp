@@ -1,0 +1,74 @@
+#include "denoising.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "dpinfer/io/utf8.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+
+BatchNoise batch_noise(const std::vector<ImageRequest>& batch, int64_t channels, int64_t h, int64_t w,
+                       at::ScalarType dtype, const at::Device& device) {
+  BatchNoise out;
+  std::vector<at::Tensor> rows;
+  for (const ImageRequest& r : batch) {
+    out.generators.push_back(at::make_generator<at::CPUGeneratorImpl>(r.seed));
+    rows.push_back(at::randn({1, channels, h, w}, out.generators.back(), at::TensorOptions().dtype(dtype)));
+  }
+  out.noise = at::cat(rows).to(device);
+  return out;
+}
+
+// Ref: diffusers StableDiffusionPipeline.__call__ (the guidance step) and rescale_noise_cfg.
+at::Tensor guided(const at::Tensor& model_output, double guidance_scale, double rescale) {
+  auto parts = model_output.chunk(2);
+  const at::Tensor& uncond = parts[0];
+  const at::Tensor& text = parts[1];
+  at::Tensor out = uncond + guidance_scale * (text - uncond);
+  if (rescale <= 0) return out;
+  // std is the unbiased one, as torch.std.
+  std::vector<int64_t> dims;
+  for (int64_t d = 1; d < text.dim(); ++d) dims.push_back(d);
+  at::Tensor std_text = text.std(dims, /*unbiased=*/true, /*keepdim=*/true);
+  at::Tensor std_cfg = out.std(dims, /*unbiased=*/true, /*keepdim=*/true);
+  at::Tensor rescaled = out * (std_text / std_cfg);
+  return rescale * rescaled + (1 - rescale) * out;
+}
+
+void check_image_size(int width, int height, int multiple, int64_t scale_factor) {
+  const std::string size = std::to_string(width) + "x" + std::to_string(height);
+  if (width % multiple || height % multiple)
+    throw InputError("image size " + size + " must be a multiple of " + std::to_string(multiple));
+  if (width % scale_factor || height % scale_factor)
+    throw InputError("image size " + size + " must be a multiple of the VAE's scale factor " +
+                     std::to_string(scale_factor));
+}
+
+std::vector<RgbImage> to_rgb(const at::Tensor& images) {
+  at::Tensor image = (images * 0.5 + 0.5).clamp(0, 1);
+  at::Tensor hwc = image.to(at::kCPU).permute({0, 2, 3, 1}).to(at::kFloat);
+  at::Tensor finite = at::isfinite(hwc).flatten(1).all(1);
+  at::Tensor bytes = (hwc * 255).round().to(at::kByte).contiguous();
+  std::vector<RgbImage> out;
+  for (int64_t k = 0; k < bytes.size(0); ++k) {
+    RgbImage img;
+    img.height = static_cast<int>(bytes.size(1));
+    img.width = static_cast<int>(bytes.size(2));
+    const uint8_t* p = bytes[k].data_ptr<uint8_t>();
+    img.pixels.assign(p, p + bytes[k].numel());
+    img.finite = finite[k].item<bool>();
+    out.push_back(std::move(img));
+  }
+  return out;
+}
+
+void warn_truncated(const std::string& text, bool negative, int64_t dropped, int max_length,
+                    const std::string& encoder) {
+  if (dropped <= 0) return;
+  log::warn("the {}prompt '{}' is too long for {}: {} token(s) past {} were dropped", negative ? "negative " : "",
+            printable(io::utf8_prefix(text, 60)), encoder, dropped, max_length);
+}
+
+}  // namespace dpinfer::pipeline

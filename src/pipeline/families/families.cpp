@@ -1,0 +1,107 @@
+#include "dpinfer/pipeline/families/family.h"
+
+#include "dpinfer/pipeline/families/stable_diffusion.h"
+#include "dpinfer/pipeline/families/stable_diffusion_xl.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using Role = ComponentRole;
+using Type = SettingSpec::Type;
+
+const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
+
+// diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
+// the last layer too, so its 2 is diffusers' 1.
+SettingSpec clip_skip() {
+  return {"clip_skip", Type::kInteger, 0, 0, 1000, "CLIP layers to skip from the end (diffusers' clip_skip)",
+          "Clip skip", 1};
+}
+
+// diffusers' guidance_rescale (Lin et al. 2023, §3.4); the infotext label is the one of
+// AUTOMATIC1111's CFG Rescale extension.
+SettingSpec guidance_rescale() {
+  return {"guidance_rescale", Type::kNumber, 0.0, 0, 1e6,
+          "rescale the guided prediction toward the text prediction's std (0: off)", "CFG Rescale phi", 0};
+}
+
+// DDIM's eta, as the pipelines' __call__ takes it; the other schedulers ignore it.
+SettingSpec eta() {
+  return {"eta", Type::kNumber, 0.0, 0, 1e6, "DDIM's eta: the share of fresh noise per step (0: deterministic)",
+          "Eta", 0};
+}
+
+/// The UNet families' default size: unet sample_size (`fallback` latents when the config has
+/// none) times the VAE's scale factor, {height, width}. StableDiffusionXLPipeline refuses a
+/// list sample_size; dpinfer reads it as [height, width], as StableDiffusionPipeline does.
+template <int64_t kFallback>
+std::array<int64_t, 2> unet_default_size(const ModelDir& model) {
+  const UNetConfig unet = UNetConfig::from_json(model.at("unet").config);
+  const int64_t factor = AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
+  const auto sample = unet.sample_size.value_or(std::array<int64_t, 2>{kFallback, kFallback});
+  return {sample[0] * factor, sample[1] * factor};
+}
+
+}  // namespace
+
+const std::vector<Family>& families() {
+  // One row per family. A new family is a row here plus its own file in families/.
+  static const std::vector<Family> table{
+      {
+          "stable-diffusion",
+          "Stable Diffusion",
+          {"StableDiffusionPipeline"},
+          {{"unet", Role::kDenoiser, {"UNet2DConditionModel"}},
+           {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
+           {"tokenizer", Role::kTokenizer, kClipTokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {clip_skip(), guidance_rescale(), eta()},
+          /*default_steps=*/50,
+          /*default_guidance_scale=*/7.5,
+          /*size_multiple=*/8,
+          stable_diffusion_scheduler_rewrite,
+          unet_default_size<64>,
+          load_stable_diffusion,
+      },
+      {
+          "stable-diffusion-xl",
+          "Stable Diffusion XL",
+          {"StableDiffusionXLPipeline"},
+          {{"unet", Role::kDenoiser, {"UNet2DConditionModel"}},
+           {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
+           {"text_encoder_2", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
+           {"tokenizer", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_2", Role::kTokenizer, kClipTokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {clip_skip(), guidance_rescale(), eta()},
+          /*default_steps=*/50,
+          /*default_guidance_scale=*/5.0,
+          /*size_multiple=*/8,
+          /*scheduler_rewrite=*/nullptr,
+          unet_default_size<128>,
+          load_stable_diffusion_xl,
+      },
+  };
+  return table;
+}
+
+const Family* find_family(const std::string& pipeline_class) {
+  for (const Family& f : families())
+    for (const std::string& c : f.pipeline_classes)
+      if (c == pipeline_class) return &f;
+  return nullptr;
+}
+
+std::string supported_pipeline_classes() {
+  std::vector<std::string> names;
+  for (const Family& f : families()) names.insert(names.end(), f.pipeline_classes.begin(), f.pipeline_classes.end());
+  return join(names);
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,32 @@
+#include "pipeline_info.h"
+
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+
+namespace dpinfer::pipeline {
+
+PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, const Family& family,
+                           const std::string& scheduler_name, const nlohmann::json& settings,
+                           std::array<int64_t, 2> default_size) {
+  PipelineInfo info;
+  info.family = family.name;
+  info.family_label = family.label;
+  info.pipeline_class = model.model_index.value("_class_name", std::string());
+  info.model_name = model.name;
+  info.model_path = model.root;
+  info.model_revision = model.revision;
+  info.scheduler_name = scheduler_name;
+  info.sampler_label = a1111_sampler_name(scheduler_name);
+  info.device = request.device;
+  info.dtype = request.dtype;
+  info.setting_specs = family.settings;
+  info.settings = settings;
+  info.default_height = static_cast<int>(default_size[0]);
+  info.default_width = static_cast<int>(default_size[1]);
+  info.default_steps = family.default_steps;
+  info.default_guidance_scale = family.default_guidance_scale;
+  info.size_multiple = family.size_multiple;
+  info.ignored_components = model.ignored_components;
+  return info;
+}
+
+}  // namespace dpinfer::pipeline

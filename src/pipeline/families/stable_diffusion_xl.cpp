@@ -1,0 +1,236 @@
+// Ref: diffusers/pipelines/stable_diffusion_xl/pipeline_stable_diffusion_xl.py StableDiffusionXLPipeline
+// (diffusers 0.36; tools/fixtures/README.md lists the behaviours below with line numbers).
+#include "dpinfer/pipeline/families/stable_diffusion_xl.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "component_loading.h"
+#include "denoising.h"
+#include "pipeline_info.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using nlohmann::json;
+
+/// What encode_prompt gives for one side (positive or negative) of a batch.
+struct PromptEmbeds {
+  at::Tensor hidden;  ///< [B, 77, D1 + D2]: both encoders' hidden states, side by side
+  at::Tensor pooled;  ///< [B, projection_dim]: text_encoder_2's text_embeds
+};
+
+class StableDiffusionXLPipeline : public TextToImage {
+ public:
+  StableDiffusionXLPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family), dtype_(parse_dtype(r.dtype)), device_(r.device) {
+    for (const char* name : {"tokenizer", "tokenizer_2"}) {
+      const Component& tok = md.at(name);
+      tokenizers_.push_back(find_tokenizer_class(tok.class_name)->load(tok.path));
+    }
+    const CLIPTextConfig te1 = CLIPTextConfig::from_json(md.at("text_encoder").config);
+    const CLIPTextConfig te2 = CLIPTextConfig::from_json(md.at("text_encoder_2").config);
+    te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
+    unet_config_ = UNetConfig::from_json(md.at("unet").config);
+    vae_config_ = AutoencoderKLConfig::from_json(md.at("vae").config);
+    check_conditioning(te1, te2);
+    force_zeros_for_empty_prompt_ = md.model_index.value("force_zeros_for_empty_prompt", true);
+    info_.settings = resolve_settings(family.settings, r.settings, "--set", family.label);
+    check_settings(info_.settings);
+    // The scheduler before any weights: a config or --scheduler it refuses costs nothing.
+    scheduler_config_ = md.at("scheduler").config;
+    scheduler_request_ = {r.scheduler, info_.settings["eta"].get<double>(), family.scheduler_rewrite};
+    scheduler_ = make_scheduler(scheduler_config_, scheduler_request_);
+
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"), options);
+    text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
+    unet_ = load_component_as<UNet2DConditionModelImpl>(md.at("unet"), options);
+    // needs_upcasting: an fp16 run decodes with the VAE in float32 when its config says
+    // force_upcast. diffusers loads it in fp16 and then upcasts it, so its weights are
+    // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
+    vae_dtype_ = dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_;
+    LoadOptions vae_load;
+    if (vae_dtype_ != dtype_) vae_load.round_through = dtype_;
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options.dtype(vae_dtype_), vae_load);
+
+    info_ = pipeline_info(md, r, family, scheduler_->name(), info_.settings, family.default_size(md));
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  void check_settings(const json& settings) const override {
+    const int64_t clip_skip = settings.value("clip_skip", int64_t{0});
+    if (clip_skip >= te_layers_)
+      throw InputError("clip_skip " + std::to_string(clip_skip) + ": the text encoders have " +
+                       std::to_string(te_layers_ + 1) + " hidden states and SDXL starts from the penultimate; use 0.." +
+                       std::to_string(te_layers_ - 1));
+  }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
+    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+    check_settings(settings);
+    const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
+    const double rescale = settings["guidance_rescale"].get<double>();
+    use_eta(settings["eta"].get<double>());
+
+    c10::InferenceMode guard;
+    const double g = first.guidance_scale;
+    const int64_t b = static_cast<int64_t>(batch.size());
+    // Ref: StableDiffusionXLPipeline.do_classifier_free_guidance.
+    const bool cfg = g > 1.0 && !unet_config_.time_cond_proj_dim;
+
+    PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip);
+    // add_time_ids: original size, crop top-left, target size; diffusers' defaults are the
+    // image's own size and (0, 0), in the prompt embeddings' dtype.
+    const std::vector<double> time_row{static_cast<double>(first.height), static_cast<double>(first.width), 0, 0,
+                                       static_cast<double>(first.height), static_cast<double>(first.width)};
+    at::Tensor time_ids =
+        at::tensor(time_row, at::kDouble).to(cond.hidden.scalar_type()).view({1, 6}).expand({b, 6}).to(device_);
+    at::Tensor hidden = cond.hidden, pooled = cond.pooled;
+    if (cfg) {
+      PromptEmbeds uncond = negative_embeds(batch, cond);
+      hidden = at::cat({uncond.hidden, cond.hidden});  // unconditional half first
+      pooled = at::cat({uncond.pooled, cond.pooled});
+      time_ids = at::cat({time_ids, time_ids});
+    }
+    AddedConditioning added{pooled, time_ids};
+
+    scheduler_->set_timesteps(first.steps);
+    const int64_t factor = vae_config_.scale_factor();
+    BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
+                                   dtype_, device_);
+    at::Tensor latents = noise.noise * scheduler_->init_noise_sigma();  // [B, 4, h, w]
+
+    const at::Tensor& timesteps = scheduler_->timesteps();
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
+      x = scheduler_->scale_model_input(x, i);
+      at::Tensor eps = unet_->forward(x, timesteps[i].to(device_), hidden, {}, &added);
+      if (cfg) eps = guided(eps, g, rescale);
+      latents = scheduler_->step(eps, i, latents, noise.generators);
+    }
+
+    throw_if_cancelled();
+    return to_rgb(vae_->decode(unscale(latents.to(vae_dtype_))));  // [B, 3, H, W]
+  }
+
+ private:
+  /// The UNet's added conditioning must fit the encoders: diffusers' _get_add_time_ids check.
+  void check_conditioning(const CLIPTextConfig& te1, const CLIPTextConfig& te2) const {
+    if (unet_config_.addition_embed_type != UNetConfig::AdditionEmbedType::kTextTime)
+      throw InputError("unet config: an SDXL UNet needs addition_embed_type text_time; this one has none");
+    if (unet_config_.text_embeds_dim() != te2.projection_dim)
+      throw InputError("unet config: projection_class_embeddings_input_dim " +
+                       std::to_string(unet_config_.projection_class_embeddings_input_dim) + " expects a pooled " +
+                       "embedding of " + std::to_string(unet_config_.text_embeds_dim()) +
+                       " beside 6 * addition_time_embed_dim, but text_encoder_2's projection_dim is " +
+                       std::to_string(te2.projection_dim) + "; the components do not belong together");
+    for (size_t i = 0; i < unet_config_.cross_attention_dim.size(); ++i)
+      if (unet_config_.cross_attention_dim[i] != te1.hidden_size + te2.hidden_size)
+        throw InputError("unet config: cross_attention_dim " + std::to_string(unet_config_.cross_attention_dim[i]) +
+                         " is not the two text encoders' widths together (" + std::to_string(te1.hidden_size) +
+                         " + " + std::to_string(te2.hidden_size) + "); the components do not belong together");
+  }
+
+  /// The token ids of every request's text for tokenizer `k`, [B, max_length].
+  at::Tensor token_ids(const std::vector<ImageRequest>& batch, size_t k, bool negative) const {
+    const Tokenizer& tok = *tokenizers_[k];
+    const int max_len = tok.model_max_length();
+    std::vector<int64_t> ids;
+    for (const ImageRequest& r : batch) {
+      const std::string& text = negative ? r.negative_prompt : r.prompt;
+      Encoding e = tok.encode(text, max_len);
+      if (k == 0) warn_truncated(text, negative, e.dropped_tokens, max_len, "CLIP");
+      ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+    }
+    return at::tensor(ids, at::kLong).view({static_cast<int64_t>(batch.size()), -1}).to(device_);
+  }
+
+  /// Ref: StableDiffusionXLPipeline.encode_prompt: hidden_states[-(skip + 2)] of both
+  /// encoders without their final layer norm, side by side; the pooled embedding is
+  /// text_encoder_2's projection. prompt_2 is the prompt itself.
+  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip) {
+    at::Tensor h1 = text_encoder_->penultimate_hidden_state(token_ids(batch, 0, negative), skip);
+    auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(batch, 1, negative), skip);
+    return {at::cat({h1, e2.hidden}, -1).to(dtype_), e2.text_embeds.to(dtype_)};
+  }
+
+  /// The unconditional side: zeros where the items set no negative prompt and the model
+  /// says force_zeros_for_empty_prompt (an empty --negative-prompt is dpinfer's None),
+  /// else the encoded negative prompts, always from the penultimate layer (diffusers
+  /// applies clip_skip to the positive side only).
+  PromptEmbeds negative_embeds(const std::vector<ImageRequest>& batch, const PromptEmbeds& cond) {
+    bool all_empty = true, any_empty = false;
+    for (const ImageRequest& r : batch) {
+      all_empty = all_empty && r.negative_prompt.empty();
+      any_empty = any_empty || r.negative_prompt.empty();
+    }
+    if (!force_zeros_for_empty_prompt_ || !any_empty) return encode(batch, /*negative=*/true, 0);
+    if (all_empty) return {at::zeros_like(cond.hidden), at::zeros_like(cond.pooled)};
+    // A batch mixing both kinds: each image as its own call would get it.
+    PromptEmbeds encoded = encode(batch, /*negative=*/true, 0);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].negative_prompt.empty()) continue;
+      encoded.hidden[static_cast<int64_t>(i)].zero_();
+      encoded.pooled[static_cast<int64_t>(i)].zero_();
+    }
+    return encoded;
+  }
+
+  /// Latents in the VAE's space: latents * std / scaling_factor + mean when the config has
+  /// latents_mean and latents_std, else latents / scaling_factor.
+  at::Tensor unscale(const at::Tensor& latents) const {
+    if (vae_config_.latents_mean && vae_config_.latents_std) {
+      const auto options = at::TensorOptions().dtype(latents.scalar_type()).device(latents.device());
+      at::Tensor mean = at::tensor(*vae_config_.latents_mean, at::kDouble).to(options).view({1, -1, 1, 1});
+      at::Tensor std = at::tensor(*vae_config_.latents_std, at::kDouble).to(options).view({1, -1, 1, 1});
+      return latents * std / vae_config_.scaling_factor + mean;
+    }
+    return latents / vae_config_.scaling_factor;
+  }
+
+  void use_eta(double eta) {
+    if (eta == scheduler_request_.eta) return;
+    scheduler_request_.eta = eta;
+    scheduler_ = make_scheduler(scheduler_config_, scheduler_request_);
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::ScalarType vae_dtype_ = at::kFloat;
+  at::Device device_;
+  std::vector<std::unique_ptr<Tokenizer>> tokenizers_;
+  int64_t te_layers_ = 0;
+  bool force_zeros_for_empty_prompt_ = true;
+  std::shared_ptr<CLIPTextModelImpl> text_encoder_;
+  std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_2_;
+  std::shared_ptr<UNet2DConditionModelImpl> unet_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  UNetConfig unet_config_;
+  AutoencoderKLConfig vae_config_;
+  json scheduler_config_;
+  SchedulerRequest scheduler_request_;
+  std::unique_ptr<Scheduler> scheduler_;
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextToImage> load_stable_diffusion_xl(const ModelDir& model, const LoadRequest& request,
+                                                      const Family& family) {
+  return std::make_unique<StableDiffusionXLPipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline

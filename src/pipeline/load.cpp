@@ -1,0 +1,25 @@
+#include "dpinfer/pipeline/load.h"
+
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+
+namespace dpinfer::pipeline {
+
+std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
+  try {
+    ModelDir model = resolve_model(request.model, request.variant);
+    if (!request.variant.empty())
+      for (const Component& c : model.components)
+        if (has_weights(c.role) && c.variant.empty())
+          log::warn("{} has no '{}' variant; loading its plain weights", c.name, request.variant);
+    return model.family->load(model, request, *model.family);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(e.what());  // a model that cannot be used is bad input (exit 2)
+  }
+}
+
+}  // namespace dpinfer::pipeline

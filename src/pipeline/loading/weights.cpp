@@ -1,0 +1,231 @@
+#include "dpinfer/pipeline/loading/weights.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+constexpr size_t kMaxListed = 10;
+/// The most of a file copied (and held in memory) at once while loading.
+constexpr size_t kCopyChunkBytes = size_t{32} << 20;
+
+std::optional<at::ScalarType> torch_dtype(io::Dtype dtype) {
+  switch (dtype) {
+    case io::Dtype::kBool: return at::kBool;
+    case io::Dtype::kU8: return at::kByte;
+    case io::Dtype::kI8: return at::kChar;
+    case io::Dtype::kI16: return at::kShort;
+    case io::Dtype::kU16: return at::kUInt16;
+    case io::Dtype::kF16: return at::kHalf;
+    case io::Dtype::kBF16: return at::kBFloat16;
+    case io::Dtype::kI32: return at::kInt;
+    case io::Dtype::kU32: return at::kUInt32;
+    case io::Dtype::kF32: return at::kFloat;
+    case io::Dtype::kF64: return at::kDouble;
+    case io::Dtype::kI64: return at::kLong;
+    case io::Dtype::kU64: return at::kUInt64;
+    case io::Dtype::kC64: return at::kComplexFloat;
+    case io::Dtype::kF8E4M3: return at::kFloat8_e4m3fn;
+    case io::Dtype::kF8E5M2: return at::kFloat8_e5m2;
+    case io::Dtype::kF8E4M3Fnuz: return at::kFloat8_e4m3fnuz;
+    case io::Dtype::kF8E5M2Fnuz: return at::kFloat8_e5m2fnuz;
+    case io::Dtype::kF8E8M0: return at::kFloat8_e8m0fnu;
+    case io::Dtype::kF4:
+    case io::Dtype::kF6E2M3:
+    case io::Dtype::kF6E3M2: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string shape_text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool is_ignored(const std::string& key, const KeyRenames& renames) {
+  for (const std::string& pattern : renames.ignored)
+    if (key == pattern || ends_with(key, "." + pattern)) return true;
+  return false;
+}
+
+/// The key `key` loads into: itself when the module has it, else the first rename the
+/// module has, else itself (then it is unexpected).
+std::string target_key(const std::string& key, const KeyRenames& renames,
+                       const std::map<std::string, at::Tensor>& state) {
+  if (state.count(key) || renames.modules.empty()) return key;
+  const size_t leaf_dot = key.rfind('.');
+  if (leaf_dot == std::string::npos) return key;
+  const size_t module_dot = key.rfind('.', leaf_dot - 1);
+  const size_t module_begin = module_dot == std::string::npos ? 0 : module_dot + 1;
+  const std::string module = key.substr(module_begin, leaf_dot - module_begin);
+  for (const KeyRename& rename : renames.modules) {
+    if (module != rename.from) continue;
+    std::string renamed = key.substr(0, module_begin) + rename.to + key.substr(leaf_dot);
+    if (state.count(renamed)) return renamed;
+  }
+  return key;
+}
+
+struct Assignment {
+  size_t file;
+  const io::TensorView* view;
+  std::string source_key;
+};
+
+/// The outcome of matching open files against a module: what is wrong, and where each
+/// module key's values are.
+struct Matching {
+  KeyReport report;
+  std::map<std::string, at::Tensor> state;
+  std::map<std::string, Assignment> assigned;
+};
+
+Matching match(const torch::nn::Module& module,
+               const std::vector<std::shared_ptr<const io::SafetensorsFile>>& opened,
+               const std::vector<std::string>& files, const KeyRenames& renames,
+               const std::string& component) {
+  Matching m;
+  std::vector<std::string> order;  // the module's own order, for the missing list
+  for (const auto& item : module.named_parameters(/*recurse=*/true))
+    if (item.value().defined() && m.state.emplace(item.key(), item.value()).second)
+      order.push_back(item.key());
+  for (const auto& item : module.named_buffers(/*recurse=*/true))
+    if (item.value().defined() && m.state.emplace(item.key(), item.value()).second)
+      order.push_back(item.key());
+
+  for (size_t f = 0; f < opened.size(); ++f) {
+    for (const io::TensorView& view : opened[f]->tensors()) {
+      if (is_ignored(view.name, renames)) continue;
+      const std::string key = target_key(view.name, renames, m.state);
+      auto param = m.state.find(key);
+      if (param == m.state.end()) {
+        m.report.unexpected.push_back(view.name);
+        continue;
+      }
+      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, view.name});
+      if (!inserted)
+        throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
+                    it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
+                    view.name + "' in '" + files[f] +
+                    "'; the checkpoint is inconsistent, re-download it");
+      if (!torch_dtype(view.dtype))
+        throw Error("'" + files[f] + "': tensor '" + view.name + "' is " +
+                    std::string(io::dtype_name(view.dtype)) +
+                    ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
+      if (param->second.sizes() != at::IntArrayRef(view.shape))
+        m.report.mismatched.push_back(key + " is " + shape_text(view.shape) + " in the file but " +
+                                      shape_text(param->second.sizes()) + " in the model");
+      else
+        ++m.report.matched;
+    }
+  }
+  for (const std::string& key : order)
+    if (!m.assigned.count(key) && !is_ignored(key, renames)) m.report.missing.push_back(key);
+  return m;
+}
+
+std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vector<std::string>& files,
+                                                                 const std::string& component) {
+  if (files.empty()) throw Error("component '" + component + "': no weight files to load");
+  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened;
+  for (const std::string& path : files) opened.push_back(io::SafetensorsFile::open(path));
+  return opened;
+}
+
+/// Copies the file tensor `view` into `param`, once, in pieces of at most kCopyChunkBytes
+/// of the file: each piece is read from the mapping (converted to the parameter's dtype on
+/// the way, through options.round_through when set) and its pages are then released, so
+/// the file never sits whole in this process's memory. A CUDA parameter gets each piece
+/// by one host-to-device copy; nothing larger than a piece is staged on the host.
+void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, at::Tensor& param,
+                 const LoadOptions& options) {
+  if (view.nbytes == 0) return;
+  const at::ScalarType dtype = *torch_dtype(view.dtype);
+  const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+  const size_t item = static_cast<size_t>(io::dtype_bits(view.dtype) / 8);
+  const int64_t numel = view.numel();
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kCopyChunkBytes / item));
+  // Parameters are allocated contiguous (nn/layers.h), so both sides flatten to one row.
+  at::Tensor target = param.is_contiguous() ? param.view({-1}) : param.contiguous().view({-1});
+  for (int64_t begin = 0; begin < numel; begin += chunk) {
+    const int64_t n = std::min(chunk, numel - begin);
+    const std::byte* data = view.data + static_cast<size_t>(begin) * item;
+    at::Tensor source;
+    // The mapping is read-only; from_blob only reads it here. Data that is not aligned to
+    // its element size (files not padded as the reference writer pads them) goes through
+    // an aligned copy first.
+    if (reinterpret_cast<uintptr_t>(data) % item == 0) {
+      source = at::from_blob(const_cast<std::byte*>(data), {n}, source_options);
+    } else {
+      source = at::empty({n}, source_options);
+      std::memcpy(source.data_ptr(), data, static_cast<size_t>(n) * item);
+    }
+    if (options.round_through && *options.round_through != dtype) source = source.to(*options.round_through);
+    target.narrow(0, begin, n).copy_(source);
+    file.release(data, static_cast<size_t>(n) * item);
+  }
+  if (!param.is_contiguous()) param.copy_(target.view(param.sizes()));
+}
+
+}  // namespace
+
+KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
+                     const KeyRenames& renames, const std::string& component) {
+  return match(module, open_all(files, component), files, renames, component).report;
+}
+
+std::string key_mismatch_message(const KeyReport& report, const std::vector<std::string>& files,
+                                 const std::string& component) {
+  std::vector<std::string> parts;
+  if (!report.missing.empty())
+    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join_limited(report.missing, kMaxListed) + ")");
+  if (!report.unexpected.empty())
+    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join_limited(report.unexpected, kMaxListed) +
+                    ")");
+  if (!report.mismatched.empty())
+    parts.push_back(std::to_string(report.mismatched.size()) + " of the wrong shape (" +
+                    join_limited(report.mismatched, kMaxListed) + ")");
+  std::string list;
+  for (size_t i = 0; i < parts.size(); ++i) list += (i ? ", " : "") + parts[i];
+  const std::string where = files.size() == 1
+                                ? "'" + files[0] + "'"
+                                : std::to_string(files.size()) + " files from '" + files[0] + "' on";
+  return "component '" + component + "': the weights in " + where + " do not match the model: " + list +
+         "; check that the component's config belongs to these weights, or download them again";
+}
+
+void load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyRenames& renames,
+                  const std::string& component, const LoadOptions& options) {
+  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened = open_all(files, component);
+  Matching m = match(module, opened, files, renames, component);
+  if (!m.report.ok()) throw Error(key_mismatch_message(m.report, files, component));
+
+  // Each file front to back, so that the pages it has read can be dropped as it goes.
+  std::vector<std::pair<const Assignment*, at::Tensor*>> order;
+  for (auto& [key, a] : m.assigned) order.emplace_back(&a, &m.state.at(key));
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return std::make_pair(x.first->file, x.first->view->offset) < std::make_pair(y.first->file, y.first->view->offset);
+  });
+
+  at::NoGradGuard no_grad;
+  for (size_t f = 0; f < opened.size(); ++f) {
+    for (const auto& [a, param] : order)
+      if (a->file == f) copy_tensor(*opened[f], *a->view, *param, options);
+    opened[f].reset();  // unmapped as soon as its tensors are copied
+  }
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,35 @@
+#pragma once
+// Pieces shared by the model config parsers (models/*/*_config.cpp).
+
+#include <string>
+
+#include "dpinfer/io/config_reader.h"
+#include "dpinfer/io/json_file.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline {
+
+/// Reads `path` and parses it with Config::from_json; errors name `component` and the file.
+template <typename Config>
+Config config_from_file(const std::string& path, const std::string& component) {
+  nlohmann::json j;
+  try {
+    j = io::read_json_file(path, "fix or re-download it");
+  } catch (const Error& e) {
+    throw Error(component + ": " + e.what());
+  }
+  try {
+    return Config::from_json(j);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (in '" + path + "')");
+  }
+}
+
+/// Throws unless `value` (the config field `field`) is divisible by `by` (named `by_name`).
+inline void check_divisible(const io::ConfigReader& r, const std::string& field, int64_t value,
+                            const std::string& by_name, int64_t by) {
+  if (value % by != 0)
+    throw r.error(field, "= " + std::to_string(value) + " must be divisible by " + by_name + " = " + std::to_string(by));
+}
+
+}  // namespace dpinfer::pipeline

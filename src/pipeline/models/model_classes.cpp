@@ -1,0 +1,125 @@
+#include "dpinfer/pipeline/models/model_classes.h"
+
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+const char* down_name(UNetConfig::DownBlockType t) {
+  return t == UNetConfig::DownBlockType::kCrossAttnDownBlock2D ? "CrossAttnDownBlock2D" : "DownBlock2D";
+}
+
+const char* up_name(UNetConfig::UpBlockType t) {
+  return t == UNetConfig::UpBlockType::kCrossAttnUpBlock2D ? "CrossAttnUpBlock2D" : "UpBlock2D";
+}
+
+const char* mid_name(UNetConfig::MidBlockType t) {
+  switch (t) {
+    case UNetConfig::MidBlockType::kNone: return "none";
+    case UNetConfig::MidBlockType::kUNetMidBlock2DCrossAttn: return "UNetMidBlock2DCrossAttn";
+    case UNetConfig::MidBlockType::kUNetMidBlock2D: return "UNetMidBlock2D";
+  }
+  return "?";
+}
+
+nlohmann::ordered_json clip_facts(const nlohmann::json& config) {
+  const CLIPTextConfig c = CLIPTextConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["hidden_act"] = c.hidden_act == CLIPTextConfig::Activation::kQuickGELU ? "quick_gelu" : "gelu";
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  return j;
+}
+
+nlohmann::ordered_json clip_projection_facts(const nlohmann::json& config) {
+  nlohmann::ordered_json j = clip_facts(config);
+  j["projection_dim"] = CLIPTextConfig::from_json(config).projection_dim;
+  return j;
+}
+
+nlohmann::ordered_json unet_facts(const nlohmann::json& config) {
+  const UNetConfig c = UNetConfig::from_json(config);
+  nlohmann::ordered_json j;
+  std::vector<std::string> down, up;
+  for (auto t : c.down_block_types) down.push_back(down_name(t));
+  for (auto t : c.up_block_types) up.push_back(up_name(t));
+  j["down_block_types"] = down;
+  j["mid_block_type"] = mid_name(c.mid_block_type);
+  j["up_block_types"] = up;
+  j["block_out_channels"] = c.block_out_channels;
+  j["layers_per_block"] = c.layers_per_block;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["cross_attention_dim"] = c.cross_attention_dim;
+  j["use_linear_projection"] = c.use_linear_projection;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels;
+  if (c.sample_size)
+    j["sample_size"] = {(*c.sample_size)[0], (*c.sample_size)[1]};
+  else
+    j["sample_size"] = nullptr;
+  if (c.time_cond_proj_dim) j["time_cond_proj_dim"] = *c.time_cond_proj_dim;
+  if (c.addition_embed_type == UNetConfig::AdditionEmbedType::kTextTime) {
+    j["transformer_layers_per_block"] = c.transformer_layers_per_block;
+    j["addition_embed_type"] = "text_time";
+    j["addition_time_embed_dim"] = c.addition_time_embed_dim;
+    j["projection_class_embeddings_input_dim"] = c.projection_class_embeddings_input_dim;
+  }
+  return j;
+}
+
+nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
+  const AutoencoderKLConfig c = AutoencoderKLConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels;
+  j["latent_channels"] = c.latent_channels;
+  j["block_out_channels"] = c.block_out_channels;
+  j["layers_per_block"] = c.layers_per_block;
+  j["scale_factor"] = c.scale_factor();
+  j["scaling_factor"] = c.scaling_factor;
+  if (c.shift_factor) j["shift_factor"] = *c.shift_factor;
+  j["force_upcast"] = c.force_upcast;
+  return j;
+}
+
+template <typename Impl, typename Config>
+std::shared_ptr<torch::nn::Module> build(const nlohmann::json& config, const at::TensorOptions& options) {
+  return std::make_shared<Impl>(Config::from_json(config), options);
+}
+
+// transformers drops position_ids, a non-persistent buffer that older checkpoints still carry.
+const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}};
+// The deprecated attention names of old VAE checkpoints (diffusers modeling_utils.py
+// _fix_state_dict_keys_on_load). The shapes stay: those checkpoints stored Linear weights,
+// and diffusers does not reshape them either.
+const KeyRenames kVaeRenames{{{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}};
+
+}  // namespace
+
+const std::vector<ModelClass>& model_classes() {
+  static const std::vector<ModelClass> table{
+      {"CLIPTextModel", "transformers", ComponentRole::kTextEncoder, build<CLIPTextModelImpl, CLIPTextConfig>,
+       clip_facts, kClipRenames},
+      {"CLIPTextModelWithProjection", "transformers", ComponentRole::kTextEncoder,
+       build<CLIPTextModelWithProjectionImpl, CLIPTextConfig>, clip_projection_facts, kClipRenames},
+      {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,
+       unet_facts, {}},
+      {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
+       kVaeRenames},
+  };
+  return table;
+}
+
+const ModelClass* find_model_class(const std::string& class_name) {
+  for (const ModelClass& m : model_classes())
+    if (m.class_name == class_name) return &m;
+  return nullptr;
+}
+
+}  // namespace dpinfer::pipeline
