@@ -10,6 +10,7 @@
 #include <regex>
 #include <vector>
 
+#include "dpinfer/io/hub_cache.h"
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/pipeline/weights.h"
 #include "dpinfer/util/error.h"
@@ -50,24 +51,6 @@ const std::vector<ComponentRule>& component_rules() {
   return rules;
 }
 
-std::string getenv_string(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
-std::string home_dir() {
-  std::string home = getenv_string("HOME");
-  if (home.empty())
-    if (const passwd* pw = ::getpwuid(::getuid())) home = pw->pw_dir ? pw->pw_dir : "";
-  return home;
-}
-
-/// os.path.expanduser for the forms the cache variables take: "~" and "~/…".
-std::string expand_user(const std::string& path) {
-  if (path == "~" || path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
-  return path;
-}
-
 std::string brief(const json& value) {
   std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
@@ -83,12 +66,7 @@ std::vector<std::string> subdirectories(const fs::path& dir) {
   return names;
 }
 
-/// huggingface_hub's repo ids: "org/name", each part of letters, digits, '-', '_' and '.'.
-bool is_hub_id(const std::string& id) {
-  static const std::regex pattern(R"(^[A-Za-z0-9_][A-Za-z0-9_.\-]*/[A-Za-z0-9_][A-Za-z0-9_.\-]*$)");
-  return std::regex_match(id, pattern) && id.find("--") == std::string::npos &&
-         id.find("..") == std::string::npos;
-}
+bool is_hub_id(const std::string& id) { return io::is_hub_id(id); }
 
 std::string get_command(const std::string& repo, const std::string& revision) {
   return "`huggingface-cli download " + repo + (revision.empty() ? "" : " --revision " + revision) + "`";
@@ -190,26 +168,7 @@ void read_component(const ComponentRule& rule, const json& index, const fs::path
 
 }  // namespace
 
-std::string hf_hub_cache_dir(std::string* origin) {
-  std::string from;
-  std::string path;
-  if (!(path = getenv_string("HF_HUB_CACHE")).empty()) {
-    from = "HF_HUB_CACHE";
-  } else if (!(path = getenv_string("HUGGINGFACE_HUB_CACHE")).empty()) {
-    from = "HUGGINGFACE_HUB_CACHE";
-  } else if (!(path = getenv_string("HF_HOME")).empty()) {
-    path = expand_user(path) + "/hub";
-    from = "HF_HOME/hub";
-  } else if (!(path = getenv_string("XDG_CACHE_HOME")).empty()) {
-    path = expand_user(path) + "/huggingface/hub";
-    from = "XDG_CACHE_HOME/huggingface/hub";
-  } else {
-    path = home_dir() + "/.cache/huggingface/hub";
-    from = "~/.cache/huggingface/hub";
-  }
-  if (origin) *origin = from;
-  return expand_user(path);
-}
+std::string hf_hub_cache_dir(std::string* origin) { return io::hf_hub_cache_dir(origin); }
 
 ModelDir resolve_model(const std::string& spec, const std::string& variant, std::vector<ModelDirError>* errors) {
   if (spec.empty()) throw Error("no model given; pass a pipeline directory or a hub id (org/name)");

@@ -117,6 +117,18 @@ nlohmann::json GenerateOptions::to_json() const {
   return j;
 }
 
+std::vector<std::string> generate_option_names() {
+  GenerateOptions o;
+  CLI::App app;
+  add_options(app, o);
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+    for (const auto& n : opt->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
 GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help) {
   GenerateOptions o;
   CLI::App app("Generates the images of a prompts file: one worker (rank from the environment).", "dpinfer generate");
