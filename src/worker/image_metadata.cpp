@@ -29,7 +29,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"guidance_rescale", info.guidance_rescale},
                       {"model", info.model_name},
                       {"line", item.line},
-                      {"image", item.image}};
+                      // Not "image": imagefolder names the picture column that (manifest.h).
+                      {"image_index", item.image}};
   if (item.id) j["id"] = *item.id;
   return j;
 }
