@@ -19,8 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kProgramHint =
-    "to run a program as the worker, put it after '--', e.g. dpinfer launch --nproc-per-node 2 -- python3 run.py";
+/// "to run a program as the worker, put it after '--'", with the command line for `path`.
+std::string program_hint(const std::string& path, const std::string& ext) {
+  const std::string command = ext == ".py" || ext == ".pyw" ? "python3 " + path : ext == ".sh" ? "sh " + path : path;
+  return "to run a program as the worker, put it after '--', e.g. dpinfer launch --nproc-per-node 2 -- " +
+         printable(command);
+}
 
 std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
@@ -41,7 +45,7 @@ void check_prompts_path(const std::string& path) {
   const std::string ext = lower_extension(path);
   if (is_program_extension(ext))
     throw UsageError("PROMPTS " + quote(path) + " looks like a program (" + ext +
-                     "), not a prompts file (.txt or .jsonl); " + kProgramHint);
+                     "), not a prompts file (.txt or .jsonl); " + program_hint(path, ext));
   if (ext == ".json")
     throw UsageError("PROMPTS " + quote(path) +
                      " is a .json file, one JSON document; dpinfer reads JSON lines: write one object per line "
@@ -60,12 +64,12 @@ void check_prompts_path(const std::string& path) {
     in.read(head, 2);
     if (in.gcount() == 2 && head[0] == '#' && head[1] == '!')
       throw UsageError("PROMPTS " + quote(path) + " starts with '#!': it is a script, not a prompts file; " +
-                       kProgramHint);
+                       program_hint(path, ext));
     // Filesystems without permissions (vfat, ntfs, WSL's drvfs) mark every file executable:
     // a file named .txt or .jsonl is a prompts file whatever its mode says.
     if ((st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) && ext != ".txt" && ext != ".jsonl")
       throw UsageError("PROMPTS " + quote(path) + " is executable: it looks like a program, not a prompts file; " +
-                       kProgramHint + " (or, if it holds prompts, name it .txt or .jsonl)");
+                       program_hint(path, ext) + " (or, if it holds prompts, name it .txt or .jsonl)");
   }
 }
 
@@ -115,8 +119,8 @@ void check_model_spec(const std::string& spec) {
     throw UsageError("--model " + quote(spec) + " is neither a directory (" + quote(absolute) +
                      " does not exist) nor in the hugging face cache (" + quote(repo_dir) +
                      " does not exist; the cache is " + origin +
-                     ", set HF_HUB_CACHE or HF_HOME to use another); dpinfer never downloads: download it first, "
-                     "or pass the pipeline's directory");
+                     ", set HF_HUB_CACHE or HF_HOME to use another); dpinfer never downloads: download it first (hf "
+                     "download " + printable(repo) + "), or pass the pipeline's directory");
 }
 
 }  // namespace dpinfer::plan
