@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The embedded default model, end to end, with no --model anywhere:
+# The default model (a folder in the sources, installed beside the binaries), end to end, with no --model anywhere:
 #  1. recognisable: `dpinfer launch --nproc-per-node 2` on the 60 held-out captions
 #     (never seen in training), judged by dpinfer_check_shapes: >= 90% must show
 #     the requested colour and shape; and the same images under wrong captions
