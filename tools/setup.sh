@@ -12,8 +12,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${DPINFER_VENV:-$root/.venv}"
 torch_version="2.11.0"
 # torch's wheel is installed with --no-deps: its CUDA libraries come from the system toolkit.
-# These three are not part of the CUDA 13.0 toolkit but libtorch_cuda.so needs them
-# (see shared/research/libtorch.md); pins follow torch 2.11.0+cu130's own requirements.
+# These three are not part of the CUDA 13.0 toolkit, but libtorch_cuda.so needs them
+# (libcusparseLt.so.0, libcufile.so.0, and libnvshmem_host.so.3 through libtorch_nvshmem.so:
+# without them linking fails and `import torch` breaks); pins follow torch 2.11.0+cu130's
+# own requirements.
 nvidia_extras=(nvidia-cusparselt-cu13==0.8.0 nvidia-cufile==1.15.1.6 nvidia-nvshmem-cu13==3.4.5)
 # torch's pure-Python dependencies, so that `import torch.utils` (CMake asks it for
 # cmake_prefix_path) works in the venv.

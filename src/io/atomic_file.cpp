@@ -23,8 +23,6 @@ constexpr const char* kTempSuffix = ".dpinfer-tmp";
 /// A temporary this old is stale whoever wrote it (its writer would have renamed it).
 constexpr auto kStaleAge = std::chrono::hours(1);
 
-std::string errno_text() { return std::strerror(errno); }
-
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -65,29 +63,29 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   fs::path tmp = target.parent_path() /
                  ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot write '" + tmp.string() + "': " + errno_text());
+  if (fd < 0) throw SystemError("cannot write '" + tmp.string() + "'", errno);
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      std::string why = errno_text();
+      const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw Error("cannot write '" + tmp.string() + "': " + why + " (is the disk full?)");
+      throw SystemError("cannot write '" + tmp.string() + "'", err);
     }
     done += static_cast<size_t>(n);
   }
   // fsync before rename: after a crash the name must never point at missing data.
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string why = errno_text();
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error("cannot write '" + tmp.string() + "': " + why);
+    throw SystemError("cannot write '" + tmp.string() + "'", err);
   }
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    std::string why = errno_text();
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error("cannot rename '" + tmp.string() + "' to '" + path + "': " + why);
+    throw SystemError("cannot rename '" + tmp.string() + "' to '" + path + "'", err);
   }
 }
 

@@ -17,7 +17,7 @@ namespace dpinfer::io {
 
 ManifestWriter::ManifestWriter(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error("cannot open manifest '" + path + "': " + std::strerror(errno));
+  if (fd_ < 0) throw SystemError("cannot open manifest '" + path + "'", errno);
   // A writer killed mid-line left a torn last line: end it, or this run's first
   // record would be glued onto it and lost with it.
   char last = '\n';
@@ -38,7 +38,7 @@ void ManifestWriter::append_raw(const std::string& line) {
   while (done < line.size()) {
     ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error("cannot append to manifest '" + path_ + "': " + std::strerror(errno));
+    if (n < 0) throw SystemError("cannot append to manifest '" + path_ + "'", errno);
     done += static_cast<size_t>(n);
   }
 }
@@ -64,6 +64,16 @@ std::vector<std::string> identity_fields(const nlohmann::json& rec) {
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+/// A record of an older dpinfer in today's names: the image number within its JSONL
+/// line was "image", which in metadata.jsonl shadowed Hugging Face imagefolder's own
+/// picture column (`datasets.load_dataset("imagefolder")` then loaded no picture).
+void upgrade_record(nlohmann::json& rec) {
+  auto old = rec.find("image");
+  if (old == rec.end()) return;
+  if (!rec.contains("image_index")) rec["image_index"] = *old;
+  rec.erase("image");
+}
 
 }  // namespace
 
@@ -110,6 +120,7 @@ ManifestSet read_manifests(const std::string& dir) {
         ++set.torn_lines;
         continue;
       }
+      upgrade_record(rec);
       int64_t index = rec["index"].get<int64_t>();
       const bool ok = rec.value("status", "") == "ok";
       const double t = rec.value("finished_at", 0.0);

@@ -1,12 +1,14 @@
 #include "dpinfer/launcher/launch_options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::launcher {
 namespace {
@@ -63,6 +65,98 @@ std::vector<int> parse_rank_list(const std::string& value) {
   return ranks;
 }
 
+int StreamSpec::streams(int local_rank) const {
+  if (per_rank.empty()) return all;
+  auto it = per_rank.find(local_rank);
+  return it == per_rank.end() ? 0 : it->second;
+}
+
+bool looks_like_stream_spec(const std::string& word) {
+  return !word.empty() && word.find_first_not_of("0123456789:,") == std::string::npos;
+}
+
+StreamSpec parse_stream_spec(const std::string& option, const std::string& value) {
+  StreamSpec spec;
+  spec.given = true;
+  auto bad = [&] {
+    return UsageError(option + " " + quote(value) +
+                      ": expected 0 (no stream), 1 (stdout), 2 (stderr) or 3 (both) for every local rank, or "
+                      "LOCAL_RANK:VALUE pairs such as 0:3,1:2, as torchrun takes them");
+  };
+  if (value.find(':') == std::string::npos) {
+    auto v = parse_int(value, 0, 3);
+    if (!v) throw bad();
+    spec.all = static_cast<int>(*v);
+    return spec;
+  }
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    std::string pair = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t colon = pair.find(':');
+    if (colon == std::string::npos) throw bad();
+    auto rank = parse_int(pair.substr(0, colon), 0, std::numeric_limits<int>::max());
+    auto v = parse_int(pair.substr(colon + 1), 0, 3);
+    if (!rank || !v) throw bad();
+    spec.per_rank[static_cast<int>(*rank)] = static_cast<int>(*v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return spec;
+}
+
+std::pair<std::string, int> parse_rdzv_endpoint(const std::string& value, int default_port) {
+  std::string host = value, port_text;
+  if (!value.empty() && value.front() == '[') {
+    const size_t close = value.find(']');
+    if (close == std::string::npos)
+      throw UsageError("--rdzv-endpoint " + quote(value) + ": an IPv6 address needs its closing ']', e.g. [::1]:29400");
+    host = value.substr(1, close - 1);
+    if (close + 1 < value.size()) {
+      if (value[close + 1] != ':')
+        throw UsageError("--rdzv-endpoint " + quote(value) + ": expected HOST:PORT, e.g. [::1]:29400");
+      port_text = value.substr(close + 2);
+    }
+  } else if (const size_t colon = value.rfind(':'); colon != std::string::npos) {
+    host = value.substr(0, colon);
+    port_text = value.substr(colon + 1);
+  }
+  if (host.empty()) throw UsageError("--rdzv-endpoint " + quote(value) + ": expected HOST:PORT, e.g. node0:29400");
+  int port = default_port;
+  if (!port_text.empty() || value.back() == ':') {
+    auto p = parse_int(port_text, 0, 65535);
+    if (!p) throw UsageError("--rdzv-endpoint " + quote(value) + ": the port must be in 0..65535");
+    port = static_cast<int>(*p);
+  }
+  return {host, port};
+}
+
+std::string substitute_local_rank(const std::string& arg, int local_rank) {
+  static const std::string kBraced = "${local_rank}", kBare = "$local_rank";
+  const std::string rank = std::to_string(local_rank);
+  std::string out;
+  size_t i = 0;
+  while (i < arg.size()) {
+    if (arg.compare(i, kBraced.size(), kBraced) == 0) {
+      out += rank;
+      i += kBraced.size();
+      continue;
+    }
+    // $local_rank as a whole identifier: not $local_rank_x nor $local_ranks.
+    if (arg.compare(i, kBare.size(), kBare) == 0) {
+      const size_t end = i + kBare.size();
+      const bool more = end < arg.size() && (std::isalnum(static_cast<unsigned char>(arg[end])) || arg[end] == '_');
+      if (!more) {
+        out += rank;
+        i = end;
+        continue;
+      }
+    }
+    out += arg[i++];
+  }
+  return out;
+}
+
 long max_nproc_for_fd_limit(long fd_limit) {
   if (fd_limit < 0) return std::numeric_limits<int>::max();
   return std::max(0L, (fd_limit - kLauncherOwnFds) / kFdsPerWorker);
@@ -102,9 +196,13 @@ void LaunchOptions::validate() const {
     throw UsageError("--run-id '" + run_id +
                      "': expected a name without '/' that does not start with '.' (it names the run's "
                      "--log-dir subdirectory), e.g. --run-id job42");
-  if (output.tee && output.log_dir.empty())
-    throw UsageError("--tee copies the --log-dir files to the console; give --log-dir DIR too");
-  if (output.tee && output.quiet) throw UsageError("--tee and --quiet contradict each other; pick one");
+  const std::pair<const StreamSpec*, const char*> streams[] = {{&output.redirects, "--redirects"},
+                                                                 {&output.tee, "--tee"}};
+  for (const auto& [spec, name] : streams) {
+    if (spec->given && output.log_dir.empty())
+      throw UsageError(std::string(name) + " selects which worker streams go to the --log-dir files; give --log-dir DIR too");
+  }
+  if (output.tee.given && output.quiet) throw UsageError("--tee and --quiet contradict each other; pick one");
   if (worker_args.empty() || (worker_args.size() == 1 && worker_args[0] == "--"))
     throw UsageError(
         "nothing to launch: give a prompts file (dpinfer launch PROMPTS) or a command after "

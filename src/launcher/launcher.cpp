@@ -17,6 +17,7 @@
 #include "dpinfer/launcher/slurm_layout.h"
 #include "dpinfer/launcher/worker_env.h"
 #include "dpinfer/plan/generate_options.h"
+#include "dpinfer/plan/preflight.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
@@ -158,13 +159,20 @@ int run_launch(const LaunchOptions& given) {
   if (o.worker_args.front() != "--") {
     // The workers' own parser, here once: a bad generate option is then one line
     // before anything starts, not one per worker and per restart, and --help prints
-    // generate's help once. Only the options: the prompts file is the workers' to read.
+    // generate's help once. Then what can be checked without LibTorch: the prompts
+    // file, --out and --model (plan/preflight.h), which every rank would otherwise
+    // report after loading LibTorch.
+    std::vector<std::string> words;
+    for (const std::string& w : o.worker_args) words.push_back(substitute_local_rank(w, 0));
     std::string help;
-    plan::parse_generate_args(o.worker_args, &help);
+    const plan::GenerateOptions g = plan::parse_generate_args(words, &help);
     if (!help.empty()) {
       std::cout << help;
       return exit_status::kSuccess;
     }
+    if (g.prompts != "-") plan::check_prompts_path(g.prompts);
+    plan::check_output_dir(g.out);
+    plan::check_model_spec(g.model);
   }
   const SpawnSpec command = worker_command(o);
   const bool auto_port = !o.master_port || *o.master_port == 0;
@@ -194,6 +202,8 @@ int run_launch(const LaunchOptions& given) {
       r.local_rank = local;
       r.rank = group.layout.global_rank(local);
       r.spawn = command;
+      // torchrun's ${local_rank} in the worker's arguments (not in the program's name).
+      for (size_t i = 1; i < r.spawn.argv.size(); ++i) r.spawn.argv[i] = substitute_local_rank(r.spawn.argv[i], local);
       r.spawn.envp = to_envp(worker_env(inherited, group, local));
       ranks.push_back(std::move(r));
     }

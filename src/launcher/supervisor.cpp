@@ -25,6 +25,7 @@
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/signal_names.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::launcher {
 namespace {
@@ -113,7 +114,6 @@ class Attempt {
       std::error_code ec;
       std::filesystem::create_directories(log_dir, ec);
       if (ec) throw Error("--log-dir: cannot create '" + log_dir + "': " + ec.message());
-      // Without --tee the console shows no worker output: say where it is.
       log::info("worker logs: {}", log_dir);
     }
     if (!output.quiet && output.progress_interval_s > 0) {
@@ -126,13 +126,16 @@ class Attempt {
       LiveRank& r = ranks_[i];
       r.spec = &specs[i];
       r.prefix = "[rank " + std::to_string(specs[i].rank) + "] ";
-      bool console = shows_on_console(specs[i].local_rank);
-      r.out.console = console ? &out_console_ : nullptr;
-      r.err.console = console ? &err_console_ : nullptr;
+      const int local = specs[i].local_rank;
+      r.out.console = shows_on_console(local, StreamSpec::kStdout) ? &out_console_ : nullptr;
+      r.err.console = shows_on_console(local, StreamSpec::kStderr) ? &err_console_ : nullptr;
       if (!log_dir.empty()) {
-        std::string base = log_dir + "/rank_" + std::to_string(specs[i].rank);
-        r.out.log_fd = open_log(base + ".stdout.log");
-        r.err.log_fd = open_log(base + ".stderr.log");
+        // torchrun's layout: attempt_N/LOCAL_RANK/{stdout,stderr}.log.
+        const std::string dir = log_dir + "/" + std::to_string(local);
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+          throw Error("--log-dir: cannot create " + quote(dir) + ": " + std::strerror(errno));
+        r.out.log_fd = open_log(dir + "/stdout.log");
+        r.err.log_fd = open_log(dir + "/stderr.log");
       }
     }
   }
@@ -167,16 +170,19 @@ class Attempt {
   }
 
  private:
-  bool shows_on_console(int local_rank) const {
+  /// Whether `stream` (StreamSpec::kStdout or kStderr) of `local_rank` reaches the
+  /// console: as under torchrun, unless --redirects sends it to the files only
+  /// (and --tee does not keep it), or --local-ranks-filter leaves the rank out.
+  bool shows_on_console(int local_rank, int stream) const {
     if (output_.quiet) return false;
-    if (!output_.log_dir.empty() && !output_.tee) return false;
+    if ((output_.redirects.streams(local_rank) & stream) && !(output_.tee.streams(local_rank) & stream)) return false;
     const auto& f = output_.local_ranks_filter;
     return f.empty() || std::find(f.begin(), f.end(), local_rank) != f.end();
   }
 
   static int open_log(const std::string& path) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("--log-dir: cannot write '" + path + "': " + std::strerror(errno));
+    if (fd < 0) throw Error("--log-dir: cannot write " + quote(path) + ": " + std::strerror(errno));
     return fd;
   }
 

@@ -32,6 +32,9 @@ EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank
   env["DPINFER_LAUNCHED"] = "1";
   if (sets_omp_num_threads(inherited, l)) env["OMP_NUM_THREADS"] = "1";
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torchrun runs `python -u`: without it a Python worker's print() reaches the pipe
+  // only when its 8 KiB buffer fills or the worker exits.
+  env.emplace("PYTHONUNBUFFERED", "1");
   return env;
 }
 

@@ -134,6 +134,19 @@ nlohmann::json GenerateOptions::to_json() const {
   return j;
 }
 
+std::vector<std::string> generate_option_names() {
+  GenerateOptions o;
+  SettingArgs settings;
+  CLI::App app;
+  add_options(app, o, settings);
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+    for (const auto& n : opt->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
 GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help) {
   GenerateOptions o;
   SettingArgs settings;

@@ -1,12 +1,14 @@
 #include "dpinfer/worker/generate_run.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/plan/manifest_names.h"
+#include "dpinfer/plan/preflight.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
@@ -43,6 +45,11 @@ constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
 }  // namespace
 
+bool is_disk_full(const std::exception& e) {
+  const auto* system = dynamic_cast<const SystemError*>(&e);
+  return system && (system->code() == ENOSPC || system->code() == EDQUOT);
+}
+
 int GenerateRun::run() {
   rank_ = rank_info_from_env(current_environment());
   if (rank_.rank == 0 && slurm_.in_job()) log::info("{}", slurm_.describe());
@@ -52,6 +59,7 @@ int GenerateRun::run() {
   if (o_.prompts == "-" && rank_.world_size > 1)
     throw UsageError("prompts from stdin ('-') work with one rank only: every rank reads the same item list, and "
                      "ranks do not share one stdin; write the prompts to a file and pass its path");
+  plan::check_prompts_path(o_.prompts);  // not a program, not a .json document (plan/preflight.h)
   auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
   if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
   // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
@@ -67,6 +75,7 @@ int GenerateRun::run() {
     if (ec || !fs::is_directory(o_.out))
       throw UsageError("--out '" + o_.out + "': cannot make it a directory (" +
                        (ec ? ec.message() : std::string("a file of that name exists")) + "); give a directory");
+    plan::check_output_dir(o_.out);  // writable, before the model loads
   }
   if (rank_.rank == 0) {
     size_t removed = io::remove_stale_temporaries(o_.out);
@@ -133,8 +142,10 @@ int GenerateRun::run() {
               rank_.world_size, to_string(mode_), o_.batch_size);
 
   bool stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
-  if (auto why = group_->abort_reason()) throw Error(*why);
   stopped = stopped || stop_signal() != 0;
+  // Stopped by a signal, the signal is the story (rank 0's store may be gone by now).
+  if (!stopped)
+    if (auto why = group_->abort_reason()) throw WorkerGroup::PeerFailed(*why);
   int status;
   try {
     status = stopped ? finish_stopped() : finish(info, shard);
@@ -143,8 +154,9 @@ int GenerateRun::run() {
     stopped = true;
   }
   report_progress(true);
-  // Stopped by a signal, the peers are stopping too: don't wait long for them.
-  group_->leave(stopped ? std::chrono::seconds(5) : std::chrono::seconds(o_.rendezvous_timeout_s));
+  // Stopped by a signal, the peers are stopping too (or one died, and the launcher
+  // stopped the rest): rank 0 does not wait for them (WorkerGroup::leave).
+  group_->leave(std::chrono::seconds(stopped ? 0 : o_.rendezvous_timeout_s));
   return status;
 }
 
@@ -308,6 +320,8 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
     try {
       write_image(it, images[k], per_image);
     } catch (const std::exception& e) {
+      // A full disk fails every item after this one too: stop now (worker.cpp says so).
+      if (is_disk_full(e)) throw;
       record_failure(it, first_line(e.what()), per_image);
     }
   }

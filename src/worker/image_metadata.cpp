@@ -25,7 +25,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"scheduler", info.scheduler_name},
                       {"model", info.model_name},
                       {"line", item.line},
-                      {"image", item.image}};
+                      // Not "image": imagefolder names the picture column that (manifest.h).
+                      {"image_index", item.image}};
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (item.id) j["id"] = *item.id;
   nlohmann::json names = nlohmann::json::array();

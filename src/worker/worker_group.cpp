@@ -48,8 +48,8 @@ struct WorkerGroup::Impl {
     try {
       return call();
     } catch (const std::exception& e) {
-      throw Error("lost the connection to the store at " + where +
-                  " that rank 0 hosts: rank 0, or its node, died or stopped (" + first_line(e.what()) + ")");
+      throw PeerFailed("lost the connection to the store at " + where +
+                       " that rank 0 hosts: rank 0, or its node, died or stopped (" + first_line(e.what()) + ")");
     }
   }
   std::map<std::string, int64_t> local_counters;  // the counters of a world of one
@@ -114,7 +114,7 @@ void WorkerGroup::barrier(const std::string& name) {
   for (;;) {
     if (impl_->add(key, 0) >= world_size()) return;
     if (options_.interrupted()) throw Interrupted();
-    if (auto why = abort_reason()) throw Error("stopped at barrier '" + name + "': " + *why);
+    if (auto why = abort_reason()) throw PeerFailed("stopped at barrier '" + name + "': " + *why);
     if (std::chrono::steady_clock::now() > deadline) {
       std::string missing;
       int n = 0;
@@ -148,7 +148,7 @@ std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const 
     const std::string key = prefix + std::to_string(r);
     while (!impl_->check(key)) {
       if (options_.interrupted()) throw Interrupted();
-      if (auto why = abort_reason()) throw Error(*why);
+      if (auto why = abort_reason()) throw PeerFailed(*why);
       if (std::chrono::steady_clock::now() > deadline)
         throw Error("rank 0 waited " + std::to_string(options_.timeout.count()) + " s for rank " + std::to_string(r) +
                     "'s '" + key_name + "' report; it may be dead or stuck");
@@ -162,7 +162,9 @@ std::vector<std::string> WorkerGroup::gather(const std::string& key_name, const 
 void WorkerGroup::abort(const std::string& reason) {
   if (!impl_->store) return;
   try {
-    impl_->set(kAbortKey, "rank " + std::to_string(rank()) + " failed: " + reason);
+    // The first rank to fail keeps its reason, which the others then report (two
+    // failing within the same moment may still both set it; either is a root cause).
+    if (!impl_->check(kAbortKey)) impl_->set(kAbortKey, "rank " + std::to_string(rank()) + " failed: " + reason);
   } catch (const std::exception&) {
     // The store may be gone already (rank 0 died); the others will find out on their own.
   }
@@ -183,10 +185,11 @@ void WorkerGroup::leave(std::chrono::seconds max_wait) {
       return;
     }
     auto deadline = std::chrono::steady_clock::now() + max_wait;
-    // Not cut short by a stop signal: the peers got it too and are finishing their
-    // current batch, whose store updates need this store (the caller bounds max_wait).
+    // A stop signal ends the wait: the peers got it too, and what they still send the
+    // store once stopped is progress only, which they may lose (a peer that died, the
+    // usual reason for the signal, would otherwise hold rank 0 here to the deadline).
     while (impl_->add(key, 0) < world_size() - 1 && std::chrono::steady_clock::now() < deadline) {
-      if (abort_reason()) return;
+      if (options_.interrupted() || abort_reason()) return;
       std::this_thread::sleep_for(kPollInterval);
     }
   } catch (const std::exception&) {

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The embedded default model, end to end, with no --model anywhere:
+# The default model (a folder in the sources, installed beside the binaries), end to end, with no --model anywhere:
 #  1. recognisable: `dpinfer launch --nproc-per-node 2` on the 60 held-out captions
 #     (never seen in training), judged by dpinfer_check_shapes: >= 90% must show
 #     the requested colour and shape; and the same images under wrong captions
 #     (negative controls) must score below 20%;
 #  2. installed: `cmake --install` into a temporary prefix, then the installed
 #     dpinfer, run from an unrelated working directory, finds the model under
-#     PREFIX/share/dpinfer/models.
+#     PREFIX/share/dpinfer/models, and `dpinfer launch` runs the installed worker.
 # Usage: default_model_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src="$1"
@@ -44,3 +44,11 @@ grep -q "using the default model $work/prefix/share/dpinfer/models/dpinfer-shape
   echo "the installed dpinfer did not use the installed model:"; cat err.log; exit 1; }
 test -s out/000000.png
 echo "default model: installed copy found from $PWD, wrote out/000000.png"
+# The README's install instructions: the installed launcher finds the installed
+# worker (LIBEXECDIR/dpinfer) and the workers the installed model.
+cp "$src/configs/prompts/demo.txt" demo.txt
+"$work/prefix/bin/dpinfer" launch --nproc-per-node 2 demo.txt --out demo 2> launch.log || { cat launch.log; exit 1; }
+n="$(ls demo/*.png | wc -l)"
+test "$n" -ge 1 && test "$n" -eq "$(wc -l < demo/metadata.jsonl)" || {
+  echo "the installed launch made $n images for $(wc -l < demo/metadata.jsonl) metadata rows:"; cat launch.log; exit 1; }
+echo "default model: the installed dpinfer launch made $(ls demo/*.png | wc -l) images"

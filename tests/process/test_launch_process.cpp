@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -379,19 +380,43 @@ std::vector<std::string> worker_log_dirs(const std::string& err) {
 
 }  // namespace
 
-TEST(LaunchProcess, LogDirGetsPerRankFilesAndTheConsoleStaysQuiet) {
+// Issue 11, item 18: torchrun's layout, attempt_N/LOCAL_RANK/{stdout,stderr}.log, and
+// torchrun's console: --log-dir alone keeps it (this test once asserted a silent one).
+TEST(LaunchProcess, LogDirGetsTorchrunsLayoutAndTheConsoleStays) {
   TempDir dir;
   RunResult r = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.path(), "--run-id", "job"},
                           "echo out$RANK; echo err$RANK >&2");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(contains(r.out, "[rank 0] out0\n")) << r.out;
+  EXPECT_TRUE(contains(r.err, "[rank 1] err1\n")) << r.err;
   const auto logs = worker_log_dirs(r.err);
-  ASSERT_EQ(logs.size(), 1u) << "the silent console says once where the output went: " << r.err;
+  ASSERT_EQ(logs.size(), 1u) << "the console says once where the files are: " << r.err;
   const std::string run_dir = dir.path() + "/job_";  // then mkdtemp's 6 characters
   EXPECT_EQ(logs[0].substr(0, run_dir.size()), run_dir) << logs[0];
   EXPECT_EQ(logs[0].substr(run_dir.size() + 6), "/attempt_0") << logs[0];
-  EXPECT_EQ(read_file(logs[0] + "/rank_0.stdout.log"), "out0\n");
-  EXPECT_EQ(read_file(logs[0] + "/rank_1.stderr.log"), "err1\n");
+  EXPECT_EQ(read_file(logs[0] + "/0/stdout.log"), "out0\n");
+  EXPECT_EQ(read_file(logs[0] + "/1/stderr.log"), "err1\n");
+}
+
+// torchrun's -r/--redirects sends streams to the files only; -t/--tee keeps a console copy.
+TEST(LaunchProcess, RedirectsAndTeeSelectStreamsPerLocalRank) {
+  TempDir dir;
+  RunResult all = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.file("a"), "--redirects", "3"},
+                            "echo out$RANK; echo err$RANK >&2");
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out, "");
+  EXPECT_FALSE(contains(all.err, "[rank ")) << all.err;
+  const auto logs = worker_log_dirs(all.err);
+  ASSERT_EQ(logs.size(), 1u) << all.err;
+  EXPECT_EQ(read_file(logs[0] + "/1/stdout.log"), "out1\n");
+  RunResult some = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.file("b"), "-r", "3", "-t", "0:1"},
+                             "echo out$RANK; echo err$RANK >&2");
+  EXPECT_EQ(some.exit_code, 0) << some.err;
+  EXPECT_EQ(some.out, "[rank 0] out0\n") << "only local rank 0's stdout is tee'd";
+  EXPECT_FALSE(contains(some.err, "[rank ")) << some.err;
+  RunResult per_rank = launch_sh({"--nproc-per-node", "2", "--log-dir", dir.file("c"), "--redirects", "1:3"},
+                                 "echo out$RANK");
+  EXPECT_EQ(per_rank.out, "[rank 0] out0\n") << "local rank 1 is redirected, 0 is not";
 }
 
 // torchrun's behaviour: each launcher run gets a fresh DIR/RUN_ID_XXXXXX, so a second
@@ -407,11 +432,11 @@ TEST(LaunchProcess, EachRunGetsItsOwnLogDirAndKeepsEarlierRuns) {
   const auto a = worker_log_dirs(first.err), b = worker_log_dirs(second.err);
   ASSERT_EQ(a.size(), 1u) << first.err;
   ASSERT_EQ(b.size(), 2u) << "one line per attempt: " << second.err;
-  EXPECT_EQ(read_file(a[0] + "/rank_0.stdout.log"), "first\n");
+  EXPECT_EQ(read_file(a[0] + "/0/stdout.log"), "first\n");
   EXPECT_EQ(b[0], b[0].substr(0, b[0].size() - 1) + "0");
   EXPECT_EQ(b[1], b[0].substr(0, b[0].size() - 1) + "1") << "restarts share the run's directory";
-  EXPECT_EQ(read_file(b[0] + "/rank_0.stdout.log"), "second0\n");
-  EXPECT_EQ(read_file(b[1] + "/rank_0.stdout.log"), "second1\n");
+  EXPECT_EQ(read_file(b[0] + "/0/stdout.log"), "second0\n");
+  EXPECT_EQ(read_file(b[1] + "/0/stdout.log"), "second1\n");
   EXPECT_NE(a[0].substr(0, a[0].rfind('/')), b[0].substr(0, b[0].rfind('/')));
 }
 
@@ -434,7 +459,7 @@ TEST(LaunchProcess, TeeCopiesLogFilesToTheConsole) {
   const auto logs = worker_log_dirs(r.err);
   ASSERT_EQ(logs.size(), 1u) << r.err;
   EXPECT_TRUE(contains(logs[0], "/none_")) << logs[0];
-  EXPECT_EQ(read_file(logs[0] + "/rank_0.stdout.log"), "hello\n");
+  EXPECT_EQ(read_file(logs[0] + "/0/stdout.log"), "hello\n");
 }
 
 TEST(LaunchProcess, LocalRanksFilterAndQuiet) {
@@ -483,10 +508,13 @@ TEST(LaunchProcess, BadArgumentsExit2WithOneLine) {
            {"--grace-period", "1e300", "--", "true"},
            {"--run-id", "../../x", "--", "true"},
            {"--tee", "3", "--", "true"},
-           {"--log-dir", "logs", "-t", "3", "prompts.txt"},
-           {"--tee=3", "--log-dir", "logs", "--", "true"},
+           {"--log-dir", "logs", "-t", "7", "prompts.txt"},
            {"--redirects", "3", "--", "true"},
            {"-r", "3", "--", "true"},
+           {"--rdzv-backend", "etcd", "--", "true"},
+           {"--nnodes", "1:2", "--", "true"},
+           {"--numa-binding", "node", "--", "true"},
+           {"prompts.txt", "--nproc-per-node", "2"},
            {"--nproc-per-node", "3", "--max-restarts", "2", "prompts.txt", "--bogus"},
            {"--nproc-per-node", "3", "prompts.txt", "--steps", "0"},
        }) {
@@ -710,4 +738,109 @@ TEST(LaunchProcess, OnATerminalTheProgressLineNeverGarblesWorkerLines) {
   EXPECT_EQ(worker_lines, 16);
   for (size_t p = tty.find("[dpinfer] "); p != std::string::npos; p = tty.find("[dpinfer] ", p + 1))
     EXPECT_TRUE(starts_a_line(p) || tty[p - 1] == '\r') << "at " << p << ": " << tty;
+}
+
+// ---- Issue 11: hardening from two outside audits (launcher items) ----
+
+// Item 15: `torchrun --nproc-per-node 2 run.py` typed as `dpinfer launch` read the
+// script as prompts and drew pictures of Python code, exit 0.
+TEST(LaunchProcess, AScriptGivenAsPromptsIsRefusedWithTheDashDashHint) {
+  TempDir dir;
+  write_file(dir.file("run.py"), "import torch\nprint('training')\n");
+  write_file(dir.file("train"), "#!/bin/sh\necho training\n");
+  for (const std::string& script : {dir.file("run.py"), dir.file("train")}) {
+    RunResult r = run(launch({"--nproc-per-node", "2", script}), {{"CUDA_VISIBLE_DEVICES", ""}});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "to run a program as the worker, put it after '--'")) << r.err;
+    EXPECT_FALSE(contains(r.out + r.err, "[rank ")) << "no worker started";
+  }
+}
+
+// Item 9: what the launcher can see without LibTorch is reported once, before any
+// worker starts, not by every rank after LibTorch loads.
+TEST(LaunchProcess, BadPromptsModelOrOutIsOneLineBeforeAnyWorkerStarts) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red circle\n");
+  write_file(dir.file("afile"), "");
+  std::filesystem::create_directories(dir.file("notamodel/unet"));
+  const std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", ""}, {"HF_HUB_CACHE", dir.file("hub")}};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{dir.file("missing.txt")}, "missing.txt': No such file or directory"},
+      {{dir.file("p.txt"), "--model", dir.file("notamodel")}, "has no model_index.json"},
+      {{dir.file("p.txt"), "--model", dir.file("notamodel/unet")}, "has no model_index.json"},
+      {{dir.file("p.txt"), "--model", "no-such-org/no-such-model"}, "models--no-such-org--no-such-model' does not exist"},
+      {{dir.file("p.txt"), "--model", dir.file("typo")}, "is neither a directory"},
+      {{dir.file("p.txt"), "--out", dir.file("afile")}, "is a file, not a directory"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv = {"--nproc-per-node", "3", "--max-restarts", "2"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = run(launch(argv), env);
+    EXPECT_EQ(r.exit_code, 2) << message << ": " << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, message)) << r.err;
+    EXPECT_FALSE(contains(r.out + r.err, "[rank ")) << "no worker started: " << r.err;
+  }
+  // An existing --out that cannot be written (a read-only filesystem: root may write anywhere else).
+  TmpfsMount ro(dir.file("ro"), "64k", /*read_only=*/true);
+  if (!ro.ok()) GTEST_SKIP() << ro.why();
+  RunResult r = run(launch({"--nproc-per-node", "3", dir.file("p.txt"), "--out", dir.file("ro")}), env);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "is not writable (Read-only file system)")) << r.err;
+}
+
+// Item 16: torchrun's --no-python and -m, ${local_rank}, --rdzv-*.
+TEST(LaunchProcess, TorchrunsProgramFormsAndLocalRankMacroWork) {
+  TempDir dir;
+  RunResult np = run(launch({"--nproc-per-node", "2", "--no-python", "sh", "-c", "echo np $1", "sh", "lr=${local_rank}"}),
+                     {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(np.exit_code, 0) << np.err;
+  EXPECT_TRUE(contains(np.out, "[rank 1] np lr=1\n")) << np.out;
+  EXPECT_TRUE(contains(np.out, "[rank 0] np lr=0\n")) << np.out;
+  write_file(dir.file("dpinfer_test_mod.py"),
+             "import os, sys\nprint('module', os.environ['RANK'], sys.argv[1:])\n");
+  RunResult m = run(launch({"--nproc-per-node", "2", "-m", "dpinfer_test_mod", "--local-rank=${local_rank}"}),
+                    {{"CUDA_VISIBLE_DEVICES", ""}, {"PYTHONPATH", dir.path()}});
+  EXPECT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_TRUE(contains(m.out, "[rank 1] module 1 ['--local-rank=1']")) << m.out;
+}
+
+TEST(LaunchProcess, RdzvEndpointAndIdSetTheStoreAddressAndRunId) {
+  const std::string port = std::to_string(free_port());
+  RunResult r = launch_sh({"--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:" + port,
+                           "--rdzv-id", "job42", "--monitor-interval", "1", "--start-method", "spawn"},
+                          "echo $MASTER_ADDR:$MASTER_PORT $TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 1] 127.0.0.1:" + port + " job42\n")) << r.out;
+}
+
+TEST(LaunchProcess, ALaunchOptionAfterPromptsSaysWhereItBelongs) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red circle\n");
+  RunResult r = run(launch({dir.file("p.txt"), "--nproc-per-node", "2"}), {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "'--nproc-per-node' is a launch option, but it comes after PROMPTS")) << r.err;
+  RunResult h = run({dpinfer_binary(), "launch", "--help"});
+  EXPECT_TRUE(contains(h.out, "dpinfer generate --help")) << h.out;
+}
+
+// Item 17: a Python worker's print() arrives while it runs (torchrun runs `python -u`).
+TEST(LaunchProcess, PythonWorkerOutputArrivesWhileItRuns) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  Child launcher(launch({"--", "/usr/bin/python3", "-c", "import time; print('first', flush=False); time.sleep(3)"}),
+                 {{"CUDA_VISIBLE_DEVICES", ""}}, {"PYTHONUNBUFFERED"});
+  EXPECT_TRUE(wait_until([&] { return contains(launcher.out_so_far(), "[rank 0] first\n"); }, 2.5s))
+      << "the line came only at exit: " << launcher.out_so_far();
+  EXPECT_EQ(launcher.wait(20s).exit_code, 0);
+}
+
+// Item 17: tqdm's "\r" redraws neither vanish nor overwrite the prefix.
+TEST(LaunchProcess, CarriageReturnRedrawsArePrefixedLines) {
+  RunResult r = launch_sh({}, "printf '\\r  0%%|   |\\r 50%%|#  |' >&2; sleep 0.2; printf '\\r100%%|###|\\n' >&2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "[rank 0]   0%|   |\n[rank 0]  50%|#  |\n[rank 0] 100%|###|\n")) << r.err;
+  EXPECT_FALSE(contains(r.err, "\r")) << r.err;
 }

@@ -1,6 +1,11 @@
 #include "support/temp_dir.h"
 
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -42,6 +47,21 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+TmpfsMount::TmpfsMount(const std::string& dir, const std::string& size, bool read_only) : dir_(dir) {
+  ::mkdir(dir.c_str(), 0755);
+  const std::string options = "size=" + size + ",mode=0755";
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", read_only ? MS_RDONLY : 0, options.c_str()) == 0) {
+    mounted_ = true;
+  } else {
+    why_ = "cannot mount a tmpfs on " + dir + " (" + std::strerror(errno) +
+           "): this test needs root with CAP_SYS_ADMIN, as in CI";
+  }
+}
+
+TmpfsMount::~TmpfsMount() {
+  if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
 }
 
 }  // namespace dpinfer::test

@@ -21,6 +21,25 @@ class TempDir {
   std::string path_;
 };
 
+/// A tmpfs mounted on a directory for one test (a small disk that fills up, or a
+/// read-only one), unmounted when the test ends. Mounting needs root (CAP_SYS_ADMIN),
+/// as the tests have here and in CI; elsewhere ok() is false and why() says why, for
+/// GTEST_SKIP.
+class TmpfsMount {
+ public:
+  /// Mounts on `dir` (created if missing) a tmpfs of `size` ("400k"), read-only when asked.
+  TmpfsMount(const std::string& dir, const std::string& size, bool read_only = false);
+  ~TmpfsMount();
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  bool ok() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_, why_;
+  bool mounted_ = false;
+};
+
 /// The whole content of `path`, or "" when it cannot be read.
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

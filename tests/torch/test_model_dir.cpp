@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/io/hub_cache.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/loading/weights.h"
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using pipeline::Component;
 using pipeline::find_weight_files;
-using pipeline::hf_hub_cache_dir;
+using io::hf_hub_cache_dir;
 using pipeline::resolve_model;
 using pipeline::WeightFiles;
 

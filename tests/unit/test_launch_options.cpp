@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "dpinfer/cli/cli.h"
 #include "dpinfer/launcher/launch_options.h"
 #include "dpinfer/util/error.h"
@@ -85,29 +87,137 @@ TEST(LaunchOptions, StandaloneIsAcceptedAndChangesNothing) {
   EXPECT_FALSE(o.master_port.has_value());
 }
 
-// torchrun's --tee 3 / --redirects 3 select streams; CLI11 would otherwise take the
-// number for PROMPTS (or --tee=3 for a set flag).
-TEST(LaunchOptions, TorchrunsTeeAndRedirectsValuesGetAHint) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--tee", "3", "--", "true"},
-           {"--log-dir", "d", "--tee", "3", "prompts.txt"},
-           {"--log-dir", "d", "-t", "0:1,1:2", "--", "true"},
-           {"--tee=3", "--log-dir", "d", "--", "true"},
-           {"--tee=0", "--", "true"}}) {
-    std::string e = usage_error(args);
-    EXPECT_NE(e.find("--tee is a flag with no value"), std::string::npos) << args[0] << ": " << e;
-    EXPECT_NE(e.find("unless --quiet"), std::string::npos) << e;
-  }
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--redirects", "3", "--", "true"}, {"-r", "3", "prompts.txt"}, {"--redirects=3", "--", "true"}}) {
-    std::string e = usage_error(args);
-    EXPECT_NE(e.find("dpinfer does not have"), std::string::npos) << args[0] << ": " << e;
-    EXPECT_NE(e.find("unless --quiet"), std::string::npos) << e;
-  }
-  // A prompts file after --tee is still one.
-  EXPECT_EQ(parse_launch_args({"--log-dir", "d", "--tee", "prompts.txt"}).worker_args,
-            (std::vector<std::string>{"prompts.txt"}));
+// Issue 11, item 18: torchrun's -t/--tee and -r/--redirects take a stream selector
+// (torch/distributed/elastic/multiprocessing/api.py, Std.from_str); a bare --tee is 3.
+TEST(LaunchOptions, TorchrunsTeeAndRedirectsValuesAreTaken) {
+  auto o = parse_launch_args({"--log-dir", "d", "--redirects", "3", "--tee", "1", "--", "true"});
+  EXPECT_TRUE(o.output.redirects.given);
+  EXPECT_EQ(o.output.redirects.streams(0), 3);
+  EXPECT_EQ(o.output.tee.streams(5), 1);
+  EXPECT_EQ(o.worker_args, (std::vector<std::string>{"--", "true"}));
+  o = parse_launch_args({"--log-dir", "d", "-r", "0:3,1:2", "-t", "0:1", "prompts.txt"});
+  EXPECT_EQ(o.output.redirects.streams(0), 3);
+  EXPECT_EQ(o.output.redirects.streams(1), 2);
+  EXPECT_EQ(o.output.redirects.streams(2), 0) << "a local rank the mapping leaves out gets 0";
+  EXPECT_EQ(o.output.tee.streams(0), 1);
+  EXPECT_EQ(o.worker_args, (std::vector<std::string>{"prompts.txt"}));
+  o = parse_launch_args({"--tee=2", "--log-dir", "d", "--", "true"});
+  EXPECT_EQ(o.output.tee.streams(0), 2);
+  // A bare --tee (dpinfer's old flag) is --tee 3, and a prompts file after it is still one.
+  o = parse_launch_args({"--log-dir", "d", "--tee", "prompts.txt"});
+  EXPECT_EQ(o.output.tee.streams(0), 3);
+  EXPECT_EQ(o.worker_args, (std::vector<std::string>{"prompts.txt"}));
   EXPECT_EQ(parse_launch_args({"--tee", "--log-dir", "d", "3"}).worker_args, (std::vector<std::string>{"3"}));
+  // Bad values and missing --log-dir.
+  EXPECT_NE(usage_error({"--log-dir", "d", "--redirects", "4", "--", "true"}).find("--redirects '4': expected 0"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--log-dir", "d", "--tee=0:7", "--", "true"}).find("--tee '0:7'"), std::string::npos);
+  EXPECT_NE(usage_error({"--redirects", "3", "--", "true"}).find("give --log-dir DIR too"), std::string::npos);
+  EXPECT_NE(usage_error({"--tee", "3", "--", "true"}).find("give --log-dir DIR too"), std::string::npos);
+}
+
+// Issue 11, item 16: torchrun's -m and --no-python.
+TEST(LaunchOptions, NoPythonAndModuleNameTheProgramAsTorchrunDoes) {
+  EXPECT_EQ(parse_launch_args({"--no-python", "./train", "--lr", "1"}).worker_args,
+            (std::vector<std::string>{"--", "./train", "--lr", "1"}));
+  EXPECT_EQ(parse_launch_args({"--no_python", "--", "./train"}).worker_args,
+            (std::vector<std::string>{"--", "./train"}));
+  ::unsetenv("PYTHON_EXEC");
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node", "2", "-m", "pkg.train", "--epochs", "3"}).worker_args,
+            (std::vector<std::string>{"--", "python3", "-u", "-m", "pkg.train", "--epochs", "3"}));
+  ::setenv("PYTHON_EXEC", "/opt/py/bin/python", 1);
+  EXPECT_EQ(parse_launch_args({"--module", "pkg.train"}).worker_args,
+            (std::vector<std::string>{"--", "/opt/py/bin/python", "-u", "-m", "pkg.train"}));
+  ::unsetenv("PYTHON_EXEC");
+  EXPECT_NE(usage_error({"-m", "--no-python", "x"}).find("contradict"), std::string::npos);
+  EXPECT_NE(usage_error({"-m"}).find("-m: give the module"), std::string::npos);
+}
+
+// Issue 11, item 16: --rdzv-* on the static rendezvous.
+TEST(LaunchOptions, RendezvousOptionsMapOntoTheStaticRendezvous) {
+  auto o = parse_launch_args({"--rdzv-backend", "c10d", "--rdzv-endpoint", "node7:29555", "--rdzv-id", "job9",
+                              "--nproc-per-node", "2", "--", "true"});
+  EXPECT_EQ(o.master_addr, "node7");
+  EXPECT_EQ(*o.master_port, 29555);
+  EXPECT_EQ(o.run_id, "job9");
+  EXPECT_TRUE(o.master_addr_given) << "an explicit address turns the SLURM step layout off, as --master-addr does";
+  o = parse_launch_args({"--rdzv_backend=c10d", "--rdzv_endpoint=[::1]", "--", "true"});
+  EXPECT_EQ(o.master_addr, "::1");
+  EXPECT_EQ(*o.master_port, 29400) << "torchrun's c10d default port";
+  o = parse_launch_args({"--rdzv-backend", "static", "--rdzv-endpoint", "localhost:0", "--", "true"});
+  EXPECT_EQ(*o.master_port, 0);
+  EXPECT_NE(usage_error({"--rdzv-backend", "static", "--rdzv-endpoint", "h0", "--", "true"}).find("port is missing"),
+            std::string::npos);
+  std::string etcd = usage_error({"--rdzv-backend", "etcd", "--rdzv-endpoint", "h0:2379", "--", "true"});
+  EXPECT_NE(etcd.find("only a static rendezvous"), std::string::npos) << etcd;
+  EXPECT_NE(usage_error({"--rdzv-conf", "join_timeout=900", "--", "true"}).find("--rendezvous-timeout"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--rdzv-id", "a", "--run-id", "b", "--", "true"}).find("give one"), std::string::npos);
+  std::string elastic = usage_error({"--nnodes", "2:4", "--", "true"});
+  EXPECT_NE(elastic.find("elastic ranges"), std::string::npos) << elastic;
+  EXPECT_NE(elastic.find("--nnodes 4"), std::string::npos) << elastic;
+  std::string no_rank = usage_error({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h0:1", "--", "true"});
+  EXPECT_NE(no_rank.find("--node-rank"), std::string::npos) << no_rank;
+  EXPECT_EQ(parse_launch_args({"--nnodes", "2", "--node-rank", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                               "h0:1", "--", "true"}).node_rank,
+            1);
+}
+
+// Issue 11, item 16: torchrun options that change nothing here are accepted, the
+// others refused with a hint, never "unknown option".
+TEST(LaunchOptions, OtherTorchrunOptionsAreAcceptedOrRefusedWithAHint) {
+  EXPECT_EQ(parse_launch_args({"--monitor-interval", "5", "--start-method", "fork", "--local-addr", "10.0.0.2",
+                               "--monitor_interval=1", "--", "true"}).worker_args,
+            (std::vector<std::string>{"--", "true"}));
+  EXPECT_NE(usage_error({"--start-method", "thread", "--", "true"}).find("spawn, fork or forkserver"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--monitor-interval", "-1", "--", "true"}).find("--monitor-interval"), std::string::npos);
+  for (const char* option : {"--run-path", "--numa-binding=node", "--virtual-local-rank", "--logs_specs"}) {
+    std::string e = usage_error({option, "--", "true"});
+    EXPECT_NE(e.find("is a torchrun option that dpinfer launch does not have"), std::string::npos) << e;
+    EXPECT_EQ(e.find("unknown launch option"), std::string::npos) << e;
+  }
+}
+
+// Issue 11, item 16: a launch option typed after PROMPTS lands among the generate options.
+TEST(LaunchOptions, ALaunchOptionAfterPromptsIsNamedAsSuch) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"prompts.txt", "--nproc-per-node", "2"},
+           {"prompts.txt", "--steps", "3", "--max-restarts=2"},
+           {"--nproc-per-node", "2", "prompts.txt", "--log-dir", "logs"}}) {
+    std::string e = usage_error(args);
+    EXPECT_NE(e.find("is a launch option, but it comes after PROMPTS 'prompts.txt'"), std::string::npos) << e;
+    EXPECT_NE(e.find("dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]"), std::string::npos) << e;
+  }
+  // Names both parsers know are the workers' (-v is generate's --verbose too).
+  EXPECT_EQ(parse_launch_args({"prompts.txt", "-v"}).worker_args, (std::vector<std::string>{"prompts.txt", "-v"}));
+  // After '--' everything is the program's.
+  EXPECT_EQ(parse_launch_args({"--", "train", "--nproc-per-node", "2"}).worker_args.size(), 4u);
+}
+
+TEST(LaunchOptions, HelpPointsToGeneratesHelp) {
+  std::string help;
+  parse_launch_args({"--help"}, &help);
+  EXPECT_NE(help.find("dpinfer generate --help"), std::string::npos) << help;
+  EXPECT_NE(help.find("-m MODULE"), std::string::npos) << help;
+}
+
+TEST(LaunchOptions, LocalRankIsSubstitutedAsTorchrunDoes) {
+  using launcher::substitute_local_rank;
+  EXPECT_EQ(substitute_local_rank("--local-rank=${local_rank}", 3), "--local-rank=3");
+  EXPECT_EQ(substitute_local_rank("$local_rank/${local_rank}", 1), "1/1");
+  EXPECT_EQ(substitute_local_rank("$local_ranks $local_rank_x ${LOCAL_RANK} $$", 2),
+            "$local_ranks $local_rank_x ${LOCAL_RANK} $$");
+}
+
+TEST(LaunchOptions, RendezvousEndpointsSplitAsTorchrunSplitsThem) {
+  using launcher::parse_rdzv_endpoint;
+  EXPECT_EQ(parse_rdzv_endpoint("h:1", -1), (std::pair<std::string, int>{"h", 1}));
+  EXPECT_EQ(parse_rdzv_endpoint("h", 29400), (std::pair<std::string, int>{"h", 29400}));
+  EXPECT_EQ(parse_rdzv_endpoint("[fe80::1]:5", -1), (std::pair<std::string, int>{"fe80::1", 5}));
+  EXPECT_THROW(parse_rdzv_endpoint("h:99999", -1), UsageError);
+  EXPECT_THROW(parse_rdzv_endpoint(":5", -1), UsageError);
+  EXPECT_THROW(parse_rdzv_endpoint("[::1", -1), UsageError);
 }
 
 TEST(NprocPerNode, BoundedByTheOpenFileLimit) {

@@ -58,3 +58,26 @@ TEST(LineTail, KeepsTheLastLines) {
   EXPECT_EQ(t.lines().front(), "2");
   EXPECT_EQ(t.lines().back(), "3");
 }
+
+// Issue 11, item 17: tqdm redraws its bar after a bare "\r" and writes "\n" only at
+// the end. Each redraw is a line of its own: it reaches the console at once, prefixed,
+// instead of vanishing until the end and then overwriting the "[rank N] " prefix.
+TEST(LineBuffer, ABareCarriageReturnEndsALine) {
+  LineBuffer b;
+  Collect c;
+  b.feed("\r  0%|          |\r 50%|#####     |", c.sink());
+  EXPECT_EQ(c.lines, (std::vector<std::string>{"  0%|          |"})) << "the first redraw is out already";
+  b.feed("\r100%|##########|\n", c.sink());
+  EXPECT_EQ(c.lines, (std::vector<std::string>{"  0%|          |", " 50%|#####     |", "100%|##########|"}))
+      << "no empty line for the \\r that starts each redraw";
+  b.finish(c.sink());
+  EXPECT_EQ(c.lines.size(), 3u);
+}
+
+TEST(LineBuffer, CrLfIsOneLineEndEvenSplitAcrossReads) {
+  LineBuffer b;
+  Collect c;
+  b.feed("dos line\r", c.sink());
+  b.feed("\nnext\r\n\r\nafter a blank one\n", c.sink());
+  EXPECT_EQ(c.lines, (std::vector<std::string>{"dos line", "next", "", "after a blank one"}));
+}

@@ -9,6 +9,7 @@
 
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/plan/run_status.h"
+#include "support/imagefolder.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -123,4 +124,23 @@ TEST(ManifestWriter, ATornLastLineIsEndedBeforeTheNextRecord) {
   ASSERT_EQ(set.items.count(1), 1u) << read_file(path);
   EXPECT_EQ(set.items[1].record["seed"], 1);
   EXPECT_EQ(set.items[0].record["seed"], 0);
+}
+
+// Issue 11, item 11: a manifest written before the rename has "image" (the image
+// number within its JSONL line); merged today, its rows load in imagefolder.
+TEST(ManifestUpgrade, AnOldImageColumnIsMergedAsImageIndex) {
+  TempDir dir;
+  write_file(dir.file(plan::item_file_name(0)), "png");
+  nlohmann::json old = {{"index", 0},      {"prompt", "p0"},   {"seed", 0},
+                        {"status", "ok"},  {"finished_at", 1}, {"file_name", plan::item_file_name(0)},
+                        {"line", 1},       {"image", 2}};
+  write_file(dir.file("manifest.rank0.jsonl"), old.dump() + "\n");
+  io::MergeResult r = io::merge_manifests(dir.path());
+  ASSERT_EQ(r.ok, 1u);
+  auto rows = read_jsonl(dir.file("metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["image_index"], 2);
+  EXPECT_FALSE(rows[0].contains("image"));
+  EXPECT_EQ(imagefolder_clashes(rows[0]), std::vector<std::string>{});
+  EXPECT_EQ(imagefolder_clashes(old).size(), 1u) << "the old row itself breaks the rule";
 }

@@ -67,3 +67,11 @@ TEST(WorkerEnv, EnvpIsKeyEqualsValue) {
   auto envp = to_envp({{"A", "1"}, {"B", "x=y"}});
   EXPECT_EQ(envp, (std::vector<std::string>{"A=1", "B=x=y"}));
 }
+
+// Issue 11, item 17: torchrun runs `python -u`; without it a Python worker's print()
+// reaches the launcher only when its buffer fills or the worker exits.
+TEST(WorkerEnv, PythonUnbufferedDefaultsToOneWhenUnset) {
+  EXPECT_EQ(worker_env({}, group(1, 0, 1), 0)["PYTHONUNBUFFERED"], "1");
+  EXPECT_EQ(worker_env({{"PYTHONUNBUFFERED", ""}}, group(1, 0, 1), 0)["PYTHONUNBUFFERED"], "")
+      << "the user's own setting, even empty, is kept";
+}

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/imagefolder.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -86,6 +87,9 @@ TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
     EXPECT_EQ(meta[i]["seed"], 100 + i);
     EXPECT_EQ(meta[i]["status"], "ok");
     EXPECT_EQ(meta[i]["rank"], 0);
+    // Issue 11, item 11: imagefolder loads the pictures (its "image" column is not shadowed).
+    EXPECT_EQ(meta[i]["image_index"], 0);
+    EXPECT_EQ(imagefolder_clashes(meta[i]), std::vector<std::string>{}) << meta[i].dump();
     for (const char* k : {"negative_prompt", "steps", "guidance_scale", "width", "height", "scheduler", "model", "seconds"})
       EXPECT_TRUE(meta[i].contains(k)) << k;
   }
@@ -551,4 +555,126 @@ TEST(WorkerProcess, ProgressAcrossTwoNodes) {
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_TRUE(contains(r0.err, "[dpinfer] 10/10 images (100.0%), ")) << r0.err;
   EXPECT_TRUE(contains(r1.err, "[dpinfer] 5/5 images on this node (100.0%), ")) << r1.err;
+}
+
+// ---- Issue 11: hardening from two outside audits (worker items) ----
+
+// Item 6: the rank that failed first is the root cause, even when it takes longer to
+// die than its peers take to notice. Here rank 0 finds a resume conflict (exit 2) and
+// then lingers 2 s in its teardown, as a worker freeing a big model does; rank 1, busy,
+// sees the abort at once. Rank 1 used to die first and be named, with exit 1 instead
+// of rank 0's 2 (so that the PROMPTS form's "bad input: not restarting" was missed too).
+TEST(WorkerProcess, TheRankThatFailedFirstIsTheRootCauseEvenIfItDiesLast) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(12));
+  std::string out = dir.file("out");
+  ASSERT_EQ(generate({dir.file("p.txt"), "--out", out, "--shard", "0/2"}).exit_code, 0);  // items 0-5: rank 0's
+  // Item 0 made with another seed: rank 0's resume check refuses it (bad input, exit 2).
+  std::string manifest;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("manifest", 0) == 0) manifest = e.path().string();
+  std::string edited;
+  for (auto rec : read_jsonl(manifest)) {
+    if (rec["index"] == 0) rec["seed"] = 999;
+    edited += rec.dump() + "\n";
+  }
+  write_file(manifest, edited);
+  RunResult r = run({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate",
+                     dir.file("p.txt"), "--out", out},
+                    {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}, {"DPINFER_FAKE_EXIT_DELAY_MS", "2000@0"}},
+                    120s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause: rank 0")) << r.err;
+  EXPECT_TRUE(contains(r.err, "made with seed 999")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 1 (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "after dpinfer stopped it")) << "rank 1 waited for the teardown: " << r.err;
+}
+
+// Item 6, the audit's case: rank 0 fails in the end-of-run merge; rank 1, at the
+// "finished" barrier, may then find the store gone. Rank 0 is still the root cause.
+TEST(WorkerProcess, AFailedMergeOnRankZeroIsTheRootCause) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    TempDir dir;
+    write_file(dir.file("p.txt"), prompts_txt(3) + "SLOW-ITEM last\n" + prompts_txt(4));
+    std::string out = dir.file("out");
+    fs::create_directories(out + "/metadata.jsonl");  // a directory: the merge cannot write the file
+    RunResult r = run({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate",
+                       dir.file("p.txt"), "--out", out},
+                      {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_EXIT_DELAY_MS", "1500@0"}}, 120s);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "root cause: rank 0")) << r.err;
+    EXPECT_TRUE(contains(r.err, "metadata.jsonl")) << r.err;
+  }
+}
+
+// Item 8: a peer that dies after the load barrier used to hold rank 0 for 5 s in
+// WorkerGroup::leave (and 5 s more per restart).
+TEST(WorkerProcess, ADeadPeerDoesNotDelayTheTeardown) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "one\ntwo\nthree EXIT-ITEM\nfour\n");
+  RunResult r = run({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--max-restarts", "1", "--", kWorker,
+                     "generate", dir.file("p.txt"), "--out", dir.file("out")},
+                    {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}}, 120s);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause: rank 1")) << r.err;
+  EXPECT_TRUE(contains(r.err, "restarting the worker group")) << r.err;
+  EXPECT_LT(r.seconds, 6.0) << "two attempts, each stopped at once (was 5 s each): " << r.err;
+}
+
+// Item 7: a full disk stops the run at the first ENOSPC, says so, and a rerun resumes.
+TEST(WorkerProcess, AFullDiskStopsAtOnceAndTheRerunResumes) {
+  TempDir dir;
+  // 256x256 random pixels do not compress: about 197 KB a PNG, so two fit in 400k.
+  write_file(dir.file("p.txt"), prompts_txt(20));
+  TmpfsMount disk(dir.file("out"), "400k");
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
+  std::string out = dir.file("out");
+  RunResult r = generate({dir.file("p.txt"), "--out", out, "--width", "256", "--height", "256"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "of --out '" + out + "' is full")) << r.err;
+  EXPECT_TRUE(contains(r.err, "No space left on device")) << r.err;
+  EXPECT_TRUE(contains(r.err, "run the same command again: it resumes")) << r.err;
+  EXPECT_FALSE(contains(r.err, "item 3 failed")) << "no item after the first ENOSPC is tried: " << r.err;
+  int errors = 0;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("manifest", 0) == 0)
+      for (const auto& rec : read_jsonl(e.path().string())) errors += rec["status"] != "ok";
+  EXPECT_EQ(errors, 0) << "no item is recorded as failed for want of space";
+  const size_t made = images(out).size();
+  EXPECT_GE(made, 1u);
+  EXPECT_LT(made, 20u);
+  // Under the launcher, the same, once.
+  RunResult l = launch_generate(2, {dir.file("p.txt"), "--out", out, "--width", "256", "--height", "256"});
+  EXPECT_EQ(l.exit_code, 1) << l.err;
+  EXPECT_TRUE(contains(l.err, "is full")) << l.err;
+  // Room again: the rerun makes the rest.
+  std::string keep = dir.file("keep");
+  fs::create_directories(keep);
+  for (const auto& e : fs::directory_iterator(out)) fs::copy(e.path(), keep + "/" + e.path().filename().string());
+  RunResult rest = generate({dir.file("p.txt"), "--out", keep, "--width", "256", "--height", "256"});
+  EXPECT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_TRUE(contains(rest.err, "skipped " + std::to_string(made) + " item(s)")) << rest.err;
+  EXPECT_EQ(images(keep).size(), 20u);
+}
+
+// Item 9: an --out that exists but cannot be written is bad input before the model
+// loads (it was exit 1, after the model had loaded).
+TEST(WorkerProcess, AnUnwritableOutIsBadInputBeforeTheModelLoads) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "x\n");
+  TmpfsMount ro(dir.file("ro"), "64k", /*read_only=*/true);
+  if (!ro.ok()) GTEST_SKIP() << ro.why();
+  RunResult r = generate({dir.file("p.txt"), "--out", dir.file("ro")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "is not writable (Read-only file system)")) << r.err;
+}
+
+// Item 15: `dpinfer generate run.py` is refused as `dpinfer launch run.py` is.
+TEST(WorkerProcess, GenerateRefusesAProgramAsPrompts) {
+  TempDir dir;
+  write_file(dir.file("run.py"), "print('hi')\n");
+  RunResult r = generate({dir.file("run.py"), "--out", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "put it after '--'")) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("out/000000.png")));
 }

@@ -69,7 +69,11 @@ struct ManifestSet {
 };
 
 /// Reads every `manifest*.jsonl` in `dir` (names sorted, so the result does not
-/// depend on the directory order). Throws Error when `dir` cannot be listed.
+/// depend on the directory order). Records of older versions come in today's names:
+/// their "image" (the image number within its JSONL line) is "image_index", since
+/// Hugging Face imagefolder reserves "image" (and "file_name", "file_names",
+/// "*_file_name", "*_file_names") for its picture columns. Throws Error when `dir`
+/// cannot be listed.
 ManifestSet read_manifests(const std::string& dir);
 
 struct MergeResult {

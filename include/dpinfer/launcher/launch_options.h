@@ -1,8 +1,10 @@
 #pragma once
 // What `dpinfer launch` was asked to do, after parsing and before anything runs.
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dpinfer::launcher {
@@ -11,15 +13,37 @@ namespace dpinfer::launcher {
 /// would overflow the supervisor's nanosecond deadlines.
 constexpr double kMaxGracePeriodS = 86400;
 
-/// Where worker output goes. `--log-dir` adds per-rank files; the console copy
-/// is on unless --quiet, or --log-dir without --tee.
+/// torchrun's stream selector of --redirects and --tee: 0 neither stream, 1 stdout,
+/// 2 stderr, 3 both; one value for every local rank ("3"), or LOCAL_RANK:VALUE pairs
+/// ("0:3,1:2"), where an unnamed local rank gets 0 (torch/distributed/elastic/
+/// multiprocessing/api.py, Std.from_str and to_map).
+struct StreamSpec {
+  static constexpr int kStdout = 1, kStderr = 2;
+  int all = 0;                    ///< when per_rank is empty
+  std::map<int, int> per_rank;    ///< local rank -> value
+  bool given = false;
+  /// The streams (kStdout | kStderr) selected for `local_rank`.
+  int streams(int local_rank) const;
+};
+
+/// Parses the value of `option` (--redirects or --tee). Throws UsageError naming both.
+StreamSpec parse_stream_spec(const std::string& option, const std::string& value);
+
+/// True for a word that has the form of a StreamSpec value ("3", "0:1,1:2").
+bool looks_like_stream_spec(const std::string& word);
+
+/// Where worker output goes, as under torchrun: the console gets every stream unless
+/// --quiet, or --redirects sends it to the files only (--tee keeps a console copy of
+/// a redirected stream). With --log-dir every rank's stdout and stderr also go to
+/// DIR/RUN_ID_XXXXXX/attempt_N/LOCAL_RANK/{stdout,stderr}.log, torchrun's layout.
 struct OutputOptions {
   std::string log_dir;              ///< empty: no files
   /// This launcher run's own directory under log_dir, DIR/RUN_ID_XXXXXX, made fresh
   /// by run_launch (mkdtemp) so that no run overwrites another's logs; the
   /// attempts write to attempt_N inside it. Set exactly when log_dir is.
   std::string run_log_dir;
-  bool tee = false;                 ///< with log_dir: also print to the console
+  StreamSpec redirects;             ///< -r/--redirects: these streams go to the files only
+  StreamSpec tee;                   ///< -t/--tee: these streams go to the console as well
   bool quiet = false;               ///< print no worker output on the console
   std::vector<int> local_ranks_filter;  ///< empty: every local rank reaches the console
   /// The aggregated progress line (progress.h): seconds between plain lines when
@@ -42,6 +66,8 @@ struct LaunchOptions {
   OutputOptions output;
 
   /// The worker command: either {"--", CMD, ARGS...} or {PROMPTS, generate options...}.
+  /// --no-python CMD and -m MODULE (torchrun's) arrive here in the first form, the
+  /// latter as {"--", PYTHON, "-u", "-m", MODULE, ARGS...}.
   std::vector<std::string> worker_args;
 
   /// Checks what can be checked without touching the system; throws UsageError.
@@ -71,5 +97,15 @@ int parse_port(const std::string& value);
 
 /// Parses "0,2,3" for --local-ranks-filter. Throws UsageError.
 std::vector<int> parse_rank_list(const std::string& value);
+
+/// A rendezvous endpoint "HOST[:PORT]" ("[::1]:29400" for IPv6) split as torchrun's
+/// parse_rendezvous_endpoint does; the port is `default_port` when absent (-1: none).
+/// Throws UsageError naming --rdzv-endpoint.
+std::pair<std::string, int> parse_rdzv_endpoint(const std::string& value, int default_port);
+
+/// `arg` with torchrun's "${local_rank}" and "$local_rank" replaced by `local_rank`
+/// (torch/distributed/elastic/utils/api.py, macros.substitute). Unlike Python's
+/// string.Template, "$$" stays as it is, so that `sh -c 'echo $$'` keeps its meaning.
+std::string substitute_local_rank(const std::string& arg, int local_rank);
 
 }  // namespace dpinfer::launcher

@@ -18,14 +18,22 @@ class LineBuffer {
 
   using Sink = std::function<void(std::string_view line)>;  ///< line without its '\n'
 
-  /// Appends bytes; calls `sink` for every line completed by them.
+  /// Appends bytes; calls `sink` for every line completed by them. A line ends at
+  /// "\n", "\r\n" or a bare "\r": a progress bar (tqdm) redraws itself after a
+  /// "\r" and would otherwise show nothing until its last "\n", and then overwrite
+  /// the "[rank N] " prefix. A "\r" that ends nothing (tqdm starts each redraw with
+  /// one) emits no empty line.
   void feed(std::string_view bytes, const Sink& sink);
   /// Emits what is left as a last line (at EOF).
   void finish(const Sink& sink);
   bool empty() const { return pending_.empty(); }
 
  private:
+  void emit(const Sink& sink);
+
   std::string pending_;
+  /// After a "\r": a "\n" next belongs to it ("\r\n").
+  enum { kNoCr, kCrEndedALine, kCrEndedNothing } after_cr_ = kNoCr;
 };
 
 /// The last `capacity` lines seen, for the failure summary.

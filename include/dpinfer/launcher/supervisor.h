@@ -1,7 +1,7 @@
 #pragma once
 // Runs one attempt of the worker group to its end and says how it ended.
 //
-// The policy, which is stricter than torchrun's (shared/research/launcher.md):
+// The policy, which is stricter than torchrun's (README, "Supervision"):
 //  - the first worker to fail (non-zero exit or a signal; the earliest time of
 //    death wins) is the root cause; every other worker gets SIGTERM, then SIGKILL
 //    once the grace period is over;

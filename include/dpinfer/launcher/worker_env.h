@@ -37,8 +37,8 @@ using dpinfer::EnvMap;
 
 /// The environment of local rank `local_rank`: `inherited` plus the torchrun
 /// variables, which always override. OMP_NUM_THREADS (=1 with more than one
-/// process per node) and TORCH_NCCL_ASYNC_ERROR_HANDLING (=1) are set only when
-/// `inherited` lacks them.
+/// process per node), TORCH_NCCL_ASYNC_ERROR_HANDLING (=1) and PYTHONUNBUFFERED (=1,
+/// as torchrun's `python -u`) are set only when `inherited` lacks them.
 EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank);
 
 /// True when worker_env() will set OMP_NUM_THREADS, so the launcher can say so once.

@@ -53,4 +53,8 @@ struct GenerateOptions {
 /// instead when --help was asked for.
 GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help = nullptr);
 
+/// Every spelling of every generate option ("--steps", "-v", ...), for the launcher
+/// to tell its own options from the workers'.
+std::vector<std::string> generate_option_names();
+
 }  // namespace dpinfer::plan

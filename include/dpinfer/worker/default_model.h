@@ -1,5 +1,5 @@
 #pragma once
-// The embedded default model: what `dpinfer generate` and `dpinfer launch PROMPTS`
+// The default model, a folder beside the binaries: what `dpinfer generate` and `dpinfer launch PROMPTS`
 // use when no --model is given. It is models/dpinfer-shapes-64 in the source tree
 // (tools/train/ trains it), found relative to the binary, never to the working
 // directory:

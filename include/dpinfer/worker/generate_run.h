@@ -36,6 +36,10 @@ struct RankStats {
   }
 };
 
+/// True when `e` is a write that failed for want of space: ENOSPC, or EDQUOT (a quota).
+/// The worker then stops at once instead of failing every item after it.
+bool is_disk_full(const std::exception& e);
+
 class GenerateRun {
  public:
   GenerateRun(const plan::GenerateOptions& o, const PipelineFactory& factory) : o_(o), factory_(factory), resume_(o.out) {}

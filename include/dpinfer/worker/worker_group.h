@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dpinfer/plan/rank_info.h"
+#include "dpinfer/util/error.h"
 
 namespace dpinfer::worker {
 
@@ -33,6 +34,14 @@ class WorkerGroup {
     Interrupted() : std::runtime_error("interrupted") {}
   };
 
+  /// Thrown when this rank cannot go on because of another one: a rank aborted (its
+  /// reason is the message), or the store that rank 0 hosts is gone. Not a failure of
+  /// this rank's own: the worker then leaves the blame to the rank that failed first
+  /// (worker.cpp).
+  struct PeerFailed : Error {
+    using Error::Error;
+  };
+
   /// Joins the group; a world of one needs no store. Throws Error saying who
   /// waited for whom, where and for how long, when the rendezvous times out.
   static std::unique_ptr<WorkerGroup> join(const plan::RankInfo& rank, const Options& options);
@@ -42,20 +51,23 @@ class WorkerGroup {
   int world_size() const { return rank_.world_size; }
 
   /// Waits until every rank has reached barrier `name`. Throws Error naming the
-  /// missing ranks on timeout, or the reason when another rank aborted.
+  /// missing ranks on timeout, or PeerFailed with the reason when another rank aborted.
   void barrier(const std::string& name);
   /// Atomically adds `delta` to the shared counter `key`; returns the new value.
   int64_t add(const std::string& key, int64_t delta);
   /// Rank 0 gets every rank's `value` (index = rank); the others get {}. Waits
   /// for all (with the timeout).
   std::vector<std::string> gather(const std::string& key, const std::string& value);
-  /// Tells every rank to stop: a fatal error on this one.
+  /// Tells every rank to stop: a fatal error on this one. The first rank to abort
+  /// sets the reason; a later abort does not replace it.
   void abort(const std::string& reason);
   /// The reason another rank gave to abort(), if any. Cheap enough to call per batch.
   std::optional<std::string> abort_reason();
   /// Leaves the group at the end of a run. Rank 0 hosts the store, so it waits
   /// (up to `max_wait`) until every other rank has left before it returns;
-  /// otherwise a peer's last store call could find the store gone.
+  /// otherwise a peer's last store call could find the store gone. A stop signal
+  /// (`Options::interrupted`) or an abort ends the wait at once: the peers are
+  /// stopping too, and a peer that died would never leave.
   void leave(std::chrono::seconds max_wait);
   /// Forms the ProcessGroupNCCL on `cuda_device` (a no-op in a world of one, or
   /// when this LibTorch build has no NCCL).

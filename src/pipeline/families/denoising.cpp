@@ -21,6 +21,32 @@ BatchNoise batch_noise(const std::vector<ImageRequest>& batch, int64_t channels,
   return out;
 }
 
+PipelineScheduler::PipelineScheduler(nlohmann::json config, SchedulerRequest request)
+    : config_(std::move(config)), request_(std::move(request)), scheduler_(make_scheduler(config_, request_)) {}
+
+Scheduler& PipelineScheduler::with_eta(double eta) {
+  if (eta != request_.eta) {
+    request_.eta = eta;
+    scheduler_ = make_scheduler(config_, request_);
+  }
+  return *scheduler_;
+}
+
+// Ref: diffusers StableDiffusionPipeline.__call__ and StableDiffusionXLPipeline.__call__ (the loop).
+at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Tensor latents,
+                   const DenoiseInputs& inputs, std::vector<at::Generator>& generators, const at::Device& device) {
+  const at::Tensor& timesteps = scheduler.timesteps();
+  for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    if (inputs.check_cancelled) inputs.check_cancelled();
+    at::Tensor x = inputs.cfg ? at::cat({latents, latents}) : latents;
+    x = scheduler.scale_model_input(x, i);
+    at::Tensor eps = unet.forward(x, timesteps[i].to(device), inputs.embeds, {}, inputs.added);
+    if (inputs.cfg) eps = guided(eps, inputs.guidance_scale, inputs.guidance_rescale);
+    latents = scheduler.step(eps, i, latents, generators);
+  }
+  return latents;
+}
+
 // Ref: diffusers StableDiffusionPipeline.__call__ (the guidance step) and rescale_noise_cfg.
 at::Tensor guided(const at::Tensor& model_output, double guidance_scale, double rescale) {
   auto parts = model_output.chunk(2);

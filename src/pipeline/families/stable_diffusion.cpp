@@ -4,7 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
-#include "component_loading.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
 #include "denoising.h"
 #include "pipeline_info.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
@@ -34,9 +34,9 @@ class StableDiffusionPipeline : public TextToImage {
     info_.settings = resolve_settings(family.settings, r.settings, "--set", family.label);
     check_settings(info_.settings);
     // The scheduler before any weights: a config or --scheduler it refuses costs nothing.
-    scheduler_config_ = md.at("scheduler").config;
-    scheduler_request_ = {r.scheduler, info_.settings["eta"].get<double>(), family.scheduler_rewrite};
-    scheduler_ = make_scheduler(scheduler_config_, scheduler_request_);
+    scheduler_ = std::make_unique<PipelineScheduler>(
+        md.at("scheduler").config,
+        SchedulerRequest{r.scheduler, info_.settings["eta"].get<double>(), family.scheduler_rewrite});
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
@@ -63,8 +63,7 @@ class StableDiffusionPipeline : public TextToImage {
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     check_settings(settings);
     const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
-    const double rescale = settings["guidance_rescale"].get<double>();
-    use_eta(settings["eta"].get<double>());
+    Scheduler& scheduler = scheduler_->with_eta(settings["eta"].get<double>());
 
     c10::InferenceMode guard;
     const double g = first.guidance_scale;
@@ -76,21 +75,14 @@ class StableDiffusionPipeline : public TextToImage {
     // The negative side is encoded without clip_skip, as diffusers does.
     if (cfg) embeds = at::cat({encode(batch, /*negative=*/true, 0), cond});  // unconditional half first
 
-    scheduler_->set_timesteps(first.steps);
+    scheduler.set_timesteps(first.steps);
     const int64_t factor = vae_config_.scale_factor();
     BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
                                    dtype_, device_);
-    at::Tensor latents = noise.noise * scheduler_->init_noise_sigma();  // [B, 4, h, w]
-
-    const at::Tensor& timesteps = scheduler_->timesteps();
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
-      throw_if_cancelled();
-      at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
-      x = scheduler_->scale_model_input(x, i);
-      at::Tensor eps = unet_->forward(x, timesteps[i].to(device_), embeds);
-      if (cfg) eps = guided(eps, g, rescale);
-      latents = scheduler_->step(eps, i, latents, noise.generators);
-    }
+    DenoiseInputs inputs{embeds, nullptr, cfg, g, settings["guidance_rescale"].get<double>(),
+                         [this] { throw_if_cancelled(); }};
+    at::Tensor latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), inputs,
+                                 noise.generators, device_);  // [B, 4, h, w]
 
     throw_if_cancelled();
     return to_rgb(vae_->decode(latents / vae_config_.scaling_factor));  // [B, 3, H, W]
@@ -111,14 +103,6 @@ class StableDiffusionPipeline : public TextToImage {
     return text_encoder_->encode(t, clip_skip).to(dtype_);
   }
 
-  /// DDIM's eta is a setting, so it may change between batches: the scheduler is rebuilt
-  /// when it does (set_timesteps() resets the rest of its state every batch anyway).
-  void use_eta(double eta) {
-    if (eta == scheduler_request_.eta) return;
-    scheduler_request_.eta = eta;
-    scheduler_ = make_scheduler(scheduler_config_, scheduler_request_);
-  }
-
   const Family& family_;
   at::ScalarType dtype_;
   at::Device device_;
@@ -129,9 +113,7 @@ class StableDiffusionPipeline : public TextToImage {
   std::shared_ptr<AutoencoderKLImpl> vae_;
   UNetConfig unet_config_;
   AutoencoderKLConfig vae_config_;
-  json scheduler_config_;
-  SchedulerRequest scheduler_request_;
-  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<PipelineScheduler> scheduler_;
   PipelineInfo info_;
 };
 

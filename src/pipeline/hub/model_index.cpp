@@ -1,8 +1,5 @@
 #include "dpinfer/pipeline/hub/model_index.h"
 
-#include <pwd.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +7,7 @@
 #include <regex>
 #include <vector>
 
+#include "dpinfer/io/hub_cache.h"
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
@@ -22,19 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string home_dir() {
-  std::string home = getenv_or_empty("HOME");
-  if (home.empty())
-    if (const passwd* pw = ::getpwuid(::getuid())) home = pw->pw_dir ? pw->pw_dir : "";
-  return home;
-}
-
-/// os.path.expanduser for the forms the cache variables take: "~" and "~/…".
-std::string expand_user(const std::string& path) {
-  if (path == "~" || path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
-  return path;
-}
-
 std::vector<std::string> subdirectories(const fs::path& dir) {
   std::vector<std::string> names;
   std::error_code ec;
@@ -42,13 +27,6 @@ std::vector<std::string> subdirectories(const fs::path& dir) {
     if (it->is_directory(ec)) names.push_back(it->path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-/// huggingface_hub's repo ids: "org/name", each part of letters, digits, '-', '_' and '.'.
-bool is_hub_id(const std::string& id) {
-  static const std::regex pattern(R"(^[A-Za-z0-9_][A-Za-z0-9_.\-]*/[A-Za-z0-9_][A-Za-z0-9_.\-]*$)");
-  return std::regex_match(id, pattern) && id.find("--") == std::string::npos &&
-         id.find("..") == std::string::npos;
 }
 
 /// The command that fills the cache: huggingface_hub's `hf` CLI (huggingface-cli before 1.0).
@@ -68,9 +46,8 @@ fs::path find_in_cache(const std::string& spec, std::string* commit_out) {
     throw Error("'" + spec + "' has a bad revision after '@'; use org/name@<branch, tag or commit>");
 
   std::string origin;
-  const fs::path cache = hf_hub_cache_dir(&origin);
-  const fs::path repo_dir =
-      cache / ("models--" + repo.substr(0, repo.find('/')) + "--" + repo.substr(repo.find('/') + 1));
+  const fs::path cache = io::hf_hub_cache_dir(&origin);
+  const fs::path repo_dir = io::hub_repo_cache_dir(cache.string(), repo);
   std::error_code ec;
   const std::string local = fs::absolute(spec, ec).string();
   if (!fs::is_directory(repo_dir, ec))
@@ -106,27 +83,6 @@ fs::path find_in_cache(const std::string& spec, std::string* commit_out) {
 
 }  // namespace
 
-std::string hf_hub_cache_dir(std::string* origin) {
-  std::string from;
-  std::string path;
-  if (!(path = getenv_or_empty("HF_HUB_CACHE")).empty()) {
-    from = "HF_HUB_CACHE";
-  } else if (!(path = getenv_or_empty("HUGGINGFACE_HUB_CACHE")).empty()) {
-    from = "HUGGINGFACE_HUB_CACHE";
-  } else if (!(path = getenv_or_empty("HF_HOME")).empty()) {
-    path = expand_user(path) + "/hub";
-    from = "HF_HOME/hub";
-  } else if (!(path = getenv_or_empty("XDG_CACHE_HOME")).empty()) {
-    path = expand_user(path) + "/huggingface/hub";
-    from = "XDG_CACHE_HOME/huggingface/hub";
-  } else {
-    path = home_dir() + "/.cache/huggingface/hub";
-    from = "~/.cache/huggingface/hub";
-  }
-  if (origin) *origin = from;
-  return expand_user(path);
-}
-
 ModelIndex read_model_index(const std::string& spec) {
   if (spec.empty()) throw Error("no model given; pass a pipeline directory or a hub id (org/name)");
   ModelIndex model;
@@ -147,7 +103,7 @@ ModelIndex read_model_index(const std::string& spec) {
                   spec + "').save_pretrained('" + fs::path(spec).replace_extension().string() +
                   "', safe_serialization=True)");
     throw Error("'" + spec + "' is a file; pass a diffusers pipeline directory or a hub id (org/name)");
-  } else if (is_hub_id(spec.substr(0, spec.rfind('@')))) {
+  } else if (io::is_hub_id(spec.substr(0, spec.rfind('@')))) {
     root = find_in_cache(spec, &model.revision);
     model.name = spec;
   } else {

@@ -19,16 +19,10 @@ struct ModelIndex {
   std::string pipeline_class;  ///< its _class_name
 };
 
-/// The hub cache huggingface_hub uses: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else
-/// $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, with
-/// a leading '~' expanded. `origin`, when given, is set to where the path came from
-/// ("HF_HUB_CACHE", "~/.cache/huggingface/hub", ...).
-std::string hf_hub_cache_dir(std::string* origin = nullptr);
-
 /// Finds `spec` and reads its model_index.json:
 /// - an existing directory that holds model_index.json, or else
 /// - a hub id "org/name" or "org/name@revision" (a branch, tag or commit; "main" when
-///   omitted) found in hf_hub_cache_dir() as models--org--name/refs/<revision> ->
+///   omitted) found in io::hf_hub_cache_dir() as models--org--name/refs/<revision> ->
 ///   snapshots/<commit>/, without any network access.
 /// model_index.json must be an object with a string _class_name. Throws dpinfer::Error
 /// with what was looked at and what to do (`hf download` to fill the cache).

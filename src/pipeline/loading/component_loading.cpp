@@ -1,4 +1,4 @@
-#include "component_loading.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
 
 #include <torch/nn/module.h>
 

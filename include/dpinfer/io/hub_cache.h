@@ -1,0 +1,23 @@
+#pragma once
+// Where huggingface_hub keeps its downloads on this machine, and what a hub id looks
+// like: shared by the pipeline's model resolution and the launcher's check of --model
+// before it starts any worker. Nothing here touches the network.
+
+#include <string>
+
+namespace dpinfer::io {
+
+/// The hub cache huggingface_hub uses: $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else
+/// $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, with
+/// a leading '~' expanded. `origin`, when given, is set to where the path came from
+/// ("HF_HUB_CACHE", "~/.cache/huggingface/hub", ...).
+std::string hf_hub_cache_dir(std::string* origin = nullptr);
+
+/// huggingface_hub's repo ids: "org/name", each part of letters, digits, '-', '_' and '.'
+/// (without "--" or ".."). A revision suffix ("@main") is not part of the id.
+bool is_hub_id(const std::string& id);
+
+/// The cache folder of hub id `repo` ("org/name"): CACHE/models--org--name.
+std::string hub_repo_cache_dir(const std::string& cache, const std::string& repo);
+
+}  // namespace dpinfer::io
