@@ -357,6 +357,32 @@ TEST(SchedulerConfig, NativeKarrasDpmIsNamedSo) {
   EXPECT_EQ(make_scheduler(c, "dpm++2m")->name(), "dpm++2m");
 }
 
+// Issue 11: a model whose config asks for Karras sigmas (many SD1.5 fine-tunes ship one). Its own
+// scheduler, and --scheduler dpm++2m-karras, give Karras sigmas, as diffusers'
+// DPMSolverMultistepScheduler.from_config(config) does; --scheduler dpm++2m means AUTOMATIC1111's
+// "DPM++ 2M" and gives plain sigmas whatever the config says. Every other key comes from the config.
+TEST(SchedulerConfig, AKarrasConfiguredModelWithBothNames) {
+  json c = sd15();
+  c["_class_name"] = "DPMSolverMultistepScheduler";
+  c["use_karras_sigmas"] = true;
+  auto own = make_scheduler(c, "");
+  auto karras = make_scheduler(c, "dpm++2m-karras");
+  auto plain = make_scheduler(c, "dpm++2m");
+  json unset = c;
+  unset.erase("use_karras_sigmas");
+  auto reference = make_scheduler(unset, "dpm++2m");
+  for (Scheduler* s : {own.get(), karras.get(), plain.get(), reference.get()}) s->set_timesteps(20);
+  EXPECT_TRUE(at::equal(own->sigmas(), karras->sigmas()));
+  EXPECT_TRUE(at::equal(own->timesteps(), karras->timesteps()));
+  EXPECT_FALSE(at::allclose(own->sigmas(), plain->sigmas()));
+  EXPECT_TRUE(at::equal(plain->sigmas(), reference->sigmas()));
+  // The only keys the names fix, for the README's --scheduler table.
+  EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m"), json({{"use_karras_sigmas", false}}));
+  EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m-karras"), json({{"use_karras_sigmas", true}}));
+  for (const std::string& name : {"pndm", "ddim", "euler", "euler_a", "lms", "unipc"})
+    EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys(name), json::object()) << name;
+}
+
 TEST(SchedulerUse, MisuseIsAClearError) {
   const Goldens& g = Goldens::get();
   auto s = make_scheduler(sd15(), "euler_a");

@@ -8,6 +8,8 @@
 #include <thread>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -129,4 +131,29 @@ TEST(RealPipelineE2E, SigtermWithStopTimeout0EndsALongBatchBetweenSteps) {
   EXPECT_LT(took, 2.0) << r.err;
   EXPECT_TRUE(contains(r.err, "abandoned a batch of 4 item(s)")) << "the 4 items with CFG: " << r.err;
   EXPECT_TRUE(images(dir.file("out")).empty());
+}
+
+// Issue 11: a model found in the Hugging Face cache records the snapshot's commit, in
+// run.json and in every image's record, beside the hub id it was given as.
+TEST(RealPipelineE2E, AHubModelRecordsItsSnapshotCommit) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red circle\n");
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  const std::string repo = dir.file("hub/models--org--tiny-sd1");
+  fs::create_directories(repo + "/refs");
+  write_file(repo + "/refs/main", commit + "\n");
+  fs::create_directories(repo + "/snapshots");
+  fs::copy(kModel, repo + "/snapshots/" + commit, fs::copy_options::recursive);
+  std::map<std::string, std::string> env = kEnv;
+  env["HF_HUB_CACHE"] = dir.file("hub");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", "org/tiny-sd1", "--steps", "2",
+                     "--width", "32", "--height", "32", "--out", dir.file("out")},
+                    env, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run_json = nlohmann::json::parse(read_file(dir.file("out/run.json")));
+  EXPECT_EQ(run_json["pipeline"]["model"], "org/tiny-sd1");
+  EXPECT_EQ(run_json["pipeline"]["model_revision"], commit);
+  const auto row = read_jsonl(dir.file("out/metadata.jsonl")).at(0);
+  EXPECT_EQ(row["model"], "org/tiny-sd1");
+  EXPECT_EQ(row["model_revision"], commit);
 }
