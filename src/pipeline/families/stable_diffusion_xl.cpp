@@ -6,14 +6,11 @@
 #include <c10/core/InferenceMode.h>
 
 #include "dpinfer/pipeline/loading/component_loading.h"
-#include "denoising.h"
-#include "pipeline_info.h"
-#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
-#include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
+#include "unet_pipeline.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -26,10 +23,10 @@ struct PromptEmbeds {
   at::Tensor pooled;  ///< [B, projection_dim]: text_encoder_2's text_embeds
 };
 
-class StableDiffusionXLPipeline : public TextToImage {
+class StableDiffusionXLPipeline : public UNetPipeline {
  public:
   StableDiffusionXLPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
-      : family_(family), dtype_(parse_dtype(r.dtype)), device_(r.device) {
+      : UNetPipeline(md, r, family) {
     for (const char* name : {"tokenizer", "tokenizer_2"}) {
       const Component& tok = md.at(name);
       tokenizers_.push_back(find_tokenizer_class(tok.class_name)->load(tok.path));
@@ -37,34 +34,20 @@ class StableDiffusionXLPipeline : public TextToImage {
     const CLIPTextConfig te1 = CLIPTextConfig::from_json(md.at("text_encoder").config);
     const CLIPTextConfig te2 = CLIPTextConfig::from_json(md.at("text_encoder_2").config);
     te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
-    unet_config_ = UNetConfig::from_json(md.at("unet").config);
-    vae_config_ = AutoencoderKLConfig::from_json(md.at("vae").config);
     check_conditioning(te1, te2);
     force_zeros_for_empty_prompt_ = md.model_index.value("force_zeros_for_empty_prompt", true);
-    info_.settings = resolve_settings(family.settings, r.settings, "--set", family.label);
-    check_settings(info_.settings);
-    // The scheduler before any weights: a config or --scheduler it refuses costs nothing.
-    scheduler_ = std::make_unique<PipelineScheduler>(
-        md.at("scheduler").config,
-        SchedulerRequest{r.scheduler, info_.settings["eta"].get<double>(), family.scheduler_rewrite});
+    resolve_settings_and_scheduler(md, r);
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"), options);
     text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
-    unet_ = load_component_as<UNet2DConditionModelImpl>(md.at("unet"), options);
     // needs_upcasting: an fp16 run decodes with the VAE in float32 when its config says
     // force_upcast. diffusers loads it in fp16 and then upcasts it, so its weights are
     // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
     vae_dtype_ = dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_;
-    LoadOptions vae_load;
-    if (vae_dtype_ != dtype_) vae_load.round_through = dtype_;
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options.dtype(vae_dtype_), vae_load);
-
-    info_ = pipeline_info(md, r, family, scheduler_->name(), info_.settings, family.default_size(md));
+    load_unet_and_vae(md, r, vae_dtype_);
   }
-
-  const PipelineInfo& info() const override { return info_; }
 
   void check_settings(const json& settings) const override {
     const int64_t clip_skip = settings.value("clip_skip", int64_t{0});
@@ -76,20 +59,12 @@ class StableDiffusionXLPipeline : public TextToImage {
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
-    const ImageRequest& first = batch.front();
-    check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
-    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
-    check_settings(settings);
-    const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
-    Scheduler& scheduler = scheduler_->with_eta(settings["eta"].get<double>());
-
+    const Batch state = begin_batch(batch);
     c10::InferenceMode guard;
-    const double g = first.guidance_scale;
+    const ImageRequest& first = batch.front();
     const int64_t b = static_cast<int64_t>(batch.size());
-    // Ref: StableDiffusionXLPipeline.do_classifier_free_guidance.
-    const bool cfg = g > 1.0 && !unet_config_.time_cond_proj_dim;
 
-    PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip);
+    PromptEmbeds cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());
     // add_time_ids: original size, crop top-left, target size; diffusers' defaults are the
     // image's own size and (0, 0), in the prompt embeddings' dtype.
     const std::vector<double> time_row{static_cast<double>(first.height), static_cast<double>(first.width), 0, 0,
@@ -97,25 +72,18 @@ class StableDiffusionXLPipeline : public TextToImage {
     at::Tensor time_ids =
         at::tensor(time_row, at::kDouble).to(cond.hidden.scalar_type()).view({1, 6}).expand({b, 6}).to(device_);
     at::Tensor hidden = cond.hidden, pooled = cond.pooled;
-    if (cfg) {
+    if (state.cfg) {
       PromptEmbeds uncond = negative_embeds(batch, cond);
       hidden = at::cat({uncond.hidden, cond.hidden});  // unconditional half first
       pooled = at::cat({uncond.pooled, cond.pooled});
       time_ids = at::cat({time_ids, time_ids});
     }
-    AddedConditioning added{pooled, time_ids};
-
-    scheduler.set_timesteps(first.steps);
-    const int64_t factor = vae_config_.scale_factor();
-    BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
-                                   dtype_, device_);
-    DenoiseInputs inputs{hidden, &added, cfg, g, settings["guidance_rescale"].get<double>(),
-                         [this] { throw_if_cancelled(); }};
-    at::Tensor latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), inputs,
-                                 noise.generators, device_);  // [B, 4, h, w]
-
-    throw_if_cancelled();
-    return to_rgb(vae_->decode(unscale(latents.to(vae_dtype_))));  // [B, 3, H, W]
+    const AddedConditioning added{pooled, time_ids};
+    DenoiseInputs conditioning;
+    conditioning.embeds = hidden;
+    conditioning.added = &added;
+    return denoise_and_decode(batch, state, conditioning,
+                              [this](const at::Tensor& latents) { return unscale(latents.to(vae_dtype_)); });
   }
 
  private:
@@ -193,21 +161,12 @@ class StableDiffusionXLPipeline : public TextToImage {
     return latents / vae_config_.scaling_factor;
   }
 
-  const Family& family_;
-  at::ScalarType dtype_;
   at::ScalarType vae_dtype_ = at::kFloat;
-  at::Device device_;
   std::vector<std::unique_ptr<Tokenizer>> tokenizers_;
   int64_t te_layers_ = 0;
   bool force_zeros_for_empty_prompt_ = true;
   std::shared_ptr<CLIPTextModelImpl> text_encoder_;
   std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_2_;
-  std::shared_ptr<UNet2DConditionModelImpl> unet_;
-  std::shared_ptr<AutoencoderKLImpl> vae_;
-  UNetConfig unet_config_;
-  AutoencoderKLConfig vae_config_;
-  std::unique_ptr<PipelineScheduler> scheduler_;
-  PipelineInfo info_;
 };
 
 }  // namespace

@@ -1,0 +1,69 @@
+#include "unet_pipeline.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "pipeline_info.h"
+
+namespace dpinfer::pipeline {
+
+using nlohmann::json;
+
+UNetPipeline::UNetPipeline(const ModelDir& model, const LoadRequest& request, const Family& family)
+    : family_(family),
+      dtype_(parse_dtype(request.dtype)),
+      device_(request.device),
+      unet_config_(UNetConfig::from_json(model.at("unet").config)),
+      vae_config_(AutoencoderKLConfig::from_json(model.at("vae").config)) {}
+
+void UNetPipeline::resolve_settings_and_scheduler(const ModelDir& model, const LoadRequest& request) {
+  info_.settings = resolve_settings(family_.settings, request.settings, "--set", family_.label);
+  check_settings(info_.settings);
+  scheduler_ = std::make_unique<PipelineScheduler>(
+      model.at("scheduler").config,
+      SchedulerRequest{request.scheduler, info_.settings["eta"].get<double>(), family_.scheduler_rewrite});
+}
+
+void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype) {
+  c10::InferenceMode guard;
+  const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+  unet_ = load_component_as<UNet2DConditionModelImpl>(model.at("unet"), options);
+  LoadOptions vae_load;
+  if (vae_dtype != dtype_) vae_load.round_through = dtype_;
+  vae_ = load_component_as<AutoencoderKLImpl>(model.at("vae"), options.dtype(vae_dtype), vae_load);
+  info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
+}
+
+UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& batch) const {
+  const ImageRequest& first = batch.front();
+  check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
+  Batch state;
+  state.settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+  check_settings(state.settings);
+  state.scheduler = &scheduler_->with_eta(state.settings["eta"].get<double>());
+  // Ref: StableDiffusionPipeline.do_classifier_free_guidance (the same in SDXL's).
+  state.cfg = first.guidance_scale > 1.0 && !unet_config_.time_cond_proj_dim;
+  return state;
+}
+
+std::vector<RgbImage> UNetPipeline::denoise_and_decode(
+    const std::vector<ImageRequest>& batch, const Batch& state, DenoiseInputs conditioning,
+    const std::function<at::Tensor(const at::Tensor&)>& to_vae_space) {
+  c10::InferenceMode guard;
+  const ImageRequest& first = batch.front();
+  Scheduler& scheduler = *state.scheduler;
+  scheduler.set_timesteps(first.steps);
+  const int64_t factor = vae_config_.scale_factor();
+  BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
+                                 dtype_, device_);
+  conditioning.cfg = state.cfg;
+  conditioning.guidance_scale = first.guidance_scale;
+  conditioning.guidance_rescale = state.settings["guidance_rescale"].get<double>();
+  conditioning.check_cancelled = [this] { throw_if_cancelled(); };
+  at::Tensor latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), conditioning,
+                               noise.generators, device_);  // [B, 4, h, w]
+  throw_if_cancelled();
+  return to_rgb(vae_->decode(to_vae_space(latents)));  // [B, 3, H, W]
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,66 @@
+#pragma once
+// What StableDiffusionPipeline and StableDiffusionXLPipeline share around their text
+// encoders: the UNet and VAE configs, the settings and scheduler resolved before any
+// weights load, the per-batch prologue (size check, settings, eta, the CFG rule), and the
+// denoise-and-decode epilogue. Each family keeps its own encoders and conditioning.
+
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "denoising.h"
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+#include "dpinfer/pipeline/text_to_image.h"
+
+namespace dpinfer::pipeline {
+
+class UNetPipeline : public TextToImage {
+ public:
+  const PipelineInfo& info() const override { return info_; }
+
+ protected:
+  /// Reads the unet and vae configs; loads nothing.
+  UNetPipeline(const ModelDir& model, const LoadRequest& request, const Family& family);
+
+  /// Resolves --set against the family's settings, checks them with the derived class's
+  /// check_settings() (so call it from the derived constructor, once that can answer), and
+  /// builds the scheduler: a bad setting, config or --scheduler costs no weights.
+  void resolve_settings_and_scheduler(const ModelDir& model, const LoadRequest& request);
+
+  /// Loads the UNet, then the VAE in `vae_dtype` (the model dtype unless the family upcasts
+  /// it; the weights are then rounded through the model dtype, as diffusers' upcast does),
+  /// and fills info(). Call last in the derived constructor, under InferenceMode.
+  void load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype);
+
+  /// One batch's resolved settings and scheduler, after the size and settings checks.
+  struct Batch {
+    nlohmann::json settings;
+    Scheduler* scheduler = nullptr;
+    bool cfg = false;  ///< diffusers' do_classifier_free_guidance: g > 1 and no guidance embedding
+  };
+  Batch begin_batch(const std::vector<ImageRequest>& batch) const;
+
+  /// The initial noise, the denoising loop over `conditioning` (its embeds, added and cfg
+  /// filled by the family), and the VAE decode of `to_vae_space(latents)` as 8-bit RGB.
+  std::vector<RgbImage> denoise_and_decode(const std::vector<ImageRequest>& batch, const Batch& state,
+                                           DenoiseInputs conditioning,
+                                           const std::function<at::Tensor(const at::Tensor&)>& to_vae_space);
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  UNetConfig unet_config_;
+  AutoencoderKLConfig vae_config_;
+  std::shared_ptr<UNet2DConditionModelImpl> unet_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  std::unique_ptr<PipelineScheduler> scheduler_;
+  PipelineInfo info_;
+};
+
+}  // namespace dpinfer::pipeline
