@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/loading/weights.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
@@ -589,6 +592,27 @@ TEST_F(Weights, LoadsTheFp16FixtureTextEncoderIntoF32) {
     EXPECT_EQ(p.value().scalar_type(), torch::kFloat);
     EXPECT_TRUE(torch::equal(p.value(), full.at(p.key()).to(torch::kHalf).to(torch::kFloat))) << p.key();
   }
+}
+
+// A config that promises more than the weights hold is refused by the key check on the meta
+// device, before its parameters are allocated: a text encoder whose config says
+// intermediate_size 2^34 would need 2 TiB per MLP weight in float32.
+TEST_F(Weights, RefusesAConfigThatDisagreesWithTheWeightsBeforeAllocatingIt) {
+  const std::string text = kPipelines + "/tiny-sdxl/text_encoder";
+  Component c;
+  c.name = "text_encoder";
+  c.library = "transformers";
+  c.class_name = "CLIPTextModel";
+  c.path = text;
+  std::ifstream in(text + "/config.json");
+  c.config = nlohmann::json::parse(in);
+  c.config["intermediate_size"] = int64_t{1} << 34;
+  const std::string message =
+      error_of([&] { load_component(c, torch::TensorOptions().dtype(torch::kFloat)); });
+  EXPECT_CONTAINS(message, "component 'text_encoder': the weights in '" + text + "/model.safetensors' do not "
+                           "match the model: 15 of the wrong shape "
+                           "(text_model.encoder.layers.0.mlp.fc1.bias is [37] in the file but [17179869184] "
+                           "in the model");
 }
 
 }  // namespace
