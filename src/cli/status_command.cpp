@@ -51,7 +51,8 @@ int run_status_command(const std::vector<std::string>& args) {
   plan::ItemDefaults d;
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
-  const std::vector<plan::Item> items = plan::expand_items(specs, d);
+  d.seed_from = plan::parse_seed_from(o.seed_from);
+  const plan::ItemList items(std::move(specs), d);
   std::optional<plan::OuterShard> only;
   if (!o.shard.empty()) only = plan::parse_outer_shard(o.shard);
 
