@@ -62,7 +62,7 @@ int run_status_command(const std::vector<std::string>& args) {
     throw InputError("'" + out + "': " + st.foreign_records.front() + "; was it written from another prompts file " +
                      "than '" + o.prompts + "'?");
   if (json) {
-    std::cout << st.to_json().dump(2) << "\n";
+    std::cout << st.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const std::string& line : st.lines()) std::cout << line << "\n";
   }

@@ -482,7 +482,9 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
   if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
   if (slurm_.in_job()) j["slurm"] = slurm_.to_json();
   if (summary) j["summary"] = *summary;
-  io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
+  // Paths are bytes, not always UTF-8 (a Latin-1 file name): replace what JSON cannot hold.
+  io::write_file_atomically((fs::path(o_.out) / "run.json").string(),
+                            j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace dpinfer::worker

@@ -60,6 +60,10 @@ TEST(GenerateOptionsHardening, ConfigMessagesAreBoundedAndEscaped) {
   EXPECT_EQ(cli.find('\x1b'), std::string::npos);
   EXPECT_LT(cli.size(), 400u);
   EXPECT_LT(usage_error({"p.txt", "--dtype", std::string(100000, 'z')}).size(), 200u);
+  // Found by tests/fuzz/fuzz_generate_config: the words nobody asked for, quoted raw.
+  const std::string extra = usage_error({"p.txt", "a\x1b[2J\x02", std::string(100000, 'w')});
+  EXPECT_EQ(extra.rfind("the following arguments were not expected: a\\x1B[2J\\x02 www", 0), 0u) << extra;
+  EXPECT_LT(extra.size(), 400u);
 }
 
 // Issue 11, item 10: --config through a link to itself is a loop, not "cannot read".

@@ -160,3 +160,15 @@ TEST(InputHardening, SeedFromPromptIsStableRecordedAndCheckedOnResume) {
   EXPECT_TRUE(contains(mixed.err, "made with seed_from \"prompt\"")) << mixed.err;
   EXPECT_TRUE(contains(mixed.err, "this run makes it with seed_from \"index\"")) << mixed.err;
 }
+
+// Found by tests/fuzz/fuzz_generate_config: a path that is not UTF-8 (a Latin-1 file
+// name, legal on Linux) made run.json's dump() throw: exit 1 with nlohmann's message.
+TEST(InputHardening, APromptsFileNamedInLatin1RunsAndRunJsonIsWritten) {
+  TempDir dir;
+  const std::string name = dir.file("caf\xE9.txt");
+  write_file(name, "a\n");
+  RunResult r = generate({name, "--out", dir.file("o")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto run_json = nlohmann::json::parse(read_file(dir.file("o/run.json")));
+  EXPECT_EQ(run_json["options"]["prompts"], dir.file("caf\xEF\xBF\xBD.txt"));  // U+FFFD for the byte
+}
