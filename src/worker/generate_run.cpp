@@ -72,7 +72,7 @@ int GenerateRun::run() {
     std::error_code ec;
     fs::create_directories(o_.out, ec);
     if (ec || !fs::is_directory(o_.out))
-      throw UsageError("--out '" + o_.out + "': cannot make it a directory (" +
+      throw UsageError("--out " + quote(o_.out) + ": cannot make it a directory (" +
                        (ec ? ec.message() : std::string("a file of that name exists")) + "); give a directory");
     plan::check_output_dir(o_.out);  // writable, before the model loads
   }
