@@ -21,8 +21,10 @@ nvidia_extras=(nvidia-cusparselt-cu13==0.8.0 nvidia-cufile==1.15.1.6 nvidia-nvsh
 # cmake_prefix_path) works in the venv.
 py_deps=(filelock typing-extensions "setuptools<82" sympy networkx jinja2 fsspec)
 
+# clang and its runtime libraries (libFuzzer, ASan, UBSan) build the fuzz tests of tests/fuzz.
 debs=(g++ cmake ninja-build ccache pkg-config libcli11-dev libspdlog-dev libfmt-dev
-      nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev libpng-dev python3-venv python3-pip procps iproute2)
+      nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev libpng-dev python3-venv python3-pip procps iproute2
+      clang libclang-rt-14-dev)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -12,6 +12,7 @@
 #include "dpinfer/launcher/termination.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/util/strings.h"
 #include "parse_command_line.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/plan/items.h"
@@ -43,25 +44,26 @@ int run_status_command(const std::vector<std::string>& args) {
   plan::GenerateOptions o = plan::parse_generate_args(generate_args);
 
   std::error_code ec;
-  if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
+  if (!fs::is_directory(out, ec)) throw UsageError(quote(out) + " is not a directory; give the --out of dpinfer generate");
   auto specs = io::read_prompt_file(o.prompts, o.jsonl_stdin);
-  if (specs.empty()) throw InputError("'" + o.prompts + "' holds no prompt (blank lines are skipped)");
+  if (specs.empty()) throw InputError(quote(o.prompts) + " holds no prompt (blank lines and # comments are skipped)");
   // Only the item count and the prompts matter here; the defaults are the worker's
   // where they need no model.
   plan::ItemDefaults d;
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
-  const std::vector<plan::Item> items = plan::expand_items(specs, d);
+  d.seed_from = plan::parse_seed_from(o.seed_from);
+  const plan::ItemList items(std::move(specs), d);
   std::optional<plan::OuterShard> only;
   if (!o.shard.empty()) only = plan::parse_outer_shard(o.shard);
 
   const io::ManifestSet set = io::read_manifests(out);
   const plan::RunStatus st = plan::run_status(items, set, only);
   if (!st.foreign_records.empty())
-    throw InputError("'" + out + "': " + st.foreign_records.front() + "; was it written from another prompts file " +
-                     "than '" + o.prompts + "'?");
+    throw InputError(quote(out) + ": " + st.foreign_records.front() + "; was it written from another prompts file " +
+                     "than " + quote(o.prompts) + "?");
   if (json) {
-    std::cout << st.to_json().dump(2) << "\n";
+    std::cout << st.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (const std::string& line : st.lines()) std::cout << line << "\n";
   }

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
 namespace {
@@ -63,7 +64,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   fs::path tmp = target.parent_path() /
                  ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw SystemError("cannot write '" + tmp.string() + "'", errno);
+  if (fd < 0) throw SystemError("cannot write " + quote(tmp.string()), errno);
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -72,7 +73,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
       const int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw SystemError("cannot write '" + tmp.string() + "'", err);
+      throw SystemError("cannot write " + quote(tmp.string()), err);
     }
     done += static_cast<size_t>(n);
   }
@@ -80,12 +81,12 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw SystemError("cannot write '" + tmp.string() + "'", err);
+    throw SystemError("cannot write " + quote(tmp.string()), err);
   }
   if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw SystemError("cannot rename '" + tmp.string() + "' to '" + path + "'", err);
+    throw SystemError("cannot rename " + quote(tmp.string()) + " to " + quote(path), err);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/python_json.h"
 #include "dpinfer/util/strings.h"
 
@@ -14,8 +15,8 @@ ConfigReader::ConfigReader(nlohmann::json object, std::string where, std::string
 
 std::string ConfigReader::show(const nlohmann::json& value) {
   if (value.is_string()) return quote(value.get_ref<const std::string&>(), 60);
-  // The value came through json_file.cpp's depth limit, so dump() is safe; the text is cut.
-  return printable(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 60);
+  // Bounded in time and size whatever the value (a config array may hold millions of numbers).
+  return json_brief(value, 60);
 }
 
 Error ConfigReader::error(const std::string& field, const std::string& what) const {

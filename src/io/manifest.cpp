@@ -11,13 +11,15 @@
 #include <map>
 
 #include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
 
 ManifestWriter::ManifestWriter(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError("cannot open manifest '" + path + "'", errno);
+  if (fd_ < 0) throw SystemError("cannot open manifest " + quote(path), errno);
   // A writer killed mid-line left a torn last line: end it, or this run's first
   // record would be glued onto it and lost with it.
   char last = '\n';
@@ -38,7 +40,7 @@ void ManifestWriter::append_raw(const std::string& line) {
   while (done < line.size()) {
     ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw SystemError("cannot append to manifest '" + path_ + "'", errno);
+    if (n < 0) throw SystemError("cannot append to manifest " + quote(path_), errno);
     done += static_cast<size_t>(n);
   }
 }
@@ -50,7 +52,28 @@ namespace {
 /// clip_skip), and clip_skip and guidance_rescale, which records carried before that list.
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
-                                           "scheduler",      "clip_skip", "guidance_rescale"};
+                                           "scheduler",      "clip_skip", "guidance_rescale", "seed_from"};
+
+/// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
+/// (json_file.h): a record is copied and compared, which nlohmann does recursively.
+/// A record's "status" and "finished_at", or "" and 0 when missing or of another type
+/// (nlohmann's value() throws on the wrong type).
+std::string status_of(const nlohmann::json& rec) {
+  auto it = rec.find("status");
+  return it != rec.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+double finished_at_of(const nlohmann::json& rec) {
+  auto it = rec.find("finished_at");
+  return it != rec.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+nlohmann::json parse_record(const std::string& line) {
+  try {
+    return parse_json_text(line, JsonDialect::kStrict);
+  } catch (const JsonSyntaxError&) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+}
 
 /// The identity fields of `rec`: kIdentityFields and its own "settings".
 std::vector<std::string> identity_fields(const nlohmann::json& rec) {
@@ -78,8 +101,8 @@ void upgrade_record(nlohmann::json& rec) {
 }  // namespace
 
 std::string ManifestConflict::describe() const {
-  return "item " + std::to_string(index) + " has " + field + " " + first_value + " in " + first_manifest + " but " +
-         second_value + " in " + second_manifest;
+  return "item " + std::to_string(index) + " has " + field + " " + first_value + " in " + printable(first_manifest) + " but " +
+         second_value + " in " + printable(second_manifest);
 }
 
 ManifestSet read_manifests(const std::string& dir) {
@@ -87,7 +110,7 @@ ManifestSet read_manifests(const std::string& dir) {
   ManifestSet set;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
-  if (ec) throw Error("cannot list '" + dir + "': " + ec.message());
+  if (ec) throw Error("cannot list " + quote(dir) + ": " + ec.message());
   for (const auto& e : it) {
     std::string name = e.path().filename().string();
     if (name.rfind("manifest", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".jsonl") == 0)
@@ -115,15 +138,15 @@ ManifestSet read_manifests(const std::string& dir) {
     std::ifstream in(fs::path(dir) / m);
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
-      nlohmann::json rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json rec = parse_record(line);
       if (!rec.is_object() || !rec.contains("index") || !rec["index"].is_number_integer()) {
         ++set.torn_lines;
         continue;
       }
       upgrade_record(rec);
       int64_t index = rec["index"].get<int64_t>();
-      const bool ok = rec.value("status", "") == "ok";
-      const double t = rec.value("finished_at", 0.0);
+      const bool ok = status_of(rec) == "ok";
+      const double t = finished_at_of(rec);
       Seen& s = seen[index];
       auto [l, first_in_manifest] = s.latest.try_emplace(m);
       if (first_in_manifest || t >= l->second.finished_at) {
@@ -140,7 +163,7 @@ ManifestSet read_manifests(const std::string& dir) {
       auto e = set.items.find(index);
       if (e == set.items.end()) {
         set.items[index] = ManifestEntry{std::move(rec), m, ItemState::kFailed};
-      } else if (t >= e->second.record.value("finished_at", 0.0)) {
+      } else if (t >= finished_at_of(e->second.record)) {
         e->second.record = std::move(rec);
         e->second.manifest = m;
       }
@@ -158,7 +181,7 @@ ManifestSet read_manifests(const std::string& dir) {
           const nlohmann::json& x = a->second.identity.contains(f) ? a->second.identity[f] : nlohmann::json();
           const nlohmann::json& y = b->second.identity.contains(f) ? b->second.identity[f] : nlohmann::json();
           if (x.is_null() || y.is_null() || x == y) continue;
-          set.conflicts.push_back({index, f, a->first, dump(x), b->first, dump(y)});
+          set.conflicts.push_back({index, f, a->first, json_brief(x, 80), b->first, json_brief(y, 80)});
           found = true;
           break;
         }
@@ -167,7 +190,7 @@ ManifestSet read_manifests(const std::string& dir) {
   }
   for (auto& [index, entry] : set.items) {
     const nlohmann::json& rec = entry.record;
-    if (rec.value("status", "") != "ok") {
+    if (status_of(rec) != "ok") {
       entry.state = ItemState::kFailed;
     } else {
       bool has_file = rec.contains("file_name") && rec["file_name"].is_string() &&

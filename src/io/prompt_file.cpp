@@ -1,25 +1,30 @@
 #include "dpinfer/io/prompt_file.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <iterator>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
 namespace {
 
 using nlohmann::json;
 
+const char* const kAllowedKeys =
+    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, settings";
+
 [[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
-  throw InputError("'" + name + "' line " + std::to_string(line) + ": " + what);
+  throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
 }
 
 /// `s` ends with `suffix`, ignoring ASCII case (".JSONL" is JSON lines too).
@@ -37,46 +42,36 @@ void check_no_nul(const std::string& text, const std::string& what, const std::s
 }
 
 template <typename T>
-T get_integer(const json& v, const std::string& key, const std::string& name, int line, long long min, long long max) {
-  if (!v.is_number_integer())
-    fail(name, line, "'" + key + "' must be an integer, got " + v.dump());
-  long long x = v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(max)
-                    ? max + 1
-                    : v.get<long long>();
-  if (x < min || x > max)
-    fail(name, line, "'" + key + "' must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " + v.dump());
-  return static_cast<T>(x);
+T get_integer(const json& v, const std::string& key, const std::string& name, int line, IntRange range) {
+  if (!v.is_number_integer()) fail(name, line, quote(key) + " must be an integer, got " + json_brief(v));
+  // An unsigned value past the range's max (up to 2^64-1) is compared as unsigned.
+  const bool in_range = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= static_cast<uint64_t>(range.max) &&
+                                  range.contains(static_cast<long long>(v.get<uint64_t>()))
+                            : range.contains(v.get<int64_t>());
+  if (!in_range) fail(name, line, quote(key) + " must be in " + range.text() + ", got " + json_brief(v));
+  return static_cast<T>(v.get<int64_t>());
 }
 
 std::string get_string(const json& v, const std::string& key, const std::string& name, int line) {
-  if (!v.is_string()) fail(name, line, "'" + key + "' must be a string, got " + v.dump());
+  if (!v.is_string()) fail(name, line, quote(key) + " must be a string, got " + json_brief(v));
   return v.get<std::string>();
 }
 
 PromptSpec parse_json_line(const std::string& text, const std::string& name, int line) {
   json obj;
   // JSON allows a key twice and nlohmann keeps the last; in a prompts file that is a
-  // mistake ({"prompt": "a", ..., "prompt": "b"}), so the parser's callback looks out for it.
-  std::vector<std::set<std::string>> keys;  // per open object
-  std::string duplicate;
-  auto watch = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-             duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
+  // mistake ({"prompt": "a", ..., "prompt": "b"}), so the parse refuses it.
   try {
-    obj = json::parse(text, watch);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
-    std::string why = e.what();
-    auto colon = why.rfind(": ");
-    fail(name, line, "invalid JSON (" + (colon == std::string::npos ? why : why.substr(colon + 2)) +
+    obj = parse_json_text(text, JsonDialect::kStrict, /*unique_keys=*/true);
+  } catch (const JsonDuplicateKey& e) {
+    fail(name, line, "key " + quote(e.key(), 60) + " appears twice; keep one");
+  } catch (const JsonSyntaxError& e) {
+    fail(name, line, std::string("invalid JSON (") + e.what() +
                          "); each line must be one object such as {\"prompt\": \"a red fox\"}");
   }
-  if (!obj.is_object()) fail(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + obj.dump());
-  if (!duplicate.empty()) fail(name, line, "key '" + duplicate + "' appears twice; keep one");
+  if (!obj.is_object())
+    fail(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + json_brief(obj));
   PromptSpec s;
   s.line = line;
   if (!obj.contains("prompt")) fail(name, line, "missing the required key 'prompt'");
@@ -89,23 +84,22 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
       check_no_nul(*s.negative_prompt, "'negative_prompt'", name, line);
     }
     else if (k == "id") s.id = v.is_string() ? v.get<std::string>() : v.is_number_integer() ? v.dump() : get_string(v, k, name, line);
-    else if (k == "seed") s.seed = get_integer<int64_t>(v, k, name, line, 0, std::numeric_limits<int64_t>::max());
-    else if (k == "steps") s.steps = get_integer<int>(v, k, name, line, 1, 10000);
-    else if (k == "width") s.width = get_integer<int>(v, k, name, line, 8, 16384);
-    else if (k == "height") s.height = get_integer<int>(v, k, name, line, 8, 16384);
-    else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, 1, 100000);
+    else if (k == "seed") s.seed = get_integer<int64_t>(v, k, name, line, {0, std::numeric_limits<int64_t>::max()});
+    else if (k == "steps") s.steps = get_integer<int>(v, k, name, line, kStepsRange);
+    else if (k == "width") s.width = get_integer<int>(v, k, name, line, kImageSizeRange);
+    else if (k == "height") s.height = get_integer<int>(v, k, name, line, kImageSizeRange);
+    else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, kImagesPerLineRange);
     else if (k == "settings") {
-      if (!v.is_object()) fail(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + v.dump());
+      if (!v.is_object())
+        fail(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + json_brief(v));
       s.settings = v;
     }
     else if (k == "guidance_scale") {
       if (!v.is_number() || !std::isfinite(v.get<double>()))
-        fail(name, line, "'guidance_scale' must be a finite number, got " + v.dump());
+        fail(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
     } else {
-      fail(name, line, "unknown key '" + k +
-                           "'; allowed: prompt, negative_prompt, seed, steps, guidance_scale, width, height, "
-                           "num_images, id, settings");
+      fail(name, line, "unknown key " + quote(k, 60) + "; allowed: " + kAllowedKeys);
     }
   }
   check_no_nul(s.prompt, "'prompt'", name, line);
@@ -115,30 +109,61 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
   return s;
 }
 
+/// A .txt line: nullopt for a comment, else the prompt, with the `\#` escape undone.
+std::optional<std::string> text_prompt(std::string text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (text[first] == '#') return std::nullopt;
+  if (text[first] == '\\') {
+    const size_t after = text.find_first_not_of('\\', first);
+    if (after != std::string::npos && text[after] == '#') text.erase(first, 1);
+  }
+  return text;
+}
+
+std::string read_stdin() {
+  std::string content;
+  std::string chunk(65536, '\0');
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(std::string("cannot read the prompts from stdin: ") + std::strerror(errno));
+    if (n == 0) return content;
+    content.append(chunk.data(), static_cast<size_t>(n));
+    if (content.size() > kMaxPromptFileBytes)
+      throw InputError("the prompts on stdin are more than " + std::to_string(kMaxPromptFileBytes) +
+                       " bytes, the limit; split them into several files");
+  }
+}
+
 }  // namespace
 
 std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, bool jsonl) {
+  if (content.size() > kMaxPromptFileBytes)
+    throw InputError(quote(name) + " is " + std::to_string(content.size()) + " bytes, more than the limit of " +
+                     std::to_string(kMaxPromptFileBytes) + "; split it into several files");
   std::vector<PromptSpec> out;
   size_t pos = 0;
   if (content.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // UTF-8 BOM
-  int line = 0;
+  int line = 0;  // at most kMaxPromptFileBytes + 1 lines: an int
   while (pos < content.size()) {
     size_t nl = content.find('\n', pos);
     std::string text = content.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     pos = nl == std::string::npos ? content.size() : nl + 1;
     ++line;
     if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.find_first_not_of(" \t") == std::string::npos) continue;  // blank
+    std::optional<std::string> prompt;
+    if (!jsonl && !(prompt = text_prompt(text))) continue;  // a comment
     size_t bad = find_invalid_utf8(text);
     if (bad != std::string::npos)
       fail(name, line, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line; save the file as UTF-8");
-    if (text.find_first_not_of(" \t") == std::string::npos) continue;  // blank
     if (jsonl) {
       out.push_back(parse_json_line(text, name, line));
     } else {
-      check_no_nul(text, "the prompt", name, line);
+      check_no_nul(*prompt, "the prompt", name, line);
       PromptSpec s;
       s.line = line;
-      s.prompt = text;
+      s.prompt = std::move(*prompt);
       out.push_back(std::move(s));
     }
   }
@@ -146,17 +171,18 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
 }
 
 std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin) {
-  std::string content;
-  if (path == "-") {
-    content.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return parse_prompts(content, "<stdin>", jsonl_stdin);
+  if (path == "-") return parse_prompts(read_stdin(), "<stdin>", jsonl_stdin);
+  std::string content, why;
+  switch (read_whole_file(path, kMaxPromptFileBytes, &content, &why)) {
+    case ReadStatus::kOk:
+      break;
+    case ReadStatus::kIsDirectory:
+      throw InputError("prompts file " + quote(path) + " is a directory; give a .txt or .jsonl file");
+    case ReadStatus::kTooLarge:
+      throw InputError("prompts file " + quote(path) + " is " + why + "; split it into several files");
+    default:
+      throw InputError("cannot read prompts file " + quote(path) + ": " + why);
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError("prompts file '" + path + "' is a directory; give a .txt or .jsonl file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read prompts file '" + path + "': no such file or not readable");
-  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return parse_prompts(content, path, ends_with(path, ".jsonl"));
 }
 

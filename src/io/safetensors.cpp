@@ -12,7 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
 namespace {
@@ -76,11 +79,10 @@ std::string known_dtypes() {
 }
 
 /// JSON text of a header value, cut short and kept on one line, for messages.
-std::string brief(const json& value) {
-  std::string s = value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string brief(const json& value) { return json_brief(value, 60); }
+
+/// A tensor name or metadata key for a message: escaped and cut short.
+std::string name_text(const std::string& name) { return quote(name, 100); }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -144,13 +146,13 @@ int64_t TensorView::numel() const {
 
 std::shared_ptr<const SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile(path));
-  const std::string where = "'" + path + "'";
+  const std::string where = quote(path);
 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    throw Error(where + ": cannot open: " + std::strerror(err) +
-                (err == ENOENT ? "; check the path, or re-download the model" : ""));
+    throw Error(where + ": cannot open: " + open_error_text(path, err) +
+                (err == ENOENT || err == ELOOP ? "; check the path, or re-download the model" : ""));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -200,7 +202,7 @@ const TensorView* SafetensorsFile::find(const std::string& name) const {
 }
 
 void SafetensorsFile::parse_header() {
-  const std::string where = "'" + path_ + "'";
+  const std::string where = quote(path_);
   const auto* bytes = static_cast<const unsigned char*>(mapping_);
 
   uint64_t n = 0;
@@ -222,10 +224,18 @@ void SafetensorsFile::parse_header() {
                 " of the header); the file is corrupt or not a safetensors file");
   json root;
   try {
-    root = json::parse(header, header + n);
-  } catch (const json::parse_error& e) {
-    throw Error(where + ": header is not valid json (error at byte " + std::to_string(e.byte) +
-                " of the header); the file is corrupt or not a safetensors file");
+    root = parse_json_text(std::string_view(reinterpret_cast<const char*>(header), static_cast<size_t>(n)),
+                           JsonDialect::kStrict, /*unique_keys=*/true);
+  } catch (const JsonDuplicateKey& e) {
+    // nlohmann would keep the last, and the first one's bytes would look like a gap.
+    if (e.depth() == 1)
+      throw Error(where + ": tensor " + name_text(e.key()) +
+                  " appears twice in the header; the file is corrupt, re-download it");
+    throw Error(where + ": header gives the key " + name_text(e.key()) +
+                " twice in one object; the file is corrupt, re-download it");
+  } catch (const JsonSyntaxError& e) {
+    throw Error(where + ": header is not valid json (" + std::string(e.what()) +
+                "); the file is corrupt or not a safetensors file");
   }
   if (!root.is_object())
     throw Error(where + ": header is a json " + std::string(root.type_name()) +
@@ -243,13 +253,13 @@ void SafetensorsFile::parse_header() {
                     ", expected an object of string values");
       for (const auto& [key, value] : info.items()) {
         if (!value.is_string())
-          throw Error(where + ": __metadata__ entry '" + key + "' is a json " +
+          throw Error(where + ": __metadata__ entry " + name_text(key) + " is a json " +
                       std::string(value.type_name()) + ", expected a string");
         metadata_[key] = value.get<std::string>();
       }
       continue;
     }
-    const std::string tensor = where + ": tensor '" + name + "'";
+    const std::string tensor = where + ": tensor " + name_text(name);
     if (!info.is_object())
       throw Error(tensor + " is described by a json " + std::string(info.type_name()) +
                   ", expected an object with dtype, shape and data_offsets");
@@ -333,13 +343,13 @@ void SafetensorsFile::parse_header() {
   for (const Range& r : ranges) {
     const std::string& name = tensors_[r.tensor].name;
     if (r.begin < cursor)
-      throw Error(where + ": tensors '" + tensors_[previous->tensor].name + "' " +
-                  range_text(previous->begin, previous->end) + " and '" + name + "' " +
+      throw Error(where + ": tensors " + name_text(tensors_[previous->tensor].name) + " " +
+                  range_text(previous->begin, previous->end) + " and " + name_text(name) + " " +
                   range_text(r.begin, r.end) + " overlap; the file is corrupt");
     if (r.begin > cursor)
-      throw Error(where + ": tensor '" + name + "' starts at byte " + std::to_string(r.begin) +
+      throw Error(where + ": tensor " + name_text(name) + " starts at byte " + std::to_string(r.begin) +
                   " of the data but " +
-                  (previous ? "the previous tensor '" + tensors_[previous->tensor].name + "' ends at " +
+                  (previous ? "the previous tensor " + name_text(tensors_[previous->tensor].name) + " ends at " +
                                   std::to_string(cursor)
                             : std::string("the first tensor must start at 0")) +
                   "; the file has a gap and is corrupt");

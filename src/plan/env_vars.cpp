@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 
@@ -19,7 +20,7 @@ long long env_int(const EnvVars& env, const std::string& key, long long min, lon
   char* end = nullptr;
   long long x = std::strtoll(v->c_str(), &end, 10);
   if (v->empty() || *end != '\0' || errno != 0 || x < min || x > max)
-    throw UsageError("environment variable " + key + "='" + *v + "' is not an integer in " + std::to_string(min) +
+    throw UsageError("environment variable " + key + "=" + quote(*v, 60) + " is not an integer in " + std::to_string(min) +
                      ".." + std::to_string(max));
   return x;
 }

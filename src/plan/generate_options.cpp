@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <CLI/CLI.hpp>
-#include <fstream>
 
+#include "dpinfer/io/json_file.h"
+#include "dpinfer/io/prompt_file.h"
+#include "dpinfer/plan/items.h"
 #include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
@@ -25,11 +28,15 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache); default: the embedded dpinfer-shapes-64");
   app.add_option("--variant", o.variant, "weights variant, e.g. fp16 (*.fp16.safetensors)");
   app.add_option("--out,-o", o.out, "output directory")->capture_default_str();
-  app.add_option("--seed", o.seed, "base seed: item i gets seed + i")->capture_default_str();
-  app.add_option("--steps", o.steps, "denoising steps (default: 50, or the model's preset)");
+  app.add_option("--seed", o.seed, "base seed: item i gets seed + i (see --seed-from)")->capture_default_str();
+  app.add_option("--seed-from", o.seed_from,
+                 "index: item i gets seed + i; prompt: seed + a hash of the prompt text and how many times it "
+                 "came before (stable when lines are inserted); a JSONL line's seed wins either way")
+      ->capture_default_str();
+  app.add_option("--steps", o.steps, "denoising steps, 1..10000 (default: 50, or the model's preset)");
   app.add_option("--guidance-scale,--cfg", o.guidance_scale, "classifier-free guidance scale (default: 7.5)");
-  app.add_option("--width", o.width, "image width, a multiple of 8 (default: the model's)");
-  app.add_option("--height", o.height, "image height, a multiple of 8 (default: the model's)");
+  app.add_option("--width", o.width, "image width, a multiple of 8 up to 16384 (default: the model's)");
+  app.add_option("--height", o.height, "image height, a multiple of 8 up to 16384 (default: the model's)");
   app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
   app.add_option("--scheduler", o.scheduler,
                  "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc (default: the model's)");
@@ -61,47 +68,57 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
 
 /// "--key value" words for the keys of the --config file.
 std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("--config: cannot read '" + path + "'");
+  const std::string file = "--config " + quote(path);
+  std::string text, why;
+  if (read_whole_file(path, io::kMaxJsonFileBytes, &text, &why) != ReadStatus::kOk)
+    throw UsageError("--config: cannot read " + quote(path) + ": " + why);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    // nlohmann's message says where: "[json.exception.parse_error.101] parse error at line 1, column 12: ..."
-    const std::string why = e.what();
-    throw UsageError("--config '" + path + "': not JSON (" + why.substr(why.find(']') + 2) +
+    j = io::parse_json_text(text, io::JsonDialect::kStrict, /*unique_keys=*/true);
+  } catch (const io::JsonDuplicateKey& e) {
+    throw UsageError(file + ": key " + quote(e.key(), 60) + " appears twice; keep one");
+  } catch (const io::JsonSyntaxError& e) {
+    // "at line 1, column 12: syntax error ..." from nlohmann, or "nested deeper than ...".
+    const std::string reason = e.what();
+    throw UsageError(file + ": not JSON (" + (reason.rfind("at line ", 0) == 0 ? "parse error " : "") + reason +
                      "); expected one object such as {\"steps\": 30}");
   }
   if (!j.is_object())
-    throw UsageError("--config '" + path + "': expected one JSON object such as {\"steps\": 30}, got " +
-                     std::string(j.type_name()));
+    throw UsageError(file + ": expected one JSON object such as {\"steps\": 30}, got " + std::string(j.type_name()));
   std::vector<std::string> words;
   for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string given = quote(it.key(), 60);
     std::string key = it.key();
     for (char& c : key)
       if (c == '_') c = '-';
     if (key == "prompts" || key == "config")
-      throw UsageError("--config '" + path + "': key '" + it.key() + "' cannot be set from a config file");
+      throw UsageError(file + ": key " + given + " cannot be set from a config file");
     if (key == "settings") {
       if (!it.value().is_object())
-        throw UsageError("--config '" + path + "': 'settings' must be an object such as {\"clip_skip\": 1}");
-      for (const auto& [name, value] : it.value().items()) words.insert(words.end(), {"--set", name + "=" + value.dump()});
+        throw UsageError(file + ": 'settings' must be an object such as {\"clip_skip\": 1}, got " +
+                         io::json_brief(it.value()));
+      for (const auto& [name, value] : it.value().items())
+        words.insert(words.end(), {"--set", name + "=" + value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
       continue;
     }
     CLI::Option* opt = nullptr;
     try {
+      // Only plain option names: CLI11 would also find "-m" or "--out,-o" style names.
+      if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+        throw CLI::OptionNotFound(key);
       opt = app.get_option("--" + key);
     } catch (const CLI::OptionNotFound&) {
-      throw UsageError("--config '" + path + "': unknown key '" + it.key() + "'; see 'dpinfer generate --help'");
+      throw UsageError(file + ": unknown key " + given + "; see 'dpinfer generate --help'");
     }
     const auto& v = it.value();
-    const std::string where = "--config '" + path + "': '" + it.key() + "'";
+    const std::string where = file + ": " + given;
     if (opt->get_expected_min() == 0 && !v.is_boolean())
-      throw UsageError(where + " is a flag: give true or false, got " + v.dump());
+      throw UsageError(where + " is a flag: give true or false, got " + io::json_brief(v));
     // CLI11 would say "Could not convert: --steps = 3.5", naming neither the file nor the key.
     const std::string type = opt->get_type_name();
-    if (type == "INT" && !v.is_number_integer()) throw UsageError(where + " must be an integer, got " + v.dump());
-    if (type == "FLOAT" && !v.is_number()) throw UsageError(where + " must be a number, got " + v.dump());
+    if (type == "INT" && !v.is_number_integer())
+      throw UsageError(where + " must be an integer, got " + io::json_brief(v));
+    if (type == "FLOAT" && !v.is_number()) throw UsageError(where + " must be a number, got " + io::json_brief(v));
     if (v.is_boolean()) {
       if (opt->get_expected_min() != 0) throw UsageError(where + " takes a value, not true/false");
       if (v.get<bool>()) words.push_back("--" + key);
@@ -110,7 +127,7 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
     } else if (v.is_number()) {
       words.insert(words.end(), {"--" + key, v.dump()});
     } else {
-      throw UsageError("--config '" + path + "': '" + it.key() + "' must be a string, number or boolean");
+      throw UsageError(where + " must be a string, number or boolean, got " + io::json_brief(v));
     }
   }
   return words;
@@ -121,7 +138,8 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
 
 nlohmann::json GenerateOptions::to_json() const {
   nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant}, {"out", out},
-                      {"seed", seed}, {"negative_prompt", negative_prompt}, {"scheduler", scheduler},
+                      {"seed", seed}, {"seed_from", seed_from}, {"negative_prompt", negative_prompt},
+                      {"scheduler", scheduler},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
@@ -182,7 +200,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   } catch (const CLI::ExtrasError&) {
     throw UsageError(unexpected_arguments(app) + "; see 'dpinfer generate --help'");
   } catch (const CLI::ParseError& e) {
-    throw UsageError(one_line(e.what()) + "; see 'dpinfer generate --help'");
+    // CLI11 quotes the value it could not take: escape it and cut it short.
+    throw UsageError(printable(one_line(e.what()), 300) + "; see 'dpinfer generate --help'");
   }
   if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
   if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
@@ -193,8 +212,13 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
       throw UsageError("--set " + quote(kv, 60) + ": expected KEY=VALUE, e.g. --set clip_skip=1");
     // A number or true/false as JSON reads them; anything else is the string, for the
     // family's check to refuse by name.
-    nlohmann::json value = nlohmann::json::parse(kv.substr(eq + 1), nullptr, /*allow_exceptions=*/false);
-    if (value.is_discarded() || value.is_structured()) value = kv.substr(eq + 1);
+    nlohmann::json value;
+    try {
+      value = io::parse_json_text(kv.substr(eq + 1), io::JsonDialect::kStrict);
+    } catch (const io::JsonSyntaxError&) {
+      value = kv.substr(eq + 1);
+    }
+    if (value.is_structured()) value = kv.substr(eq + 1);
     o.settings[kv.substr(0, eq)] = value;
   }
   if (settings.guidance_rescale) {
@@ -213,15 +237,20 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
   if (o.rendezvous_timeout_s < 1)
     throw UsageError("--rendezvous-timeout: expected at least 1 second, got " + std::to_string(o.rendezvous_timeout_s));
+  // The bounds a JSONL line has (io/prompt_file.h), so that a value is refused the same
+  // way wherever it is given.
   for (auto [name, v] : {std::pair<const char*, std::optional<int>>{"--width", o.width}, {"--height", o.height}}) {
-    if (v && (*v < 8 || *v % 8 != 0))
-      throw UsageError(std::string(name) + ": expected a positive multiple of 8, got " + std::to_string(*v));
+    if (v && (!io::kImageSizeRange.contains(*v) || *v % 8 != 0))
+      throw UsageError(std::string(name) + ": expected a multiple of 8 in " + io::kImageSizeRange.text() + ", got " +
+                       std::to_string(*v));
   }
-  if (o.steps && *o.steps < 1) throw UsageError("--steps: expected at least 1, got " + std::to_string(*o.steps));
+  if (o.steps && !io::kStepsRange.contains(*o.steps))
+    throw UsageError("--steps: expected " + io::kStepsRange.text() + ", got " + std::to_string(*o.steps));
+  parse_seed_from(o.seed_from);
   if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
-    throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got '" + o.dtype + "'");
+    throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got " + quote(o.dtype, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
-    throw UsageError("--device: expected auto, cuda or cpu, got '" + o.device + "'");
+    throw UsageError("--device: expected auto, cuda or cpu, got " + quote(o.device, 60));
   return o;
 }
 

@@ -1,37 +1,93 @@
 #include "dpinfer/plan/items.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <unordered_map>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 
-std::vector<Item> expand_items(const std::vector<io::PromptSpec>& specs, const ItemDefaults& d) {
-  std::vector<Item> items;
-  for (const io::PromptSpec& s : specs) {
-    for (int j = 0; j < s.num_images; ++j) {
-      Item it;
-      it.index = static_cast<int64_t>(items.size());
-      it.line = s.line;
-      it.image = j;
-      it.prompt = s.prompt;
-      it.negative_prompt = s.negative_prompt.value_or(d.negative_prompt);
-      if (!s.seed && d.seed > std::numeric_limits<int64_t>::max() - it.index)
-        throw InputError("--seed " + std::to_string(d.seed) + ": item " + std::to_string(it.index) +
-                         " would get a seed past 2^63-1 (seed + item index); lower --seed");
-      it.seed = s.seed ? *s.seed + j : d.seed + it.index;
-      it.steps = s.steps.value_or(d.steps);
-      it.guidance_scale = s.guidance_scale.value_or(d.guidance_scale);
-      it.width = s.width.value_or(d.width);
-      it.height = s.height.value_or(d.height);
-      it.id = s.id;
-      it.settings = d.settings;
-      if (s.settings) it.settings.update(*s.settings);
-      items.push_back(std::move(it));
+SeedFrom parse_seed_from(const std::string& name) {
+  if (name == "index") return SeedFrom::kIndex;
+  if (name == "prompt") return SeedFrom::kPrompt;
+  throw UsageError("--seed-from: expected index or prompt, got " + quote(name, 60));
+}
+
+std::string to_string(SeedFrom from) { return from == SeedFrom::kPrompt ? "prompt" : "index"; }
+
+uint64_t prompt_seed_hash(std::string_view prompt, int64_t occurrence) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const auto add = [&h](unsigned char b) { h = (h ^ b) * 0x100000001b3ULL; };
+  for (char c : prompt) add(static_cast<unsigned char>(c));
+  add(0);
+  for (char c : std::to_string(occurrence)) add(static_cast<unsigned char>(c));
+  return h & 0x7FFFFFFFFFFFFFFFULL;
+}
+
+ItemList::ItemList(std::vector<io::PromptSpec> specs, ItemDefaults defaults)
+    : specs_(std::move(specs)), defaults_(std::move(defaults)) {
+  first_.reserve(specs_.size());
+  std::unordered_map<std::string_view, int64_t> seen;  // kPrompt: items so far per prompt text
+  if (defaults_.seed_from == SeedFrom::kPrompt) occurrence_.reserve(specs_.size());
+  for (const io::PromptSpec& s : specs_) {
+    first_.push_back(total_);
+    if (s.num_images < 1 || s.num_images > kMaxItems - total_)
+      throw InputError("the prompts file gives more than " + std::to_string(kMaxItems) + " images (at line " +
+                       std::to_string(s.line) + "); split it into several files");
+    total_ += s.num_images;
+    if (defaults_.seed_from == SeedFrom::kPrompt) {
+      int64_t& n = seen[s.prompt];
+      occurrence_.push_back(n);
+      n += s.num_images;
+    } else if (const int64_t max = std::numeric_limits<int64_t>::max(); !s.seed && defaults_.seed > max - (total_ - 1)) {
+      // The first item whose seed + index passes 2^63-1.
+      const int64_t first_bad = std::max(first_.back(), max - defaults_.seed + 1);
+      throw InputError("--seed " + std::to_string(defaults_.seed) + ": item " + std::to_string(first_bad) +
+                       " would get a seed past 2^63-1 (seed + item index); lower --seed");
     }
   }
-  return items;
+}
+
+size_t ItemList::spec_of(int64_t index) const {
+  if (index < 0 || index >= total_)
+    throw std::out_of_range("item " + std::to_string(index) + " of " + std::to_string(total_));
+  return static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), index) - first_.begin()) - 1;
+}
+
+const std::string& ItemList::prompt_of(int64_t index) const { return specs_[spec_of(index)].prompt; }
+
+Item ItemList::at(int64_t index) const {
+  const size_t k = spec_of(index);
+  const io::PromptSpec& s = specs_[k];
+  const ItemDefaults& d = defaults_;
+  Item it;
+  it.index = index;
+  it.line = s.line;
+  it.image = static_cast<int>(index - first_[k]);
+  it.prompt = s.prompt;
+  it.negative_prompt = s.negative_prompt.value_or(d.negative_prompt);
+  it.seed_from = d.seed_from;
+  if (s.seed) {
+    it.seed = *s.seed + it.image;  // the parser kept seed + num_images - 1 below 2^63
+  } else if (d.seed_from == SeedFrom::kPrompt) {
+    // Both terms are below 2^63, so their sum fits in a uint64_t.
+    const uint64_t h = prompt_seed_hash(s.prompt, occurrence_[k] + it.image);
+    it.seed = static_cast<int64_t>((static_cast<uint64_t>(d.seed) + h) & 0x7FFFFFFFFFFFFFFFULL);
+  } else {
+    it.seed = d.seed + index;  // the constructor checked it stays below 2^63
+  }
+  it.steps = s.steps.value_or(d.steps);
+  it.guidance_scale = s.guidance_scale.value_or(d.guidance_scale);
+  it.width = s.width.value_or(d.width);
+  it.height = s.height.value_or(d.height);
+  it.id = s.id;
+  it.settings = d.settings;
+  if (s.settings) it.settings.update(*s.settings);
+  return it;
 }
 
 std::string item_file_name(int64_t index) {

@@ -12,6 +12,7 @@
 
 #include "dpinfer/io/hub_cache.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
@@ -51,9 +52,11 @@ void check_prompts_path(const std::string& path) {
                      " is a .json file, one JSON document; dpinfer reads JSON lines: write one object per line "
                      "({\"prompt\": ...}) and name the file .jsonl");
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    throw UsageError("PROMPTS " + quote(path) + ": " + std::strerror(errno) +
-                     (errno == ENOENT ? "; give a .txt or .jsonl file of prompts" : ""));
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;  // a loop or a dangling link is said as such, never "missing"
+    throw UsageError("PROMPTS " + quote(path) + ": " + open_error_text(path, err) +
+                     (err == ENOENT || err == ELOOP ? "; give a .txt or .jsonl file of prompts" : ""));
+  }
   if (S_ISDIR(st.st_mode)) throw UsageError("PROMPTS " + quote(path) + " is a directory; give a .txt or .jsonl file");
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
     throw UsageError("PROMPTS " + quote(path) + " is not a regular file; give a .txt or .jsonl file");
@@ -107,6 +110,13 @@ void check_model_spec(const std::string& spec) {
     return;
   }
   if (fs::exists(spec, ec)) return;  // a file: the worker says what it makes of it
+  struct stat link {};
+  if (::lstat(spec.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    struct stat target {};
+    const int err = ::stat(spec.c_str(), &target) == 0 ? 0 : errno;
+    throw UsageError("--model " + quote(spec) + " is " + open_error_text(spec, err) +
+                     "; fix the link, or pass the pipeline's directory");
+  }
   const std::string repo = spec.substr(0, spec.rfind('@'));
   const std::string absolute = fs::absolute(spec, ec).string();
   if (!io::is_hub_id(repo))

@@ -5,6 +5,7 @@
 #include "dpinfer/plan/env_vars.h"
 #include "dpinfer/plan/slurm_nodelist.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 namespace {
@@ -82,7 +83,7 @@ RankInfo rank_info_from_env(const Env& env) {
       int node = int_var_or(env, "SLURM_NODEID", 0, 0, kMaxWorld);
       int n = slurm_tasks_on_node(*per_node, node);
       if (n <= r.local_rank)
-        throw UsageError("SLURM_STEP_TASKS_PER_NODE='" + *per_node + "' gives node " + std::to_string(node) + " " +
+        throw UsageError("SLURM_STEP_TASKS_PER_NODE=" + quote(*per_node, 60) + " gives node " + std::to_string(node) + " " +
                          std::to_string(n) + " task(s), but SLURM_LOCALID=" + std::to_string(r.local_rank));
       r.local_world_size = n;
     }

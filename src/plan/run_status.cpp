@@ -3,7 +3,9 @@
 #include <map>
 #include <tuple>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/plan/manifest_names.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 namespace {
@@ -14,13 +16,13 @@ std::string shard_text(const OuterShard& s) { return std::to_string(s.index) + "
 
 }  // namespace
 
-RunStatus run_status(const std::vector<Item>& items, const io::ManifestSet& set, const std::optional<OuterShard>& only) {
+RunStatus run_status(const ItemList& items, const io::ManifestSet& set, const std::optional<OuterShard>& only) {
   RunStatus st;
   st.manifests = set.manifests.size();
   st.torn_lines = set.torn_lines;
   st.duplicates = set.duplicates;
   st.conflicts = set.conflicts;
-  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t n = items.size();
 
   // Done and failed counts over [begin, end), from the items' latest records.
   auto count = [&](int64_t begin, int64_t end, int64_t& done, int64_t& failed) {
@@ -73,17 +75,20 @@ RunStatus run_status(const std::vector<Item>& items, const io::ManifestSet& set,
   // Records that this prompts file cannot have written.
   for (const auto& [index, entry] : set.items) {
     if (st.foreign_records.size() >= kMaxForeignRecords) break;
+    const std::string manifest = printable(entry.manifest);
     if (index < 0 || index >= n) {
-      st.foreign_records.push_back(entry.manifest + " records item " + std::to_string(index) +
+      st.foreign_records.push_back(manifest + " records item " + std::to_string(index) +
                                    " but the prompts file gives only " + std::to_string(n) + " item(s)");
       continue;
     }
     const nlohmann::json& rec = entry.record;
-    if (rec.contains("prompt") && rec["prompt"].is_string() && rec["prompt"].get<std::string>() != items[index].prompt)
-      st.foreign_records.push_back(entry.manifest + " records item " + std::to_string(index) + " with prompt " +
-                                   rec["prompt"].dump() + " but the prompts file's line " +
-                                   std::to_string(items[index].line) + " gives " +
-                                   nlohmann::json(items[index].prompt).dump());
+    if (rec.contains("prompt") && rec["prompt"].is_string() &&
+        rec["prompt"].get_ref<const std::string&>() != items.prompt_of(index)) {
+      const Item item = items.at(index);
+      st.foreign_records.push_back(manifest + " records item " + std::to_string(index) + " with prompt " +
+                                   io::json_brief(rec["prompt"], 80) + " but the prompts file's line " +
+                                   std::to_string(item.line) + " gives " + io::json_brief(item.prompt, 80));
+    }
   }
   return st;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 
@@ -13,7 +14,7 @@ ShardMode parse_shard_mode(const std::string& name) {
   if (name == "contiguous") return ShardMode::kContiguous;
   if (name == "strided") return ShardMode::kStrided;
   if (name == "dynamic") return ShardMode::kDynamic;
-  throw UsageError("--shard-mode: expected contiguous, strided or dynamic, got '" + name + "'");
+  throw UsageError("--shard-mode: expected contiguous, strided or dynamic, got " + quote(name, 60));
 }
 
 std::string to_string(ShardMode mode) {
@@ -31,14 +32,19 @@ std::pair<int64_t, int64_t> contiguous_range(int64_t n, int parts, int index) {
   return {begin, begin + k + (index < extra ? 1 : 0)};
 }
 
-std::vector<int64_t> static_assignment(int64_t n, int world, int rank, ShardMode mode) {
-  std::vector<int64_t> out;
+StaticShare static_share(int64_t n, int world, int rank, ShardMode mode) {
   if (mode == ShardMode::kContiguous) {
     auto [b, e] = contiguous_range(n, world, rank);
-    for (int64_t i = b; i < e; ++i) out.push_back(i);
-  } else if (mode == ShardMode::kStrided) {
-    for (int64_t i = rank; i < n; i += world) out.push_back(i);
+    return {b, e, 1};
   }
+  if (mode == ShardMode::kStrided) return {rank, n, world};
+  return {};
+}
+
+std::vector<int64_t> static_assignment(int64_t n, int world, int rank, ShardMode mode) {
+  const StaticShare share = static_share(n, world, rank, mode);
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < share.size(); ++k) out.push_back(share.at(k));
   return out;
 }
 
@@ -64,12 +70,12 @@ OuterShard parse_outer_shard(const std::string& text) {
   if (slash != std::string::npos) i = shard_number(text.substr(0, slash)), n = shard_number(text.substr(slash + 1));
   if (!i || !n)
     throw UsageError("--shard: expected I/N in plain decimal digits (no sign, spaces or leading zeros) with "
-                     "0 <= I < N, e.g. 3/10; got '" + text + "'");
+                     "0 <= I < N, e.g. 3/10; got " + quote(text, 60));
   if (*n > kMaxOuterShards)
-    throw UsageError("--shard: N may be at most " + std::to_string(kMaxOuterShards) + ", got '" + text +
-                     "'; split the prompts file into fewer, larger shards");
+    throw UsageError("--shard: N may be at most " + std::to_string(kMaxOuterShards) + ", got " + quote(text, 60) +
+                     "; split the prompts file into fewer, larger shards");
   if (*n < 1 || *i >= *n)
-    throw UsageError("--shard: expected I/N with 0 <= I < N (e.g. 3/10), got '" + text + "'");
+    throw UsageError("--shard: expected I/N with 0 <= I < N (e.g. 3/10), got " + quote(text, 60));
   return {static_cast<int>(*i), static_cast<int>(*n)};
 }
 
@@ -107,7 +113,7 @@ OuterShardChoice choose_outer_shard(const std::string& shard_option, const EnvVa
     c.sharded = true;
     c.source = "--shard " + shard_option;
     if (const std::string* task = find_env(env, "SLURM_ARRAY_TASK_ID"))
-      c.source += " (given, so SLURM_ARRAY_TASK_ID=" + *task + " is not used)";
+      c.source += " (given, so SLURM_ARRAY_TASK_ID=" + printable(*task, 60) + " is not used)";
     return c;
   }
   if (auto from_array = outer_shard_from_env(env)) return *from_array;

@@ -4,12 +4,13 @@
 #include <cstdlib>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
 namespace {
 
 [[noreturn]] void bad(const std::string& list, const std::string& why) {
-  throw Error("cannot parse SLURM host list '" + list + "': " + why);
+  throw Error("cannot parse SLURM host list " + quote(list, 100) + ": " + why);
 }
 
 /// One range of a bracket group: "08-10" is {8, 10, width 2}; "7" is {7, 7, width 1}.
@@ -43,8 +44,8 @@ std::vector<Range> parse_group(const std::string& group, const std::string& list
         hi.find_first_not_of("0123456789") != std::string::npos || lo.size() > 9 || hi.size() > 9)
       bad(list, "'[" + group + "]' must hold numbers and ranges such as 01-04,07");
     long a = std::atol(lo.c_str()), b = std::atol(hi.c_str());
-    if (b < a) bad(list, "range '" + part + "' goes backwards");
-    if (b - a > 1000000) bad(list, "range '" + part + "' is too large");
+    if (b < a) bad(list, "range " + quote(part, 60) + " goes backwards");
+    if (b - a > 1000000) bad(list, "range " + quote(part, 60) + " is too large");
     out.push_back({a, b, lo.size()});
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -151,7 +152,7 @@ int slurm_tasks_on_node(const std::string& spec, int node, const std::string& va
     int count = std::atoi(part.c_str()), repeat = 1;
     auto x = part.find("(x");
     if (x != std::string::npos) repeat = std::atoi(part.c_str() + x + 2);
-    if (count <= 0 || repeat <= 0) throw UsageError(variable + "='" + spec + "' is malformed");
+    if (count <= 0 || repeat <= 0) throw UsageError(variable + "=" + quote(spec, 60) + " is malformed");
     if (node < seen + repeat) return count;
     seen += repeat;
     if (comma == std::string::npos) break;

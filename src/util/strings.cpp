@@ -27,6 +27,23 @@ std::string hex_escape(uint8_t b) {
   return buf;
 }
 
+/// The code point of the valid `n`-byte UTF-8 sequence at `s[i]`.
+uint32_t code_point(std::string_view s, size_t i, size_t n) {
+  const auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(s[i + k])); };
+  if (n == 1) return byte(0);
+  uint32_t cp = byte(0) & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (byte(k) & 0x3F);
+  return cp;
+}
+
+/// Format characters that move or reorder the text around them on a terminal: the
+/// line and paragraph separators, and the bidirectional marks, embeddings, overrides
+/// and isolates ("Trojan Source", CVE-2021-42574).
+bool is_layout_control(uint32_t cp) {
+  return cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
 }  // namespace
 
 std::string join(const std::vector<std::string>& items, std::string_view separator) {
@@ -66,6 +83,11 @@ std::string printable(std::string_view text, size_t max_bytes) {
     } else if (n == 2 && b == 0xC2 && static_cast<uint8_t>(text[i + 1]) < 0xA0) {
       out += hex_escape(static_cast<uint8_t>(text[i + 1]));  // a C1 control, U+0080..U+009F
       i += 2;
+    } else if (const uint32_t cp = code_point(text, i, n); is_layout_control(cp)) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
+      out += buf;
+      i += n;
     } else {
       out.append(text.substr(i, n));
       i += n;

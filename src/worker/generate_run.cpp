@@ -28,7 +28,6 @@ namespace fs = std::filesystem;
 using plan::choose_outer_shard;
 using plan::contiguous_range;
 using plan::dynamic_chunk_size;
-using plan::expand_items;
 using plan::Item;
 using plan::item_file_name;
 using plan::ItemDefaults;
@@ -38,7 +37,7 @@ using plan::OuterShardChoice;
 using plan::parse_shard_mode;
 using plan::rank_info_from_env;
 using plan::ShardMode;
-using plan::static_assignment;
+using plan::static_share;
 
 /// How often a rank tells the launcher how far it is, at most.
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
@@ -61,7 +60,7 @@ int GenerateRun::run() {
                      "ranks do not share one stdin; write the prompts to a file and pass its path");
   plan::check_prompts_path(o_.prompts);  // not a program, not a .json document (plan/preflight.h)
   auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
-  if (specs.empty()) throw UsageError("'" + o_.prompts + "' holds no prompt (blank lines are skipped)");
+  if (specs.empty()) throw UsageError(quote(o_.prompts) + " holds no prompt (blank lines and # comments are skipped)");
   // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
   const OuterShardChoice shard_choice = choose_outer_shard(o_.shard, current_environment());
   const OuterShard shard = shard_choice.shard;
@@ -73,7 +72,7 @@ int GenerateRun::run() {
     std::error_code ec;
     fs::create_directories(o_.out, ec);
     if (ec || !fs::is_directory(o_.out))
-      throw UsageError("--out '" + o_.out + "': cannot make it a directory (" +
+      throw UsageError("--out " + quote(o_.out) + ": cannot make it a directory (" +
                        (ec ? ec.message() : std::string("a file of that name exists")) + "); give a directory");
     plan::check_output_dir(o_.out);  // writable, before the model loads
   }
@@ -121,12 +120,15 @@ int GenerateRun::run() {
   d.width = o_.width.value_or(info.default_width);
   d.height = o_.height.value_or(info.default_height);
   d.settings = info.settings;
+  d.seed_from = plan::parse_seed_from(o_.seed_from);
   defaults_ = d;
-  std::vector<Item> all = expand_items(specs, d);
-  check_items(all, info);
-  auto [shard_begin, shard_end] = contiguous_range(static_cast<int64_t>(all.size()), shard.count, shard.index);
-  items_.assign(all.begin() + shard_begin, all.begin() + shard_end);
-  total_items_ = static_cast<int64_t>(all.size());
+  // The items are made one by one when needed (plan/items.h): never all in memory.
+  items_.emplace(std::move(specs), d);
+  check_lines(info);
+  total_items_ = items_->size();
+  auto [shard_begin, shard_end] = contiguous_range(total_items_, shard.count, shard.index);
+  shard_begin_ = shard_begin;
+  shard_size_ = shard_end - shard_begin;
 
   const std::string manifest_name =
       manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
@@ -136,7 +138,7 @@ int GenerateRun::run() {
   group_->barrier("model-loaded");
   group_->device_barrier();
   if (rank_.rank == 0)
-    log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", items_.size(),
+    log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", shard_size_,
               shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
                                    : "",
               rank_.world_size, to_string(mode_), o_.batch_size);
@@ -160,26 +162,34 @@ int GenerateRun::run() {
   return status;
 }
 
-void GenerateRun::check_items(std::vector<Item>& items, const pipeline::PipelineInfo& info) const {
-  // The items of one line share its settings: each line's are checked once.
-  int checked_line = -1;
-  nlohmann::json checked;
-  for (Item& it : items) {
-    const std::string where = "'" + o_.prompts + "' line " + std::to_string(it.line);
-    if (it.width % info.size_multiple || it.height % info.size_multiple)
-      throw UsageError(where + ": size " + std::to_string(it.width) + "x" + std::to_string(it.height) +
+void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
+  // Per line, not per item: a line's items share its size and settings.
+  const plan::ItemDefaults& d = items_->defaults();
+  const auto resolve = [&](const nlohmann::json& settings, const std::string& where) {
+    nlohmann::json checked = pipeline::resolve_settings(info.setting_specs, settings, where, info.family_label);
+    try {
+      pipe_->check_settings(checked);
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    return checked;
+  };
+  line_settings_.assign(items_->specs().size(), nlohmann::json());
+  for (size_t k = 0; k < items_->specs().size(); ++k) {
+    const io::PromptSpec& s = items_->specs()[k];
+    const std::string where = quote(o_.prompts) + " line " + std::to_string(s.line);
+    const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    if (width % info.size_multiple || height % info.size_multiple)
+      throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
                        " is not a multiple of " + std::to_string(info.size_multiple) + ", which " +
                        info.family_label + " models need");
-    if (it.line != checked_line) {
-      checked = pipeline::resolve_settings(info.setting_specs, it.settings, where, info.family_label);
-      try {
-        pipe_->check_settings(checked);
-      } catch (const InputError& e) {
-        throw InputError(where + ": " + e.what());
-      }
-      checked_line = it.line;
+    if (s.settings) {
+      nlohmann::json settings = d.settings;
+      settings.update(*s.settings);
+      line_settings_[k] = resolve(settings, where);
+    } else if (run_settings_.is_null()) {
+      run_settings_ = resolve(d.settings, where);  // the same for every line without its own
     }
-    it.settings = checked;
   }
 }
 
@@ -203,7 +213,7 @@ void GenerateRun::report_progress(bool force) noexcept {
     r.world = rank_.world_size;
     r.counts = {stats_.generated, stats_.skipped, stats_.failed};
     r.todo = todo_;
-    r.total = static_cast<int64_t>(items_.size());
+    r.total = shard_size_;
     if (group_totals_) {
       r.group = group_totals_;
     } else if (multi_node_ && rank_.rank == 0 && group_) {
@@ -216,27 +226,41 @@ void GenerateRun::report_progress(bool force) noexcept {
   }
 }
 
+Item GenerateRun::item_at(int64_t position) const {
+  const int64_t index = shard_begin_ + position;
+  Item it = items_->at(index);
+  const nlohmann::json& line = line_settings_[items_->spec_of(index)];
+  it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
+  return it;
+}
+
 bool GenerateRun::run_static() {
-  auto positions = static_assignment(static_cast<int64_t>(items_.size()), rank_.world_size, rank_.rank, mode_);
-  std::vector<const Item*> todo;
-  for (int64_t p : positions) {
-    const Item& it = items_[p];
-    if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
+  const plan::StaticShare share = static_share(shard_size_, rank_.world_size, rank_.rank, mode_);
+  // Which of this rank's items an earlier run made, one bit each: the count is known
+  // (logged, reported) before the first image, and no list of items is kept.
+  std::vector<bool> made(static_cast<size_t>(share.size()));
+  for (int64_t k = 0; k < share.size() && !o_.overwrite; ++k) {
+    const Item it = item_at(share.at(k));
+    if (resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
+      made[static_cast<size_t>(k)] = true;
       ++stats_.skipped;
-      continue;
     }
-    todo.push_back(&it);
   }
-  todo_ = static_cast<int64_t>(positions.size());
+  todo_ = share.size();
   items_known_ = true;
   if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
   report_progress(true);
   if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists (--overwrite regenerates them)", rank_.rank, stats_.skipped);
-  return generate_all(todo);
+  int64_t k = 0;
+  return generate_all([&]() -> std::optional<Item> {
+    while (k < share.size())
+      if (const int64_t i = k++; !made[static_cast<size_t>(i)]) return item_at(share.at(i));
+    return std::nullopt;
+  });
 }
 
 bool GenerateRun::run_dynamic() {
-  const int64_t n = static_cast<int64_t>(items_.size());
+  const int64_t n = shard_size_;
   const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
   items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
   report_progress(true);
@@ -246,37 +270,46 @@ bool GenerateRun::run_dynamic() {
     int64_t end = group_->add("next-item", chunk);
     int64_t begin = end - chunk;
     if (begin >= n) break;
-    std::vector<const Item*> todo;
+    std::vector<Item> todo;  // one claim: a few batches
     int64_t skipped = 0;
     for (int64_t p = begin; p < std::min(end, n); ++p) {
-      if (!o_.overwrite && resume_.already_made(items_[p], item_record(items_[p], pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
+      Item it = item_at(p);
+      if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
         ++skipped;
         continue;
       }
-      todo.push_back(&items_[p]);
+      todo.push_back(std::move(it));
     }
     if (skipped) {
       stats_.skipped += skipped;
       if (multi_node_) group_->add("skipped-items", skipped);
       report_progress(false);
     }
-    if (generate_all(todo)) return true;
+    size_t next = 0;
+    if (generate_all([&]() -> std::optional<Item> {
+          if (next == todo.size()) return std::nullopt;
+          return std::move(todo[next++]);
+        }))
+      return true;
   }
   if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, stats_.skipped);
   return false;
 }
 
-bool GenerateRun::generate_all(const std::vector<const plan::Item*>& todo) {
-  size_t i = 0;
-  while (i < todo.size()) {
+bool GenerateRun::generate_all(const std::function<std::optional<plan::Item>()>& next) {
+  std::optional<Item> pending = next();
+  while (pending) {
     if (stop_signal()) return true;
     if (auto why = group_->abort_reason()) return false;
-    std::vector<const Item*> batch{todo[i]};
-    size_t j = i + 1;
-    while (j < todo.size() && static_cast<int>(batch.size()) < o_.batch_size && todo[j]->batches_with(*batch[0]))
-      batch.push_back(todo[j++]);
-    run_batch(batch);
-    i = j;
+    std::vector<Item> batch{std::move(*pending)};
+    pending = next();
+    while (pending && static_cast<int>(batch.size()) < o_.batch_size && pending->batches_with(batch[0])) {
+      batch.push_back(std::move(*pending));
+      pending = next();
+    }
+    std::vector<const Item*> members;
+    for (const Item& it : batch) members.push_back(&it);
+    run_batch(members);
   }
   return false;
 }
@@ -432,7 +465,7 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                       {"rank_source", rank_.source},
                       {"shard", {{"index", shard.index}, {"count", shard.count}}},
                       {"items_total", total_items_},
-                      {"items_in_shard", items_.size()},
+                      {"items_in_shard", shard_size_},
                       {"started_at", started_at_},
                       {"pipeline",
                        {{"family", info.family}, {"pipeline_class", info.pipeline_class}, {"model", info.model_name},
@@ -442,13 +475,16 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",
                        {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},
+                        {"seed_from", plan::to_string(defaults_.seed_from)},
                         {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
                         {"width", defaults_.width}, {"height", defaults_.height}, {"settings", defaults_.settings}}}};
   std::error_code ec;
   if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
   if (slurm_.in_job()) j["slurm"] = slurm_.to_json();
   if (summary) j["summary"] = *summary;
-  io::write_file_atomically((fs::path(o_.out) / "run.json").string(), j.dump(2) + "\n");
+  // Paths are bytes, not always UTF-8 (a Latin-1 file name): replace what JSON cannot hold.
+  io::write_file_atomically((fs::path(o_.out) / "run.json").string(),
+                            j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace dpinfer::worker

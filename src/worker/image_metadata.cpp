@@ -18,6 +18,7 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"prompt", item.prompt},
                       {"negative_prompt", item.negative_prompt},
                       {"seed", item.seed},
+                      {"seed_from", plan::to_string(item.seed_from)},
                       {"steps", item.steps},
                       {"guidance_scale", item.guidance_scale},
                       {"width", item.width},
@@ -41,7 +42,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
 std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeline::PipelineInfo& info) {
   std::vector<std::pair<std::string, nlohmann::json>> fields{
       {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
-      {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr}};
+      {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr},
+      {"seed_from", "index"}};  // older records lack it: they were seeded by index, the only way then
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;
 }

@@ -2,8 +2,10 @@
 
 #include <sys/stat.h>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::worker {
 
@@ -22,9 +24,10 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
   for (const auto& [field, fallback] : identity) {
     const nlohmann::json was = before.value(field, fallback);
     if (was == now[field]) continue;
-    throw InputError("--out " + out_dir_ + " already holds item " + std::to_string(item.index) + " (" +
-                     plan::item_file_name(item.index) + ") made with " + field + " " + was.dump() + " (" +
-                     found->second.manifest + "), but this run makes it with " + field + " " + now[field].dump() +
+    throw InputError("--out " + printable(out_dir_) + " already holds item " + std::to_string(item.index) + " (" +
+                     plan::item_file_name(item.index) + ") made with " + field + " " + io::json_brief(was, 80) + " (" +
+                     printable(found->second.manifest) + "), but this run makes it with " + field + " " +
+                     io::json_brief(now[field], 80) +
                      "; use another --out, or --overwrite to replace the earlier images");
   }
   return true;

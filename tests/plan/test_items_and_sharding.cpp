@@ -21,13 +21,108 @@ TEST(Items, SeedsAreBasePlusIndexOrTheLinesSeedPlusImage) {
   specs[2].prompt = "c";
   ItemDefaults d;
   d.seed = 10;
-  auto items = expand_items(specs, d);
-  ASSERT_EQ(items.size(), 6u);
+  const ItemList items(specs, d);
+  ASSERT_EQ(items.size(), 6);
   std::vector<int64_t> seeds, images;
-  for (const auto& it : items) seeds.push_back(it.seed), images.push_back(it.image);
+  for (int64_t i = 0; i < items.size(); ++i) seeds.push_back(items.at(i).seed), images.push_back(items.at(i).image);
   EXPECT_EQ(seeds, (std::vector<int64_t>{10, 11, 100, 101, 102, 15}));
   EXPECT_EQ(images, (std::vector<int64_t>{0, 1, 0, 1, 2, 0}));
-  EXPECT_EQ(items[5].index, 5);
+  EXPECT_EQ(items.at(5).index, 5);
+}
+
+// Issue 11, item 4b: 100 lines of num_images 100000 reached 2.9 GB as a vector of
+// items. An ItemList keeps the lines only, and makes item i when asked.
+TEST(Items, AreMadeOnDemandFromAPrefixSumOfTheLines) {
+  std::vector<io::PromptSpec> specs(10000);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].prompt = "p" + std::to_string(i);
+    specs[i].line = static_cast<int>(i) + 1;
+    specs[i].num_images = 100000;
+  }
+  specs[7].seed = 5;
+  const ItemList items(specs, {});  // a billion items, kMaxItems, in a few hundred kilobytes
+  ASSERT_EQ(items.size(), kMaxItems);
+  const Item last = items.at(kMaxItems - 1);
+  EXPECT_EQ(last.prompt, "p9999");
+  EXPECT_EQ(last.line, 10000);
+  EXPECT_EQ(last.image, 99999);
+  EXPECT_EQ(last.seed, kMaxItems - 1);
+  const Item first_of_line_8 = items.at(700000);
+  EXPECT_EQ(first_of_line_8.prompt, "p7");
+  EXPECT_EQ(first_of_line_8.image, 0);
+  EXPECT_EQ(items.at(700003).seed, 8);  // the line's seed + j
+  EXPECT_EQ(items.prompt_of(699999), "p6");
+  EXPECT_THROW(items.at(kMaxItems), std::out_of_range);
+  EXPECT_THROW(items.at(-1), std::out_of_range);
+  // One more image is past the bound: refused, not allocated.
+  specs.push_back(specs.back());
+  specs.back().num_images = 1;
+  EXPECT_THROW(ItemList(specs, {}), InputError);
+}
+
+TEST(Items, ASeedPastTwoToTheSixtyThreeIsRefusedNamingTheFirstItem) {
+  std::vector<io::PromptSpec> specs(2);
+  specs[0].num_images = 3;
+  ItemDefaults d;
+  d.seed = INT64_MAX - 1;
+  try {
+    ItemList items(specs, d);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("item 2 would get a seed past 2^63-1"), std::string::npos) << e.what();
+  }
+  specs[1].seed = 0;
+  specs[0].num_images = 2;
+  EXPECT_EQ(ItemList(specs, d).at(1).seed, INT64_MAX);  // the last that fits
+}
+
+// Issue 11, item 20: --seed-from prompt. The hash is fixed: these values are FNV-1a 64
+// as items.h spells it, computed in Python.
+TEST(Items, PromptSeedHashIsFnv1a64OfThePromptANulAndTheOccurrence) {
+  EXPECT_EQ(prompt_seed_hash("a red fox", 0), 7608538195426722282ULL);
+  EXPECT_EQ(prompt_seed_hash("a red fox", 1), 7608539294938350493ULL);
+  EXPECT_EQ(prompt_seed_hash("", 0), 590701660006484765ULL);
+  EXPECT_EQ(prompt_seed_hash("\xE5\xAF\x8C\xE5\xA3\xAB\xE5\xB1\xB1", 2), 735185895435879579ULL);  // 富士山
+  EXPECT_EQ(prompt_seed_hash("a red fox", 1234567890123), 3504069147685772433ULL);
+  EXPECT_EQ(parse_seed_from("prompt"), SeedFrom::kPrompt);
+  EXPECT_EQ(to_string(SeedFrom::kIndex), "index");
+  EXPECT_THROW(parse_seed_from("hash"), UsageError);
+}
+
+TEST(Items, PromptSeedsDoNotMoveWhenLinesAreInsertedAndRepeatsDiffer) {
+  auto specs_of = [](const std::vector<std::string>& prompts) {
+    std::vector<io::PromptSpec> specs(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) specs[i].prompt = prompts[i], specs[i].line = static_cast<int>(i) + 1;
+    return specs;
+  };
+  ItemDefaults d;
+  d.seed = 10;
+  d.seed_from = SeedFrom::kPrompt;
+  const ItemList before(specs_of({"a", "b", "c", "a"}), d);
+  const ItemList after(specs_of({"a", "x", "b", "c", "a"}), d);
+  EXPECT_EQ(before.at(0).seed, 7337180837569817414);  // (10 + hash("a", 0)) mod 2^63
+  EXPECT_EQ(before.at(1).seed, 9209711812082081191);
+  EXPECT_EQ(before.at(2).seed, 8585476179957822012);
+  EXPECT_EQ(before.at(3).seed, 7337181937081445625);  // the second "a": occurrence 1
+  EXPECT_EQ(after.at(2).seed, before.at(1).seed);
+  EXPECT_EQ(after.at(3).seed, before.at(2).seed);
+  EXPECT_EQ(after.at(4).seed, before.at(3).seed);
+  EXPECT_EQ(after.at(4).seed_from, SeedFrom::kPrompt);
+  // By index, the same insertion moves every later seed.
+  d.seed_from = SeedFrom::kIndex;
+  EXPECT_NE(ItemList(specs_of({"a", "x", "b"}), d).at(2).seed, ItemList(specs_of({"a", "b"}), d).at(1).seed);
+  // num_images counts as occurrences, a line's own seed still wins, and the sum wraps
+  // modulo 2^63 rather than overflow.
+  auto specs = specs_of({"a", "a", "a"});
+  specs[0].num_images = 2;
+  specs[2].seed = 3;
+  d.seed_from = SeedFrom::kPrompt;
+  d.seed = INT64_MAX;
+  const ItemList items(specs, d);
+  EXPECT_EQ(items.at(0).seed, 7337180837569817403);  // (2^63 - 1 + hash("a", 0)) mod 2^63
+  EXPECT_EQ(items.at(1).seed, static_cast<int64_t>((uint64_t{INT64_MAX} + prompt_seed_hash("a", 1)) & uint64_t{INT64_MAX}));
+  EXPECT_EQ(items.at(2).seed, static_cast<int64_t>((uint64_t{INT64_MAX} + prompt_seed_hash("a", 2)) & uint64_t{INT64_MAX}));
+  EXPECT_EQ(items.at(3).seed, 3);
 }
 
 TEST(Items, FileNamesArePaddedToSixDigits) {
@@ -57,6 +152,23 @@ TEST(Sharding, EveryStaticModeCoversEveryItemExactlyOnce) {
       }
     }
   }
+}
+
+TEST(Sharding, AStaticShareIsTheAssignmentWithoutTheList) {
+  for (ShardMode mode : {ShardMode::kContiguous, ShardMode::kStrided}) {
+    for (int64_t n : {0, 1, 5, 17, 100}) {
+      for (int world : {1, 2, 3, 8, 33}) {
+        for (int r = 0; r < world; ++r) {
+          const StaticShare share = static_share(n, world, r, mode);
+          std::vector<int64_t> listed;
+          for (int64_t k = 0; k < share.size(); ++k) listed.push_back(share.at(k));
+          ASSERT_EQ(listed, static_assignment(n, world, r, mode)) << to_string(mode) << " n=" << n << " r=" << r;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(static_share(kMaxItems, 3, 2, ShardMode::kStrided).size(), 333333333);
+  EXPECT_EQ(static_share(10, 2, 0, ShardMode::kDynamic).size(), 0);
 }
 
 TEST(Sharding, StridedTakesEveryWorldthItem) {

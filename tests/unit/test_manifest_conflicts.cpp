@@ -78,7 +78,7 @@ TEST(ManifestConflicts, StatusReportsTheSameConflictsAsMerge) {
   io::ManifestSet set = io::read_manifests(dir.path());
   std::vector<io::PromptSpec> specs(2);
   for (int i = 0; i < 2; ++i) specs[i].prompt = "p" + std::to_string(i), specs[i].line = i + 1;
-  plan::RunStatus st = plan::run_status(plan::expand_items(specs, {}), set);
+  plan::RunStatus st = plan::run_status(plan::ItemList(specs, {}), set);
   ASSERT_EQ(set.conflicts.size(), 1u);  // item 1 only: item 0's latest records agree
   ASSERT_EQ(st.conflicts.size(), 1u);
   EXPECT_EQ(st.conflicts[0].describe(), set.conflicts[0].describe());

@@ -2,6 +2,7 @@
 // before it loads a model (plan/preflight.h): issue 11, items 9 and 15.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -67,6 +68,21 @@ TEST(Preflight, MissingDirectoryAndJsonDocumentAreRefused) {
   EXPECT_NE(prompts_refusal(dir.path()).find("is a directory"), std::string::npos);
   write_file(dir.file("p.json"), "[{\"prompt\": \"a\"}]");
   EXPECT_NE(prompts_refusal(dir.file("p.json")).find("name the file .jsonl"), std::string::npos);
+}
+
+// Issue 11, item 10: a link to itself, or to nothing, is said as such, not "missing".
+TEST(Preflight, LinksThatLoopOrDangleAreNamedAsSuch) {
+  TempDir dir;
+  ASSERT_EQ(::symlink("loop.txt", dir.file("loop.txt").c_str()), 0);
+  ASSERT_EQ(::symlink("gone.txt", dir.file("dangling.txt").c_str()), 0);
+  EXPECT_EQ(prompts_refusal(dir.file("loop.txt")),
+            "PROMPTS '" + dir.file("loop.txt") + "': a loop of symbolic links; give a .txt or .jsonl file of prompts");
+  EXPECT_NE(prompts_refusal(dir.file("dangling.txt")).find(": a broken symbolic link (its target is missing)"),
+            std::string::npos);
+  ASSERT_EQ(::symlink("model", dir.file("model").c_str()), 0);
+  const std::string model = refusal([&] { plan::check_model_spec(dir.file("model")); });
+  EXPECT_EQ(model, "--model '" + dir.file("model") +
+                       "' is a loop of symbolic links; fix the link, or pass the pipeline's directory");
 }
 
 TEST(Preflight, OutputDirectoryMustBeWritableOrMakeable) {

@@ -13,10 +13,10 @@ using namespace dpinfer::test;
 
 namespace {
 
-std::vector<plan::Item> items_of(int n) {
+plan::ItemList items_of(int n) {
   std::vector<io::PromptSpec> specs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) specs[i].prompt = "p" + std::to_string(i), specs[i].line = i + 1;
-  return plan::expand_items(specs, {});
+  return plan::ItemList(specs, {});
 }
 
 std::string record(int index, const std::string& status, double t, int seed = -1) {
@@ -125,7 +125,7 @@ TEST(RunStatus, UnshardedRunsArePerRankAndForeignRecordsAreFound) {
       << st.foreign_records[0];
   std::vector<io::PromptSpec> other(4);
   for (auto& s : other) s.prompt = "other";
-  st = plan::run_status(plan::expand_items(other, {}), io::read_manifests(dir.path()));
+  st = plan::run_status(plan::ItemList(other, {}), io::read_manifests(dir.path()));
   ASSERT_FALSE(st.foreign_records.empty());
   EXPECT_NE(st.foreign_records[0].find("with prompt \"p0\""), std::string::npos) << st.foreign_records[0];
 }

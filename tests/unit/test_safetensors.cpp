@@ -2,6 +2,8 @@
 // against a file written by the reference python writer (tools/fixtures/make_safetensors.py).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -327,6 +329,65 @@ TEST_F(Safetensors, RefusesWhatIsNotAFile) {
     ADD_FAILURE() << "opened a directory";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 11, item 1: a shape nested 100,000 deep made the message's dump() overflow the stack.
+TEST_F(Safetensors, RefusesDeepNestingInOneLine) {
+  const int n = 100000;
+  expect_error(file_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(n, '[') + std::string(n, ']') +
+                          R"(,"data_offsets":[0,4]}})", "xxxx"),
+               "header is not valid json (nested deeper than 64 levels)");
+  // Within the limit, the message quotes the shape briefly.
+  expect_error(file_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(50, '[') + std::string(50, ']') +
+                          R"(,"data_offsets":[0,4]}})", "xxxx"),
+               "tensor 'a' has shape [[[[[[[[[...]]]]]]]]], expected a list of non-negative integers");
+}
+
+// Issue 11, item 2: nlohmann's out_of_range escaped as exit 1 and a raw message.
+TEST_F(Safetensors, RefusesNumbersOutOfRangeNamingTheFile) {
+  expect_error(file_bytes(R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})", "xxxx"),
+               "header is not valid json (number overflow parsing '1e999'); the file is corrupt");
+  expect_error(file_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,-1e999]}})", "xxxx"),
+               "header is not valid json (number overflow parsing '-1e999')");
+}
+
+// Issue 11, item 10: the first of two entries was dropped, and its bytes reported as a gap.
+TEST_F(Safetensors, ADuplicateTensorIsNamedNotCalledAGap) {
+  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                             R"("a":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})";
+  expect_error(file_bytes(header, std::string(24, '\0')),
+               "tensor 'a' appears twice in the header; the file is corrupt, re-download it");
+  expect_error(file_bytes(R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", "xxxx"),
+               "header gives the key 'dtype' twice in one object");
+}
+
+// Issue 11, item 5: a tensor name can hold any UTF-8, ESC and newlines included.
+TEST_F(Safetensors, EscapesAndBoundsTensorNamesInMessages) {
+  const std::string evil = "\\u001b]0;pwned\\u0007\\u001b[2J\\nname";  // JSON escapes
+  const std::string message =
+      error_of(file_bytes(R"({")" + evil + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", "xxxxxxxx"));
+  EXPECT_NE(message.find("tensor '\\x1B]0;pwned\\x07\\x1B[2J\\nname' has shape [1]"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos);
+  const std::string long_name(5'000'000, 'n');
+  const std::string long_message =
+      error_of(file_bytes(R"({")" + long_name + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", "xxxxxxxx"));
+  EXPECT_LT(long_message.size(), 500u) << long_message.size();
+  EXPECT_NE(error_of(file_bytes(R"({"__metadata__":{"\u2028":1}})")).find("entry '\\u2028' is a json number"),
+            std::string::npos);
+}
+
+// Issue 11, item 10: a link to itself is a loop, not a missing file.
+TEST_F(Safetensors, ASelfLoopingLinkIsNamedAsOne) {
+  const std::string loop = dir_.file("loop.safetensors");
+  ASSERT_EQ(::symlink("loop.safetensors", loop.c_str()), 0);
+  try {
+    SafetensorsFile::open(loop);
+    ADD_FAILURE() << "opened a loop";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "'" + loop + "': cannot open: a loop of symbolic links; check the path, or "
+                                                  "re-download the model");
   }
 }
 

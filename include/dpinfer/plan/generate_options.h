@@ -16,6 +16,7 @@ struct GenerateOptions {
   std::string variant;           ///< e.g. "fp16"
   std::string out = "outputs";
   int64_t seed = 0;
+  std::string seed_from = "index";  ///< index or prompt (plan::SeedFrom)
   std::optional<int> steps;
   std::optional<double> guidance_scale;
   std::optional<int> width;

@@ -2,21 +2,51 @@
 // Items: one image each. Prompt i with num_images n gives n consecutive items;
 // items are numbered 0..N-1 in file order, so an item's index is its identity
 // across runs, world sizes, batch sizes and scheduling modes.
+//
+// The items of a prompts file are never all in memory: an ItemList keeps the prompt
+// lines and a prefix sum of their image counts, and makes an Item when asked for one,
+// so 100 lines of num_images 100000 cost 100 lines, not ten million items.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dpinfer/io/prompt_file.h"
 
 namespace dpinfer::plan {
 
+/// Where an item's seed comes from when its prompt line gives none (--seed-from).
+enum class SeedFrom {
+  kIndex,   ///< --seed + the item's index (the default)
+  kPrompt,  ///< --seed + prompt_seed_hash(prompt, occurrence): the prompt's place in the file does not matter
+};
+
+/// "index" or "prompt"; throws UsageError otherwise.
+SeedFrom parse_seed_from(const std::string& name);
+std::string to_string(SeedFrom from);
+
+/// The hash behind --seed-from prompt, fixed for good: seeds made with it must come out
+/// the same on every machine, compiler and dpinfer version. It is FNV-1a 64 (offset basis
+/// 0xcbf29ce484222325, prime 0x100000001b3) over the prompt's UTF-8 bytes, one 0x00 byte,
+/// and `occurrence` in decimal ASCII digits, with the top bit then cleared (so 0..2^63-1).
+/// In Python:
+///   h = 0xcbf29ce484222325
+///   for b in prompt.encode() + b"\0" + str(occurrence).encode(): h = ((h ^ b) * 0x100000001b3) % 2**64
+///   h &= 2**63 - 1
+uint64_t prompt_seed_hash(std::string_view prompt, int64_t occurrence);
+
+/// The most items a prompts file may give (the sum of its num_images). Bounds what a run
+/// keeps per item (one bit each, for resume) and keeps every count well inside int64.
+constexpr int64_t kMaxItems = 1'000'000'000;
+
 /// Values for what a prompt line does not set.
 struct ItemDefaults {
   std::string negative_prompt;
   int64_t seed = 0;
+  SeedFrom seed_from = SeedFrom::kIndex;
   int steps = 0;
   double guidance_scale = 0;
   int width = 0;
@@ -32,6 +62,7 @@ struct Item {
   std::string prompt;
   std::string negative_prompt;
   int64_t seed = 0;
+  SeedFrom seed_from = SeedFrom::kIndex;  ///< the run's --seed-from (recorded; a line's own seed still wins)
   int steps = 0;
   double guidance_scale = 0;
   int width = 0;
@@ -48,10 +79,41 @@ struct Item {
   }
 };
 
-/// Expands prompt lines into items. An item's seed is `defaults.seed + index`, or,
-/// when its line gives a seed, that seed + j. It never depends on rank, world size,
-/// batch size, scheduling mode or restarts.
-std::vector<Item> expand_items(const std::vector<io::PromptSpec>& specs, const ItemDefaults& defaults);
+/// The items of a prompts file, made on demand by index. An item's seed is its line's
+/// seed + j when the line gives one; otherwise `defaults.seed + index` (SeedFrom::kIndex),
+/// or `(defaults.seed + prompt_seed_hash(prompt, k)) mod 2^63` (SeedFrom::kPrompt), where
+/// k counts the earlier items with the same prompt text (0 for its first). It never
+/// depends on rank, world size, batch size, scheduling mode or restarts.
+class ItemList {
+ public:
+  /// Throws InputError when the lines give more than kMaxItems items, or when a seed
+  /// would pass 2^63-1 (index mode: --seed + the last index).
+  ItemList(std::vector<io::PromptSpec> specs, ItemDefaults defaults);
+
+  /// The number of items: the sum of the lines' num_images.
+  int64_t size() const { return total_; }
+  bool empty() const { return total_ == 0; }
+
+  /// Item `index` (0 <= index < size()); throws std::out_of_range otherwise.
+  Item at(int64_t index) const;
+
+  /// The prompt text of item `index`, without making the item.
+  const std::string& prompt_of(int64_t index) const;
+
+  /// The position in specs() of the line that gives item `index`; throws std::out_of_range.
+  size_t spec_of(int64_t index) const;
+
+  const std::vector<io::PromptSpec>& specs() const { return specs_; }
+  const ItemDefaults& defaults() const { return defaults_; }
+
+ private:
+
+  std::vector<io::PromptSpec> specs_;
+  ItemDefaults defaults_;
+  std::vector<int64_t> first_;       ///< per line: the index of its first item
+  std::vector<int64_t> occurrence_;  ///< per line (kPrompt): earlier items with the same prompt text
+  int64_t total_ = 0;
+};
 
 /// "000042.png": the index zero-padded to at least 6 digits.
 std::string item_file_name(int64_t index);

@@ -1,7 +1,7 @@
 #pragma once
 // How far a run is, from its prompts file and the manifests in its output
 // directory alone (`dpinfer status`): no GPU, no store, no worker. The item list is
-// the worker's own (expand_items), the shards the worker's own (contiguous_range),
+// the worker's own (ItemList), the shards the worker's own (contiguous_range),
 // and an item's state the merge's own (io::read_manifests).
 
 #include <cstdint>
@@ -47,7 +47,7 @@ struct RunStatus {
 /// The status of `items` (all of the prompts file) given the manifests `set`.
 /// `only` restricts the totals and the groups to one outer shard. Every shard count
 /// that appears in a manifest name gets all its shards listed, started or not.
-RunStatus run_status(const std::vector<Item>& items, const io::ManifestSet& set,
+RunStatus run_status(const ItemList& items, const io::ManifestSet& set,
                      const std::optional<OuterShard>& only = std::nullopt);
 
 }  // namespace dpinfer::plan

@@ -22,8 +22,22 @@ std::string to_string(ShardMode mode);
 /// split_between_processes: the first n mod parts parts get one extra item.
 std::pair<int64_t, int64_t> contiguous_range(int64_t n, int parts, int index);
 
-/// The positions (0..n-1) that rank `rank` of `world` takes in a static mode.
-/// kDynamic has no static assignment (the ranks claim chunks at run time).
+/// The positions a rank takes in a static mode, without listing them: begin,
+/// begin + step, ... below end. A run of a billion items so needs no billion-entry list.
+struct StaticShare {
+  int64_t begin = 0, end = 0, step = 1;
+  /// How many positions.
+  int64_t size() const { return begin < end ? (end - begin + step - 1) / step : 0; }
+  /// Position `k` (0 <= k < size()).
+  int64_t at(int64_t k) const { return begin + k * step; }
+};
+
+/// The positions (0..n-1) that rank `rank` of `world` takes in a static mode: a
+/// contiguous_range, or every world-th position from `rank` (kStrided). kDynamic has no
+/// static assignment (the ranks claim chunks at run time): an empty share.
+StaticShare static_share(int64_t n, int world, int rank, ShardMode mode);
+
+/// static_share() as a list, for tests and small n.
 std::vector<int64_t> static_assignment(int64_t n, int world, int rank, ShardMode mode);
 
 /// An outer shard "I/N" (--shard, or a SLURM array task).

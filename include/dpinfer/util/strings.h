@@ -25,8 +25,9 @@ std::string join_limited(const std::vector<std::string>& items, size_t limit);
 
 /// `text` made safe to print inside a one-line message: control characters (newlines,
 /// ESC and the rest of C0, DEL, C1) become \n, \t, \xHH escapes, invalid UTF-8 bytes
-/// become \xHH, and text longer than `max_bytes` is cut at a character boundary with
-/// "..." after it. A file or a model can so never clear the screen, set the window
+/// become \xHH, the line separators and bidirectional controls (U+061C, U+200E,
+/// U+200F, U+2028..U+202E, U+2066..U+2069) become \uXXXX, and text whose escaped
+/// form is longer than `max_bytes` is cut at a character boundary with "..." after it. A file or a model can so never clear the screen, set the window
 /// title or fill the terminal through an error message.
 std::string printable(std::string_view text, size_t max_bytes = 200);
 

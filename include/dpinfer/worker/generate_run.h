@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -66,13 +67,18 @@ class GenerateRun {
   /// Dynamic mode: claim chunks of positions from the shared counter.
   bool run_dynamic();
 
-  /// Checks each item's size against the family's multiple and completes its settings
-  /// (resolve_settings(), then TextToImage::check_settings()); throws InputError naming the
-  /// prompts file's line.
-  void check_items(std::vector<plan::Item>& items, const pipeline::PipelineInfo& info) const;
+  /// Checks each line's size against the family's multiple and completes its settings
+  /// (resolve_settings(), then TextToImage::check_settings()), once per line rather than
+  /// per item; throws InputError naming the prompts file's line. Fills line_settings_
+  /// and run_settings_, which item_at() gives each item.
+  void check_lines(const pipeline::PipelineInfo& info);
 
-  /// Generates `todo` in batches of items that share size, steps, guidance and settings.
-  bool generate_all(const std::vector<const plan::Item*>& todo);
+  /// Item `position` of this run's shard, made on demand, with its completed settings.
+  plan::Item item_at(int64_t position) const;
+
+  /// Generates the items `next` gives, until nullopt, in batches of consecutive items
+  /// that share size, steps, guidance and settings. Returns true when stopped by a signal.
+  bool generate_all(const std::function<std::optional<plan::Item>()>& next);
 
   void run_batch(const std::vector<const plan::Item*>& batch);
 
@@ -98,7 +104,11 @@ class GenerateRun {
   plan::ShardMode mode_ = plan::ShardMode::kContiguous;
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<pipeline::TextToImage> pipe_;
-  std::vector<plan::Item> items_;
+  std::optional<plan::ItemList> items_;  ///< the whole prompts file's items, made on demand
+  int64_t shard_begin_ = 0;              ///< the outer shard: items [shard_begin_, shard_begin_ + shard_size_)
+  int64_t shard_size_ = 0;
+  std::vector<nlohmann::json> line_settings_;  ///< per line: its completed settings, or null for run_settings_
+  nlohmann::json run_settings_;                ///< the completed settings of lines that set none
   int64_t total_items_ = 0;
   plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
   std::unique_ptr<io::ManifestWriter> manifest_;

@@ -1,0 +1,100 @@
+// plan::parse_generate_args against hostile --config files and unbounded numbers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "dpinfer/plan/generate_options.h"
+#include "dpinfer/util/error.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer;
+using namespace dpinfer::test;
+
+namespace {
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    plan::parse_generate_args(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string config_error(const TempDir& dir, const std::string& content) {
+  write_file(dir.file("c.json"), content);
+  return usage_error({"p.txt", "--config", dir.file("c.json")});
+}
+
+}  // namespace
+
+// Issue 11, item 1: a --config value nested 100,000 deep made the message's dump() crash.
+TEST(GenerateOptionsHardening, DeepConfigIsOneLineNotACrash) {
+  TempDir dir;
+  const int n = 100000;
+  EXPECT_EQ(config_error(dir, "{\"steps\":" + std::string(n, '[') + std::string(n, ']') + "}"),
+            "--config '" + dir.file("c.json") +
+                "': not JSON (nested deeper than 64 levels); expected one object such as {\"steps\": 30}");
+  const std::string nested = std::string(40, '[') + std::string(40, ']');
+  EXPECT_EQ(config_error(dir, "{\"steps\":" + nested + "}"),
+            "--config '" + dir.file("c.json") + "': 'steps' must be an integer, got [[[[[[[[[...]]]]]]]]]");
+}
+
+// Issue 11, items 1, 2 and 5 on --config: 1e999, huge and hostile keys and values.
+TEST(GenerateOptionsHardening, ConfigMessagesAreBoundedAndEscaped) {
+  TempDir dir;
+  EXPECT_EQ(config_error(dir, "{\"guidance_scale\": 1e999}"),
+            "--config '" + dir.file("c.json") +
+                "': not JSON (number overflow parsing '1e999'); expected one object such as {\"steps\": 30}");
+  const std::string key = config_error(dir, "{\"\\u001b]0;x\\u0007" + std::string(100000, 'k') + "\": 1}");
+  EXPECT_EQ(key.find('\x1b'), std::string::npos);
+  EXPECT_LT(key.size(), 300u) << key;
+  EXPECT_NE(key.find("unknown key '\\x1B]0;x\\x07kkk"), std::string::npos) << key;
+  const std::string value = config_error(dir, "{\"overwrite\": \"" + std::string(1'000'000, 'v') + "\"}");
+  EXPECT_LT(value.size(), 300u);
+  EXPECT_EQ(config_error(dir, "{\"steps\": 3, \"steps\": 4}"),
+            "--config '" + dir.file("c.json") + "': key 'steps' appears twice; keep one");
+  // CLI11's own message quotes the value it could not take.
+  const std::string cli = usage_error({"p.txt", "--batch-size", "x\x1b[2J" + std::string(100000, 'y')});
+  EXPECT_EQ(cli.find('\x1b'), std::string::npos);
+  EXPECT_LT(cli.size(), 400u);
+  EXPECT_LT(usage_error({"p.txt", "--dtype", std::string(100000, 'z')}).size(), 200u);
+  // Found by tests/fuzz/fuzz_generate_config: the words nobody asked for, quoted raw.
+  const std::string extra = usage_error({"p.txt", "a\x1b[2J\x02", std::string(100000, 'w')});
+  EXPECT_EQ(extra.rfind("the following arguments were not expected: a\\x1B[2J\\x02 www", 0), 0u) << extra;
+  EXPECT_LT(extra.size(), 400u);
+}
+
+// Issue 11, item 10: --config through a link to itself is a loop, not "cannot read".
+TEST(GenerateOptionsHardening, ASelfLoopingConfigLinkIsNamedAsOne) {
+  TempDir dir;
+  ASSERT_EQ(::symlink("c.json", dir.file("c.json").c_str()), 0);
+  EXPECT_EQ(usage_error({"p.txt", "--config", dir.file("c.json")}),
+            "--config: cannot read '" + dir.file("c.json") + "': a loop of symbolic links");
+}
+
+// Issue 11, item 4a: the command line has the JSONL bounds (1..10000 steps, 8..16384 pixels).
+TEST(GenerateOptionsHardening, StepsAndSizesHaveTheJsonlBounds) {
+  EXPECT_EQ(usage_error({"p.txt", "--steps", "2000000000"}), "--steps: expected 1..10000, got 2000000000");
+  EXPECT_EQ(usage_error({"p.txt", "--steps", "0"}), "--steps: expected 1..10000, got 0");
+  EXPECT_EQ(usage_error({"p.txt", "--width", "16392"}), "--width: expected a multiple of 8 in 8..16384, got 16392");
+  EXPECT_EQ(usage_error({"p.txt", "--height", "2147483640"}),
+            "--height: expected a multiple of 8 in 8..16384, got 2147483640");
+  EXPECT_EQ(usage_error({"p.txt", "--width", "12"}), "--width: expected a multiple of 8 in 8..16384, got 12");
+  EXPECT_EQ(usage_error({"p.txt", "--steps", "10000", "--width", "16384", "--height", "8"}), "");
+  TempDir dir;
+  EXPECT_EQ(config_error(dir, "{\"steps\": 10001}"), "--steps: expected 1..10000, got 10001");
+}
+
+// Issue 11, item 20.
+TEST(GenerateOptionsHardening, SeedFromIsIndexOrPrompt) {
+  EXPECT_EQ(plan::parse_generate_args({"p.txt"}).seed_from, "index");
+  plan::GenerateOptions o = plan::parse_generate_args({"p.txt", "--seed-from", "prompt"});
+  EXPECT_EQ(o.seed_from, "prompt");
+  EXPECT_EQ(o.to_json()["seed_from"], "prompt");
+  EXPECT_EQ(usage_error({"p.txt", "--seed-from", "line"}), "--seed-from: expected index or prompt, got 'line'");
+  TempDir dir;
+  write_file(dir.file("c.json"), "{\"seed_from\": \"prompt\"}");
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")}).seed_from, "prompt");
+}
