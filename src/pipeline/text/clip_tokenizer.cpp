@@ -292,7 +292,7 @@ std::vector<int64_t> CLIPTokenizer::tokenize(const std::string& text) const {
   return impl_->tokenize(text);
 }
 
-Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const {
+Encoding CLIPTokenizer::encode_unpadded(const std::string& prompt, int max_length) const {
   if (max_length < 2) {
     throw Error("tokenizer max_length must be at least 2 (room for bos and eos), got " + std::to_string(max_length));
   }
@@ -306,6 +306,11 @@ Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const 
   out.ids.insert(out.ids.end(), tokens.begin(), tokens.end());
   out.ids.push_back(impl_->eos);
   out.attention_mask.assign(out.ids.size(), 1);
+  return out;
+}
+
+Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const {
+  Encoding out = encode_unpadded(prompt, max_length);
   out.ids.resize(size_t(max_length), impl_->pad);
   out.attention_mask.resize(size_t(max_length), 0);
   return out;

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "dpinfer/pipeline/text/clip_tokenizer.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 
@@ -16,6 +18,27 @@ const std::vector<TokenizerClass>& tokenizer_classes() {
       {{"CLIPTokenizer", "CLIPTokenizerFast"}, "tokenizer_config.json", {"vocab.json", "merges.txt"}, load_clip},
   };
   return table;
+}
+
+std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& texts, int max_length,
+                                              Padding padding) const {
+  std::vector<Encoding> out;
+  out.reserve(texts.size());
+  size_t length = 0;
+  for (const std::string& text : texts) {
+    out.push_back(encode_unpadded(text, max_length));
+    length = std::max(length, out.back().ids.size());
+  }
+  if (padding == Padding::kMaxLength) length = size_t(max_length);
+  const bool left = pads_left();
+  for (Encoding& e : out) {
+    const size_t n = length - e.ids.size();
+    auto at_ids = left ? e.ids.begin() : e.ids.end();
+    e.ids.insert(at_ids, n, pad_id());
+    auto at_mask = left ? e.attention_mask.begin() : e.attention_mask.end();
+    e.attention_mask.insert(at_mask, n, 0);
+  }
+  return out;
 }
 
 const TokenizerClass* find_tokenizer_class(const std::string& class_name) {
