@@ -4,29 +4,21 @@
 #include "dpinfer/pipeline/text/clip_tokenizer.h"
 
 #include <algorithm>
-#include <array>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
-#include <sys/stat.h>
-
-#include "dpinfer/io/json_file.h"
-#include "dpinfer/io/utf8.h"
+#include "byte_level_bpe.h"
 #include "dpinfer/util/error.h"
-#include "dpinfer/util/strings.h"
+#include "tokenizer_files.h"
 #include "unicode_tables.h"
 #include "unicode_text.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
+using bpe::AddedToken;
+using bpe::describe;
 using nlohmann::json;
 
 // CLIPTokenizer reads merges.txt lines [1 : 49152 - 256 - 2 + 1].
@@ -34,105 +26,6 @@ constexpr size_t kMaxMerges = 49152 - 256 - 2;
 constexpr const char* kEndOfWord = "</w>";
 // bpe() answers these from its cache unsplit, whatever the config's special tokens.
 constexpr std::string_view kCachedSpecials[] = {"<|startoftext|>", "<|endoftext|>"};
-// The word cache is a cache, not a leak: past this many words it starts afresh.
-constexpr size_t kMaxCachedWords = 1 << 16;
-constexpr int64_t kMaxSaneModelMaxLength = int64_t(1) << 31;
-
-// PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES, in its order (the order new ids go in).
-constexpr const char* kSpecialTokenKeys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
-                                             "pad_token", "cls_token", "mask_token"};
-
-struct AddedToken {
-  std::string content;
-  bool lstrip = false;
-  bool rstrip = false;
-  bool single_word = false;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error("cannot open tokenizer file " + path + ": " + std::strerror(errno) +
-                "; the tokenizer folder needs vocab.json and merges.txt as diffusers saves them");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error("cannot read tokenizer file " + path + ": " + std::strerror(errno));
-  return ss.str();
-}
-
-std::string describe(const json& value) {
-  std::string text = value.dump();
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
-
-json parse_json(const std::string& path) {
-  const std::string text = read_file(path);  // a missing file says what the folder needs
-  try {
-    return io::parse_json_text(text);
-  } catch (const io::JsonSyntaxError& e) {
-    throw Error(quote(path) + " is not valid json (" + e.what() + "); re-download the tokenizer folder");
-  }
-}
-
-// POSIX stat rather than std::filesystem: the PyPI libtorch.so exports its own
-// std::filesystem symbols, and calls can bind to them.
-std::optional<json> parse_json_if_present(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
-  return parse_json(path);
-}
-
-// A special token as tokenizer_config.json / special_tokens_map.json write it: a
-// string, an AddedToken object ({"content": ..., "lstrip": ...}), or null (none).
-std::optional<AddedToken> parse_added_token(const json& value, const std::string& path, const std::string& field) {
-  if (value.is_null()) return std::nullopt;
-  AddedToken token;
-  if (value.is_string()) {
-    token.content = value.get<std::string>();
-    return token;
-  }
-  auto it = value.is_object() ? value.find("content") : value.end();
-  if (!value.is_object() || it == value.end() || !it->is_string()) {
-    throw Error("tokenizer file " + path + ": " + field + " must be a string or an object with a string \"content\", got " +
-                describe(value));
-  }
-  token.content = it->get<std::string>();
-  auto flag = [&](const char* name) {
-    auto f = value.find(name);
-    if (f == value.end() || f->is_null()) return false;
-    if (!f->is_boolean()) {
-      throw Error("tokenizer file " + path + ": " + field + "." + name + " must be true or false, got " + describe(*f));
-    }
-    return f->get<bool>();
-  };
-  token.lstrip = flag("lstrip");
-  token.rstrip = flag("rstrip");
-  token.single_word = flag("single_word");
-  return token;
-}
-
-int parse_model_max_length(const json& config, const std::string& path) {
-  auto it = config.find("model_max_length");
-  if (it == config.end() || it->is_null()) return CLIPTokenizer::kDefaultModelMaxLength;
-  const json& v = *it;
-  double value;
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() >= uint64_t(kMaxSaneModelMaxLength)) {
-      return CLIPTokenizer::kDefaultModelMaxLength;
-    }
-    value = double(v.get<int64_t>());
-  } else if (v.is_number_float()) {
-    value = v.get<double>();  // int(1e30) does not fit 64 bits and parses as a float
-  } else {
-    throw Error("tokenizer file " + path + ": model_max_length must be a number, got " + describe(v));
-  }
-  if (value >= double(kMaxSaneModelMaxLength)) return CLIPTokenizer::kDefaultModelMaxLength;
-  if (value != double(int64_t(value)) || value < 2) {
-    throw Error("tokenizer file " + path + ": model_max_length must be an integer of at least 2, got " + describe(v));
-  }
-  return int(value);
-}
 
 // Python's str.isspace(): the separators, and the control characters
 // BasicTokenizer drops that Python still calls whitespace.
@@ -152,18 +45,6 @@ std::string strip_python_space(const std::string& text, bool left, bool right) {
   }
   std::string out;
   for (size_t i = begin; i < end; ++i) unicode::append_utf8(cps[i], out);
-  return out;
-}
-
-// Ref: tokenization_clip.py bytes_to_unicode. Printable Latin-1 bytes stand for
-// themselves, the rest map to U+0100 upwards in byte order.
-std::array<std::string, 256> byte_symbols() {
-  std::array<std::string, 256> out;
-  char32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    unicode::append_utf8(printable ? char32_t(b) : next++, out[b]);
-  }
   return out;
 }
 
@@ -219,146 +100,41 @@ void split_pieces(std::u32string_view word, Emit&& emit) {
   }
 }
 
-std::vector<std::string_view> split_merge_line(std::string_view line) {
-  std::vector<std::string_view> parts;
-  size_t i = 0;
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
-  while (i < line.size()) {
-    while (i < line.size() && space(line[i])) ++i;
-    size_t start = i;
-    while (i < line.size() && !space(line[i])) ++i;
-    if (i > start) parts.push_back(line.substr(start, i - start));
-  }
-  return parts;
-}
-
-// What tokenizer_config.json and special_tokens_map.json say, resolved as
-// transformers' from_pretrained does.
-struct TokenizerConfig {
-  std::vector<std::pair<std::string, std::optional<AddedToken>>> by_key;  // kSpecialTokenKeys order
-  std::vector<AddedToken> additional;
-  std::vector<std::pair<int64_t, AddedToken>> decoder;  // added_tokens_decoder
-  int model_max_length = CLIPTokenizer::kDefaultModelMaxLength;
-
-  const AddedToken* find(const std::string& key) const {
-    for (const auto& [k, v] : by_key) {
-      if (k == key && v) return &*v;
-    }
-    return nullptr;
-  }
-  void set(const std::string& key, std::optional<AddedToken> token) {
-    for (auto& [k, v] : by_key) {
-      if (k == key) v = std::move(token);
-    }
-  }
-  // In the order PreTrainedTokenizer.__init__ adds them.
-  std::vector<AddedToken> special_tokens() const {
-    std::vector<AddedToken> out;
-    for (const auto& [k, v] : by_key) {
-      if (v) out.push_back(*v);
-    }
-    out.insert(out.end(), additional.begin(), additional.end());
-    return out;
-  }
-
-  void read_special_tokens(const json& source, const std::string& path) {
-    if (!source.is_object()) throw Error("tokenizer file " + path + ": expected a json object, got " + describe(source));
-    for (const char* key : kSpecialTokenKeys) {
-      if (auto it = source.find(key); it != source.end()) set(key, parse_added_token(*it, path, key));
-    }
-    auto it = source.find("additional_special_tokens");
-    if (it == source.end() || it->is_null()) return;
-    if (!it->is_array()) {
-      throw Error("tokenizer file " + path + ": additional_special_tokens must be a list, got " + describe(*it));
-    }
-    for (const json& v : *it) {
-      std::optional<AddedToken> t = parse_added_token(v, path, "additional_special_tokens");
-      if (t && std::none_of(additional.begin(), additional.end(),
-                            [&](const AddedToken& a) { return a.content == t->content; })) {
-        additional.push_back(*t);
-      }
-    }
-  }
-
-  void read_decoder(const json& decoder_json, const std::string& path) {
-    if (!decoder_json.is_object()) {
-      throw Error("tokenizer file " + path + ": added_tokens_decoder must be an object of id -> token, got " +
-                  describe(decoder_json));
-    }
-    for (auto e = decoder_json.begin(); e != decoder_json.end(); ++e) {
-      int64_t id = -1;
-      try {
-        size_t used = 0;
-        id = std::stoll(e.key(), &used);
-        if (used != e.key().size()) id = -1;
-      } catch (const std::exception&) {
-      }
-      if (id < 0) {
-        throw Error("tokenizer file " + path + ": added_tokens_decoder key " + json(e.key()).dump() +
-                    " must be a token id");
-      }
-      if (auto t = parse_added_token(*e, path, "added_tokens_decoder." + e.key())) decoder.emplace_back(id, *t);
-    }
-  }
-};
-
-// Ref: PreTrainedTokenizerBase.from_pretrained: CLIPTokenizer's defaults, then
-// tokenizer_config.json, then special_tokens_map.json unless the config has an
-// added_tokens_decoder (then the map is not read at all).
-TokenizerConfig read_tokenizer_config(const std::string& dir) {
-  const std::string config_path = dir + "tokenizer_config.json";
-  const std::string map_path = dir + "special_tokens_map.json";
-  json config = parse_json_if_present(config_path).value_or(json::object());
-  if (!config.is_object()) {
-    throw Error("tokenizer file " + config_path + ": expected a json object, got " + describe(config));
-  }
+// Ref: PreTrainedTokenizerBase.from_pretrained with CLIPTokenizer's defaults.
+bpe::TokenizerConfig read_tokenizer_config(const std::string& dir, int& model_max_length) {
+  bpe::TokenizerConfig out = bpe::read_tokenizer_config(
+      dir, {{"bos_token", "<|startoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"},
+            {"pad_token", "<|endoftext|>"}});
   for (const char* side : {"padding_side", "truncation_side"}) {
-    auto it = config.find(side);
-    if (it != config.end() && !it->is_null() && *it != "right") {
-      throw Error("tokenizer file " + config_path + ": " + side + " " + describe(*it) +
+    auto it = out.config.find(side);
+    if (it != out.config.end() && !it->is_null() && *it != "right") {
+      throw Error("tokenizer file " + out.path + ": " + side + " " + describe(*it) +
                   " is not supported; only \"right\" (the CLIP default) is");
     }
   }
-  TokenizerConfig out;
-  out.model_max_length = parse_model_max_length(config, config_path);
-  for (const char* key : kSpecialTokenKeys) out.by_key.emplace_back(key, std::nullopt);
-  out.set("bos_token", AddedToken{"<|startoftext|>"});
-  out.set("eos_token", AddedToken{"<|endoftext|>"});
-  out.set("unk_token", AddedToken{"<|endoftext|>"});
-  out.set("pad_token", AddedToken{"<|endoftext|>"});
-  out.read_special_tokens(config, config_path);
-  if (auto it = config.find("added_tokens_decoder"); it != config.end() && !it->is_null()) {
-    out.read_decoder(*it, config_path);
-  } else if (std::optional<json> map = parse_json_if_present(map_path)) {
-    out.read_special_tokens(*map, map_path);
-  }
+  model_max_length = bpe::parse_model_max_length(out.config, out.path, CLIPTokenizer::kDefaultModelMaxLength, 2);
   return out;
 }
 
 }  // namespace
 
 struct CLIPTokenizer::Impl {
-  struct Merge {
-    uint32_t rank;
-    int32_t merged;  // symbol
-  };
-
   std::unordered_map<std::string, int64_t> vocab;
-  std::vector<AddedToken> added;  // longest content first, for splitting text on them
+  std::vector<AddedToken> added;  // in the order they were added
   std::unordered_map<std::string, int64_t> added_ids;
   std::unordered_map<std::string, size_t> added_index;  // content -> index in `added`
+  bpe::AddedTokenFinder finder;                         // over `added`
 
   // BPE works on interned symbols: 0..255 the byte symbols, 256..511 the same with
   // </w>, then every other string the merges mention.
+  bpe::Merges merges;
   std::vector<int64_t> symbol_token_ids;
-  std::unordered_map<uint64_t, Merge> merges;  // (left << 32 | right) -> merge
 
   int64_t bos = 0, eos = 0, unk = 0, pad = 0;
   std::string bos_token, eos_token, unk_token, pad_token;
   int max_length = kDefaultModelMaxLength;
 
-  mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
+  bpe::WordCache cache;
 
   int64_t token_id(const std::string& token) const {
     if (auto it = added_ids.find(token); it != added_ids.end()) return it->second;
@@ -374,50 +150,18 @@ struct CLIPTokenizer::Impl {
         return;
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex);
-      if (auto it = cache.find(piece); it != cache.end()) {
-        out.insert(out.end(), it->second.begin(), it->second.end());
-        return;
-      }
-    }
+    if (cache.lookup(piece, out)) return;
     std::vector<int32_t> word(piece.size());
     for (size_t i = 0; i < piece.size(); ++i) {
       auto b = static_cast<unsigned char>(piece[i]);
       word[i] = i + 1 == piece.size() ? 256 + b : b;
     }
-    std::vector<int32_t> next;
-    while (word.size() > 1) {
-      const Merge* best = nullptr;
-      uint64_t best_key = 0;
-      for (size_t i = 0; i + 1 < word.size(); ++i) {
-        uint64_t key = (uint64_t(uint32_t(word[i])) << 32) | uint32_t(word[i + 1]);
-        auto it = merges.find(key);
-        if (it != merges.end() && (best == nullptr || it->second.rank < best->rank)) {
-          best = &it->second;
-          best_key = key;
-        }
-      }
-      if (best == nullptr) break;
-      auto left = int32_t(best_key >> 32), right = int32_t(best_key & 0xFFFFFFFFu);
-      next.clear();
-      for (size_t i = 0; i < word.size(); ++i) {
-        if (i + 1 < word.size() && word[i] == left && word[i + 1] == right) {
-          next.push_back(best->merged);
-          ++i;
-        } else {
-          next.push_back(word[i]);
-        }
-      }
-      word.swap(next);
-    }
+    merges.apply(word);
     std::vector<int64_t> ids;
     ids.reserve(word.size());
     for (int32_t s : word) ids.push_back(symbol_token_ids[size_t(s)]);
     out.insert(out.end(), ids.begin(), ids.end());
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (cache.size() >= kMaxCachedWords) cache.clear();
-    cache.emplace(piece, std::move(ids));
+    cache.insert(piece, std::move(ids));
   }
 
   // Ref: CLIPTokenizer._tokenize without ftfy.
@@ -432,29 +176,15 @@ struct CLIPTokenizer::Impl {
     }
   }
 
-  bool is_added(const std::string& text) const { return added_index.count(text) != 0; }
-
   // Ref: PreTrainedTokenizer.tokenize: Trie.split on the added tokens (leftmost,
   // longest first), their lstrip/rstrip/single_word, then _tokenize on the rest.
   std::vector<int64_t> tokenize(std::string_view text) const {
     std::vector<std::string> chunks;
-    size_t start = 0, i = 0;
-    while (i < text.size()) {
-      const AddedToken* hit = nullptr;
-      for (const AddedToken& t : added) {
-        if (text.compare(i, t.content.size(), t.content) == 0) {
-          hit = &t;
-          break;
-        }
-      }
-      if (hit == nullptr) {
-        ++i;
-        continue;
-      }
-      if (i > start) chunks.emplace_back(text.substr(start, i - start));
-      chunks.push_back(hit->content);
-      i += hit->content.size();
-      start = i;
+    size_t start = 0;
+    for (const bpe::AddedTokenFinder::Match& m : finder.find(text)) {
+      if (m.begin > start) chunks.emplace_back(text.substr(start, m.begin - start));
+      chunks.push_back(added[m.token].content);
+      start = m.end;
     }
     if (start < text.size()) chunks.emplace_back(text.substr(start));
 
@@ -488,83 +218,40 @@ struct CLIPTokenizer::Impl {
     return ids;
   }
 
-  void load_vocab(const std::string& path) {
-    json doc = parse_json(path);
-    if (!doc.is_object()) throw Error("tokenizer file " + path + ": expected an object of token -> id, got " + describe(doc));
-    vocab.reserve(doc.size());
-    for (auto it = doc.begin(); it != doc.end(); ++it) {
-      if (!it->is_number_integer()) {
-        throw Error("tokenizer file " + path + ": the id of token " + json(it.key()).dump() +
-                    " must be an integer, got " + describe(*it));
-      }
-      vocab[it.key()] = it->get<int64_t>();
-    }
-  }
-
-  // Fills `merges`; returns the interned symbols' strings.
-  // Ref: CLIPTokenizer.__init__: read().strip().split("\n")[1 : 48895], split() on
-  // whitespace; a repeated pair keeps its last rank, as dict(zip(...)) does.
-  std::vector<std::string> load_merges(const std::string& path) {
-    const std::string text = read_file(path);
+  // Fills `merges`. Ref: CLIPTokenizer.__init__: read().strip().split("\n")[1 : 48895],
+  // split() on whitespace; a repeated pair keeps its last rank, as dict(zip(...)) does.
+  void load_merges(const std::string& path) {
+    const std::string text = bpe::read_file(path);
     std::string_view all(text);
     auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
     while (!all.empty() && is_space(all.front())) all.remove_prefix(1);
     while (!all.empty() && is_space(all.back())) all.remove_suffix(1);
 
-    std::unordered_map<std::string, int32_t> index;
-    std::vector<std::string> symbols;
-    auto intern = [&](std::string s) {
-      auto [it, inserted] = index.emplace(s, int32_t(symbols.size()));
-      if (inserted) symbols.push_back(std::move(s));
-      return it->second;
-    };
-    const std::array<std::string, 256> bytes = byte_symbols();
-    for (const std::string& b : bytes) intern(b);
-    for (const std::string& b : bytes) intern(b + kEndOfWord);
-
+    for (const std::string& b : bpe::byte_symbols()) merges.intern(b);
+    for (const std::string& b : bpe::byte_symbols()) merges.intern(b + kEndOfWord);
     size_t line_no = 0;
     while (!all.empty() && line_no <= kMaxMerges) {
       size_t nl = all.find('\n');
       std::string_view line = all.substr(0, nl);
       all.remove_prefix(nl == std::string_view::npos ? all.size() : nl + 1);
       if (line_no++ == 0) continue;
-      std::vector<std::string_view> parts = split_merge_line(line);
+      std::vector<std::string_view> parts = bpe::split_merge_line(line);
       if (parts.size() != 2) continue;  // keeps its rank but can never match a pair
-      std::string left(parts[0]), right(parts[1]);
-      int32_t merged = intern(left + right);
-      int32_t l = intern(left), r = intern(right);
-      merges[(uint64_t(uint32_t(l)) << 32) | uint32_t(r)] = Merge{uint32_t(line_no - 2), merged};
+      merges.add(std::string(parts[0]), std::string(parts[1]), uint32_t(line_no - 2));
     }
-    return symbols;
   }
 
   // Ref: PreTrainedTokenizer.__init__: the decoder's tokens keep their ids; each
   // special token not among them takes its vocabulary id, or else the next new one.
-  void add_tokens(const TokenizerConfig& config, const std::string& dir) {
-    std::vector<std::pair<int64_t, AddedToken>> all = config.decoder;
-    auto known = [&](const std::string& content) {
-      return std::any_of(all.begin(), all.end(), [&](const auto& a) { return a.second.content == content; });
-    };
-    for (const AddedToken& t : config.special_tokens()) {
-      if (t.content.empty() || known(t.content)) continue;
-      int64_t id;
-      if (auto v = vocab.find(t.content); v != vocab.end()) {
-        id = v->second;
-      } else {
-        size_t outside =
-            std::count_if(all.begin(), all.end(), [&](const auto& a) { return vocab.count(a.second.content) == 0; });
-        id = int64_t(vocab.size() + outside);
-      }
-      all.emplace_back(id, t);
-    }
-    for (auto& [id, token] : all) {
-      if (token.content.empty()) continue;
+  void add_tokens(const bpe::TokenizerConfig& config, const std::string& dir) {
+    for (auto& [id, token] : bpe::resolve_added_tokens(config, vocab)) {
       added_ids[token.content] = id;
+      added_index[token.content] = added.size();
       added.push_back(token);
     }
-    std::stable_sort(added.begin(), added.end(),
-                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-    for (size_t i = 0; i < added.size(); ++i) added_index[added[i].content] = i;
+    std::vector<std::string> contents;
+    for (const AddedToken& t : added) contents.push_back(t.content);
+    finder = bpe::AddedTokenFinder(std::move(contents));
 
     // Ref: convert_tokens_to_ids: added tokens, then the vocabulary, then unk.
     auto special = [&](const char* key) -> const std::string& {
@@ -591,28 +278,21 @@ CLIPTokenizer::CLIPTokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move
 CLIPTokenizer CLIPTokenizer::from_dir(const std::string& tokenizer_dir) {
   const std::string dir = tokenizer_dir.empty() || tokenizer_dir.back() == '/' ? tokenizer_dir : tokenizer_dir + "/";
   auto impl = std::make_shared<Impl>();
-  impl->load_vocab(dir + "vocab.json");
-  std::vector<std::string> symbols = impl->load_merges(dir + "merges.txt");
-  TokenizerConfig config = read_tokenizer_config(dir);
-  impl->max_length = config.model_max_length;
+  impl->vocab = bpe::read_vocab(dir + "vocab.json");
+  impl->load_merges(dir + "merges.txt");
+  bpe::TokenizerConfig config = read_tokenizer_config(dir, impl->max_length);
   impl->add_tokens(config, dir);
-  impl->symbol_token_ids.reserve(symbols.size());
-  for (const std::string& symbol : symbols) impl->symbol_token_ids.push_back(impl->token_id(symbol));
+  impl->symbol_token_ids.reserve(impl->merges.symbols().size());
+  for (const std::string& symbol : impl->merges.symbols()) impl->symbol_token_ids.push_back(impl->token_id(symbol));
   return CLIPTokenizer(std::move(impl));
 }
 
 std::vector<int64_t> CLIPTokenizer::tokenize(const std::string& text) const {
-  size_t bad = io::find_invalid_utf8(text);
-  if (bad != std::string::npos) {
-    static const char* kHex = "0123456789abcdef";
-    auto byte = static_cast<unsigned char>(text[bad]);
-    throw Error("prompt is not valid utf-8 at byte " + std::to_string(bad) + " (0x" + kHex[byte >> 4] + kHex[byte & 15] +
-                "); pass prompts as utf-8 text");
-  }
+  bpe::check_utf8(text);
   return impl_->tokenize(text);
 }
 
-Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const {
+Encoding CLIPTokenizer::encode_unpadded(const std::string& prompt, int max_length) const {
   if (max_length < 2) {
     throw Error("tokenizer max_length must be at least 2 (room for bos and eos), got " + std::to_string(max_length));
   }
@@ -626,6 +306,11 @@ Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const 
   out.ids.insert(out.ids.end(), tokens.begin(), tokens.end());
   out.ids.push_back(impl_->eos);
   out.attention_mask.assign(out.ids.size(), 1);
+  return out;
+}
+
+Encoding CLIPTokenizer::encode(const std::string& prompt, int max_length) const {
+  Encoding out = encode_unpadded(prompt, max_length);
   out.ids.resize(size_t(max_length), impl_->pad);
   out.attention_mask.resize(size_t(max_length), 0);
   return out;

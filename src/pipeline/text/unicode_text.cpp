@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "qwen2_unicode_tables.h"
 #include "unicode_tables.h"
 
 namespace dpinfer::pipeline::unicode {
@@ -51,6 +52,19 @@ uint8_t combining_class(char32_t cp) {
   return cp <= it->last ? it->ccc : 0;
 }
 
+// Which code points an NFC leaves alone: none for Python's, kFastNfcInert for tokenizers'.
+using InertFn = bool (*)(char32_t);
+
+bool never_inert(char32_t) { return false; }
+
+bool fast_nfc_inert(char32_t cp) {
+  if (cp < kFastNfcInert[0].first) return false;
+  const CodePointRange* end = kFastNfcInert + kFastNfcInertCount;
+  const CodePointRange* it =
+      std::upper_bound(kFastNfcInert, end, cp, [](char32_t c, const CodePointRange& r) { return c < r.first; });
+  return it != kFastNfcInert && cp <= (it - 1)->last;
+}
+
 const DecompositionEntry* find_decomposition(char32_t cp) {
   if (cp < 0xC0) return nullptr;
   const DecompositionEntry* end = kDecomposition + kDecompositionCount;
@@ -59,7 +73,7 @@ const DecompositionEntry* find_decomposition(char32_t cp) {
   return it != end && it->cp == cp ? it : nullptr;
 }
 
-void decompose(char32_t cp, std::u32string& out) {
+void decompose(char32_t cp, std::u32string& out, InertFn inert) {
   if (cp >= kSBase && cp < kSBase + kSCount) {
     char32_t s = cp - kSBase;
     out.push_back(kLBase + s / kNCount);
@@ -67,13 +81,13 @@ void decompose(char32_t cp, std::u32string& out) {
     if (s % kTCount != 0) out.push_back(kTBase + s % kTCount);
     return;
   }
-  const DecompositionEntry* d = find_decomposition(cp);
+  const DecompositionEntry* d = inert(cp) ? nullptr : find_decomposition(cp);
   if (d == nullptr) {
     out.push_back(cp);
     return;
   }
-  decompose(d->first, out);
-  if (d->second != 0) decompose(d->second, out);
+  decompose(d->first, out, inert);
+  if (d->second != 0) decompose(d->second, out, inert);
 }
 
 const std::vector<std::pair<uint64_t, char32_t>>& composition_pairs() {
@@ -90,7 +104,7 @@ const std::vector<std::pair<uint64_t, char32_t>>& composition_pairs() {
 }
 
 // Returns 0 when (a, b) has no primary composite.
-char32_t compose_pair(char32_t a, char32_t b) {
+char32_t compose_pair(char32_t a, char32_t b, InertFn inert) {
   if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount) {
     return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
   }
@@ -101,7 +115,8 @@ char32_t compose_pair(char32_t a, char32_t b) {
   uint64_t key = (uint64_t(a) << 32) | b;
   auto it = std::lower_bound(pairs.begin(), pairs.end(), key,
                              [](const std::pair<uint64_t, char32_t>& p, uint64_t k) { return p.first < k; });
-  return it != pairs.end() && it->first == key ? it->second : 0;
+  char32_t composite = it != pairs.end() && it->first == key ? it->second : 0;
+  return composite != 0 && !inert(a) && !inert(b) && !inert(composite) ? composite : 0;
 }
 
 bool all_ascii(std::u32string_view text) {
@@ -187,21 +202,22 @@ void append_utf8(char32_t cp, std::string& out) {
 
 uint8_t props(char32_t cp) { return cp < 0x10000 ? bmp_props()[cp] : props_by_search(cp); }
 
-std::u32string nfc(std::u32string_view text) {
+static std::u32string nfc_with(std::u32string_view text, InertFn inert) {
+  auto ccc_of = [inert](char32_t cp) -> uint8_t { return inert(cp) ? 0 : combining_class(cp); };
   std::u32string d;
   d.reserve(text.size() + 8);
-  for (char32_t cp : text) decompose(cp, d);
+  for (char32_t cp : text) decompose(cp, d, inert);
 
   // Canonical ordering: a stable sort of each run of non-starters by combining class.
   for (size_t i = 0; i < d.size();) {
-    if (combining_class(d[i]) == 0) {
+    if (ccc_of(d[i]) == 0) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < d.size() && combining_class(d[j]) != 0) ++j;
+    while (j < d.size() && ccc_of(d[j]) != 0) ++j;
     std::stable_sort(d.begin() + i, d.begin() + j,
-                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+                     [&](char32_t a, char32_t b) { return ccc_of(a) < ccc_of(b); });
     i = j;
   }
 
@@ -213,11 +229,11 @@ std::u32string nfc(std::u32string_view text) {
   size_t starter = std::u32string::npos;
   uint8_t last_ccc = 0;
   for (char32_t cp : d) {
-    uint8_t ccc = combining_class(cp);
+    uint8_t ccc = ccc_of(cp);
     if (starter != std::u32string::npos) {
       bool adjacent = starter == out.size() - 1;
       if (adjacent || (last_ccc != 0 && last_ccc < ccc)) {
-        char32_t composite = compose_pair(out[starter], cp);
+        char32_t composite = compose_pair(out[starter], cp, inert);
         if (composite != 0) {
           out[starter] = composite;
           continue;
@@ -229,6 +245,28 @@ std::u32string nfc(std::u32string_view text) {
     out.push_back(cp);
   }
   return out;
+}
+
+std::u32string nfc(std::u32string_view text) { return nfc_with(text, never_inert); }
+
+std::u32string nfc_tokenizers(std::u32string_view text) { return nfc_with(text, fast_nfc_inert); }
+
+uint8_t qwen_class(char32_t cp) {
+  static const std::array<uint8_t, 0x10000> bmp = [] {
+    std::array<uint8_t, 0x10000> t{};
+    for (size_t i = 0; i < kQwenClassRunCount; ++i) {
+      uint32_t first = kQwenClassRuns[i].first;
+      if (first >= 0x10000) break;
+      uint32_t last = i + 1 < kQwenClassRunCount ? std::min<uint32_t>(kQwenClassRuns[i + 1].first, 0x10000) : 0x10000;
+      std::fill(t.begin() + first, t.begin() + last, kQwenClassRuns[i].cls);
+    }
+    return t;
+  }();
+  if (cp < 0x10000) return bmp[cp];
+  const QwenClassRun* end = kQwenClassRuns + kQwenClassRunCount;
+  const QwenClassRun* it =
+      std::upper_bound(kQwenClassRuns, end, cp, [](char32_t c, const QwenClassRun& r) { return c < r.first; });
+  return (it - 1)->cls;
 }
 
 std::u32string lower(std::u32string_view text) {

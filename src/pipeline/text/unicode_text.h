@@ -1,6 +1,7 @@
 #pragma once
-// The text side of the CLIP tokenizer: UTF-8, and the cleanup transformers' slow
-// CLIPTokenizer does without ftfy, with Python's exact Unicode behaviour.
+// The text side of the CLIP and Qwen2 tokenizers: UTF-8, the cleanup transformers' slow
+// CLIPTokenizer does without ftfy, with Python's exact Unicode behaviour, and the NFC and
+// character classes of Qwen2TokenizerFast.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,14 @@ uint8_t props(char32_t cp);
 
 /// unicodedata.normalize("NFC", text) of Python 3.11 (Unicode 14.0).
 std::u32string nfc(std::u32string_view text);
+
+/// NFC as tokenizers 0.22's NFC normalizer (Qwen2TokenizerFast's) computes it: nfc() with
+/// the code points its older Unicode data lacks (kFastNfcInert) left inert, as starters
+/// that never compose.
+std::u32string nfc_tokenizers(std::u32string_view text);
+
+/// The QwenClass (qwen2_unicode_tables.h) of `cp`.
+uint8_t qwen_class(char32_t cp);
 
 /// str.lower() of Python 3.11, final sigma included.
 std::u32string lower(std::u32string_view text);

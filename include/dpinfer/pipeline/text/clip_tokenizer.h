@@ -35,6 +35,8 @@ class CLIPTokenizer : public Tokenizer {
   /// Encoding. Throws dpinfer::Error when `prompt` is not valid UTF-8 (naming the
   /// byte offset) or `max_length` < 2.
   Encoding encode(const std::string& prompt, int max_length) const override;
+  /// bos, the prompt's tokens (the first max_length - 2), eos: encode() without padding.
+  Encoding encode_unpadded(const std::string& prompt, int max_length) const override;
 
   /// The token ids of `text` without bos/eos and untruncated (what
   /// `tokenizer(text, padding="longest")` returns between bos and eos).
@@ -47,7 +49,7 @@ class CLIPTokenizer : public Tokenizer {
   /// The id a BPE piece missing from the vocabulary gets: unk_token's, 49407 in CLIP.
   int64_t unk_id() const;
   /// 49407 (<|endoftext|>) for SD1.x, 0 ("!") for SD2.x.
-  int64_t pad_id() const;
+  int64_t pad_id() const override;
   /// The special tokens' text, as resolved by from_dir(): "<|startoftext|>", "<|endoftext|>", "!", ...
   const std::string& bos_token() const;
   const std::string& eos_token() const;

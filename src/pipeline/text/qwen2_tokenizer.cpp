@@ -1,0 +1,564 @@
+// Ref: transformers/models/qwen2/tokenization_qwen2.py (Qwen2Tokenizer, PRETOKENIZE_REGEX),
+//      transformers/convert_slow_tokenizer.py (Qwen2Converter: what Qwen2TokenizerFast runs),
+//      tokenizers/src/tokenizer/added_vocabulary.rs (AddedVocabulary::extract_and_normalize,
+//      find_matches), tokenizers/src/models/bpe/model.rs.
+#include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <unordered_map>
+
+#include "byte_level_bpe.h"
+#include "dpinfer/util/error.h"
+#include "qwen2_unicode_tables.h"
+#include "tokenizer_files.h"
+#include "unicode_text.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using bpe::AddedToken;
+using bpe::describe;
+using nlohmann::json;
+
+// tokenization_qwen2.py PRETOKENIZE_REGEX, as Qwen2Converter and tokenizer.json write it.
+constexpr std::string_view kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kFilesHint = "a Qwen2 tokenizer folder needs vocab.json and merges.txt, or tokenizer.json";
+
+using unicode::kQwenLetter;
+using unicode::kQwenNumber;
+using unicode::kQwenOther;
+using unicode::kQwenSpace;
+
+bool is_cr_or_lf(char32_t c) { return c == '\r' || c == '\n'; }
+
+// The length of Qwen2's pattern's match at `i` (never 0: every character is in one of its
+// classes), matched as Oniguruma and Python's `regex` do: the first alternative that
+// matches wins, each greedy with backtracking.
+size_t match_at(std::u32string_view t, size_t i) {
+  const size_t n = t.size();
+  auto cls = [&](size_t k) { return unicode::qwen_class(t[k]); };
+  const char32_t c = t[i];
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d): case-insensitive, and s also matches U+017F (long s).
+  if (c == '\'' && i + 1 < n) {
+    auto is = [&](size_t k, char lower) {
+      return k < n && (t[k] == char32_t(lower) || t[k] == char32_t(lower - 32) || (lower == 's' && t[k] == 0x17F));
+    };
+    if (is(i + 1, 's') || is(i + 1, 't') || is(i + 1, 'm') || is(i + 1, 'd')) return 2;
+    if ((is(i + 1, 'r') || is(i + 1, 'v')) && is(i + 2, 'e')) return 3;
+    if (is(i + 1, 'l') && is(i + 2, 'l')) return 3;
+  }
+  const uint8_t k0 = cls(i);
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  size_t letters_from = n;
+  if (k0 == kQwenLetter) {
+    letters_from = i;
+  } else if (k0 != kQwenNumber && !is_cr_or_lf(c) && i + 1 < n && cls(i + 1) == kQwenLetter) {
+    letters_from = i + 1;
+  }
+  if (letters_from < n) {
+    size_t j = letters_from + 1;
+    while (j < n && cls(j) == kQwenLetter) ++j;
+    return j - i;
+  }
+  // \p{N}
+  if (k0 == kQwenNumber) return 1;
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  size_t others_from = k0 == kQwenOther ? i : (c == ' ' && i + 1 < n && cls(i + 1) == kQwenOther) ? i + 1 : n;
+  if (others_from < n) {
+    size_t j = others_from + 1;
+    while (j < n && cls(j) == kQwenOther) ++j;
+    while (j < n && is_cr_or_lf(t[j])) ++j;
+    return j - i;
+  }
+  // Only whitespace is left. \s*[\r\n]+ ends after the run's last \r or \n.
+  size_t end = i + 1;
+  while (end < n && cls(end) == kQwenSpace) ++end;
+  for (size_t k = end; k > i; --k) {
+    if (is_cr_or_lf(t[k - 1])) return k - i;
+  }
+  // \s+(?!\S), else \s+: the run, less its last character when a non-space follows it.
+  if (end < n && end - i >= 2) return end - 1 - i;
+  return end - i;
+}
+
+// Where the added tokens of `finder` are in `text`, with their lstrip/rstrip applied as
+// tokenizers' AddedVocabulary::find_matches does (Unicode White_Space is eaten): each
+// entry is (added token index or -1 for text, begin, end).
+struct Split {
+  int64_t token;
+  size_t begin, end;
+};
+
+// Whether the character of valid UTF-8 `text` that starts at `begin` and ends at `end` is
+// Unicode White_Space (Rust regex's \s, which tokenizers' lstrip/rstrip use).
+bool is_space(std::string_view text, size_t begin, size_t end) {
+  std::u32string cp = unicode::decode_utf8(text.substr(begin, end - begin));
+  return cp.size() == 1 && unicode::qwen_class(cp[0]) == kQwenSpace;
+}
+
+size_t next_char(std::string_view text, size_t pos) {
+  auto lead = static_cast<unsigned char>(text[pos]);
+  return pos + (lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4);
+}
+
+size_t previous_char(std::string_view text, size_t pos) {
+  size_t k = pos - 1;
+  while (k > 0 && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
+
+// tokenizer.json's added_tokens: [{"id": ..., "content": ..., "lstrip": ..., ...}].
+void read_json_added_tokens(const json& doc, const std::string& path, std::vector<std::pair<int64_t, AddedToken>>& out) {
+  auto it = doc.find("added_tokens");
+  if (it == doc.end() || it->is_null()) return;
+  if (!it->is_array()) throw Error("tokenizer file " + path + ": added_tokens must be a list, got " + describe(*it));
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& entry = (*it)[i];
+    const std::string field = "added_tokens[" + std::to_string(i) + "]";
+    std::optional<AddedToken> t = bpe::parse_added_token(entry, path, field);
+    const json id = entry.is_object() ? entry.value("id", json()) : json();
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      throw Error("tokenizer file " + path + ": " + field + ".id must be a token id, got " + describe(id));
+    }
+    if (t) out.emplace_back(id.get<int64_t>(), *t);
+  }
+}
+
+}  // namespace
+
+struct Qwen2Tokenizer::Impl {
+  std::unordered_map<std::string, int64_t> vocab;
+  bpe::Merges merges;                 // 0..255 the byte symbols in byte order
+  std::vector<int64_t> symbol_ids;    // symbol -> id
+  bool nfc = true;                    // tokenizer.json may have no normalizer
+  bool ignore_merges = false;         // tokenizer.json's BPE option
+
+  std::vector<AddedToken> added;      // in the order they were added
+  std::vector<int64_t> added_ids;     // parallel to `added`
+  std::unordered_map<std::string, int64_t> added_by_content;
+  bpe::AddedTokenFinder raw_finder;         // normalized=false tokens, on the raw text
+  std::vector<size_t> raw_index;            // finder index -> index in `added`
+  bpe::AddedTokenFinder normalized_finder;  // normalized=true tokens, on NFC'd text
+  std::vector<size_t> normalized_index;
+
+  std::optional<int64_t> pad, eos, bos, unk;
+  std::string pad_token, eos_token, bos_token, unk_token;
+  std::string dir;
+  int max_length = kNoModelMaxLength;
+  bool pad_left = false;
+  bool truncate_left = false;
+
+  bpe::WordCache cache;
+
+  // Ref: BPE::tokenize (tokenizers), Qwen2Tokenizer.bpe: `piece` is UTF-8.
+  void bpe(const std::string& piece, std::vector<int64_t>& out) const {
+    if (cache.lookup(piece, out)) return;
+    std::vector<int64_t> ids;
+    std::string symbols;
+    if (ignore_merges) {
+      for (char b : piece) symbols += bpe::byte_symbols()[static_cast<unsigned char>(b)];
+    }
+    if (auto it = ignore_merges ? vocab.find(symbols) : vocab.end(); it != vocab.end()) {
+      ids.push_back(it->second);
+    } else {
+      std::vector<int32_t> word(piece.size());
+      for (size_t i = 0; i < piece.size(); ++i) word[i] = static_cast<unsigned char>(piece[i]);
+      merges.apply(word);
+      ids.reserve(word.size());
+      for (int32_t s : word) ids.push_back(symbol_ids[size_t(s)]);
+    }
+    out.insert(out.end(), ids.begin(), ids.end());
+    cache.insert(piece, std::move(ids));
+  }
+
+  // Ref: Qwen2Converter's pre_tokenizer (Split on kPattern, isolated; ByteLevel) then BPE.
+  void tokenize_text(std::u32string_view text, std::vector<int64_t>& out) const {
+    std::string piece;
+    for (size_t i = 0; i < text.size();) {
+      size_t len = match_at(text, i);
+      piece.clear();
+      for (size_t k = i; k < i + len; ++k) unicode::append_utf8(text[k], piece);
+      bpe(piece, out);
+      i += len;
+    }
+  }
+
+  std::vector<Split> find_added(std::string_view text, const bpe::AddedTokenFinder& finder,
+                                const std::vector<size_t>& index) const {
+    std::vector<Split> out;
+    size_t start_offset = 0;
+    for (const bpe::AddedTokenFinder::Match& m : finder.find(text)) {
+      const AddedToken& t = added[index[m.token]];
+      size_t start = m.begin, stop = m.end;
+      if (t.lstrip) {
+        while (start > 0 && is_space(text, previous_char(text, start), start)) start = previous_char(text, start);
+        start = std::max(start, start_offset);
+      }
+      if (t.rstrip) {
+        while (stop < text.size() && is_space(text, stop, next_char(text, stop))) stop = next_char(text, stop);
+      }
+      if (start_offset < start) out.push_back({-1, start_offset, start});
+      out.push_back({int64_t(index[m.token]), start, stop});
+      start_offset = stop;
+    }
+    if (start_offset != text.size() || out.empty()) out.push_back({-1, start_offset, text.size()});
+    return out;
+  }
+
+  // Ref: AddedVocabulary::extract_and_normalize, then the pre-tokenizer and the model.
+  std::vector<int64_t> tokenize(std::string_view text) const {
+    std::vector<int64_t> ids;
+    for (const Split& raw : find_added(text, raw_finder, raw_index)) {
+      if (raw.token >= 0) {
+        ids.push_back(added_ids[size_t(raw.token)]);
+        continue;
+      }
+      std::u32string cps = unicode::decode_utf8(text.substr(raw.begin, raw.end - raw.begin));
+      // Below U+0300 nothing decomposes, composes or reorders.
+      if (nfc && std::any_of(cps.begin(), cps.end(), [](char32_t c) { return c >= 0x300; })) {
+        cps = unicode::nfc_tokenizers(cps);
+      }
+      if (normalized_finder.empty()) {
+        tokenize_text(cps, ids);
+        continue;
+      }
+      std::string normalized;
+      for (char32_t c : cps) unicode::append_utf8(c, normalized);
+      for (const Split& s : find_added(normalized, normalized_finder, normalized_index)) {
+        if (s.token >= 0) {
+          ids.push_back(added_ids[size_t(s.token)]);
+        } else {
+          tokenize_text(unicode::decode_utf8(std::string_view(normalized).substr(s.begin, s.end - s.begin)), ids);
+        }
+      }
+    }
+    return ids;
+  }
+
+  // Ref: Qwen2Tokenizer.__init__: every line but a first "#version:" one and blank ones
+  // (each stripped, then split on whitespace); a repeated pair keeps its last rank.
+  void load_merges_txt(const std::string& path) {
+    const std::string text = bpe::read_file(path, kFilesHint);
+    std::string_view all(text);
+    uint32_t rank = 0;
+    size_t line_no = 0;
+    while (!all.empty()) {
+      size_t nl = all.find('\n');
+      std::string_view line = all.substr(0, nl);
+      all.remove_prefix(nl == std::string_view::npos ? all.size() : nl + 1);
+      ++line_no;
+      std::vector<std::string_view> parts = bpe::split_merge_line(line);
+      if (parts.empty() || (line_no == 1 && parts[0].substr(0, 9) == "#version:")) continue;
+      if (parts.size() != 2) {
+        throw Error("tokenizer file " + path + ": line " + std::to_string(line_no) + " " +
+                    json(std::string(line)).dump() + " is not a merge of two symbols");
+      }
+      add_merge(std::string(parts[0]), std::string(parts[1]), rank++, path, "line " + std::to_string(line_no));
+    }
+  }
+
+  void add_merge(const std::string& left, const std::string& right, uint32_t rank, const std::string& path,
+                 const std::string& where) {
+    for (const std::string* s : {&left, &right}) {
+      if (vocab.count(*s) == 0) {
+        throw Error("tokenizer file " + path + ": " + where + " merges " + json(*s).dump() +
+                    ", which is not in the vocabulary");
+      }
+    }
+    if (vocab.count(left + right) == 0) {
+      throw Error("tokenizer file " + path + ": " + where + " merges into " + json(left + right).dump() +
+                  ", which is not in the vocabulary");
+    }
+    merges.add(left, right, rank);
+  }
+
+  // tokenizer.json's model, normalizer and pre-tokenizer; its added tokens go to `extra`.
+  void load_tokenizer_json(const std::string& path, std::vector<std::pair<int64_t, AddedToken>>& extra) {
+    const json doc = bpe::parse_json(path);
+    auto bad = [&](const std::string& field, const std::string& what) {
+      return Error("tokenizer file " + path + ": " + field + " " + what);
+    };
+    if (!doc.is_object()) throw bad("the document", "must be a json object, got " + describe(doc));
+    auto get = [&](const json& obj, const char* key) -> const json& {
+      static const json null;
+      auto it = obj.find(key);
+      return it == obj.end() ? null : *it;
+    };
+    const json& model = get(doc, "model");
+    if (!model.is_object()) throw bad("model", "must be an object, got " + describe(model));
+    const json& type = get(model, "type");
+    if (!type.is_null() && type != "BPE") {
+      throw bad("model.type", describe(type) + " is not supported; a Qwen2 tokenizer is \"BPE\"");
+    }
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      const json& v = get(model, key);
+      if (!v.is_null() && v != "") throw bad(std::string("model.") + key, describe(v) + " is not supported; Qwen2's is \"\"");
+    }
+    const json& dropout = get(model, "dropout");
+    if (!dropout.is_null() && (!dropout.is_number() || dropout.get<double>() != 0.0)) {
+      throw bad("model.dropout", describe(dropout) + " is not supported; BPE dropout is for training");
+    }
+    const json& fallback = get(model, "byte_fallback");
+    if (!fallback.is_null() && fallback != false) throw bad("model.byte_fallback", "true is not supported");
+    const json& ignore = get(model, "ignore_merges");
+    if (!ignore.is_null() && !ignore.is_boolean()) throw bad("model.ignore_merges", "must be true or false");
+    ignore_merges = ignore.is_boolean() && ignore.get<bool>();
+
+    const json& vocab_json = get(model, "vocab");
+    if (!vocab_json.is_object()) throw bad("model.vocab", "must be an object of token -> id, got " + describe(vocab_json));
+    vocab.reserve(vocab_json.size());
+    for (auto it = vocab_json.begin(); it != vocab_json.end(); ++it) {
+      if (!it->is_number_integer()) {
+        throw bad("model.vocab", "gives token " + json(it.key()).dump() + " the id " + describe(*it) +
+                                     ", which is not an integer");
+      }
+      vocab[it.key()] = it->get<int64_t>();
+    }
+    check_byte_symbols(path);
+    const json& merges_json = get(model, "merges");
+    if (!merges_json.is_array()) throw bad("model.merges", "must be a list, got " + describe(merges_json));
+    for (size_t i = 0; i < merges_json.size(); ++i) {
+      const json& m = merges_json[i];
+      const std::string where = "model.merges[" + std::to_string(i) + "]";
+      std::vector<std::string> parts;
+      if (m.is_string()) {  // "a b", as tokenizers < 0.20 wrote them
+        const std::string line = m.get<std::string>();
+        for (std::string_view p : bpe::split_merge_line(line)) parts.emplace_back(p);
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        parts = {m[0].get<std::string>(), m[1].get<std::string>()};
+      }
+      if (parts.size() != 2) throw bad(where, describe(m) + " is not a merge of two symbols");
+      add_merge(parts[0], parts[1], uint32_t(i), path, where);
+    }
+
+    const json& normalizer = get(doc, "normalizer");
+    auto is_nfc = [](const json& n) { return n.is_object() && n.value("type", "") == "NFC"; };
+    if (normalizer.is_null()) {
+      nfc = false;
+    } else if (!is_nfc(normalizer) &&
+               !(normalizer.value("type", "") == "Sequence" && normalizer.contains("normalizers") &&
+                 normalizer["normalizers"].is_array() && normalizer["normalizers"].size() == 1 &&
+                 is_nfc(normalizer["normalizers"][0]))) {
+      throw bad("normalizer", describe(normalizer) + " is not supported; Qwen2's is NFC");
+    }
+    const json& pre = get(doc, "pre_tokenizer");
+    const json* steps = pre.is_object() && pre.value("type", "") == "Sequence" ? &get(pre, "pretokenizers") : nullptr;
+    bool qwen2_pre = steps != nullptr && steps->is_array() && steps->size() == 2;
+    if (qwen2_pre) {
+      const json& split = (*steps)[0];
+      const json& bytes = (*steps)[1];
+      qwen2_pre = split.is_object() && split.value("type", "") == "Split" && split.contains("pattern") &&
+                  split["pattern"].is_object() && split["pattern"].value("Regex", "") == kPattern &&
+                  split.value("behavior", "") == "Isolated" && split.value("invert", true) == false &&
+                  bytes.is_object() && bytes.value("type", "") == "ByteLevel" &&
+                  bytes.value("add_prefix_space", true) == false && bytes.value("use_regex", true) == false;
+    }
+    if (!qwen2_pre) {
+      throw bad("pre_tokenizer", "is not Qwen2's (Split on its pattern, isolated, then ByteLevel without a prefix "
+                                 "space or regex); dpinfer's Qwen2Tokenizer implements only that");
+    }
+    const json& post = get(doc, "post_processor");
+    if (!post.is_null() && !(post.is_object() && post.value("type", "") == "ByteLevel")) {
+      throw bad("post_processor", describe(post) + " is not supported; Qwen2's is ByteLevel (it adds no tokens)");
+    }
+
+    read_json_added_tokens(doc, path, extra);
+  }
+
+  void check_byte_symbols(const std::string& path) const {
+    for (int b = 0; b < 256; ++b) {
+      const std::string& s = bpe::byte_symbols()[size_t(b)];
+      if (vocab.count(s) == 0) {
+        throw Error("tokenizer file " + path + ": the vocabulary lacks " + json(s).dump() + ", the symbol of byte " +
+                    std::to_string(b) + "; it is not a byte-level BPE vocabulary");
+      }
+    }
+  }
+
+  void add_tokens(bpe::TokenizerConfig& config, std::vector<std::pair<int64_t, AddedToken>> extra) {
+    const json& c = config.config;
+    // Ref: from_pretrained's legacy path: added_tokens.json, special if among the specials.
+    if (!config.has_decoder) {
+      if (std::optional<json> file = bpe::parse_json_if_present(dir + "added_tokens.json")) {
+        const std::string path = dir + "added_tokens.json";
+        if (!file->is_object()) throw Error("tokenizer file " + path + ": expected an object of token -> id, got " + describe(*file));
+        std::vector<std::string> specials;
+        for (const AddedToken& t : config.special_tokens()) specials.push_back(t.content);
+        for (auto it = file->begin(); it != file->end(); ++it) {
+          if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+            throw Error("tokenizer file " + path + ": the id of token " + json(it.key()).dump() +
+                        " must be a token id, got " + describe(*it));
+          }
+          AddedToken t;
+          t.content = it.key();
+          t.special = std::find(specials.begin(), specials.end(), t.content) != specials.end();
+          t.normalized = !t.special;
+          config.decoder.emplace_back(it->get<int64_t>(), t);
+        }
+      }
+    }
+    for (auto& [id, t] : extra) {
+      bool known = std::any_of(config.decoder.begin(), config.decoder.end(),
+                               [&](const auto& d) { return d.second.content == t.content; });
+      if (!known) config.decoder.emplace_back(id, t);
+    }
+
+    for (auto& [id, token] : bpe::resolve_added_tokens(config, vocab)) {
+      if (token.single_word) {
+        throw Error("tokenizer file " + config.path + ": added token " + json(token.content).dump() +
+                    " sets single_word, which dpinfer's Qwen2Tokenizer does not implement");
+      }
+      added_by_content[token.content] = id;
+      added.push_back(token);
+      added_ids.push_back(id);
+    }
+    std::vector<std::string> raw, normalized;
+    for (size_t i = 0; i < added.size(); ++i) {
+      if (added[i].is_normalized() && nfc) {
+        std::string content;
+        for (char32_t cp : unicode::nfc_tokenizers(unicode::decode_utf8(added[i].content))) {
+          unicode::append_utf8(cp, content);
+        }
+        normalized.push_back(content);
+        normalized_index.push_back(i);
+      } else if (added[i].is_normalized()) {
+        normalized.push_back(added[i].content);
+        normalized_index.push_back(i);
+      } else {
+        raw.push_back(added[i].content);
+        raw_index.push_back(i);
+      }
+    }
+    raw_finder = bpe::AddedTokenFinder(std::move(raw));
+    normalized_finder = bpe::AddedTokenFinder(std::move(normalized));
+
+    auto role = [&](const char* key, std::optional<int64_t>& id, std::string& content) {
+      const AddedToken* t = config.find(key);
+      if (t == nullptr) return;
+      content = t->content;
+      if (auto it = added_by_content.find(content); it != added_by_content.end()) {
+        id = it->second;
+      } else if (auto v = vocab.find(content); v != vocab.end()) {
+        id = v->second;
+      }
+    };
+    role("pad_token", pad, pad_token);
+    role("eos_token", eos, eos_token);
+    role("bos_token", bos, bos_token);
+    role("unk_token", unk, unk_token);
+
+    auto side = [&](const char* key) {
+      auto it = c.find(key);
+      if (it == c.end() || it->is_null() || *it == "right") return false;
+      if (*it == "left") return true;
+      throw Error("tokenizer file " + config.path + ": " + key + " must be \"right\" or \"left\", got " + describe(*it));
+    };
+    pad_left = side("padding_side");
+    truncate_left = side("truncation_side");
+    if (auto it = c.find("split_special_tokens"); it != c.end() && *it == true) {
+      throw Error("tokenizer file " + config.path +
+                  ": split_special_tokens true is not supported; dpinfer splits the added tokens out, as transformers "
+                  "does by default");
+    }
+    max_length = bpe::parse_model_max_length(c, config.path, kNoModelMaxLength, 1);
+  }
+};
+
+Qwen2Tokenizer::Qwen2Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+Qwen2Tokenizer Qwen2Tokenizer::from_dir(const std::string& tokenizer_dir) {
+  const std::string dir = tokenizer_dir.empty() || tokenizer_dir.back() == '/' ? tokenizer_dir : tokenizer_dir + "/";
+  auto impl = std::make_shared<Impl>();
+  impl->dir = dir;
+  for (const std::string& b : bpe::byte_symbols()) impl->merges.intern(b);
+  const bool have_vocab = bpe::file_exists(dir + "vocab.json"), have_merges = bpe::file_exists(dir + "merges.txt");
+  std::vector<std::pair<int64_t, AddedToken>> extra;
+  if ((have_vocab && have_merges) || !bpe::file_exists(dir + "tokenizer.json")) {
+    // A missing file is reported by read_file, naming it.
+    if (!have_vocab) bpe::read_file(dir + "vocab.json", kFilesHint);
+    impl->vocab = bpe::read_vocab(dir + "vocab.json");
+    impl->check_byte_symbols(dir + "vocab.json");
+    impl->load_merges_txt(dir + "merges.txt");
+  } else {
+    impl->load_tokenizer_json(dir + "tokenizer.json", extra);
+  }
+  // Ref: Qwen2Tokenizer.__init__'s defaults.
+  bpe::TokenizerConfig config = bpe::read_tokenizer_config(
+      dir, {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}});
+  if (!config.has_decoder && extra.empty() && bpe::file_exists(dir + "tokenizer.json")) {
+    // from_pretrained's legacy path reads tokenizer.json's added tokens beside vocab.json too.
+    read_json_added_tokens(bpe::parse_json(dir + "tokenizer.json"), dir + "tokenizer.json", extra);
+  }
+  impl->add_tokens(config, std::move(extra));
+  impl->symbol_ids.reserve(impl->merges.symbols().size());
+  for (const std::string& symbol : impl->merges.symbols()) impl->symbol_ids.push_back(impl->vocab.at(symbol));
+  return Qwen2Tokenizer(std::move(impl));
+}
+
+std::vector<int64_t> Qwen2Tokenizer::tokenize(const std::string& text) const {
+  bpe::check_utf8(text);
+  return impl_->tokenize(text);
+}
+
+Encoding Qwen2Tokenizer::encode_unpadded(const std::string& text, int max_length) const {
+  if (max_length < 1) throw Error("tokenizer max_length must be at least 1, got " + std::to_string(max_length));
+  std::vector<int64_t> ids = tokenize(text);
+  Encoding out;
+  if (ids.size() > size_t(max_length)) {
+    out.dropped_tokens = int64_t(ids.size()) - max_length;
+    if (impl_->truncate_left) {
+      ids.erase(ids.begin(), ids.end() - max_length);
+    } else {
+      ids.resize(size_t(max_length));
+    }
+  }
+  out.ids = std::move(ids);
+  out.attention_mask.assign(out.ids.size(), 1);
+  return out;
+}
+
+Encoding Qwen2Tokenizer::encode(const std::string& text, int max_length) const {
+  Encoding out = encode_unpadded(text, max_length);
+  const size_t n = size_t(max_length) - out.ids.size();
+  if (n == 0) return out;
+  const int64_t pad = pad_id();
+  out.ids.insert(impl_->pad_left ? out.ids.begin() : out.ids.end(), n, pad);
+  out.attention_mask.insert(impl_->pad_left ? out.attention_mask.begin() : out.attention_mask.end(), n, 0);
+  return out;
+}
+
+std::optional<int64_t> Qwen2Tokenizer::token_id(const std::string& token) const {
+  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) return it->second;
+  if (auto it = impl_->vocab.find(token); it != impl_->vocab.end()) return it->second;
+  return std::nullopt;
+}
+
+int64_t Qwen2Tokenizer::pad_id() const {
+  if (!impl_->pad) {
+    throw Error("tokenizer folder " + impl_->dir +
+                " defines no pad_token, which padding needs; set it in tokenizer_config.json (Qwen's is <|endoftext|>)");
+  }
+  return *impl_->pad;
+}
+
+bool Qwen2Tokenizer::pads_left() const { return impl_->pad_left; }
+std::optional<int64_t> Qwen2Tokenizer::eos_id() const { return impl_->eos; }
+int Qwen2Tokenizer::model_max_length() const { return impl_->max_length; }
+size_t Qwen2Tokenizer::vocab_size() const { return impl_->vocab.size(); }
+
+std::vector<SpecialToken> Qwen2Tokenizer::special_tokens() const {
+  std::vector<SpecialToken> out;
+  auto add = [&](const char* role, const std::optional<int64_t>& id, const std::string& token) {
+    if (id) out.push_back({role, token, *id});
+  };
+  add("bos", impl_->bos, impl_->bos_token);
+  add("eos", impl_->eos, impl_->eos_token);
+  add("pad", impl_->pad, impl_->pad_token);
+  add("unk", impl_->unk, impl_->unk_token);
+  return out;
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,254 @@
+// Ref: transformers/tokenization_utils_base.py (from_pretrained's special tokens),
+//      tokenizers' AddedToken.
+#include "tokenizer_files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <sys/stat.h>
+
+#include "dpinfer/io/json_file.h"
+#include "dpinfer/io/utf8.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline::bpe {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxSaneModelMaxLength = int64_t(1) << 31;
+
+// PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES, in its order (the order new ids go in).
+constexpr const char* kSpecialTokenKeys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                             "pad_token", "cls_token", "mask_token"};
+
+void read_special_tokens(TokenizerConfig& out, const json& source, const std::string& path) {
+  if (!source.is_object()) throw Error("tokenizer file " + path + ": expected a json object, got " + describe(source));
+  auto as_special = [](std::optional<AddedToken> t) {
+    if (t) t->special = true;
+    return t;
+  };
+  for (const char* key : kSpecialTokenKeys) {
+    if (auto it = source.find(key); it != source.end()) out.set(key, as_special(parse_added_token(*it, path, key)));
+  }
+  auto it = source.find("additional_special_tokens");
+  if (it == source.end() || it->is_null()) return;
+  if (!it->is_array()) {
+    throw Error("tokenizer file " + path + ": additional_special_tokens must be a list, got " + describe(*it));
+  }
+  for (const json& v : *it) {
+    std::optional<AddedToken> t = as_special(parse_added_token(v, path, "additional_special_tokens"));
+    if (t && std::none_of(out.additional.begin(), out.additional.end(),
+                          [&](const AddedToken& a) { return a.content == t->content; })) {
+      out.additional.push_back(*t);
+    }
+  }
+}
+
+void read_decoder(TokenizerConfig& out, const json& decoder_json, const std::string& path) {
+  if (!decoder_json.is_object()) {
+    throw Error("tokenizer file " + path + ": added_tokens_decoder must be an object of id -> token, got " +
+                describe(decoder_json));
+  }
+  for (auto e = decoder_json.begin(); e != decoder_json.end(); ++e) {
+    int64_t id = -1;
+    try {
+      size_t used = 0;
+      id = std::stoll(e.key(), &used);
+      if (used != e.key().size()) id = -1;
+    } catch (const std::exception&) {
+    }
+    if (id < 0) {
+      throw Error("tokenizer file " + path + ": added_tokens_decoder key " + json(e.key()).dump() +
+                  " must be a token id");
+    }
+    if (auto t = parse_added_token(*e, path, "added_tokens_decoder." + e.key())) out.decoder.emplace_back(id, *t);
+  }
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, const std::string& hint) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open tokenizer file " + path + ": " + std::strerror(errno) + "; " + hint);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error("cannot read tokenizer file " + path + ": " + std::strerror(errno));
+  return ss.str();
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string describe(const json& value) {
+  std::string text = value.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+json parse_json(const std::string& path) {
+  const std::string text = read_file(path);  // a missing file says what the folder needs
+  try {
+    return io::parse_json_text(text);
+  } catch (const io::JsonSyntaxError& e) {
+    throw Error(quote(path) + " is not valid json (" + e.what() + "); re-download the tokenizer folder");
+  }
+}
+
+std::optional<json> parse_json_if_present(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+  return parse_json(path);
+}
+
+std::optional<AddedToken> parse_added_token(const json& value, const std::string& path, const std::string& field) {
+  if (value.is_null()) return std::nullopt;
+  AddedToken token;
+  if (value.is_string()) {
+    token.content = value.get<std::string>();
+    return token;
+  }
+  auto it = value.is_object() ? value.find("content") : value.end();
+  if (!value.is_object() || it == value.end() || !it->is_string()) {
+    throw Error("tokenizer file " + path + ": " + field + " must be a string or an object with a string \"content\", got " +
+                describe(value));
+  }
+  token.content = it->get<std::string>();
+  auto flag = [&](const char* name) -> std::optional<bool> {
+    auto f = value.find(name);
+    if (f == value.end() || f->is_null()) return std::nullopt;
+    if (!f->is_boolean()) {
+      throw Error("tokenizer file " + path + ": " + field + "." + name + " must be true or false, got " + describe(*f));
+    }
+    return f->get<bool>();
+  };
+  token.lstrip = flag("lstrip").value_or(false);
+  token.rstrip = flag("rstrip").value_or(false);
+  token.single_word = flag("single_word").value_or(false);
+  token.special = flag("special").value_or(false);
+  // tokenizers' AddedToken(content, **flags): normalized defaults to `not special`, fixed then.
+  token.normalized = flag("normalized").value_or(!token.special);
+  return token;
+}
+
+int parse_model_max_length(const json& config, const std::string& path, int fallback, int minimum) {
+  auto it = config.find("model_max_length");
+  if (it == config.end() || it->is_null()) return fallback;
+  const json& v = *it;
+  double value;
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() >= uint64_t(kMaxSaneModelMaxLength)) return fallback;
+    value = double(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    value = v.get<double>();  // int(1e30) does not fit 64 bits and parses as a float
+  } else {
+    throw Error("tokenizer file " + path + ": model_max_length must be a number, got " + describe(v));
+  }
+  if (value >= double(kMaxSaneModelMaxLength)) return fallback;
+  if (value != double(int64_t(value)) || value < minimum) {
+    throw Error("tokenizer file " + path + ": model_max_length must be an integer of at least " +
+                std::to_string(minimum) + ", got " + describe(v));
+  }
+  return int(value);
+}
+
+const AddedToken* TokenizerConfig::find(const std::string& key) const {
+  for (const auto& [k, v] : by_key) {
+    if (k == key && v) return &*v;
+  }
+  return nullptr;
+}
+
+void TokenizerConfig::set(const std::string& key, std::optional<AddedToken> token) {
+  for (auto& [k, v] : by_key) {
+    if (k == key) v = std::move(token);
+  }
+}
+
+std::vector<AddedToken> TokenizerConfig::special_tokens() const {
+  std::vector<AddedToken> out;
+  for (const auto& [k, v] : by_key) {
+    if (v) out.push_back(*v);
+  }
+  out.insert(out.end(), additional.begin(), additional.end());
+  return out;
+}
+
+TokenizerConfig read_tokenizer_config(const std::string& dir,
+                                      const std::vector<std::pair<std::string, std::string>>& defaults) {
+  TokenizerConfig out;
+  out.path = dir + "tokenizer_config.json";
+  const std::string map_path = dir + "special_tokens_map.json";
+  out.config = parse_json_if_present(out.path).value_or(json::object());
+  if (!out.config.is_object()) {
+    throw Error("tokenizer file " + out.path + ": expected a json object, got " + describe(out.config));
+  }
+  for (const char* key : kSpecialTokenKeys) out.by_key.emplace_back(key, std::nullopt);
+  for (const auto& [key, content] : defaults) {
+    AddedToken t;
+    t.content = content;
+    t.special = true;
+    out.set(key, t);
+  }
+  read_special_tokens(out, out.config, out.path);
+  if (auto it = out.config.find("added_tokens_decoder"); it != out.config.end() && !it->is_null()) {
+    out.has_decoder = true;
+    read_decoder(out, *it, out.path);
+  } else if (std::optional<json> map = parse_json_if_present(map_path)) {
+    read_special_tokens(out, *map, map_path);
+  }
+  return out;
+}
+
+std::unordered_map<std::string, int64_t> read_vocab(const std::string& path) {
+  json doc = parse_json(path);
+  if (!doc.is_object()) throw Error("tokenizer file " + path + ": expected an object of token -> id, got " + describe(doc));
+  std::unordered_map<std::string, int64_t> vocab;
+  vocab.reserve(doc.size());
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (!it->is_number_integer()) {
+      throw Error("tokenizer file " + path + ": the id of token " + json(it.key()).dump() +
+                  " must be an integer, got " + describe(*it));
+    }
+    vocab[it.key()] = it->get<int64_t>();
+  }
+  return vocab;
+}
+
+void check_utf8(const std::string& text) {
+  size_t bad = io::find_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  static const char* kHex = "0123456789abcdef";
+  auto byte = static_cast<unsigned char>(text[bad]);
+  throw Error("prompt is not valid utf-8 at byte " + std::to_string(bad) + " (0x" + kHex[byte >> 4] + kHex[byte & 15] +
+              "); pass prompts as utf-8 text");
+}
+
+std::vector<std::pair<int64_t, AddedToken>> resolve_added_tokens(
+    const TokenizerConfig& config, const std::unordered_map<std::string, int64_t>& vocab) {
+  std::vector<std::pair<int64_t, AddedToken>> all = config.decoder;
+  auto known = [&](const std::string& content) {
+    return std::any_of(all.begin(), all.end(), [&](const auto& a) { return a.second.content == content; });
+  };
+  for (const AddedToken& t : config.special_tokens()) {
+    if (t.content.empty() || known(t.content)) continue;
+    int64_t id;
+    if (auto v = vocab.find(t.content); v != vocab.end()) {
+      id = v->second;
+    } else {
+      size_t outside =
+          std::count_if(all.begin(), all.end(), [&](const auto& a) { return vocab.count(a.second.content) == 0; });
+      id = int64_t(vocab.size() + outside);
+    }
+    all.emplace_back(id, t);
+  }
+  all.erase(std::remove_if(all.begin(), all.end(), [](const auto& a) { return a.second.content.empty(); }), all.end());
+  return all;
+}
+
+}  // namespace dpinfer::pipeline::bpe

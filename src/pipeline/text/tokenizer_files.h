@@ -1,0 +1,91 @@
+#pragma once
+// A tokenizer folder's files as transformers reads them, for CLIP's and Qwen2's tokenizers:
+// json with one-line errors naming the file and field, the special and added tokens of
+// tokenizer_config.json / special_tokens_map.json, and model_max_length.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace dpinfer::pipeline::bpe {
+
+/// The text of `path`. A missing or unreadable file throws dpinfer::Error naming it, then
+/// `hint` (what the folder needs).
+std::string read_file(const std::string& path,
+                      const std::string& hint = "the tokenizer folder needs vocab.json and merges.txt as diffusers "
+                                                "saves them");
+/// Whether `path` exists (POSIX stat: the PyPI libtorch.so exports its own std::filesystem
+/// symbols, and calls can bind to them).
+bool file_exists(const std::string& path);
+/// `path` parsed; a syntax error throws naming the file, line and column.
+nlohmann::json parse_json(const std::string& path);
+/// parse_json(path), or nothing when the file does not exist.
+std::optional<nlohmann::json> parse_json_if_present(const std::string& path);
+/// `value` as json text, cut to 60 characters, for messages.
+std::string describe(const nlohmann::json& value);
+
+/// An added or special token. Ref: tokenizers' AddedToken.
+struct AddedToken {
+  std::string content;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  std::optional<bool> normalized;  ///< unset: not given (tokenizers then uses !special)
+  bool special = false;
+  bool is_normalized() const { return normalized.value_or(!special); }
+};
+
+/// A token as tokenizer_config.json and special_tokens_map.json write it: a string, an
+/// AddedToken object ({"content": ..., "lstrip": ...}), or null (none). `field` names it
+/// in errors.
+std::optional<AddedToken> parse_added_token(const nlohmann::json& value, const std::string& path,
+                                            const std::string& field);
+
+/// tokenizer_config.json's model_max_length: `fallback` when absent, null, or past 2^31
+/// (transformers' "no limit" int(1e30) among them); an error for a non-integer or one
+/// below `minimum`.
+int parse_model_max_length(const nlohmann::json& config, const std::string& path, int fallback, int minimum);
+
+/// What tokenizer_config.json and special_tokens_map.json say about special and added
+/// tokens, resolved as transformers' from_pretrained does.
+struct TokenizerConfig {
+  std::string path;       ///< tokenizer_config.json's path, for messages
+  nlohmann::json config;  ///< tokenizer_config.json, {} when the folder has none
+  /// The special tokens by key, in PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES order
+  /// (the order new ids go in): bos_token, eos_token, unk_token, sep_token, pad_token,
+  /// cls_token, mask_token. Each is marked special.
+  std::vector<std::pair<std::string, std::optional<AddedToken>>> by_key;
+  std::vector<AddedToken> additional;                   ///< additional_special_tokens
+  std::vector<std::pair<int64_t, AddedToken>> decoder;  ///< added_tokens_decoder, in file order
+  bool has_decoder = false;                             ///< added_tokens_decoder given (not null)
+
+  const AddedToken* find(const std::string& key) const;
+  void set(const std::string& key, std::optional<AddedToken> token);
+  /// The by-key tokens, then the additional ones: the order PreTrainedTokenizer.__init__
+  /// adds them in.
+  std::vector<AddedToken> special_tokens() const;
+};
+
+/// vocab.json: token -> id. Throws naming the file and the token at fault.
+std::unordered_map<std::string, int64_t> read_vocab(const std::string& path);
+
+/// Throws dpinfer::Error naming the byte offset and value when `text` is not valid UTF-8.
+void check_utf8(const std::string& text);
+
+/// Ref: PreTrainedTokenizerBase.from_pretrained. Starts from the class's `defaults` (key,
+/// content), then tokenizer_config.json (when present), then special_tokens_map.json unless
+/// the config has added_tokens_decoder (then the map is not read at all).
+TokenizerConfig read_tokenizer_config(const std::string& dir,
+                                      const std::vector<std::pair<std::string, std::string>>& defaults);
+
+/// Ref: PreTrainedTokenizer.__init__: the decoder's tokens keep their ids, in file order;
+/// then each special token not among them takes its vocabulary id, or else the next id past
+/// the vocabulary and the added tokens outside it. Tokens with empty content are left out.
+std::vector<std::pair<int64_t, AddedToken>> resolve_added_tokens(
+    const TokenizerConfig& config, const std::unordered_map<std::string, int64_t>& vocab);
+
+}  // namespace dpinfer::pipeline::bpe
