@@ -295,7 +295,8 @@ void expect_contains(const std::string& message, const std::vector<std::string>&
 TEST(SchedulerConfig, NamesAreTheDocumentedOnes) {
   EXPECT_EQ(
       dpinfer::pipeline::scheduler_names(),
-      (std::vector<std::string>{"pndm", "ddim", "euler", "euler_a", "dpm++2m", "dpm++2m-karras", "lms", "unipc"}));
+      (std::vector<std::string>{"pndm", "ddim", "euler", "euler_a", "dpm++2m", "dpm++2m-karras", "lms", "unipc",
+                                "flow_match_euler"}));
   for (const std::string& n : dpinfer::pipeline::scheduler_names()) EXPECT_EQ(make_scheduler(sd15(), n)->name(), n);
   EXPECT_EQ(make_scheduler(sd15(), "")->name(), "pndm");
 }
