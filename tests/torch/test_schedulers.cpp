@@ -380,7 +380,7 @@ TEST(SchedulerConfig, AKarrasConfiguredModelWithBothNames) {
   // The only keys the names fix, for the README's --scheduler table.
   EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m"), json({{"use_karras_sigmas", false}}));
   EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m-karras"), json({{"use_karras_sigmas", true}}));
-  for (const std::string& name : {"pndm", "ddim", "euler", "euler_a", "lms", "unipc"})
+  for (const char* name : {"pndm", "ddim", "euler", "euler_a", "lms", "unipc", "flow_match_euler"})
     EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys(name), json::object()) << name;
 }
 
