@@ -295,7 +295,8 @@ void expect_contains(const std::string& message, const std::vector<std::string>&
 TEST(SchedulerConfig, NamesAreTheDocumentedOnes) {
   EXPECT_EQ(
       dpinfer::pipeline::scheduler_names(),
-      (std::vector<std::string>{"pndm", "ddim", "euler", "euler_a", "dpm++2m", "dpm++2m-karras", "lms", "unipc"}));
+      (std::vector<std::string>{"pndm", "ddim", "euler", "euler_a", "dpm++2m", "dpm++2m-karras", "lms", "unipc",
+                                "flow_match_euler"}));
   for (const std::string& n : dpinfer::pipeline::scheduler_names()) EXPECT_EQ(make_scheduler(sd15(), n)->name(), n);
   EXPECT_EQ(make_scheduler(sd15(), "")->name(), "pndm");
 }
@@ -379,7 +380,7 @@ TEST(SchedulerConfig, AKarrasConfiguredModelWithBothNames) {
   // The only keys the names fix, for the README's --scheduler table.
   EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m"), json({{"use_karras_sigmas", false}}));
   EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("dpm++2m-karras"), json({{"use_karras_sigmas", true}}));
-  for (const std::string& name : {"pndm", "ddim", "euler", "euler_a", "lms", "unipc"})
+  for (const char* name : {"pndm", "ddim", "euler", "euler_a", "lms", "unipc", "flow_match_euler"})
     EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys(name), json::object()) << name;
 }
 

@@ -22,5 +22,7 @@ std::unique_ptr<Scheduler> make_dpm_solver_multistep(const ConfigReader& cfg);
 std::unique_ptr<Scheduler> make_lms(const ConfigReader& cfg);
 /// diffusers' UniPCMultistepScheduler.
 std::unique_ptr<Scheduler> make_unipc(const ConfigReader& cfg);
+/// diffusers' FlowMatchEulerDiscreteScheduler (SD3, FLUX, Qwen-Image, Z-Image).
+std::unique_ptr<Scheduler> make_flow_match_euler(const ConfigReader& cfg);
 
 }  // namespace dpinfer::pipeline::schedulers

@@ -40,6 +40,9 @@ const SchedulerKind kKinds[] = {
     {"lms", "LMSDiscreteScheduler", "LMS", "{}", [](const ConfigReader& c, double) { return schedulers::make_lms(c); }},
     {"unipc", "UniPCMultistepScheduler", "UniPC", "{}",
      [](const ConfigReader& c, double) { return schedulers::make_unipc(c); }},
+    // AUTOMATIC1111/Forge call flow-matching Euler on FLUX and SD3 plain "Euler".
+    {"flow_match_euler", "FlowMatchEulerDiscreteScheduler", "Euler", "{}",
+     [](const ConfigReader& c, double) { return schedulers::make_flow_match_euler(c); }},
 };
 
 const SchedulerKind* find_kind(const std::string& name) {

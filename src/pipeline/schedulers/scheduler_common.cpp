@@ -32,8 +32,9 @@ void ConfigReader::require_false(const std::string& key, const std::string& what
 }
 
 int64_t step_count(const TimestepRequest& request, const std::string& who) {
-  if (request.mu || !request.sigmas.empty())
-    throw Error("scheduler " + who + " takes a step count only, not custom sigmas or mu; use a flow-matching scheduler");
+  if (request.mu || !request.sigmas.empty() || request.sigma_min)
+    throw Error("scheduler " + who +
+                " takes a step count only, not custom sigmas, mu or sigma_min; use a flow-matching scheduler");
   return request.steps;
 }
 

@@ -37,7 +37,7 @@ class ConfigReader : public io::ConfigReader {
 };
 
 /// The step count of `request`, for a scheduler that takes nothing else: throws dpinfer::Error
-/// (naming `who`) when the request carries sigmas or mu.
+/// (naming `who`) when the request carries sigmas, mu or sigma_min.
 int64_t step_count(const TimestepRequest& request, const std::string& who);
 
 /// What a model predicts.

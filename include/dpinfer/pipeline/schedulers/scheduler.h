@@ -17,9 +17,12 @@ namespace dpinfer::pipeline {
 /// step count; a flow-matching scheduler also takes the pipeline's own sigmas and the
 /// `mu` of dynamic shifting (diffusers' set_timesteps(num_inference_steps, sigmas=, mu=)).
 struct TimestepRequest {
-  int64_t steps = 0;
+  int64_t steps = 0;  ///< with sigmas, 0 means sigmas.size(), as retrieve_timesteps(sigmas=) calls it
   std::optional<double> mu;
   std::vector<double> sigmas;  ///< empty: the scheduler's own spacing
+  /// The pipeline's override of the scheduler's sigma_min before set_timesteps(), as
+  /// ZImagePipeline does (`scheduler.sigma_min = 0.0`); flow matching without sigmas only.
+  std::optional<double> sigma_min;
 };
 
 /// One diffusers scheduler, built from a scheduler_config.json by make_scheduler().
@@ -35,32 +38,38 @@ class Scheduler {
   virtual ~Scheduler() = default;
 
   /// Computes the timesteps for `request` (steps >= 1) and resets every per-run state.
-  /// Throws dpinfer::Error when the count does not fit the config, or when the request
-  /// carries sigmas or mu that this scheduler does not take.
+  /// Throws dpinfer::Error when the count does not fit the config, when the request carries
+  /// sigmas, mu or sigma_min that this scheduler does not take, or when it lacks the mu that
+  /// a flow-matching config with use_dynamic_shifting needs.
   virtual void set_timesteps(const TimestepRequest& request) = 0;
   /// set_timesteps() with only a step count.
-  void set_timesteps(int64_t num_inference_steps) { set_timesteps(TimestepRequest{num_inference_steps, {}, {}}); }
+  void set_timesteps(int64_t num_inference_steps) {
+    TimestepRequest request;
+    request.steps = num_inference_steps;
+    set_timesteps(request);
+  }
 
   /// The timesteps to feed the UNet, one per model call, on the CPU: int64 for pndm, ddim,
-  /// dpm++2m and unipc, float32 for euler, euler_a and lms, as in diffusers. PNDM makes more
-  /// calls than inference steps (its first step is evaluated twice, PRK mode more).
+  /// dpm++2m and unipc, float32 for euler, euler_a, lms and flow_match_euler, as in diffusers.
+  /// PNDM makes more calls than inference steps (its first step is evaluated twice, PRK mode more).
   /// Undefined before set_timesteps().
   virtual const at::Tensor& timesteps() const = 0;
 
   /// The noise levels, one per timestep plus the final one (float32, CPU), for schedulers
-  /// that have them (euler, euler_a, lms, dpm++2m, unipc); an undefined tensor otherwise.
+  /// that have them (euler, euler_a, lms, dpm++2m, unipc, flow_match_euler); an undefined
+  /// tensor otherwise.
   virtual at::Tensor sigmas() const = 0;
 
   /// The factor the initial Gaussian latents are multiplied by (valid after set_timesteps()).
   virtual double init_noise_sigma() const = 0;
 
-  /// The UNet input for model call `step_index` (a position in timesteps()): `sample` itself,
-  /// or divided by sqrt(sigma^2 + 1) for the sigma-space schedulers.
+  /// The UNet input for model call `step_index` (a position in timesteps()): `sample` itself
+  /// (flow matching too), or divided by sqrt(sigma^2 + 1) for the sigma-space schedulers.
   virtual at::Tensor scale_model_input(const at::Tensor& sample, int64_t step_index) const = 0;
 
-  /// One denoising step of a batch [B, C, H, W] for model call `step_index`; calls must come
-  /// in order 0, 1, 2, ... after set_timesteps(). Returns the sample for the next call, in
-  /// model_output's dtype and device.
+  /// One denoising step of a batch [B, ...] ([B, C, H, W] latents, or flow matching's packed
+  /// [B, L, D]) for model call `step_index`; calls must come in order 0, 1, 2, ... after
+  /// set_timesteps(). Returns the sample for the next call, in model_output's dtype and device.
   /// `generators` has one CPU generator per batch row, or a single one for the whole batch,
   /// and may be empty when needs_generator() is false. Noise for row i is drawn from
   /// generators[i] with shape [1, C, H, W] on the CPU and then moved to the sample's device,
@@ -102,7 +111,8 @@ struct SchedulerRequest {
 /// unsupported class, or a config value dpinfer does not implement (naming the field).
 std::unique_ptr<Scheduler> make_scheduler(const nlohmann::json& config, const SchedulerRequest& request);
 
-/// The names make_scheduler() accepts: pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms, unipc.
+/// The names make_scheduler() accepts: pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms, unipc,
+/// flow_match_euler.
 std::vector<std::string> scheduler_names();
 
 /// The diffusers class a dpinfer scheduler name builds ("dpm++2m" -> "DPMSolverMultistepScheduler").
