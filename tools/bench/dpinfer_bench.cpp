@@ -179,7 +179,7 @@ double peak_rss_gb() {
 void copy_folder(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
   for (const auto& e : fs::recursive_directory_iterator(from)) {
-    const fs::path target = to / fs::relative(e.path(), from);
+    const fs::path target = to / e.path().lexically_relative(from);  // not fs::relative: it resolves links
     if (e.is_directory()) {
       fs::create_directories(target);
     } else {
