@@ -262,6 +262,7 @@ void make_random_model(const Options& o, const fs::path& dir) {
   std::printf("dpinfer_bench: wrote random %s weights of %s to %s: %.2f GB in %.1f s, peak RSS %.2f GB\n",
               o.weights_dtype.c_str(), shape.string().c_str(), dir.string().c_str(), static_cast<double>(bytes) / 1e9,
               seconds_since(t0), peak_rss_gb());
+  std::fflush(stdout);
 }
 
 struct MemoryStats {
