@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dpinfer against diffusers on this machine's CPU, in one run: dpinfer_bench times the
 # pipeline on a model shape with random weights, then diffusers_peer.py times diffusers'
-# StableDiffusionPipeline on the very same directory, prompts, seeds and settings, and
+# pipeline (model_index.json's class) on the very same directory, prompts, seeds and settings, and
 # prints both, their ratios, the machine, and how far the two sides' pixels differ.
 #
 #   tools/bench/cpu_vs_diffusers.sh [SHAPE_DIR [SIZE [extra dpinfer_bench options]]]

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The diffusers peer of tools/bench/dpinfer_bench, measured in the same run.
 
-It reads dpinfer_bench's --json report and runs diffusers' StableDiffusionPipeline on the
-very same model directory (the random weights dpinfer_bench wrote), with the same prompts,
-seeds (one CPU generator per image), size, steps, guidance scale, scheduler, dtype and
-device, timed the same way: the wall clock of one pipeline call that ends with uint8
-images on the CPU, median of the timed runs after the warm-up runs. It prints both sides
-and the ratios dpinfer/diffusers, names the machine (nvidia-smi), and, when dpinfer_bench
-wrote its images (--images), compares the pixels of the two.
+It reads dpinfer_bench's --json report and runs diffusers on the very same model directory
+(the random weights dpinfer_bench wrote), loaded with DiffusionPipeline.from_pretrained, so
+the pipeline class is model_index.json's (StableDiffusionPipeline, StableDiffusionXLPipeline),
+with the same prompts, seeds (one CPU generator per image), size, steps, guidance scale,
+scheduler, dtype and device, timed the same way: the wall clock of one pipeline call that ends
+with uint8 images on the CPU, median of the timed runs after the warm-up runs. SDXL's VAE runs
+in float32 under fp16 when its config says force_upcast, in diffusers by itself as in dpinfer.
+No safety checker runs and no watermark is applied (dpinfer has neither). It prints both
+sides and the ratios dpinfer/diffusers, names the machine (nvidia-smi), and, when
+dpinfer_bench wrote its images (--images), compares the pixels of the two.
 
 Needs diffusers and transformers. The GPU machine has torch but not diffusers: there,
 tools/device/gpu_check.sh installs the wheels that tools/device/prepare_carry.sh carried
@@ -17,6 +20,7 @@ tools/fixtures/.venv has them (tools/fixtures/setup_venv.sh).
   diffusers_peer.py --dpinfer-json bench.json [--images DIR] [--out peer.json]
 """
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -89,9 +93,18 @@ def main():
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
+    # The class model_index.json names; what dpinfer leaves out, left out here too.
+    with open(os.path.join(dp["model_dir"], "model_index.json")) as f:
+        pipeline_class = json.load(f)["_class_name"]
+    init_params = inspect.signature(getattr(diffusers, pipeline_class).__init__).parameters
+    kwargs = {}
+    if "safety_checker" in init_params:
+        kwargs.update(safety_checker=None, requires_safety_checker=False)
+    if "add_watermarker" in init_params:  # SDXL: on whenever invisible-watermark is installed
+        kwargs["add_watermarker"] = False
+
     t0 = time.perf_counter()
-    pipe = diffusers.StableDiffusionPipeline.from_pretrained(
-        dp["model_dir"], torch_dtype=dtype, safety_checker=None, requires_safety_checker=False)
+    pipe = diffusers.DiffusionPipeline.from_pretrained(dp["model_dir"], torch_dtype=dtype, **kwargs)
     cls_name, extra = SCHEDULERS[dp["scheduler"]]
     if type(pipe.scheduler).__name__ != cls_name or extra:
         pipe.scheduler = getattr(diffusers, cls_name).from_config(pipe.scheduler.config, **extra)
@@ -151,6 +164,7 @@ def main():
         "torch_version": torch.__version__,
         "diffusers_version": diffusers.__version__,
         "transformers_version": transformers.__version__,
+        "pipeline_class": type(pipe).__name__,
         "device": device, "dtype": dp["dtype"], "scheduler": dp["scheduler"],
         "width": dp["width"], "height": dp["height"], "steps": dp["steps"], "guidance_scale": dp["guidance_scale"],
         "warmup": warmup, "repeats": repeats,
@@ -161,8 +175,8 @@ def main():
     }
     print(f"machine: {report['machine']}; dpinfer {dp['dpinfer_version']} on torch {dp['torch_version']}, "
           f"diffusers {diffusers.__version__} + transformers {transformers.__version__} on torch {torch.__version__}")
-    print(f"{dp['width']}x{dp['height']}, {dp['steps']} steps, guidance {dp['guidance_scale']}, {dp['scheduler']}, "
-          f"{dp['dtype']} on {device}; median of {repeats} after {warmup} warm-up; random weights ({dp['model_dir']})")
+    print(f"{type(pipe).__name__}, {dp['width']}x{dp['height']}, {dp['steps']} steps, guidance {dp['guidance_scale']}, "
+          f"{dp['scheduler']}, {dp['dtype']} on {device}; median of {repeats} after {warmup} warm-up; random weights ({dp['model_dir']})")
     print(f"load (read weights + move to device): dpinfer {dp['load_seconds']:.2f} s, diffusers {load_s:.2f} s")
     print("\n  batch  side       s/image  images/s  peak alloc GiB  peak reserved GiB")
     for d, p in zip(dp["runs"], runs):

@@ -1,12 +1,14 @@
 // dpinfer_bench: times dpinfer's pipeline on a model of a given shape with random weights.
 //
-// It builds the three models of --shape (a diffusers directory whose weights, if any, are
-// never read: configs/models/sd15-shape by default), fills them with random values the way
-// LibTorch's default initialisation would, writes their weights as safetensors into a
-// complete diffusers directory (--model-dir, or a temporary one), then loads that directory
-// with load_text_to_image() and times generate(), exactly what `dpinfer generate` runs.
-// So nothing in the shipped binaries learns about random weights, and
-// tools/bench/diffusers_peer.py can load the very same files into diffusers.
+// --shape is a diffusers directory whose weights, if any, are never read (configs/models/sd15-shape
+// by default; configs/models/sdxl-shape for SDXL base). For every component of its model_index.json
+// whose class is in dpinfer's model-class table (pipeline::find_model_class), it builds the model on
+// the CPU in float32, fills it with random values of the magnitudes LibTorch's default initialisation
+// gives, and writes its weights as safetensors, one component at a time; every other component's
+// folder (the tokenizers, the scheduler) is copied as it is. That makes a complete diffusers directory
+// (--model-dir, or a temporary one), which it then loads with load_text_to_image() and times
+// generate(), exactly what `dpinfer generate` runs. So nothing in the shipped binaries learns about
+// random weights, and tools/bench/diffusers_peer.py can load the very same files into diffusers.
 //
 // It prints seconds per image, images per second and the peak GPU memory of the caching
 // allocator per batch size, and writes the same as JSON (--json) for the peer. The images
@@ -35,9 +37,11 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "dpinfer/io/png_writer.h"
@@ -60,10 +64,10 @@ struct Options {
   std::string dtype = "auto";
   std::string weights_dtype = "fp16";
   std::string scheduler;
-  int width = 512;
-  int height = 512;
+  int width = 0;   // 0: the model's default (512 for SD 1.5, 1024 for SDXL base)
+  int height = 0;
   int steps = 25;
-  double guidance_scale = 7.5;
+  std::optional<double> guidance_scale;  // unset: the model's default (7.5 SD, 5.0 SDXL)
   std::vector<int> batch_sizes = {1, 8};
   int warmup = 1;
   int repeats = 3;
@@ -106,7 +110,8 @@ at::ScalarType parse_dtype(const std::string& d) {
 }
 
 /// Writes every parameter and buffer of `module` under its own name (the checkpoint key:
-/// dpinfer's modules are named as diffusers' and transformers' state_dicts), as `dtype`.
+/// dpinfer's modules are named as diffusers' and transformers' state_dicts), as `dtype`,
+/// converting one tensor at a time so that nothing beyond the module and one tensor is held.
 /// Returns the bytes written.
 uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::ScalarType dtype) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
@@ -114,14 +119,12 @@ uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::
   for (const auto& b : module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.key(), b.value());
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}, {"generated_by", "tools/bench/dpinfer_bench (random weights)"}};
+  const uint64_t element_size = c10::elementSize(dtype);
   uint64_t offset = 0;
-  std::vector<at::Tensor> data;
-  for (auto& [name, t] : tensors) {
-    at::Tensor c = t.detach().to(at::kCPU, dtype).contiguous();
-    const uint64_t n = static_cast<uint64_t>(c.numel()) * c.element_size();
-    header[name] = {{"dtype", safetensors_dtype(dtype)}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
+  for (const auto& [name, t] : tensors) {
+    const uint64_t n = static_cast<uint64_t>(t.numel()) * element_size;
+    header[name] = {{"dtype", safetensors_dtype(dtype)}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
-    data.push_back(std::move(c));
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // as safetensors pads its header
@@ -131,8 +134,10 @@ uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::
   for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
   out.write(reinterpret_cast<const char*>(le), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const at::Tensor& c : data)
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor c = t.detach().to(at::kCPU, dtype).contiguous();
     out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  }
   out.close();
   if (!out) throw Error("cannot write " + path.string());
   return offset;
@@ -162,13 +167,49 @@ void randomize(torch::nn::Module& module) {
   }
 }
 
-/// Makes `dir` a diffusers directory of `shape`'s configs and tokenizer with random
-/// weights. Reuses it when its stamp says it was made from the same shape, seed and dtype.
+/// The kernel's peak resident set size of this process so far, in GB.
+double peak_rss_gb() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024 / 1e9;  // ru_maxrss is in KiB on Linux
+}
+
+/// Copies the folder `from` to `to`, following symbolic links (sd15-shape's tokenizer links
+/// to tests/data), so that the copy stands alone.
+void copy_folder(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& e : fs::recursive_directory_iterator(from)) {
+    const fs::path target = to / e.path().lexically_relative(from);  // not fs::relative: it resolves links
+    if (e.is_directory()) {
+      fs::create_directories(target);
+    } else {
+      fs::copy_file(e.path(), target, fs::copy_options::overwrite_existing);  // follows links
+    }
+  }
+}
+
+/// model_index.json's components: each entry ["library", "ClassName"] (null ones are absent).
+std::vector<std::pair<std::string, std::string>> components_of(const json& index) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, v] : index.items())
+    if (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string())
+      out.emplace_back(name, v[1].get<std::string>());
+  return out;
+}
+
+/// Makes `dir` a diffusers directory of `shape`'s configs, tokenizers and scheduler with
+/// random weights. Reuses it when its stamp says it was made from the same shape, seed and
+/// dtype. Builds, fills and writes one model at a time, in model_index.json's (sorted)
+/// order, freeing each before the next: the host memory needed is the largest model in
+/// float32 (SDXL's UNet: 10.3 GB) plus one tensor.
 void make_random_model(const Options& o, const fs::path& dir) {
   const fs::path shape = fs::weakly_canonical(fs::absolute(o.shape));
-  for (const char* f : {"model_index.json", "unet/config.json", "vae/config.json", "text_encoder/config.json",
-                        "scheduler/scheduler_config.json", "tokenizer/vocab.json", "tokenizer/merges.txt"})
-    if (!fs::exists(shape / f)) throw UsageError("--shape " + shape.string() + ": no " + f);
+  if (!fs::exists(shape / "model_index.json")) throw UsageError("--shape " + shape.string() + ": no model_index.json");
+  const json index = read_json(shape / "model_index.json");
+  const auto components = components_of(index);
+  for (const auto& [component, class_name] : components)
+    if (pipeline::find_model_class(class_name) != nullptr && !fs::exists(shape / component / "config.json"))
+      throw UsageError("--shape " + shape.string() + ": no " + component + "/config.json for its " + class_name);
   const json stamp = {{"shape", shape.string()}, {"weights_seed", o.weights_seed}, {"weights_dtype", o.weights_dtype}};
   if (fs::exists(dir / "dpinfer_bench.json") && read_json(dir / "dpinfer_bench.json") == stamp) {
     std::printf("dpinfer_bench: reusing the random-weight model in %s\n", dir.string().c_str());
@@ -176,32 +217,52 @@ void make_random_model(const Options& o, const fs::path& dir) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   fs::remove_all(dir);
-  for (const char* sub : {"unet", "vae", "text_encoder", "scheduler", "tokenizer"}) fs::create_directories(dir / sub);
+  fs::create_directories(dir);
   fs::copy_file(shape / "model_index.json", dir / "model_index.json");
-  for (const char* f : {"unet/config.json", "vae/config.json", "text_encoder/config.json",
-                        "scheduler/scheduler_config.json"})
-    fs::copy_file(shape / f, dir / f);
-  for (const auto& e : fs::directory_iterator(shape / "tokenizer"))  // follows the links to tests/data
-    fs::copy_file(e.path(), dir / "tokenizer" / e.path().filename());
 
   c10::InferenceMode guard;
+  // One seed for the whole directory, drawn from in model_index.json's order (for sd15-shape:
+  // text_encoder, unet, vae, as before this loop was generic, so its weights are unchanged).
   at::manual_seed(o.weights_seed);
   const at::ScalarType wd = parse_dtype(o.weights_dtype);
   uint64_t bytes = 0;
-  const json index = read_json(shape / "model_index.json");
-  for (const auto& [component, file] : {std::pair<std::string, std::string>{"text_encoder", "model.safetensors"},
-                                        {"unet", "diffusion_pytorch_model.safetensors"},
-                                        {"vae", "diffusion_pytorch_model.safetensors"}}) {
-    const std::string class_name = index.at(component).at(1).get<std::string>();
+  for (const auto& [component, class_name] : components) {
     const pipeline::ModelClass* model_class = pipeline::find_model_class(class_name);
-    if (!model_class) throw UsageError("--shape " + shape.string() + ": dpinfer cannot build a " + class_name);
-    auto module = model_class->build(read_json(shape / component / "config.json"), at::TensorOptions().dtype(at::kFloat));
-    randomize(*module);
-    bytes += write_safetensors(dir / component / file, *module, wd);
+    if (model_class == nullptr) {
+      // Tokenizers, the scheduler, and anything else dpinfer does not build: copied as they are.
+      if (fs::is_directory(shape / component)) {
+        copy_folder(shape / component, dir / component);
+      } else {
+        std::printf("dpinfer_bench: note: --shape has no %s folder for its %s; left out\n", component.c_str(),
+                    class_name.c_str());
+      }
+      continue;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    fs::create_directories(dir / component);
+    fs::copy_file(shape / component / "config.json", dir / component / "config.json");
+    const std::string file =
+        model_class->library == "transformers" ? "model.safetensors" : "diffusion_pytorch_model.safetensors";
+    int64_t params = 0;
+    uint64_t written = 0;
+    {
+      auto module =
+          model_class->build(read_json(shape / component / "config.json"), at::TensorOptions().dtype(at::kFloat));
+      for (const auto& p : module->parameters(/*recurse=*/true)) params += p.numel();
+      randomize(*module);
+      written = write_safetensors(dir / component / file, *module, wd);
+    }  // freed here, before the next component is built
+    bytes += written;
+    std::printf("dpinfer_bench: %s (%s): %.1f M parameters, %.2f GB in %.1f s (peak RSS so far %.2f GB)\n",
+                component.c_str(), class_name.c_str(), static_cast<double>(params) / 1e6,
+                static_cast<double>(written) / 1e9, seconds_since(t1), peak_rss_gb());
+    std::fflush(stdout);
   }
   write_text(dir / "dpinfer_bench.json", stamp.dump(1));
-  std::printf("dpinfer_bench: wrote random %s weights of %s to %s: %.2f GB in %.1f s\n", o.weights_dtype.c_str(),
-              shape.string().c_str(), dir.string().c_str(), static_cast<double>(bytes) / 1e9, seconds_since(t0));
+  std::printf("dpinfer_bench: wrote random %s weights of %s to %s: %.2f GB in %.1f s, peak RSS %.2f GB\n",
+              o.weights_dtype.c_str(), shape.string().c_str(), dir.string().c_str(), static_cast<double>(bytes) / 1e9,
+              seconds_since(t0), peak_rss_gb());
+  std::fflush(stdout);
 }
 
 struct MemoryStats {
@@ -289,6 +350,9 @@ int run(const Options& o_in) {
   auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);
   const pipeline::PipelineInfo& info = pipe->info();
+  if (o.width == 0) o.width = info.default_width;
+  if (o.height == 0) o.height = info.default_height;
+  const double guidance_scale = o.guidance_scale.value_or(info.default_guidance_scale);
 
   json report;
   report["tool"] = "dpinfer_bench";
@@ -304,14 +368,15 @@ int run(const Options& o_in) {
   report["width"] = o.width;
   report["height"] = o.height;
   report["steps"] = o.steps;
-  report["guidance_scale"] = o.guidance_scale;
+  report["pipeline_class"] = info.pipeline_class;
+  report["guidance_scale"] = guidance_scale;
   report["warmup"] = o.warmup;
   report["repeats"] = o.repeats;
   report["load_seconds"] = load_s;
   report["timing"] = "wall clock of TextToImage::generate(batch), which returns uint8 images on the CPU (so it ends synchronised); median of the timed runs after the warm-up runs";
 
   std::printf("dpinfer_bench: %s, %dx%d, %d steps, guidance %.1f, %s, %s on %s [%s]\n", o.shape.c_str(), o.width,
-              o.height, o.steps, o.guidance_scale, info.scheduler_name.c_str(), o.dtype.c_str(), o.device.c_str(),
+              o.height, o.steps, guidance_scale, info.scheduler_name.c_str(), o.dtype.c_str(), o.device.c_str(),
               device_name(o.device).c_str());
   std::printf("dpinfer_bench: pipeline loaded in %.2f s\n", load_s);
 
@@ -323,7 +388,7 @@ int run(const Options& o_in) {
       r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
       r.seed = o.seed + static_cast<uint64_t>(i);
       r.steps = o.steps;
-      r.guidance_scale = o.guidance_scale;
+      r.guidance_scale = guidance_scale;
       r.width = o.width;
       r.height = o.height;
       batch.push_back(r);
@@ -370,8 +435,10 @@ int run(const Options& o_in) {
       entry["images"] = files;
     }
     runs.push_back(entry);
+    report["runs"] = runs;
+    // Rewritten after each batch size, so that a run cut short still leaves what it measured.
+    if (!o.json_path.empty()) write_text(o.json_path, report.dump(1) + "\n");
   }
-  report["runs"] = runs;
 
   std::printf("\n  batch  s/batch  s/image  images/s  steps/s  peak alloc GiB  peak reserved GiB  finite\n");
   for (const json& r : runs)
@@ -380,10 +447,7 @@ int run(const Options& o_in) {
                 r["images_per_second"].get<double>(), r["steps_per_second"].get<double>(),
                 r["peak_allocated_gib"].get<double>(), r["peak_reserved_gib"].get<double>(),
                 r["finite_images"].get<int>(), r["batch_size"].get<int>());
-  if (!o.json_path.empty()) {
-    write_text(o.json_path, report.dump(1) + "\n");
-    std::printf("\ndpinfer_bench: wrote %s\n", o.json_path.c_str());
-  }
+  if (!o.json_path.empty()) std::printf("\ndpinfer_bench: wrote %s\n", o.json_path.c_str());
   return 0;
 }
 
@@ -392,7 +456,8 @@ int run(const Options& o_in) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"dpinfer_bench: time dpinfer's pipeline on a model shape with random weights (images are noise)"};
-  app.add_option("--shape", o.shape, "diffusers directory giving the configs and tokenizer (its weights are never read)")
+  app.add_option("--shape", o.shape, "diffusers directory giving the configs, tokenizers and scheduler (its weights are never read), e.g. "
+                 "configs/models/sdxl-shape")
       ->capture_default_str();
   app.add_option("--model-dir", o.model_dir,
                  "where to write the random-weight model, kept afterwards and reused when it matches "
@@ -401,10 +466,12 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--weights-dtype", o.weights_dtype, "dtype of the written weight files")->capture_default_str();
   app.add_option("--scheduler", o.scheduler, "dpinfer scheduler name (default: the shape's)");
-  app.add_option("--width", o.width)->capture_default_str();
-  app.add_option("--height", o.height)->capture_default_str();
+  app.add_option("--width", o.width, "image width (default: the model's, 512 for SD 1.5, 1024 for SDXL)");
+  app.add_option("--height", o.height, "image height (default: the model's)");
   app.add_option("--steps", o.steps)->capture_default_str();
-  app.add_option("--guidance-scale", o.guidance_scale)->capture_default_str();
+  double guidance_scale = 0;
+  CLI::Option* guidance_opt =
+      app.add_option("--guidance-scale", guidance_scale, "CFG scale (default: the model's, 7.5 SD, 5.0 SDXL)");
   app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
   app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();
@@ -413,6 +480,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "write the results here (tools/bench/diffusers_peer.py reads it)");
   app.add_option("--images", o.images_dir, "write the last timed run's images here as PNGs");
   CLI11_PARSE(app, argc, argv);
+  if (guidance_opt->count() > 0) o.guidance_scale = guidance_scale;
   if (o.repeats < 1 || o.warmup < 0 || o.batch_sizes.empty()) {
     std::cerr << "dpinfer_bench: --repeats must be >= 1, --warmup >= 0, and --batch-sizes non-empty\n";
     return 2;

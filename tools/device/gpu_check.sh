@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
-# Issue 4's GPU check, in one call on the lent GPU machine (tools/device/README.md):
+# Issue 4's GPU check, and issue 10's SDXL at 1024², in one call on the lent GPU machine
+# (tools/device/README.md):
 #   facts      the machine: GPU, driver, compilers, torch, glibc
 #   configure  CMake against that machine's own torch (LibTorch) and the carried
 #              third-party headers (tools/device/prepare_carry.sh; -DDPINFER_DEPS_DIR)
-#   build      dpinfer_torch_tests and dpinfer_bench only
+#   build      dpinfer_bench, and dpinfer_torch_tests when the tests step is wanted
 #   tests      every *_CUDA test: the pipeline on CUDA, fp32 against the diffusers goldens
 #              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp), the
 #              components, the schedulers, the weight loader, the toolchain
-#   bench      dpinfer_bench: SD1.5-shaped pipeline, random weights, 512x512, 25 steps,
-#              batch 1 and 8, fp16 on cuda:0
+#   bench      dpinfer_bench: SD1.5-shaped pipeline (configs/models/sd15-shape), random
+#              weights, 512x512, 25 PNDM steps, CFG 7.5, batch 1 and 8, fp16 on cuda:0
 #   peer       tools/bench/diffusers_peer.py on the same files and settings, when the
 #              carried diffusers wheels are there: the ratios dpinfer/diffusers
+#   sdxl       dpinfer_bench: SDXL base-shaped pipeline (configs/models/sdxl-shape), random
+#              weights written in fp16 here, 1024x1024, 20 Euler steps, CFG 5.0, batch 1
+#              and 4, fp16 on cuda:0 (the VAE upcast to fp32, as diffusers)
+#   sdxl_peer  diffusers_peer.py on the SDXL files and settings
 # then a short summary, printed last. Runs in the repository root; needs no network.
-# Every step runs even when an earlier one failed (unless it depends on it), and none
-# starts once GPU_CHECK_BUDGET_S seconds have passed, so the call ends inside `run`'s limit.
+# Steps run in the order GPU_CHECK_STEPS lists them. Every step runs even when an earlier
+# one failed (unless it needs what that one makes), and none starts once GPU_CHECK_BUDGET_S
+# seconds have passed (the SDXL ones not with less than their minimum left), so the call
+# ends inside `run`'s limit. The device time estimate of each step is in tools/device/README.md.
 #
 # Writes under $OUT (else out/gpu-check), at most 7 files, all of which come back:
-#   summary.txt  build.log  cuda_tests.log  cuda_tests.json  bench.log  bench.json  peer.json
+#   summary.txt  build.log  cuda_tests.log  cuda_tests.json  bench.log (SD1.5 bench and
+#   peer)  sdxl.log (SDXL bench and peer)  bench.json (every bench and peer report of the
+#   call, {"sd15": {"dpinfer": ..., "diffusers": ...}, "sdxl": {...}})
 #
 # Environment (all optional):
-#   GPU_CHECK_STEPS     steps to run (default: "facts configure build tests bench peer");
-#                       a rerun on a still-warm machine can skip what is done, e.g. "build bench peer"
+#   GPU_CHECK_STEPS     steps to run, in this order (default: "facts configure build tests
+#                       bench peer sdxl sdxl_peer"); a rerun on a still-warm machine can skip
+#                       what is done, e.g. "sdxl sdxl_peer"; a fresh machine needs
+#                       "facts configure build" first
 #   GPU_CHECK_BUDGET_S  no step starts after this many seconds; each is cut at it (default 540)
 #   GPU_CHECK_JOBS      build jobs (default: nproc)
 #   DPINFER_DEPS_DIR    the carried folder (default: third_party_cache/device)
 #   GPU_CHECK_BUILD_DIR the build folder (default: build-device, kept while the machine stays warm)
-#   GPU_CHECK_BENCH_ARGS replaces the benchmark's size arguments, for a dry run on a machine
+#   GPU_CHECK_BENCH_ARGS replaces both benchmarks' size arguments, for a dry run on a machine
 #                       without a GPU, e.g. "--device cpu --dtype fp32 --width 64 --height 64
 #                       --steps 2 --batch-sizes 1,2 --warmup 0 --repeats 1"
+#   GPU_CHECK_SDXL_ARGS replaces the SDXL benchmark's alone (default: GPU_CHECK_BENCH_ARGS when
+#                       set, else "--device cuda:0 --dtype fp16 --width 1024 --height 1024
+#                       --steps 20 --guidance-scale 5.0 --batch-sizes 1,4 --warmup 1 --repeats 3")
 set -uo pipefail
+: "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 1
@@ -36,24 +51,29 @@ out="${OUT:-$root/out/gpu-check}"
 mkdir -p "$out"
 deps="${DPINFER_DEPS_DIR:-$root/third_party_cache/device}"
 build="${GPU_CHECK_BUILD_DIR:-$root/build-device}"
-steps=" ${GPU_CHECK_STEPS:-facts configure build tests bench peer} "
+steps=" ${GPU_CHECK_STEPS:-facts configure build tests bench peer sdxl sdxl_peer} "
 budget="${GPU_CHECK_BUDGET_S:-540}"
 jobs="${GPU_CHECK_JOBS:-$(nproc)}"
-model="${TMPDIR:-/tmp}/dpinfer-sd15-random"
-images="${TMPDIR:-/tmp}/dpinfer-bench-images"
+# The random-weight models, the images and each bench's and peer's JSON report stay outside
+# $OUT (which comes back, 8 files at most), where a rerun on the still-warm machine finds them;
+# the summary merges the reports into $OUT/bench.json.
+tmp="${TMPDIR:-/tmp}"
+work="$tmp/dpinfer-gpu-check"
+mkdir -p "$work"
 start=$SECONDS
 status=()
 
 want() { [[ "$steps" == *" $1 "* ]]; }
 
-# step NAME MAX_SECONDS LOG CMD...: runs CMD, appending to LOG, cut at MAX_SECONDS or at
-# what is left of the budget; records the outcome for the summary.
+# [NEED=S] step NAME MAX_SECONDS LOG CMD...: runs CMD, appending to LOG, cut at MAX_SECONDS
+# or at what is left of the budget; not started with less than NEED seconds left (15 unless
+# given); records the outcome for the summary.
 step() {
   local name=$1 max=$2 log=$3
   shift 3
-  local left=$((budget - (SECONDS - start)))
-  if ((left < 15)); then
-    status+=("$name: skipped, the budget of ${budget}s is spent")
+  local left=$((budget - (SECONDS - start))) need=${NEED:-15}
+  if ((left < need)); then
+    status+=("$name: skipped, ${left}s of the budget of ${budget}s left, it needs ${need}s")
     return 1
   fi
   ((max > left)) && max=$left
@@ -121,51 +141,126 @@ configure() {
     -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST -DCMAKE_POLICY_VERSION_MINIMUM=3.5
 }
 
+# bench_shape KEY SHAPE ARGS...: dpinfer_bench on SHAPE's random-weight model in $tmp, its
+# report in $work/KEY_dpinfer.json and its images in $work/KEY_images.
+bench_shape() {
+  local key=$1 shape=$2
+  shift 2
+  rm -rf "$work/${key}_images"
+  "$build/tools/bench/dpinfer_bench" --shape "$root/$shape" "$@" --model-dir "$tmp/dpinfer-$key-random" \
+    --images "$work/${key}_images" --json "$work/${key}_dpinfer.json"
+}
+
 bench() {
   local args=(--device cuda:0 --dtype fp16 --width 512 --height 512 --steps 25 --batch-sizes "1,8" --warmup 1 --repeats 3)
   # shellcheck disable=SC2206  # word splitting wanted
   [ -n "${GPU_CHECK_BENCH_ARGS:-}" ] && args=($GPU_CHECK_BENCH_ARGS)
-  "$build/tools/bench/dpinfer_bench" "${args[@]}" --model-dir "$model" --images "$images" --json "$out/bench.json"
+  bench_shape sd15 configs/models/sd15-shape "${args[@]}"
 }
 
+sdxl() {
+  local args=(--device cuda:0 --dtype fp16 --width 1024 --height 1024 --steps 20 --guidance-scale 5.0
+              --batch-sizes "1,4" --warmup 1 --repeats 3)
+  # shellcheck disable=SC2206  # word splitting wanted
+  [ -n "${GPU_CHECK_BENCH_ARGS:-}" ] && args=($GPU_CHECK_BENCH_ARGS)
+  # shellcheck disable=SC2206
+  [ -n "${GPU_CHECK_SDXL_ARGS:-}" ] && args=($GPU_CHECK_SDXL_ARGS)
+  bench_shape sdxl configs/models/sdxl-shape "${args[@]}"
+}
+
+# peer KEY: diffusers_peer.py on what bench_shape KEY wrote. Installs the carried wheels into
+# /tmp/site once per machine (a python3 that has diffusers already, as on a dry run, is used
+# as it is when there are none).
 peer() {
-  if ! ls "$deps"/wheels/*.whl >/dev/null 2>&1; then
+  local key=$1 pypath=""
+  if ls "$deps"/wheels/*.whl >/dev/null 2>&1; then
+    local have
+    have="$(cd "$deps/wheels" && ls ./*.whl | sort | tr '\n' ' ')"
+    if [ "$(cat /tmp/site/.dpinfer-wheels 2>/dev/null)" != "$have" ]; then
+      "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$deps"/wheels/*.whl || return
+      echo "$have" >/tmp/site/.dpinfer-wheels
+    fi
+    pypath=/tmp/site
+  elif ! "$py" -c 'import diffusers' 2>/dev/null; then
     echo "no wheels in $deps/wheels (tools/device/prepare_carry.sh without --no-wheels carries them)"
     return 3
   fi
-  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$deps"/wheels/*.whl || return
-  PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 "$py" "$root/tools/bench/diffusers_peer.py" \
-    --dpinfer-json "$out/bench.json" --images "$images" --out "$out/peer.json"
+  PYTHONPATH="$pypath" PYTHONUNBUFFERED=1 "$py" "$root/tools/bench/diffusers_peer.py" \
+    --dpinfer-json "$work/${key}_dpinfer.json" --images "$work/${key}_images" --out "$work/${key}_diffusers.json"
 }
 
-export root out deps build py torch_prefix nvcc model images LD_LIBRARY_PATH
-export -f facts configure bench peer
+export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS
+export -f facts configure bench_shape bench sdxl peer
 
-want facts && step facts 60 "$out/build.log" facts
-if want configure; then
-  [ -n "$torch_prefix" ] || echo "python3 cannot import torch: no LibTorch" >>"$out/build.log"
-  step configure 200 "$out/build.log" configure
-fi
-if want build; then
-  step build 420 "$out/build.log" cmake --build "$build" -j "$jobs" --target dpinfer_torch_tests dpinfer_bench
-fi
-if want tests && [ -x "$build/tests/dpinfer_torch_tests" ]; then
-  step tests 240 "$out/cuda_tests.log" "$build/tests/dpinfer_torch_tests" --gtest_filter='*_CUDA*' \
-    --gtest_output="json:$out/cuda_tests.json"
-elif want tests; then
-  status+=("tests: not run, no dpinfer_torch_tests was built")
-fi
-if want bench && [ -x "$build/tools/bench/dpinfer_bench" ]; then
-  step bench 240 "$out/bench.log" bench
-elif want bench; then
-  status+=("bench: not run, no dpinfer_bench was built")
-fi
-if want peer && [ -f "$out/bench.json" ]; then
-  step peer 240 "$out/bench.log" peer
-elif want peer; then
-  status+=("peer: not run, no bench.json")
-fi
+# A step that runs again replaces its earlier report (from an earlier call on this machine),
+# and a new bench report makes the old peer report stale.
+want bench && rm -f "$work/sd15_dpinfer.json"
+want sdxl && rm -f "$work/sdxl_dpinfer.json"
+{ want bench || want peer; } && rm -f "$work/sd15_diffusers.json"
+{ want sdxl || want sdxl_peer; } && rm -f "$work/sdxl_diffusers.json"
+
+# run_bench NAME LOG NEED MAX: the bench step NAME (bench, sdxl: the functions above).
+run_bench() {
+  local name=$1 log=$2 need=$3 max=$4
+  if [ -x "$build/tools/bench/dpinfer_bench" ]; then
+    NEED=$need step "$name" "$max" "$log" "$name"
+  else
+    status+=("$name: not run, no dpinfer_bench was built")
+  fi
+}
+# run_peer NAME KEY LOG NEED MAX: the diffusers peer of KEY's bench report.
+run_peer() {
+  local name=$1 key=$2 log=$3 need=$4 max=$5
+  if [ -f "$work/${key}_dpinfer.json" ]; then
+    NEED=$need step "$name" "$max" "$log" peer "$key"
+  else
+    status+=("$name: not run, no ${key}_dpinfer.json (its bench step made none)")
+  fi
+}
+
+for s in $steps; do
+  case "$s" in
+    facts) step facts 60 "$out/build.log" facts ;;
+    configure)
+      [ -n "$torch_prefix" ] || echo "python3 cannot import torch: no LibTorch" >>"$out/build.log"
+      step configure 200 "$out/build.log" configure ;;
+    build)
+      targets=(dpinfer_bench)
+      want tests && targets+=(dpinfer_torch_tests)
+      step build 420 "$out/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" ;;
+    tests)
+      if [ -x "$build/tests/dpinfer_torch_tests" ]; then
+        step tests 240 "$out/cuda_tests.log" "$build/tests/dpinfer_torch_tests" --gtest_filter='*_CUDA*' \
+          --gtest_output="json:$out/cuda_tests.json"
+      else
+        status+=("tests: not run, no dpinfer_torch_tests was built")
+      fi ;;
+    bench) run_bench bench "$out/bench.log" 15 240 ;;
+    peer) run_peer peer sd15 "$out/bench.log" 15 240 ;;
+    # SDXL: not started without the time to write its weights, load and time batch 1 at least.
+    sdxl) run_bench sdxl "$out/sdxl.log" 90 300 ;;
+    sdxl_peer) run_peer sdxl_peer sdxl "$out/sdxl.log" 60 240 ;;
+    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer)") ;;
+  esac
+done
+
+# Every bench and peer report there is, in one file that comes back.
+rm -f "$out/bench.json"
+"$py" - "$work" "$out/bench.json" <<'PY' 2>/dev/null
+import json, os, sys
+work, dest = sys.argv[1], sys.argv[2]
+merged = {}
+for key in ("sd15", "sdxl"):
+    for side in ("dpinfer", "diffusers"):
+        p = os.path.join(work, f"{key}_{side}.json")
+        if os.path.exists(p):
+            with open(p) as f:
+                merged.setdefault(key, {})[side] = json.load(f)
+if merged:
+    with open(dest, "w") as f:
+        json.dump(merged, f, indent=1)
+PY
 
 # The summary: printed last, so that the call's output tail holds it; also summary.txt.
 {
@@ -202,14 +297,16 @@ PY
          END { for (k in w) printf "  %-10s %.3e  (%s)\n", k, w[k], n[k] }' "$out/cuda_tests.log" | sort
     grep -h "^\[ schedulers \]" "$out/cuda_tests.log" | sed 's/^/  /'
   fi
-  if [ -f "$out/bench.log" ]; then
-    echo "--- dpinfer_bench"
-    sed -n '/^dpinfer_bench: sd15\|^dpinfer_bench: .*steps, guidance/p; /pipeline loaded/p; /wrote random/p; /^  batch  s\/batch/,/^$/p' \
-      "$out/bench.log" | sed 's/^/  /'
-    if grep -q "^  ratios" "$out/bench.log"; then
-      echo "--- diffusers peer, same machine, same run"
-      sed -n '/^machine: /,$p' "$out/bench.log" | grep -v "^diffusers_peer: wrote" | sed 's/^/  /'
+  for pair in "bench.log:SD1.5 (configs/models/sd15-shape)" "sdxl.log:SDXL base (configs/models/sdxl-shape)"; do
+    log="$out/${pair%%:*}"
+    [ -f "$log" ] || continue
+    echo "--- dpinfer_bench, ${pair#*:}"
+    sed -n '/^dpinfer_bench: .*steps, guidance/p; /pipeline loaded/p; /wrote random/p; /reusing the random/p;
+            /^  batch  s\/batch/,/^$/p' "$log" | sed 's/^/  /'
+    if grep -q "^  ratios" "$log"; then
+      echo "--- diffusers peer, ${pair#*:}, same machine, same run"
+      sed -n '/^machine: /,$p' "$log" | grep -v "^diffusers_peer: wrote" | sed 's/^/  /'
     fi
-  fi
+  done
   echo "files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 } 2>&1 | tee "$out/summary.txt"
