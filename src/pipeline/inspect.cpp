@@ -348,7 +348,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
     report.scheduler.timestep_spacing = string_field(sc, "timestep_spacing", "");
     if (report.scheduler.error.empty())
       step(report, &report.scheduler.error, [&] {
-        report.scheduler.dpinfer_name = make_scheduler(sc, {scheduler, 0.0, family.scheduler_rewrite})->name();
+        report.scheduler.dpinfer_name = make_scheduler(sc, {scheduler, 0.0, family.scheduler_rewrite, family.prediction})->name();
       });
   }
 

@@ -39,7 +39,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--height", o.height, "image height, a multiple of 8 up to 16384 (default: the model's)");
   app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
   app.add_option("--scheduler", o.scheduler,
-                 "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc (default: the model's)");
+                 "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc for a UNet model (SD, SDXL); "
+                 "flow_match_euler for a flow-matching one (default: the model's)");
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--device", o.device, "auto (cuda:LOCAL_RANK when CUDA is available), cuda or cpu")
       ->capture_default_str();

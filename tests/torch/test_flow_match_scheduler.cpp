@@ -37,6 +37,11 @@ json read_json(const std::string& path) {
 
 json config(const std::string& name) { return read_json(kDir + "/configs/" + name + ".json"); }
 
+// The request of a flow-matching pipeline (FLUX, SD3, Qwen-Image, Z-Image): its own class, or a name.
+dpinfer::pipeline::SchedulerRequest flow(const std::string& name = "") {
+  return {name, 0.0, nullptr, dpinfer::pipeline::Prediction::kFlowVelocity};
+}
+
 // tests/data/schedulers/flow_match: the index, the float32 blob and the configs.
 struct Goldens {
   json index;
@@ -90,7 +95,7 @@ TimestepRequest request_of(const json& c) {
 
 // The scheduler a diffusers directory with this scheduler_config.json gets: its own class.
 std::unique_ptr<Scheduler> build_case(const json& c) {
-  auto s = dpinfer::pipeline::make_scheduler(config(c["config"].get<std::string>()), {});
+  auto s = dpinfer::pipeline::make_scheduler(config(c["config"].get<std::string>()), flow());
   s->set_timesteps(request_of(c));
   return s;
 }
@@ -286,7 +291,7 @@ TEST(FlowMatchGoldens, WhereDiffusersGetsNaNItIsAClearError) {
     if (!c.contains("error")) continue;
     SCOPED_TRACE(case_label(c));
     ++cases;
-    auto s = dpinfer::pipeline::make_scheduler(config(c["config"].get<std::string>()), {});
+    auto s = dpinfer::pipeline::make_scheduler(config(c["config"].get<std::string>()), flow());
     expect_contains(error_of([&] { s->set_timesteps(request_of(c)); }),
                     {"flow_match_euler", "shift_terminal", "2 or more steps"});
   }
@@ -295,7 +300,7 @@ TEST(FlowMatchGoldens, WhereDiffusersGetsNaNItIsAClearError) {
 
 // models.md §4.1: SD3 shifts the shifted training range again; its last sigma is shift(shift(1/1000)).
 TEST(FlowMatchScheduler, SD3ShiftsTwice) {
-  auto s = dpinfer::pipeline::make_scheduler(config("sd3-medium"), {});
+  auto s = dpinfer::pipeline::make_scheduler(config("sd3-medium"), flow());
   s->set_timesteps(28);
   const double once = 3.0 * 0.001 / (1 + 2.0 * 0.001);
   const double twice = 3.0 * once / (1 + 2.0 * once);
@@ -311,7 +316,7 @@ TEST(FlowMatchScheduler, IsARowOfTheSchedulerTable) {
   EXPECT_EQ(dpinfer::pipeline::scheduler_class("flow_match_euler"), "FlowMatchEulerDiscreteScheduler");
   EXPECT_EQ(dpinfer::pipeline::a1111_sampler_name("flow_match_euler"), "Euler");
   EXPECT_EQ(dpinfer::pipeline::scheduler_fixed_keys("flow_match_euler"), json::object());
-  auto s = dpinfer::pipeline::make_scheduler(config("flux1-dev"), {"flow_match_euler"});
+  auto s = dpinfer::pipeline::make_scheduler(config("flux1-dev"), flow("flow_match_euler"));
   EXPECT_EQ(s->name(), "flow_match_euler");
   EXPECT_FALSE(s->needs_generator());
   EXPECT_FALSE(s->sigmas().defined());
@@ -319,14 +324,38 @@ TEST(FlowMatchScheduler, IsARowOfTheSchedulerTable) {
   json euler = config("sd3-medium");
   euler["_class_name"] = "EulerDiscreteScheduler";
   euler.erase("shift");
-  auto plain = dpinfer::pipeline::make_scheduler(euler, {"flow_match_euler"});
+  auto plain = dpinfer::pipeline::make_scheduler(euler, flow("flow_match_euler"));
   plain->set_timesteps(4);
   EXPECT_TRUE(at::allclose(plain->timesteps(), at::tensor({1000.0f, 667.0f, 334.0f, 1.0f})));
 }
 
 // A flow-matching model runs the identity input scaling, a unit initial noise and x + dt * v.
+// A scheduler of the other kind runs without error and makes noise: make_scheduler() refuses
+// the pairing both ways, naming the schedulers that fit, whether chosen by name or by the
+// config's own _class_name.
+TEST(FlowMatchScheduler, OnlyStepsAFlowMatchingDenoiser) {
+  using dpinfer::pipeline::Prediction;
+  using dpinfer::pipeline::scheduler_names;
+  EXPECT_EQ(scheduler_names(Prediction::kFlowVelocity), std::vector<std::string>{"flow_match_euler"});
+  const auto noise = scheduler_names(Prediction::kNoise);
+  EXPECT_EQ(std::find(noise.begin(), noise.end(), "flow_match_euler"), noise.end());
+  EXPECT_EQ(noise.size() + 1, scheduler_names().size());
+
+  json sd15 = read_json(std::string(DPINFER_TEST_DATA_DIR) + "/schedulers/configs/sd15.json");
+  expect_contains(error_of([&] { dpinfer::pipeline::make_scheduler(sd15, {"flow_match_euler"}); }),
+                  {"scheduler 'flow_match_euler'", "FlowMatchEulerDiscreteScheduler", "flow velocity",
+                   "this model predicts noise", "choose one of: pndm, ddim"});
+  expect_contains(error_of([] { dpinfer::pipeline::make_scheduler(config("flux1-dev"), {}); }),
+                  {"the config's own _class_name", "this model predicts noise", "pndm"});
+  expect_contains(error_of([&] { dpinfer::pipeline::make_scheduler(config("flux1-dev"), flow("euler")); }),
+                  {"scheduler 'euler'", "EulerDiscreteScheduler", "predicts noise",
+                   "this model predicts a flow velocity", "choose one of: flow_match_euler"});
+  expect_contains(error_of([&] { dpinfer::pipeline::make_scheduler(sd15, flow()); }),
+                  {"scheduler 'pndm'", "the config's own _class_name", "choose one of: flow_match_euler"});
+}
+
 TEST(FlowMatchScheduler, StepIsEulerOnTheVelocityInTheOutputsDtype) {
-  auto s = dpinfer::pipeline::make_scheduler(config("flux1-schnell"), {});
+  auto s = dpinfer::pipeline::make_scheduler(config("flux1-schnell"), flow());
   TimestepRequest req;
   req.sigmas = dpinfer::pipeline::flow_match_linear_sigmas(4);
   req.mu = 0.7;  // ignored: FLUX.1-schnell's shift is static
@@ -346,14 +375,14 @@ TEST(FlowMatchScheduler, StepIsEulerOnTheVelocityInTheOutputsDtype) {
 TEST(FlowMatchScheduler, DynamicShiftingNeedsMu) {
   for (const char* name : {"flux1-dev", "qwen-image"}) {
     SCOPED_TRACE(name);
-    auto s = dpinfer::pipeline::make_scheduler(config(name), {});
+    auto s = dpinfer::pipeline::make_scheduler(config(name), flow());
     expect_contains(error_of([&] { s->set_timesteps(28); }),
                     {"scheduler flow_match_euler", "use_dynamic_shifting", "needs mu", "calculate_shift"});
   }
 }
 
 TEST(FlowMatchScheduler, RequestsThatDoNotFitAreClearErrors) {
-  auto s = dpinfer::pipeline::make_scheduler(config("flux1-dev"), {});
+  auto s = dpinfer::pipeline::make_scheduler(config("flux1-dev"), flow());
   TimestepRequest req;
   req.steps = 5;
   req.sigmas = dpinfer::pipeline::flow_match_linear_sigmas(4);
@@ -377,7 +406,7 @@ TEST(FlowMatchScheduler, RequestsThatDoNotFitAreClearErrors) {
 }
 
 TEST(FlowMatchScheduler, UnsupportedOptionsNameTheField) {
-  auto build = [](const json& c) { return dpinfer::pipeline::make_scheduler(c, {}); };
+  auto build = [](const json& c) { return dpinfer::pipeline::make_scheduler(c, flow()); };
   json c = config("qwen-image");
   c["use_beta_sigmas"] = true;
   expect_contains(error_of([&] { build(c); }), {"use_beta_sigmas", "true is not supported", "beta sigmas"});

@@ -21,7 +21,8 @@ void UNetPipeline::resolve_settings_and_scheduler(const ModelDir& model, const L
   check_settings(info_.settings);
   scheduler_ = std::make_unique<PipelineScheduler>(
       model.at("scheduler").config,
-      SchedulerRequest{request.scheduler, info_.settings["eta"].get<double>(), family_.scheduler_rewrite});
+      SchedulerRequest{request.scheduler, info_.settings["eta"].get<double>(), family_.scheduler_rewrite,
+                       family_.prediction});
 }
 
 void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype) {

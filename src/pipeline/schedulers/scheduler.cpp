@@ -24,6 +24,7 @@ struct SchedulerKind {
   /// "dpm++2m" is never Karras even when the model's config asks for Karras sigmas.
   const char* fixed_keys;
   std::unique_ptr<Scheduler> (*make)(const ConfigReader& cfg, double eta);
+  Prediction steps = Prediction::kNoise;  ///< the denoiser output it integrates
 };
 
 const SchedulerKind kKinds[] = {
@@ -42,7 +43,7 @@ const SchedulerKind kKinds[] = {
      [](const ConfigReader& c, double) { return schedulers::make_unipc(c); }},
     // AUTOMATIC1111/Forge call flow-matching Euler on FLUX and SD3 plain "Euler".
     {"flow_match_euler", "FlowMatchEulerDiscreteScheduler", "Euler", "{}",
-     [](const ConfigReader& c, double) { return schedulers::make_flow_match_euler(c); }},
+     [](const ConfigReader& c, double) { return schedulers::make_flow_match_euler(c); }, Prediction::kFlowVelocity},
 };
 
 const SchedulerKind* find_kind(const std::string& name) {
@@ -52,6 +53,10 @@ const SchedulerKind* find_kind(const std::string& name) {
 }
 
 std::string joined_names() { return fmt::format("{}", fmt::join(scheduler_names(), ", ")); }
+
+const char* prediction_text(Prediction p) {
+  return p == Prediction::kNoise ? "noise (a diffusion UNet)" : "a flow velocity (a flow-matching transformer)";
+}
 
 // The file as from_config sees it: keys a saved config lists in _use_default_values were
 // defaults, not values, and are dropped.
@@ -105,6 +110,13 @@ std::vector<std::string> scheduler_names() {
   return out;
 }
 
+std::vector<std::string> scheduler_names(Prediction prediction) {
+  std::vector<std::string> out;
+  for (const SchedulerKind& k : kKinds)
+    if (k.steps == prediction) out.emplace_back(k.name);
+  return out;
+}
+
 std::string scheduler_class(const std::string& name) {
   const SchedulerKind* k = find_kind(name);
   return k ? k->diffusers_class : "";
@@ -134,6 +146,12 @@ std::unique_ptr<Scheduler> make_scheduler(const nlohmann::json& config, const Sc
   if (request.rewrite) request.rewrite(keys, own_class);
   const std::string name = own_class ? own_name(keys) : request.name;
   const SchedulerKind& kind = *find_kind(name);
+  if (kind.steps != request.prediction) {
+    throw Error(fmt::format(
+        "scheduler '{}' ({}{}) steps a model that predicts {}, but this model predicts {}; choose one of: {}", name,
+        kind.diffusers_class, own_class ? ", the config's own _class_name" : "", prediction_text(kind.steps),
+        prediction_text(request.prediction), fmt::join(scheduler_names(request.prediction), ", ")));
+  }
   const nlohmann::json fixed = nlohmann::json::parse(kind.fixed_keys);
   for (const auto& [key, value] : fixed.items()) keys[key] = value;
   return kind.make(ConfigReader(keys, name), request.eta);

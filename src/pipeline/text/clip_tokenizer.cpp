@@ -261,7 +261,7 @@ struct CLIPTokenizer::Impl {
     };
     unk_token = special("unk_token");
     if (added_ids.count(unk_token) == 0) {
-      throw Error("tokenizer folder " + dir + ": unk_token " + json(unk_token).dump() + " is empty; set a real token");
+      throw Error("tokenizer folder " + dir + ": unk_token " + describe(json(unk_token)) + " is empty; set a real token");
     }
     unk = added_ids.at(unk_token);
     bos_token = special("bos_token");

@@ -254,7 +254,7 @@ struct Qwen2Tokenizer::Impl {
       if (parts.empty() || (line_no == 1 && parts[0].substr(0, 9) == "#version:")) continue;
       if (parts.size() != 2) {
         throw Error("tokenizer file " + path + ": line " + std::to_string(line_no) + " " +
-                    json(std::string(line)).dump() + " is not a merge of two symbols");
+                    describe(json(std::string(line))) + " is not a merge of two symbols");
       }
       add_merge(std::string(parts[0]), std::string(parts[1]), rank++, path, "line " + std::to_string(line_no));
     }
@@ -264,12 +264,12 @@ struct Qwen2Tokenizer::Impl {
                  const std::string& where) {
     for (const std::string* s : {&left, &right}) {
       if (vocab.count(*s) == 0) {
-        throw Error("tokenizer file " + path + ": " + where + " merges " + json(*s).dump() +
+        throw Error("tokenizer file " + path + ": " + where + " merges " + describe(json(*s)) +
                     ", which is not in the vocabulary");
       }
     }
     if (vocab.count(left + right) == 0) {
-      throw Error("tokenizer file " + path + ": " + where + " merges into " + json(left + right).dump() +
+      throw Error("tokenizer file " + path + ": " + where + " merges into " + describe(json(left + right)) +
                   ", which is not in the vocabulary");
     }
     merges.add(left, right, rank);
@@ -312,7 +312,7 @@ struct Qwen2Tokenizer::Impl {
     vocab.reserve(vocab_json.size());
     for (auto it = vocab_json.begin(); it != vocab_json.end(); ++it) {
       if (!it->is_number_integer()) {
-        throw bad("model.vocab", "gives token " + json(it.key()).dump() + " the id " + describe(*it) +
+        throw bad("model.vocab", "gives token " + describe(json(it.key())) + " the id " + describe(*it) +
                                      ", which is not an integer");
       }
       vocab[it.key()] = it->get<int64_t>();
@@ -372,7 +372,7 @@ struct Qwen2Tokenizer::Impl {
     for (int b = 0; b < 256; ++b) {
       const std::string& s = bpe::byte_symbols()[size_t(b)];
       if (vocab.count(s) == 0) {
-        throw Error("tokenizer file " + path + ": the vocabulary lacks " + json(s).dump() + ", the symbol of byte " +
+        throw Error("tokenizer file " + path + ": the vocabulary lacks " + describe(json(s)) + ", the symbol of byte " +
                     std::to_string(b) + "; it is not a byte-level BPE vocabulary");
       }
     }
@@ -389,7 +389,7 @@ struct Qwen2Tokenizer::Impl {
         for (const AddedToken& t : config.special_tokens()) specials.push_back(t.content);
         for (auto it = file->begin(); it != file->end(); ++it) {
           if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-            throw Error("tokenizer file " + path + ": the id of token " + json(it.key()).dump() +
+            throw Error("tokenizer file " + path + ": the id of token " + describe(json(it.key())) +
                         " must be a token id, got " + describe(*it));
           }
           AddedToken t;
@@ -400,15 +400,16 @@ struct Qwen2Tokenizer::Impl {
         }
       }
     }
-    for (auto& [id, t] : extra) {
+    for (const auto& entry : extra) {
+      const AddedToken& t = entry.second;
       bool known = std::any_of(config.decoder.begin(), config.decoder.end(),
                                [&](const auto& d) { return d.second.content == t.content; });
-      if (!known) config.decoder.emplace_back(id, t);
+      if (!known) config.decoder.emplace_back(entry.first, t);
     }
 
     for (auto& [id, token] : bpe::resolve_added_tokens(config, vocab)) {
       if (token.single_word) {
-        throw Error("tokenizer file " + config.path + ": added token " + json(token.content).dump() +
+        throw Error("tokenizer file " + config.path + ": added token " + describe(json(token.content)) +
                     " sets single_word, which dpinfer's Qwen2Tokenizer does not implement");
       }
       added_by_content[token.content] = id;

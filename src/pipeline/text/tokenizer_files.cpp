@@ -63,7 +63,7 @@ void read_decoder(TokenizerConfig& out, const json& decoder_json, const std::str
     } catch (const std::exception&) {
     }
     if (id < 0) {
-      throw Error("tokenizer file " + path + ": added_tokens_decoder key " + json(e.key()).dump() +
+      throw Error("tokenizer file " + path + ": added_tokens_decoder key " + describe(json(e.key())) +
                   " must be a token id");
     }
     if (auto t = parse_added_token(*e, path, "added_tokens_decoder." + e.key())) out.decoder.emplace_back(id, *t);
@@ -86,10 +86,7 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string describe(const json& value) {
-  std::string text = value.dump();
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
+std::string describe(const json& value) { return io::json_brief(value, 60); }
 
 json parse_json(const std::string& path) {
   const std::string text = read_file(path);  // a missing file says what the folder needs
@@ -212,7 +209,7 @@ std::unordered_map<std::string, int64_t> read_vocab(const std::string& path) {
   vocab.reserve(doc.size());
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     if (!it->is_number_integer()) {
-      throw Error("tokenizer file " + path + ": the id of token " + json(it.key()).dump() +
+      throw Error("tokenizer file " + path + ": the id of token " + describe(json(it.key())) +
                   " must be an integer, got " + describe(*it));
     }
     vocab[it.key()] = it->get<int64_t>();

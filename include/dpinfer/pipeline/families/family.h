@@ -41,6 +41,8 @@ struct Family {
   int size_multiple = 8;
   /// diffusers' own edits of the scheduler config in this pipeline's __init__, if any.
   SchedulerConfigRewrite scheduler_rewrite = nullptr;
+  /// What the denoiser predicts: which schedulers --scheduler may name.
+  Prediction prediction = Prediction::kNoise;
   /// The default image size {height, width}, from the components' configs. Throws
   /// dpinfer::Error when a config it reads is bad.
   std::array<int64_t, 2> (*default_size)(const ModelDir& model) = nullptr;

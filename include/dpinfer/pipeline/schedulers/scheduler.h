@@ -93,11 +93,18 @@ class Scheduler {
 /// own defaults wherever the file has no key.
 using SchedulerConfigRewrite = void (*)(nlohmann::json& keys, bool own_class);
 
+/// What a denoiser predicts, and so which schedulers can step with it: the UNet families
+/// predict noise (epsilon or v) on a noise schedule; the DiT families of FLUX, SD3,
+/// Qwen-Image and Z-Image predict a flow velocity. A scheduler of the other kind runs
+/// without error and makes noise, so make_scheduler() refuses the pairing.
+enum class Prediction { kNoise, kFlowVelocity };
+
 /// Which scheduler make_scheduler() builds, and how.
 struct SchedulerRequest {
   std::string name;  ///< a dpinfer name (scheduler_names()); empty: the config's own `_class_name`
   double eta = 0.0;  ///< DDIM's eta (>= 0); the other schedulers ignore it
   SchedulerConfigRewrite rewrite = nullptr;  ///< the pipeline's edits, if it makes any
+  Prediction prediction = Prediction::kNoise;  ///< what the pipeline's denoiser predicts
 };
 
 /// Builds a scheduler from a parsed scheduler_config.json.
@@ -108,12 +115,17 @@ struct SchedulerRequest {
 /// and the target's own defaults fill the rest; then the name's fixed keys apply
 /// (scheduler_fixed_keys(): "dpm++2m" forces use_karras_sigmas = false, "dpm++2m-karras"
 /// true). Throws dpinfer::Error for an unknown name (listing the valid ones), an
-/// unsupported class, or a config value dpinfer does not implement (naming the field).
+/// unsupported class, a scheduler of the wrong kind for `request.prediction` (listing the
+/// right ones), or a config value dpinfer does not implement (naming the field).
 std::unique_ptr<Scheduler> make_scheduler(const nlohmann::json& config, const SchedulerRequest& request);
 
 /// The names make_scheduler() accepts: pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms, unipc,
 /// flow_match_euler.
 std::vector<std::string> scheduler_names();
+
+/// The names that step a denoiser predicting `prediction`: all but flow_match_euler for
+/// kNoise, flow_match_euler for kFlowVelocity.
+std::vector<std::string> scheduler_names(Prediction prediction);
 
 /// The diffusers class a dpinfer scheduler name builds ("dpm++2m" -> "DPMSolverMultistepScheduler").
 std::string scheduler_class(const std::string& name);

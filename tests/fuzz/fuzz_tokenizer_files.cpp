@@ -1,0 +1,93 @@
+// libFuzzer: a tokenizer folder as CLIPTokenizer and Qwen2Tokenizer read it, then one text
+// encoded every way the pipelines encode. The input is the folder's files and the text,
+// separated by NUL bytes; the first byte picks the tokenizer and the layout:
+//   bit 0 clear: CLIPTokenizer from  vocab.json \0 merges.txt \0 tokenizer_config.json \0 text
+//   bit 0 set:   Qwen2Tokenizer, the same files, or with bit 1 set
+//                tokenizer.json \0 (unused) \0 tokenizer_config.json \0 text
+// An empty part leaves its file out. Bits 2-7 set max_length (1..64).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpinfer/pipeline/text/clip_tokenizer.h"
+#include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "fuzz_support.h"
+
+using namespace dpinfer;
+
+namespace {
+
+/// A folder made once per process, its files rewritten (or removed) for each input.
+const std::string& folder() {
+  static const std::string dir = [] {
+    char templ[] = "/tmp/dpinfer-fuzz-tokenizer-XXXXXX";
+    if (!::mkdtemp(templ)) std::abort();
+    return std::string(templ) + "/";
+  }();
+  return dir;
+}
+
+void put(const std::string& name, const std::string& text) {
+  const std::string path = folder() + name;
+  std::remove(path.c_str());
+  if (text.empty()) return;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0) std::abort();
+}
+
+/// What encode() and encode_unpadded() promise: at most max_length ids (exactly, padded),
+/// one mask entry per id.
+void check_encoding(const pipeline::Encoding& e, size_t max_length, bool padded) {
+  if (e.ids.size() > max_length || (padded && e.ids.size() != max_length)) std::abort();
+  if (e.attention_mask.size() != e.ids.size()) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint8_t mode = data[0];
+  std::vector<std::string> parts(4);
+  size_t part = 0;
+  for (size_t i = 1; i < size; ++i) {
+    if (data[i] == 0 && part < 3) {
+      ++part;
+    } else {
+      parts[part] += static_cast<char>(data[i]);
+    }
+  }
+  const bool qwen = mode & 1, tokenizer_json = qwen && (mode & 2);
+  put("vocab.json", tokenizer_json ? "" : parts[0]);
+  put("merges.txt", tokenizer_json ? "" : parts[1]);
+  put("tokenizer.json", tokenizer_json ? parts[0] : "");
+  put("tokenizer_config.json", parts[2]);
+  const int max_length = 1 + (mode >> 2);
+  try {
+    std::unique_ptr<pipeline::Tokenizer> tokenizer;
+    if (qwen) {
+      tokenizer = std::make_unique<pipeline::Qwen2Tokenizer>(pipeline::Qwen2Tokenizer::from_dir(folder()));
+    } else {
+      tokenizer = std::make_unique<pipeline::CLIPTokenizer>(pipeline::CLIPTokenizer::from_dir(folder()));
+    }
+    const std::string& text = parts[3];
+    // CLIP always adds bos and eos, so it needs room for both.
+    const int length = qwen ? max_length : std::max(max_length, 2);
+    try {
+      check_encoding(tokenizer->encode(text, length), length, true);
+      check_encoding(tokenizer->encode_unpadded(text, length), length, false);
+      for (const auto& e : tokenizer->encode_batch({text, "a"}, length, pipeline::Padding::kLongest))
+        if (e.ids.size() > static_cast<size_t>(length)) std::abort();
+    } catch (const Error& e) {
+      fuzz::check_message(e.what());  // e.g. text that is not UTF-8
+    }
+  } catch (const Error& e) {
+    fuzz::check_message(e.what());
+  }
+  return 0;
+}
