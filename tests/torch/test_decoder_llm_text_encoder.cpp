@@ -149,8 +149,8 @@ TEST(DecoderLLMTextEncoder, PenultimateStateSkipsTheLastLayer) {
 }
 
 TEST(DecoderLLMTextEncoder, ParameterNamesAreTheCheckpointKeys) {
-  DecoderLLMTextEncoder vl(DecoderLLMConfig::qwen2_5_vl_from_file(model_fixture_dir("tiny-qwen2.5-vl") + "/config.json"),
-                           at::TensorOptions().device(at::kMeta));
+  const std::string vl_config = model_fixture_dir("tiny-qwen2.5-vl") + "/config.json";
+  DecoderLLMTextEncoder vl(DecoderLLMConfig::qwen2_5_vl_from_file(vl_config), at::TensorOptions().device(at::kMeta));
   const auto vp = vl->named_parameters();
   EXPECT_TRUE(vp.contains("model.embed_tokens.weight"));
   EXPECT_TRUE(vp.contains("model.layers.2.self_attn.q_proj.bias"));
@@ -182,7 +182,8 @@ TEST(DecoderLLMTextEncoder, RejectsBadInputs) {
     model->hidden_state(ids, {}, -4);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "text encoder: hidden state -4 is out of range; expected -3 to 2 (num_hidden_layers + 1 states)");
+    EXPECT_STREQ(e.what(),
+                 "text encoder: hidden state -4 is out of range; expected -3 to 2 (num_hidden_layers + 1 states)");
   }
   try {
     model->hidden_state(at::full({1, 3}, 500, at::kLong), {});
@@ -244,7 +245,8 @@ TEST(DecoderLLMTextEncoder, ConfigErrorsNameTheField) {
             "text encoder config: rope_scaling is missing; Qwen2.5-VL needs its mrope_section");
   bad = text;
   bad["hidden_size"] = 30;
-  EXPECT_EQ(qwen2_5_vl_error(bad), "text encoder config: hidden_size = 30 must be divisible by num_attention_heads = 4");
+  EXPECT_EQ(qwen2_5_vl_error(bad),
+            "text encoder config: hidden_size = 30 must be divisible by num_attention_heads = 4");
   bad = text;
   bad["head_dim"] = 16;
   EXPECT_EQ(qwen2_5_vl_error(bad),

@@ -133,7 +133,8 @@ const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}, {}};
 // Qwen-Image's text encoder file is the whole Qwen2.5-VL: the vision tower and the LM head are not
 // part of the text path (and lm_head.weight is absent when tie_word_embeddings is set).
 const KeyRenames kQwen2_5_VLRenames{{}, {"lm_head.weight"}, {"visual"}};
-const KeyRenames kVaeRenames{{{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
+const KeyRenames kVaeRenames{
+    {{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
 
 }  // namespace
 

@@ -1,10 +1,9 @@
 #pragma once
 // The leaf layers every model is built from: LibTorch's Linear, Conv2d, GroupNorm,
 // LayerNorm and Embedding, and transformers' RMSNorm, with the same parameter names
-// and the same forward, but
-// allocated uninitialised (at::empty) with the caller's TensorOptions: in the run
-// dtype, on the target device, or on the meta device to learn names and shapes
-// without memory. The weights always come from a checkpoint, so LibTorch's random
+// and the same forward, but allocated uninitialised (at::empty) with the caller's
+// TensorOptions: in the run dtype, on the target device, or on the meta device to
+// learn names and shapes without memory. The weights always come from a checkpoint, so LibTorch's random
 // initialisation (in fp32 on the CPU, then a cast and a move) would only cost time
 // and host memory: a 12B transformer would need 48 GB of it per rank.
 

@@ -23,7 +23,8 @@ void read_common(const ConfigReader& r, DecoderLLMConfig& c) {
   // transformers: num_key_value_heads None means plain multi-head attention.
   c.num_key_value_heads = r.positive("num_key_value_heads", c.num_attention_heads);
   c.rms_norm_eps = r.number("rms_norm_eps", c.rms_norm_eps);
-  if (!(c.rms_norm_eps >= 0.0)) throw r.error("rms_norm_eps", "must be >= 0, got " + ConfigReader::show(c.rms_norm_eps));
+  if (!(c.rms_norm_eps >= 0.0))
+    throw r.error("rms_norm_eps", "must be >= 0, got " + ConfigReader::show(c.rms_norm_eps));
   c.rope_theta = r.number("rope_theta", c.rope_theta);
   if (!(c.rope_theta > 0.0) || c.rope_theta == INFINITY)
     throw r.error("rope_theta", "must be a positive number, got " + ConfigReader::show(c.rope_theta));
@@ -112,7 +113,8 @@ DecoderLLMConfig DecoderLLMConfig::qwen3_from_json(const json& j) {
   DecoderLLMConfig c;  // the defaults are Qwen3Config's
   read_common(r, c);
   // Qwen3Config stores head_dim as given; a null would reach the attention as None.
-  if (j.contains("head_dim") && j["head_dim"].is_null()) throw r.error("head_dim", "must be a positive integer, got null");
+  if (j.contains("head_dim") && j["head_dim"].is_null())
+    throw r.error("head_dim", "must be a positive integer, got null");
   c.head_dim = r.positive("head_dim", c.head_dim);
   check_head_dim(r, c);
   const bool bias = r.boolean("attention_bias", false);

@@ -161,8 +161,11 @@ at::Tensor DecoderLLMTextEncoderImpl::hidden_state(const at::Tensor& input_ids, 
 
   const int64_t run = index < 0 ? n + 1 + index : index;  // layers to run: hidden_states[run]
   at::Tensor h = embed_tokens_(ids.to(embed_tokens_->weight.device()));  // [B, L, D]
-  const at::Tensor mask = attention_mask.defined() ? attention_mask.to(h.device()) : at::Tensor();
   if (run == 0) return h;
+  // A mask without padding is no mask (transformers drops it too): decided once here, so that
+  // causal_attention does not check it again, with a device sync, in every layer.
+  at::Tensor mask;
+  if (attention_mask.defined() && !attention_mask.ne(0).all().item<bool>()) mask = attention_mask.to(h.device());
   const auto [cos, sin] = rotary(mask, h.size(1), h.scalar_type(), h.device());
   for (int64_t i = 0; i < run; ++i) h = layers_[i](h, cos, sin, mask);
   return run == n ? norm_(h) : h;  // only the last state is normed
