@@ -114,7 +114,7 @@ TEST(DecoderLLMTextEncoder, ConfigsResolveAsTransformersReadsThem) {
   EXPECT_TRUE(vl.qkv_bias && !vl.o_bias && !vl.qk_norm && vl.positions_from_mask);
   EXPECT_EQ(vl.mrope_section, (std::vector<int64_t>{1, 1, 2}));
   EXPECT_EQ(vl.prefix, "model");
-  // Qwen-Image's own layout: the text fields at the top level.
+  // The flat layout of older checkpoints: the text fields at the top level.
   const DecoderLLMConfig flat =
       DecoderLLMConfig::qwen2_5_vl_from_file(model_fixture_dir("tiny-qwen2.5-vl-alt") + "/config.json");
   EXPECT_EQ(flat.hidden_size, 48);

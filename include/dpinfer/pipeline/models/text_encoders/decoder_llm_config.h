@@ -46,7 +46,7 @@ struct DecoderLLMConfig {
 
   /// transformers' Qwen2_5_VLConfig as Qwen2_5_VLForConditionalGeneration reads it: the
   /// text fields from "text_config" when that is an object, else from the top level (the
-  /// layout of Qwen-Image's own config.json). Throws dpinfer::Error naming the field at fault.
+  /// layout of checkpoints saved by older transformers). Throws dpinfer::Error naming the field at fault.
   static DecoderLLMConfig qwen2_5_vl_from_json(const nlohmann::json& json);
   /// transformers' Qwen3Config (Qwen3Model). Throws dpinfer::Error naming the field at fault.
   static DecoderLLMConfig qwen3_from_json(const nlohmann::json& json);
