@@ -45,11 +45,19 @@ inline nlohmann::json golden_cases(const std::string& name) {
   return nlohmann::json::parse(s);
 }
 
+/// tests/data/models/<name>, a single model folder (config.json + weights) of the component
+/// fixtures (tools/fixtures/make_llm_text_encoder_goldens.py), with its goldens in <name>.golden/.
+inline std::string model_fixture_dir(const std::string& name) {
+  return std::string(DPINFER_TEST_DATA_DIR) + "/models/" + name;
+}
+
 /// One golden safetensors file; tensors come out as owning CPU copies.
 class GoldenFile {
  public:
   GoldenFile(const std::string& pipeline, const std::string& file)
-      : file_(io::SafetensorsFile::open(pipeline_dir(pipeline) + ".golden/" + file)) {}
+      : GoldenFile(pipeline_dir(pipeline) + ".golden/" + file) {}
+  /// The golden file at `path`.
+  explicit GoldenFile(const std::string& path) : file_(io::SafetensorsFile::open(path)) {}
 
   at::Tensor operator[](const std::string& name) const {
     const io::TensorView* view = file_->find(name);

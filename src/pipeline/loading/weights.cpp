@@ -58,6 +58,9 @@ std::string shape_text(at::IntArrayRef shape) {
 bool is_ignored(const std::string& key, const KeyRenames& renames) {
   for (const std::string& pattern : renames.ignored)
     if (key == pattern || ends_with(key, "." + pattern)) return true;
+  for (const std::string& prefix : renames.ignored_prefixes)
+    if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 && key[prefix.size()] == '.')
+      return true;
   return false;
 }
 

@@ -25,6 +25,23 @@ Config config_from_file(const std::string& path, const std::string& component) {
   }
 }
 
+/// config_from_file() for a config type with more than one parser (one per model class):
+/// `parse` turns the parsed json into the config.
+template <typename Parse>
+auto config_from_file(const std::string& path, const std::string& component, Parse parse) {
+  nlohmann::json j;
+  try {
+    j = io::read_json_file(path, "fix or re-download it");
+  } catch (const Error& e) {
+    throw Error(component + ": " + e.what());
+  }
+  try {
+    return parse(j);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (in '" + path + "')");
+  }
+}
+
 /// Throws unless `value` (the config field `field`) is divisible by `by` (named `by_name`).
 inline void check_divisible(const io::ConfigReader& r, const std::string& field, int64_t value,
                             const std::string& by_name, int64_t by) {

@@ -2,6 +2,7 @@
 
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 
 namespace dpinfer::pipeline {
@@ -41,6 +42,37 @@ nlohmann::ordered_json clip_projection_facts(const nlohmann::json& config) {
   nlohmann::ordered_json j = clip_facts(config);
   j["projection_dim"] = CLIPTextConfig::from_json(config).projection_dim;
   return j;
+}
+
+nlohmann::ordered_json decoder_llm_facts(const DecoderLLMConfig& c) {
+  nlohmann::ordered_json j;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["rope_theta"] = c.rope_theta;
+  j["qk_norm"] = c.qk_norm;
+  if (!c.mrope_section.empty()) j["mrope_section"] = c.mrope_section;
+  return j;
+}
+
+nlohmann::ordered_json qwen2_5_vl_facts(const nlohmann::json& config) {
+  return decoder_llm_facts(DecoderLLMConfig::qwen2_5_vl_from_json(config));
+}
+
+nlohmann::ordered_json qwen3_facts(const nlohmann::json& config) {
+  return decoder_llm_facts(DecoderLLMConfig::qwen3_from_json(config));
+}
+
+std::shared_ptr<torch::nn::Module> build_qwen2_5_vl(const nlohmann::json& config, const at::TensorOptions& options) {
+  return std::make_shared<DecoderLLMTextEncoderImpl>(DecoderLLMConfig::qwen2_5_vl_from_json(config), options);
+}
+
+std::shared_ptr<torch::nn::Module> build_qwen3(const nlohmann::json& config, const at::TensorOptions& options) {
+  return std::make_shared<DecoderLLMTextEncoderImpl>(DecoderLLMConfig::qwen3_from_json(config), options);
 }
 
 nlohmann::ordered_json unet_facts(const nlohmann::json& config) {
@@ -94,11 +126,15 @@ std::shared_ptr<torch::nn::Module> build(const nlohmann::json& config, const at:
 }
 
 // transformers drops position_ids, a non-persistent buffer that older checkpoints still carry.
-const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}};
+const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}, {}};
 // The deprecated attention names of old VAE checkpoints (diffusers modeling_utils.py
 // _fix_state_dict_keys_on_load). The shapes stay: those checkpoints stored Linear weights,
 // and diffusers does not reshape them either.
-const KeyRenames kVaeRenames{{{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}};
+// Qwen-Image's text encoder file is the whole Qwen2.5-VL: the vision tower and the LM head are not
+// part of the text path (and lm_head.weight is absent when tie_word_embeddings is set).
+const KeyRenames kQwen2_5_VLRenames{{}, {"lm_head.weight"}, {"visual"}};
+const KeyRenames kVaeRenames{
+    {{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
 
 }  // namespace
 
@@ -108,6 +144,9 @@ const std::vector<ModelClass>& model_classes() {
        clip_facts, kClipRenames},
       {"CLIPTextModelWithProjection", "transformers", ComponentRole::kTextEncoder,
        build<CLIPTextModelWithProjectionImpl, CLIPTextConfig>, clip_projection_facts, kClipRenames},
+      {"Qwen2_5_VLForConditionalGeneration", "transformers", ComponentRole::kTextEncoder, build_qwen2_5_vl,
+       qwen2_5_vl_facts, kQwen2_5_VLRenames},
+      {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
       {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,
        unet_facts, {}},
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,

@@ -37,4 +37,28 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& context
   return out;
 }
 
+// Ref: transformers/integrations/sdpa_attention.py sdpa_attention_forward, repeat_kv, use_gqa_in_sdpa;
+// transformers/masking_utils.py sdpa_mask_recent_torch, _ignore_causal_mask_sdpa
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& key_padding_mask, double scale) {
+  const int64_t heads = q.size(1), kv_heads = k.size(1);
+  TORCH_CHECK(heads % kv_heads == 0, "causal_attention: ", heads, " query heads for ", kv_heads, " key heads");
+  // transformers drops a mask with no padding anywhere in the batch (padding_mask.all()) and
+  // lets SDPA apply causality itself, with the key heads shared by enable_gqa.
+  if (!key_padding_mask.defined() || key_padding_mask.ne(0).all().item<bool>())
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
+                                            /*enable_gqa=*/true);
+  const int64_t batch = q.size(0), length = q.size(2);
+  // repeat_kv: [B, H_kv, L, D] -> [B, H_kv, n, L, D] -> [B, H, L, D], each key head n times in a row.
+  auto repeat = [&](const at::Tensor& t) {
+    if (heads == kv_heads) return t;
+    return t.unsqueeze(2).expand({batch, kv_heads, heads / kv_heads, length, t.size(-1)}).reshape(
+        {batch, heads, length, t.size(-1)});
+  };
+  at::Tensor causal = at::ones({length, length}, key_padding_mask.options().dtype(at::kBool)).tril();  // [L, L]
+  at::Tensor mask = causal.unsqueeze(0) & key_padding_mask.ne(0).unsqueeze(1);                          // [B, L, L]
+  return at::scaled_dot_product_attention(q, repeat(k), repeat(v), mask.unsqueeze(1), 0.0, /*is_causal=*/false, scale,
+                                          /*enable_gqa=*/false);
+}
+
 }  // namespace dpinfer::pipeline::nn

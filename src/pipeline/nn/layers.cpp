@@ -36,4 +36,15 @@ EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, const at::Tens
   weight = register_parameter("weight", at::empty({num_embeddings, dim}, options), false);
 }
 
+// Ref: transformers/models/qwen3/modeling_qwen3.py Qwen3RMSNorm (= Qwen2RMSNorm, LlamaRMSNorm)
+LlamaRMSNormImpl::LlamaRMSNormImpl(int64_t dim, double eps, const at::TensorOptions& options) : eps_(eps) {
+  weight = register_parameter("weight", at::empty({dim}, options), false);
+}
+
+at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) const {
+  at::Tensor h = x.to(at::kFloat);
+  h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return weight * h.to(x.scalar_type());
+}
+
 }  // namespace dpinfer::pipeline::nn

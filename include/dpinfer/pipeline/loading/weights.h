@@ -31,6 +31,10 @@ struct KeyRenames {
   /// Keys that are never loaded and never reported missing or unexpected: an exact key, or
   /// a suffix that follows a '.' (transformers skips non-persistent buffers the same way).
   std::vector<std::string> ignored;
+  /// Whole subtrees of the checkpoint that are never loaded: a file key that starts with
+  /// "<prefix>." (Qwen-Image's text encoder file holds the vision tower "visual.*", which the
+  /// text path does not use). Never reported missing either.
+  std::vector<std::string> ignored_prefixes;
 };
 
 /// How the keys of a component's checkpoint meet its module (see match_keys()).

@@ -1,6 +1,6 @@
 #pragma once
-// diffusers' Attention: the one place dpinfer calls scaled_dot_product_attention for
-// the UNet and the VAE.
+// diffusers' Attention, and the causal attention of the decoder-LLM text encoders: the
+// places dpinfer calls scaled_dot_product_attention for the UNet, the VAE and the LLMs.
 
 #include <cstdint>
 #include <optional>
@@ -50,5 +50,15 @@ class AttentionImpl : public torch::nn::Module {
   Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
 };
 TORCH_MODULE(Attention);
+
+/// transformers' sdpa_attention_forward as a causal decoder (Qwen2, Qwen2.5-VL, Qwen3, Llama)
+/// runs it, with grouped-query attention. q [B, H, L, D]; k, v [B, H_kv, L, D] with H a
+/// multiple of H_kv; key_padding_mask [B, L] (bool or integer, nonzero = a real token) or
+/// undefined. Returns [B, H, L, D]. Takes the same kernel path as transformers: with no mask,
+/// or a mask of all ones, SDPA with is_causal and enable_gqa; otherwise k and v repeated to
+/// H heads and a boolean [B, 1, L, L] mask (causal and not padding). A query row with no
+/// visible key (left padding) gets what SDPA gives it, as in transformers.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& key_padding_mask, double scale);
 
 }  // namespace dpinfer::pipeline::nn

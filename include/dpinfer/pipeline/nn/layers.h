@@ -1,9 +1,9 @@
 #pragma once
 // The leaf layers every model is built from: LibTorch's Linear, Conv2d, GroupNorm,
-// LayerNorm and Embedding, with the same parameter names and the same forward, but
-// allocated uninitialised (at::empty) with the caller's TensorOptions: in the run
-// dtype, on the target device, or on the meta device to learn names and shapes
-// without memory. The weights always come from a checkpoint, so LibTorch's random
+// LayerNorm and Embedding, and transformers' RMSNorm, with the same parameter names
+// and the same forward, but allocated uninitialised (at::empty) with the caller's
+// TensorOptions: in the run dtype, on the target device, or on the meta device to
+// learn names and shapes without memory. The weights always come from a checkpoint, so LibTorch's random
 // initialisation (in fp32 on the CPU, then a cast and a move) would only cost time
 // and host memory: a 12B transformer would need 48 GB of it per rank.
 
@@ -81,6 +81,23 @@ class EmbeddingImpl : public torch::nn::Module {
   at::Tensor weight;
 };
 TORCH_MODULE(Embedding);
+
+/// transformers' LlamaRMSNorm, which Qwen2RMSNorm, Qwen2_5_VL's and Qwen3RMSNorm copy: x over
+/// the last dimension, normalised in fp32 (x * rsqrt(mean(x^2) + eps)), cast back to x's dtype,
+/// then times weight [dim] in that dtype. diffusers' RMSNorm rounds differently (it casts to
+/// the weight's dtype), so the two are not interchangeable in half precision.
+class LlamaRMSNormImpl : public torch::nn::Module {
+ public:
+  LlamaRMSNormImpl(int64_t dim, double eps, const at::TensorOptions& options);
+  /// [..., dim] to [..., dim], in x's dtype.
+  at::Tensor forward(const at::Tensor& x) const;
+
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(LlamaRMSNorm);
 
 /// The options a module is built with when a caller gives none: float32 on the CPU.
 inline at::TensorOptions default_options() { return at::TensorOptions().dtype(at::kFloat); }

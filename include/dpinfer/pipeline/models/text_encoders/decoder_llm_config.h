@@ -1,0 +1,59 @@
+#pragma once
+// The decoder LLMs used as text encoders (Qwen-Image's Qwen2.5-VL, Z-Image's Qwen3): one
+// config for both, resolved from text_encoder/config.json by the class that wrote it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace dpinfer::pipeline {
+
+/// A Llama-style decoder (pre-norm RMSNorm blocks, GQA, rotary positions, SwiGLU MLP) and
+/// the options in which transformers' Qwen2.5-VL text model and Qwen3 differ.
+struct DecoderLLMConfig {
+  int64_t vocab_size = 151936;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 22016;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  /// Grouped-query attention: each key/value head serves num_attention_heads / num_key_value_heads query heads.
+  int64_t num_key_value_heads = 32;
+  /// Per head. Qwen3 reads it from the config (4B: 128, while hidden_size / heads = 80);
+  /// Qwen2.5-VL always uses hidden_size / num_attention_heads.
+  int64_t head_dim = 128;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  int64_t max_position_embeddings = 32768;
+
+  /// Bias on q_proj, k_proj, v_proj (Qwen2.5-VL: always; Qwen3: attention_bias).
+  bool qkv_bias = false;
+  /// Bias on o_proj (Qwen2.5-VL: never; Qwen3: attention_bias).
+  bool o_bias = false;
+  /// Per-head RMSNorm q_norm / k_norm [head_dim] on the queries and keys before RoPE (Qwen3).
+  bool qk_norm = false;
+  /// Rotary positions from the attention mask, cumsum(mask) - 1 with padding at 1
+  /// (Qwen2.5-VL's get_rope_index for text), instead of 0..L-1 whatever the mask (Qwen3).
+  /// The two agree for right padding; they differ at left-padded sequences.
+  bool positions_from_mask = false;
+  /// Qwen2.5-VL's multimodal RoPE sections (temporal, height, width), summing to head_dim / 2.
+  /// For text the three position ids are equal, so M-RoPE is 1D RoPE; kept for `inspect`.
+  std::vector<int64_t> mrope_section;
+  /// The state_dict prefix of the text model's parameters: "model" in a saved
+  /// Qwen2_5_VLForConditionalGeneration ("model.layers.0..."), empty for Qwen3Model.
+  std::string prefix;
+
+  /// transformers' Qwen2_5_VLConfig as Qwen2_5_VLForConditionalGeneration reads it: the
+  /// text fields from "text_config" when that is an object, else from the top level (the
+  /// layout of checkpoints saved by older transformers). Throws dpinfer::Error naming the field at fault.
+  static DecoderLLMConfig qwen2_5_vl_from_json(const nlohmann::json& json);
+  /// transformers' Qwen3Config (Qwen3Model). Throws dpinfer::Error naming the field at fault.
+  static DecoderLLMConfig qwen3_from_json(const nlohmann::json& json);
+  /// Reads `path` (a config.json) and parses it with qwen2_5_vl_from_json or qwen3_from_json.
+  /// Throws dpinfer::Error naming the file.
+  static DecoderLLMConfig qwen2_5_vl_from_file(const std::string& path);
+  static DecoderLLMConfig qwen3_from_file(const std::string& path);
+};
+
+}  // namespace dpinfer::pipeline

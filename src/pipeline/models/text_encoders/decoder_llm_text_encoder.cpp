@@ -1,0 +1,174 @@
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "dpinfer/pipeline/nn/attention.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+nn::LlamaRMSNorm rms_norm(int64_t dim, const DecoderLLMConfig& config, const at::TensorOptions& options) {
+  return nn::LlamaRMSNorm(dim, config.rms_norm_eps, options);
+}
+
+// Ref: transformers/models/qwen3/modeling_qwen3.py rotate_half: [x1, x2] -> [-x2, x1] over the last dimension.
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+// Ref: modeling_qwen3.py apply_rotary_pos_emb. x [B, H, L, D]; cos, sin [B or 1, 1, L, D].
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+}  // namespace
+
+// Ref: transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py Qwen2_5_VLAttention;
+// transformers/models/qwen3/modeling_qwen3.py Qwen3Attention
+DecoderLLMAttentionImpl::DecoderLLMAttentionImpl(const DecoderLLMConfig& config, const at::TensorOptions& options)
+    : heads_(config.num_attention_heads), kv_heads_(config.num_key_value_heads), head_dim_(config.head_dim) {
+  const int64_t d = config.hidden_size;
+  q_proj_ = register_module("q_proj", nn::Linear(d, heads_ * head_dim_, config.qkv_bias, options));
+  k_proj_ = register_module("k_proj", nn::Linear(d, kv_heads_ * head_dim_, config.qkv_bias, options));
+  v_proj_ = register_module("v_proj", nn::Linear(d, kv_heads_ * head_dim_, config.qkv_bias, options));
+  o_proj_ = register_module("o_proj", nn::Linear(heads_ * head_dim_, d, config.o_bias, options));
+  if (config.qk_norm) {
+    // Over each head's head_dim channels, before RoPE (Qwen3: "unlike olmo, only on the head dim").
+    q_norm_ = register_module("q_norm", rms_norm(head_dim_, config, options));
+    k_norm_ = register_module("k_norm", rms_norm(head_dim_, config, options));
+  }
+}
+
+at::Tensor DecoderLLMAttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                            const at::Tensor& key_padding_mask) {
+  const int64_t batch = x.size(0), length = x.size(1);
+  at::Tensor q = q_proj_(x).view({batch, length, heads_, head_dim_});     // [B, L, H, D]
+  at::Tensor k = k_proj_(x).view({batch, length, kv_heads_, head_dim_});  // [B, L, H_kv, D]
+  at::Tensor v = v_proj_(x).view({batch, length, kv_heads_, head_dim_});
+  if (!q_norm_.is_empty()) {
+    q = q_norm_(q);
+    k = k_norm_(k);
+  }
+  const at::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);  // [B or 1, 1, L, D]
+  q = apply_rotary(q.transpose(1, 2), c, s);                    // [B, H, L, D]
+  k = apply_rotary(k.transpose(1, 2), c, s);                    // [B, H_kv, L, D]
+  // scaling = head_dim**-0.5, as transformers passes it to SDPA.
+  at::Tensor out = nn::causal_attention(q, k, v.transpose(1, 2), key_padding_mask,
+                                        std::pow(static_cast<double>(head_dim_), -0.5));  // [B, H, L, D]
+  return o_proj_(out.transpose(1, 2).reshape({batch, length, heads_ * head_dim_}));
+}
+
+// Ref: modeling_qwen2_5_vl.py Qwen2MLP; modeling_qwen3.py Qwen3MLP (hidden_act "silu")
+DecoderLLMMLPImpl::DecoderLLMMLPImpl(const DecoderLLMConfig& config, const at::TensorOptions& options) {
+  gate_proj_ = register_module("gate_proj", nn::Linear(config.hidden_size, config.intermediate_size, false, options));
+  up_proj_ = register_module("up_proj", nn::Linear(config.hidden_size, config.intermediate_size, false, options));
+  down_proj_ = register_module("down_proj", nn::Linear(config.intermediate_size, config.hidden_size, false, options));
+}
+
+at::Tensor DecoderLLMMLPImpl::forward(const at::Tensor& x) { return down_proj_(at::silu(gate_proj_(x)) * up_proj_(x)); }
+
+// Ref: modeling_qwen2_5_vl.py Qwen2_5_VLDecoderLayer; modeling_qwen3.py Qwen3DecoderLayer
+DecoderLLMLayerImpl::DecoderLLMLayerImpl(const DecoderLLMConfig& config, const at::TensorOptions& options) {
+  self_attn_ = register_module("self_attn", DecoderLLMAttention(config, options));
+  mlp_ = register_module("mlp", DecoderLLMMLP(config, options));
+  input_layernorm_ = register_module("input_layernorm", rms_norm(config.hidden_size, config, options));
+  post_attention_layernorm_ =
+      register_module("post_attention_layernorm", rms_norm(config.hidden_size, config, options));
+}
+
+at::Tensor DecoderLLMLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                        const at::Tensor& key_padding_mask) {
+  at::Tensor h = x + self_attn_(input_layernorm_(x), cos, sin, key_padding_mask);
+  return h + mlp_(post_attention_layernorm_(h));
+}
+
+// Ref: modeling_qwen2_5_vl.py Qwen2_5_VLTextModel (under Qwen2_5_VLForConditionalGeneration, saved as
+// "model.*": its _checkpoint_conversion_mapping maps model.language_model back to model on save);
+// modeling_qwen3.py Qwen3Model
+DecoderLLMTextEncoderImpl::DecoderLLMTextEncoderImpl(const DecoderLLMConfig& config, const at::TensorOptions& options)
+    : config_(config) {
+  // "model" only groups the parameters, as Qwen2_5_VLForConditionalGeneration's checkpoint names them.
+  torch::nn::Module* root = this;
+  std::shared_ptr<torch::nn::Module> group;
+  if (!config.prefix.empty()) {
+    group = register_module(config.prefix, std::make_shared<torch::nn::Module>());
+    root = group.get();
+  }
+  embed_tokens_ = root->register_module("embed_tokens", nn::Embedding(config.vocab_size, config.hidden_size, options));
+  auto layers = root->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    layers_.push_back(DecoderLLMLayer(config, options));
+    layers->push_back(layers_.back());
+  }
+  norm_ = root->register_module("norm", rms_norm(config.hidden_size, config, options));
+}
+
+// Ref: modeling_qwen3.py Qwen3RotaryEmbedding; modeling_rope_utils.py _compute_default_rope_parameters;
+// modeling_qwen2_5_vl.py Qwen2_5_VLModel.get_rope_index (text only), Qwen2_5_VLRotaryEmbedding,
+// apply_multimodal_rotary_pos_emb. For text the temporal, height and width position ids are the same
+// row, so the mrope_section split-and-concatenate picks every slice from identical cos/sin: 1D RoPE
+// (make_llm_text_encoder_goldens.py asserts this bit for bit).
+std::pair<at::Tensor, at::Tensor> DecoderLLMTextEncoderImpl::rotary(const at::Tensor& attention_mask, int64_t length,
+                                                                    at::ScalarType dtype,
+                                                                    const at::Device& device) const {
+  // inv_freq is built on the CPU in fp32 and then moved, as the buffer is: 1 / theta^(2i / d).
+  const int64_t dim = config_.head_dim;
+  at::Tensor exponent = at::arange(0, dim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / dim;
+  at::Tensor inv_freq = at::reciprocal(at::pow(config_.rope_theta, exponent)).to(device);  // [D/2]
+  at::Tensor positions;  // [B or 1, L]
+  if (config_.positions_from_mask && attention_mask.defined()) {
+    at::Tensor m = attention_mask.to(at::kLong);
+    positions = m.cumsum(-1) - 1;
+    positions.masked_fill_(m == 0, 1);
+  } else {
+    positions = at::arange(length, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
+  }
+  // transformers: inv_freq [.., D/2, 1] @ positions [.., 1, L] in fp32, a product per element.
+  at::Tensor freqs = positions.to(device, at::kFloat).unsqueeze(-1) * inv_freq;  // [B or 1, L, D/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);                                  // [B or 1, L, D]
+  // attention_scaling is 1 for the default rule; cos and sin are cast to the hidden dtype.
+  return {emb.cos().to(dtype), emb.sin().to(dtype)};
+}
+
+at::Tensor DecoderLLMTextEncoderImpl::hidden_state(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                                   int64_t index) {
+  if (input_ids.dim() != 2 || input_ids.size(1) == 0 ||
+      !at::isIntegralType(input_ids.scalar_type(), /*includeBool=*/false))
+    throw Error("text encoder: input_ids must be an integer tensor [batch, length] with length >= 1, got " +
+                std::string(input_ids.dtype().name()) + " " + c10::str(input_ids.sizes()));
+  if (attention_mask.defined() &&
+      (attention_mask.sizes() != input_ids.sizes() ||
+       !(attention_mask.scalar_type() == at::kBool || at::isIntegralType(attention_mask.scalar_type(), false))))
+    throw Error("text encoder: attention_mask must be a bool or integer tensor shaped like input_ids " +
+                c10::str(input_ids.sizes()) + ", got " + std::string(attention_mask.dtype().name()) + " " +
+                c10::str(attention_mask.sizes()));
+  const int64_t n = config_.num_hidden_layers;
+  if (index < -(n + 1) || index > n)
+    throw Error("text encoder: hidden state " + std::to_string(index) + " is out of range; expected -" +
+                std::to_string(n + 1) + " to " + std::to_string(n) + " (num_hidden_layers + 1 states)");
+  at::Tensor ids = input_ids.to(at::kLong);
+  const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  if (lo < 0 || hi >= config_.vocab_size)
+    throw Error("text encoder: token id " + std::to_string(lo < 0 ? lo : hi) + " is outside the vocabulary of " +
+                std::to_string(config_.vocab_size) + "; the tokenizer does not belong to this text encoder");
+
+  const int64_t run = index < 0 ? n + 1 + index : index;  // layers to run: hidden_states[run]
+  at::Tensor h = embed_tokens_(ids.to(embed_tokens_->weight.device()));  // [B, L, D]
+  if (run == 0) return h;
+  // A mask without padding is no mask (transformers drops it too): decided once here, so that
+  // causal_attention does not check it again, with a device sync, in every layer.
+  at::Tensor mask;
+  if (attention_mask.defined() && !attention_mask.ne(0).all().item<bool>()) mask = attention_mask.to(h.device());
+  const auto [cos, sin] = rotary(mask, h.size(1), h.scalar_type(), h.device());
+  for (int64_t i = 0; i < run; ++i) h = layers_[i](h, cos, sin, mask);
+  return run == n ? norm_(h) : h;  // only the last state is normed
+}
+
+}  // namespace dpinfer::pipeline
