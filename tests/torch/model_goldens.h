@@ -31,6 +31,11 @@ inline std::string pipeline_dir(const std::string& name) {
   return std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/" + name;
 }
 
+/// tests/data/models/<name>, a single diffusers model folder (config.json and weights).
+inline std::string model_data_dir(const std::string& name) {
+  return std::string(DPINFER_TEST_DATA_DIR) + "/models/" + name;
+}
+
 /// tests/data/pipelines/<name>.golden/cases.json. Python's json writes -Infinity, Infinity
 /// and NaN (a DPMSolver config's lambda_min_clipped), which strict JSON lacks: they read as null.
 inline nlohmann::json golden_cases(const std::string& name) {
@@ -50,6 +55,8 @@ class GoldenFile {
  public:
   GoldenFile(const std::string& pipeline, const std::string& file)
       : file_(io::SafetensorsFile::open(pipeline_dir(pipeline) + ".golden/" + file)) {}
+  /// Any golden file, by its path.
+  explicit GoldenFile(const std::string& path) : file_(io::SafetensorsFile::open(path)) {}
 
   at::Tensor operator[](const std::string& name) const {
     const io::TensorView* view = file_->find(name);
@@ -58,6 +65,7 @@ class GoldenFile {
     switch (view->dtype) {
       case io::Dtype::kF32: type = at::kFloat; break;
       case io::Dtype::kF16: type = at::kHalf; break;
+      case io::Dtype::kBF16: type = at::kBFloat16; break;
       case io::Dtype::kI64: type = at::kLong; break;
       case io::Dtype::kU8: type = at::kByte; break;
       default: throw std::runtime_error("golden tensor '" + name + "' has an unexpected dtype");
