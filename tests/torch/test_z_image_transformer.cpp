@@ -18,6 +18,7 @@
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/patchify.h"
 #include "dpinfer/pipeline/nn/rope.h"
@@ -113,7 +114,50 @@ TEST_P(ZImageTransformer, RopeAndTimestepFeaturesMatchDiffusers) {
       << name << " rope max |diff| " << max_abs(at::view_as_real(freqs), expected_freqs);
   // TimestepEmbedder.timestep_embedding(t * t_scale, 256): cos first, float32, bit for bit.
   const at::Tensor temb = nn::timestep_embedding(golden["temb.t"], 256, true, 0.0);
-  EXPECT_TRUE(at::equal(temb, golden["temb.freq"])) << name << " temb max |diff| " << max_abs(temb, golden["temb.freq"]);
+  EXPECT_TRUE(at::equal(temb, golden["temb.freq"]))
+      << name << " temb max |diff| " << max_abs(temb, golden["temb.freq"]);
+}
+
+// diffusers pads each caption to a multiple of 32 with cap_pad_token (attended like real tokens) and
+// masks only the padding across the batch; so an item's output does not depend on its batch-mates,
+// up to the float rounding of matmuls and attention over other shapes (more, masked, keys): about
+// 6e-7 relative here, bounded at 1e-5.
+TEST_P(ZImageTransformer, ItemsAloneMatchTheirRowsInTheBatch) {
+  c10::InferenceMode guard;
+  const std::string name = GetParam();
+  const GoldenFile golden = golden_file(name);
+  const json c = golden_cases(name).at("cases").at(0);
+  auto model = load_component_as<ZImageTransformer2DModelImpl>(transformer_component(name),
+                                                               at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor x = golden[c.at("x").get<std::string>()], t = golden[c.at("t").get<std::string>()];
+  const at::Tensor caps = golden[c.at("cap_feats").get<std::string>()];
+  const std::vector<int64_t> lens = lengths_of(golden[c.at("cap_lens").get<std::string>()]);
+  const int64_t p = c.at("patch_size").get<int64_t>(), pf = c.at("f_patch_size").get<int64_t>();
+  const at::Tensor batched = model->forward(x, t, caps, lens, p, pf);
+  for (int64_t i = 0; i < x.size(0); ++i) {
+    const int64_t len = lens[static_cast<size_t>(i)];
+    const at::Tensor alone = model->forward(x.narrow(0, i, 1), t.narrow(0, i, 1),
+                                            caps.narrow(0, i, 1).narrow(1, 0, len), {len}, p, pf);
+    expect_close(alone, batched.narrow(0, i, 1), name + " item " + std::to_string(i) + " alone vs in the batch", 1e-5);
+  }
+}
+
+TEST_P(ZImageTransformer, ModelClassRowBuildsAndDescribesIt) {
+  const ModelClass* row = find_model_class("ZImageTransformer2DModel");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->role, ComponentRole::kDenoiser);
+  const json config = transformer_component(GetParam()).config;
+  const nlohmann::ordered_json facts = row->facts(config);
+  EXPECT_EQ(facts.at("dim").get<int64_t>(), config.at("dim").get<int64_t>());
+  EXPECT_EQ(facts.at("axes_dims").get<std::vector<int64_t>>(), config.at("axes_dims").get<std::vector<int64_t>>());
+  // On the meta device: names and shapes only, equal to diffusers' state_dict keys.
+  auto module = row->build(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  const auto params = module->named_parameters();
+  EXPECT_TRUE(params.contains("x_pad_token") && params.contains("cap_pad_token"));
+  EXPECT_TRUE(params.contains("t_embedder.mlp.2.weight") && params.contains("cap_embedder.0.weight"));
+  EXPECT_TRUE(params.contains("all_final_layer.2-1.adaLN_modulation.1.weight"));
+  EXPECT_TRUE(params.contains("layers.0.adaLN_modulation.0.weight"));
+  EXPECT_FALSE(params.contains("context_refiner.0.adaLN_modulation.0.weight"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ZImageTransformer, ::testing::Values("tiny-z-image", "tiny-z-image-alt"),

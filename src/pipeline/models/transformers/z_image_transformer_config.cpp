@@ -48,7 +48,8 @@ ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
   c.dim = bounded(r, "dim", r.integer("dim", c.dim), kMaxWidth);
   c.n_layers = r.integer("n_layers", c.n_layers);
   if (c.n_layers < 0 || c.n_layers > kMaxLayers)
-    throw r.error("n_layers", "= " + std::to_string(c.n_layers) + " must be in [0, " + std::to_string(kMaxLayers) + "]");
+    throw r.error("n_layers",
+                  "= " + std::to_string(c.n_layers) + " must be in [0, " + std::to_string(kMaxLayers) + "]");
   c.n_refiner_layers = r.integer("n_refiner_layers", c.n_refiner_layers);
   if (c.n_refiner_layers < 0 || c.n_refiner_layers > kMaxLayers)
     throw r.error("n_refiner_layers", "= " + std::to_string(c.n_refiner_layers) + " must be in [0, " +
@@ -70,7 +71,8 @@ ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
     throw r.error("axes_dims", "must have 3 entries (frame/caption, height, width), got " +
                                    std::to_string(c.axes_dims.size()));
   if (c.axes_lens.size() != c.axes_dims.size())
-    throw r.error("axes_lens", "must have one entry per axes_dims entry (3), got " + std::to_string(c.axes_lens.size()));
+    throw r.error("axes_lens",
+                  "must have one entry per axes_dims entry (3), got " + std::to_string(c.axes_lens.size()));
   int64_t sum = 0;
   for (size_t i = 0; i < c.axes_dims.size(); ++i) {
     const std::string field = ConfigReader::indexed("axes_dims", i);
