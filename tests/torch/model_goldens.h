@@ -46,7 +46,8 @@ inline nlohmann::json golden_cases(const std::string& name) {
 }
 
 /// tests/data/models/<name>, a single model folder (config.json + weights) of the component
-/// fixtures (tools/fixtures/make_llm_text_encoder_goldens.py), with its goldens in <name>.golden/.
+/// fixtures (make_llm_text_encoder_goldens.py, make_z_image_goldens.py), with its goldens in
+/// <name>.golden/.
 inline std::string model_fixture_dir(const std::string& name) {
   return std::string(DPINFER_TEST_DATA_DIR) + "/models/" + name;
 }
@@ -66,6 +67,7 @@ class GoldenFile {
     switch (view->dtype) {
       case io::Dtype::kF32: type = at::kFloat; break;
       case io::Dtype::kF16: type = at::kHalf; break;
+      case io::Dtype::kBF16: type = at::kBFloat16; break;
       case io::Dtype::kI64: type = at::kLong; break;
       case io::Dtype::kU8: type = at::kByte; break;
       default: throw std::runtime_error("golden tensor '" + name + "' has an unexpected dtype");

@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
+#include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 
 namespace dpinfer::pipeline {
@@ -120,6 +121,24 @@ nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
   return j;
 }
 
+nlohmann::ordered_json z_image_transformer_facts(const nlohmann::json& config) {
+  const ZImageTransformerConfig c = ZImageTransformerConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["dim"] = c.dim;
+  j["n_layers"] = c.n_layers;
+  j["n_refiner_layers"] = c.n_refiner_layers;
+  j["n_heads"] = c.n_heads;
+  j["in_channels"] = c.in_channels;
+  j["cap_feat_dim"] = c.cap_feat_dim;
+  j["all_patch_size"] = c.all_patch_size;
+  j["all_f_patch_size"] = c.all_f_patch_size;
+  j["axes_dims"] = c.axes_dims;
+  j["axes_lens"] = c.axes_lens;
+  j["rope_theta"] = c.rope_theta;
+  j["t_scale"] = c.t_scale;
+  return j;
+}
+
 template <typename Impl, typename Config>
 std::shared_ptr<torch::nn::Module> build(const nlohmann::json& config, const at::TensorOptions& options) {
   return std::make_shared<Impl>(Config::from_json(config), options);
@@ -151,6 +170,8 @@ const std::vector<ModelClass>& model_classes() {
        unet_facts, {}},
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
        kVaeRenames},
+      {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
+       build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}},
   };
   return table;
 }

@@ -2,6 +2,12 @@
 
 namespace dpinfer::pipeline::nn {
 
+// Ref: torch.nn.functional.scaled_dot_product_attention, as diffusers' processors call it.
+at::Tensor dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& mask) {
+  return mask.defined() ? at::scaled_dot_product_attention(q, k, v, mask) : at::scaled_dot_product_attention(q, k, v);
+}
+
 // Ref: diffusers/models/attention_processor.py Attention and AttnProcessor2_0
 AttentionImpl::AttentionImpl(const AttentionOptions& options, const at::TensorOptions& tensor_options)
     : heads_(options.heads),
@@ -28,7 +34,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& context
   at::Tensor q = to_q_(h), k = to_k_(kv), v = to_v_(kv);
   const int64_t head_dim = k.size(-1) / heads_;
   auto split_heads = [&](const at::Tensor& t) { return t.view({batch, -1, heads_, head_dim}).transpose(1, 2); };
-  at::Tensor out = at::scaled_dot_product_attention(split_heads(q), split_heads(k), split_heads(v));  // [B, h, N, d]
+  at::Tensor out = dot_product_attention(split_heads(q), split_heads(k), split_heads(v));  // [B, h, N, d]
   out = out.transpose(1, 2).reshape({batch, -1, heads_ * head_dim}).to(q.scalar_type());
   out = to_out_0_(out);  // [B, N, query_dim]
   if (spatial) out = out.transpose(-1, -2).reshape(x.sizes());

@@ -1,6 +1,7 @@
 #pragma once
-// diffusers' Attention, and the causal attention of the decoder-LLM text encoders: the
-// places dpinfer calls scaled_dot_product_attention for the UNet, the VAE and the LLMs.
+// diffusers' Attention, and the places dpinfer calls scaled_dot_product_attention: the
+// UNet and the VAE through AttentionImpl, the DiTs through dot_product_attention(), the
+// decoder-LLM text encoders through causal_attention().
 
 #include <cstdint>
 #include <optional>
@@ -13,6 +14,13 @@
 #include "dpinfer/pipeline/nn/layers.h"
 
 namespace dpinfer::pipeline::nn {
+
+/// Multi-head scaled dot-product attention, softmax(q k^T / sqrt(d) + mask) v, as torch's
+/// F.scaled_dot_product_attention (dropout 0, not causal) computes it: q [B, h, N, d],
+/// k and v [B, h, M, d]; `mask` undefined, or a bool mask broadcastable to [B, h, N, M]
+/// (true: attend), e.g. [B, 1, 1, M] for keys padded per batch item. Returns [B, h, N, d].
+at::Tensor dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& mask = {});
 
 /// What an Attention is built from.
 struct AttentionOptions {

@@ -1,0 +1,33 @@
+#pragma once
+// AdaLN modulation of the DiTs: the conditioning vector (the timestep embedding) projected
+// to per-sample scales, shifts and gates.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "dpinfer/pipeline/nn/layers.h"
+
+namespace dpinfer::pipeline::nn {
+
+/// diffusers' adaLN_modulation Sequential: [SiLU,] Linear(in_dim, chunks * dim, bias). Its
+/// Linear is child "0", or "1" after the parameter-free SiLU, as the state_dict names it.
+class AdaLNModulationImpl : public torch::nn::Module {
+ public:
+  AdaLNModulationImpl(int64_t in_dim, int64_t dim, int64_t chunks, bool silu_first, const at::TensorOptions& options);
+
+  /// c [B, in_dim] to `chunks` tensors [B, 1, dim], in the order of the Linear's output
+  /// (torch.chunk of linear(c).unsqueeze(1) along the last dimension).
+  std::vector<at::Tensor> forward(const at::Tensor& c);
+
+ private:
+  int64_t chunks_;
+  bool silu_first_;
+  Linear linear_{nullptr};
+};
+TORCH_MODULE(AdaLNModulation);
+
+}  // namespace dpinfer::pipeline::nn

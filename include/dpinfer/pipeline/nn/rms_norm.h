@@ -1,0 +1,30 @@
+#pragma once
+// diffusers' RMSNorm, the normalisation of the DiTs (Z-Image's block norms, its caption
+// embedder, and the per-head QK norm of their attention).
+
+#include <cstdint>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace dpinfer::pipeline::nn {
+
+/// diffusers' RMSNorm (models/normalization.py): x * rsqrt(mean(x^2) + eps) over the last
+/// dimension, computed in float32 whatever x's dtype; with a weight [dim], the result is cast
+/// to the weight's dtype when that is float16 or bfloat16 and then multiplied by it (so a
+/// float32 weight gives a float32 result); without one, it is cast back to x's dtype.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const at::TensorOptions& options);
+  /// [..., dim] to [..., dim].
+  at::Tensor forward(const at::Tensor& x) const;
+
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+}  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,43 @@
+#pragma once
+// Rotary position embedding over several position axes, as complex numbers: the RoPE of
+// Z-Image (3 axes, theta 256), rotating interleaved pairs (x[2i], x[2i+1]) of each head.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace dpinfer::pipeline::nn {
+
+/// diffusers' Z-Image RopeEmbedder (models/transformers/transformer_z_image.py): one table of
+/// unit complex numbers per axis a, cis(p * theta^(-2j/d_a)) for positions p < axes_lens[a] and
+/// j < d_a/2, built as diffusers builds it (frequencies and angles in float64, the angles
+/// rounded to float32, cos and sin in float32 on the CPU, complex64), then looked up per
+/// position id and concatenated over the axes.
+class AxialRope {
+ public:
+  /// Every axes_dims entry must be even and positive, axes_lens as long as axes_dims.
+  AxialRope(double theta, std::vector<int64_t> axes_dims, std::vector<int64_t> axes_lens);
+
+  /// Position ids [N, n_axes] (integer, each id[a] in [0, axes_lens[a])) to complex64
+  /// [N, sum(axes_dims)/2] on the ids' device. The tables are built on the CPU on the first
+  /// call and copied to each device once.
+  at::Tensor operator()(const at::Tensor& ids);
+
+  const std::vector<int64_t>& axes_dims() const { return axes_dims_; }
+  const std::vector<int64_t>& axes_lens() const { return axes_lens_; }
+
+ private:
+  double theta_;
+  std::vector<int64_t> axes_dims_, axes_lens_;
+  std::vector<at::Tensor> cpu_tables_;     // [axes_lens[a], axes_dims[a]/2] complex64
+  std::vector<at::Tensor> device_tables_;  // the same on the last device asked for
+};
+
+/// Rotates x [B, N, heads, d] by freqs complex64 [B, N, d/2] (broadcast over the heads): each
+/// pair (x[2i], x[2i+1]) as the complex x[2i] + i x[2i+1], multiplied in complex64, so in
+/// float32 whatever x's dtype, and returned in x's dtype. Ref: the apply_rotary_emb of
+/// diffusers' ZSingleStreamAttnProcessor.
+at::Tensor apply_rotary_emb_complex(const at::Tensor& x, const at::Tensor& freqs);
+
+}  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,18 @@
+#include "dpinfer/pipeline/nn/adaln.h"
+
+namespace dpinfer::pipeline::nn {
+
+// Ref: diffusers/models/transformers/transformer_z_image.py ZImageTransformerBlock and FinalLayer
+// (adaLN_modulation = Sequential(Linear) and Sequential(SiLU, Linear)).
+AdaLNModulationImpl::AdaLNModulationImpl(int64_t in_dim, int64_t dim, int64_t chunks, bool silu_first,
+                                         const at::TensorOptions& options)
+    : chunks_(chunks), silu_first_(silu_first) {
+  linear_ = register_module(silu_first ? "1" : "0", Linear(in_dim, chunks * dim, true, options));
+}
+
+std::vector<at::Tensor> AdaLNModulationImpl::forward(const at::Tensor& c) {
+  at::Tensor h = linear_(silu_first_ ? at::silu(c) : c).unsqueeze(1);  // [B, 1, chunks * dim]
+  return h.chunk(chunks_, -1);
+}
+
+}  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,21 @@
+#include "dpinfer/pipeline/nn/rms_norm.h"
+
+namespace dpinfer::pipeline::nn {
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const at::TensorOptions& options)
+    : eps_(eps) {
+  if (elementwise_affine) weight = register_parameter("weight", at::empty({dim}, options), /*requires_grad=*/false);
+}
+
+// Ref: diffusers/models/normalization.py RMSNorm.forward (the non-NPU branch). The product
+// x * rsqrt(...) promotes x to float32; the cast to a half weight dtype comes before the
+// multiply, as there.
+at::Tensor RMSNormImpl::forward(const at::Tensor& x) const {
+  const at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);  // [..., 1] float32
+  at::Tensor h = x * at::rsqrt(variance + eps_);                                      // [..., dim] float32
+  if (!weight.defined()) return h.to(x.scalar_type());
+  if (weight.scalar_type() == at::kHalf || weight.scalar_type() == at::kBFloat16) h = h.to(weight.scalar_type());
+  return h * weight;
+}
+
+}  // namespace dpinfer::pipeline::nn
