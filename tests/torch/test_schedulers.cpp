@@ -17,10 +17,14 @@
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
+#include "scheduler_goldens.h"
 
 namespace {
 
 using dpinfer::pipeline::Scheduler;
+using dpinfer::test::error_of;
+using dpinfer::test::expect_contains;
+using dpinfer::test::read_json;
 using nlohmann::json;
 
 namespace {
@@ -35,42 +39,12 @@ std::unique_ptr<Scheduler> make_scheduler(const json& config, const std::string&
 
 const std::string kDir = std::string(DPINFER_TEST_DATA_DIR) + "/schedulers";
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return json::parse(in);
-}
-
 // tests/data/schedulers: the index, the float32 blob and the configs.
-struct Goldens {
-  json index;
-  std::vector<float> blob;
-  std::vector<int64_t> shape;
-
+struct Goldens : dpinfer::test::SchedulerGoldens {
   static const Goldens& get() {
-    static const Goldens g = [] {
-      Goldens out;
-      out.index = read_json(kDir + "/goldens.json");
-      std::ifstream in(kDir + "/goldens.f32", std::ios::binary);
-      std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      out.blob.resize(bytes.size() / sizeof(float));
-      std::memcpy(out.blob.data(), bytes.data(), out.blob.size() * sizeof(float));
-      out.shape = out.index["shape"].get<std::vector<int64_t>>();
-      return out;
-    }();
+    static const Goldens g{SchedulerGoldens::load(kDir)};
     return g;
   }
-
-  // `count` tensors of `shape` from element `offset`.
-  at::Tensor tensors(int64_t offset, int64_t count) const {
-    std::vector<int64_t> dims = shape;
-    dims.insert(dims.begin(), count);
-    int64_t numel = count;
-    for (int64_t d : shape) numel *= d;
-    return at::from_blob(const_cast<float*>(blob.data()) + offset, {numel}, at::kFloat).clone().reshape(dims);
-  }
-  at::Tensor fixed() const { return tensors(index["fixed_offset"].get<int64_t>(), 1)[0]; }
-  at::Tensor latents() const { return tensors(index["latents_offset"].get<int64_t>(), 1)[0]; }
 };
 
 std::string case_label(const json& c) {
@@ -275,23 +249,6 @@ TEST(SchedulerGenerators, BatchedRunEqualsRowsAlone) {
 }
 
 // The error of `fn`, which must throw dpinfer::Error.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const dpinfer::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no dpinfer::Error thrown";
-  return "";
-}
-
-void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts)
-    EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-}
-
 TEST(SchedulerConfig, NamesAreTheDocumentedOnes) {
   EXPECT_EQ(
       dpinfer::pipeline::scheduler_names(),
