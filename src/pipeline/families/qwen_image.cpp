@@ -61,6 +61,10 @@ at::Tensor unpack(const at::Tensor& x, int64_t h, int64_t w) {
   return x.view({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
 }
 
+std::vector<std::vector<nn::TokenGrid>> grids(int64_t batch, const std::vector<nn::TokenGrid>& grid) {
+  return std::vector<std::vector<nn::TokenGrid>>(static_cast<size_t>(batch), grid);
+}
+
 class QwenImagePipeline : public TextToImage {
  public:
   QwenImagePipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
@@ -121,7 +125,7 @@ class QwenImagePipeline : public TextToImage {
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
     BatchNoise noise = batch_noise(batch, vae_config_.z_dim, h, w, dtype_, device_);
     at::Tensor latents = pack(noise.noise);  // [B, (h/2)(w/2), 4C]
-    const std::vector<std::array<int64_t, 3>> img_shapes(static_cast<size_t>(b), {1, h / 2, w / 2});
+    const std::vector<nn::TokenGrid> grid{{1, h / 2, w / 2}};  // img_shapes' (frames, h/2, w/2) of each image
 
     TimestepRequest steps;
     steps.sigmas = flow_match_linear_sigmas(first.steps);
@@ -136,12 +140,15 @@ class QwenImagePipeline : public TextToImage {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
       const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
-      at::Tensor pred = transformer_->forward(latents, cond.embeds, cond.mask, timestep, img_shapes, cond.lengths);
+      // kMasked: the text padding is no key, so an image depends only on its own prompt
+      // (diffusers 0.36 attends to it; its goldens here record each prompt alone).
+      at::Tensor pred = transformer_->forward(latents, cond.embeds, cond.mask, timestep, grids(b, grid), cond.lengths,
+                                              QwenTextPadding::kMasked);
       if (!cfg_rows.empty()) {
         const at::Tensor x = rows.defined() ? latents.index_select(0, rows) : latents;
         const at::Tensor t = rows.defined() ? timestep.index_select(0, rows) : timestep;
-        const std::vector<std::array<int64_t, 3>> shapes(cfg_rows.size(), {1, h / 2, w / 2});
-        const at::Tensor neg = transformer_->forward(x, uncond.embeds, uncond.mask, t, shapes, uncond.lengths);
+        const at::Tensor neg = transformer_->forward(x, uncond.embeds, uncond.mask, t, grids(x.size(0), grid),
+                                                     uncond.lengths, QwenTextPadding::kMasked);
         const at::Tensor text = rows.defined() ? pred.index_select(0, rows) : pred;
         // comb = neg + s (text - neg), rescaled to the text prediction's norm per token
         const at::Tensor comb = neg + first.guidance_scale * (text - neg);
