@@ -53,6 +53,10 @@ class OneThread {
   int threads_;
 };
 
+// Not measured (no GPU here): cuDNN's bfloat16 convolutions round differently from the CPU's, so
+// the GPU run gets AutoencoderKL's GPU bound.
+constexpr double kBf16GpuTolerance = 5e-2;
+
 Component vae_component(const std::string& name) {
   Component c;
   c.name = "vae";
@@ -282,7 +286,7 @@ TEST(QwenImageVaeGpu, DecodesInFloat32AndBFloat16_CUDA) {
         const at::Tensor expected = golden[c.at("outputs").at(dtype_name).get<std::string>()];
         const at::Tensor image = vae->decode(latents).cpu();
         const std::string what = name + " " + c.at("name").get<std::string>() + " cuda " + dtype_name;
-        expect_close(image, expected, what, dtype == at::kFloat ? test::kParityTolerance : kBf16Tolerance);
+        expect_close(image, expected, what, dtype == at::kFloat ? test::kParityTolerance : kBf16GpuTolerance);
         std::printf("  %-58s max |diff| %.3e\n", what.c_str(), max_abs(image, expected));
       }
     }
