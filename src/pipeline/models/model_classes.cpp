@@ -1,6 +1,7 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
@@ -121,6 +122,21 @@ nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
   return j;
 }
 
+nlohmann::ordered_json qwen_image_vae_facts(const nlohmann::json& config) {
+  const AutoencoderKLQwenImageConfig c = AutoencoderKLQwenImageConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["base_dim"] = c.base_dim;
+  j["z_dim"] = c.z_dim;
+  j["dim_mult"] = c.dim_mult;
+  j["num_res_blocks"] = c.num_res_blocks;
+  j["temperal_downsample"] = c.temperal_downsample;
+  j["scale_factor"] = c.scale_factor();
+  j["latents_mean"] = c.latents_mean;
+  j["latents_std"] = c.latents_std;
+  j["built"] = "decoder only (one frame)";
+  return j;
+}
+
 nlohmann::ordered_json z_image_transformer_facts(const nlohmann::json& config) {
   const ZImageTransformerConfig c = ZImageTransformerConfig::from_json(config);
   nlohmann::ordered_json j;
@@ -154,6 +170,10 @@ const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}, {}};
 const KeyRenames kQwen2_5_VLRenames{{}, {"lm_head.weight"}, {"visual"}};
 const KeyRenames kVaeRenames{
     {{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
+// dpinfer builds Qwen-Image's VAE for decoding only (text-to-image never encodes): the file's
+// encoder and quant_conv are skipped rather than built, which keeps about 40% of the VAE's
+// weights off every rank's device. An image-to-image family would build them and drop this.
+const KeyRenames kQwenImageVaeRenames{{}, {}, {"encoder", "quant_conv"}};
 
 }  // namespace
 
@@ -170,6 +190,8 @@ const std::vector<ModelClass>& model_classes() {
        unet_facts, {}},
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
        kVaeRenames},
+      {"AutoencoderKLQwenImage", "diffusers", ComponentRole::kVae,
+       build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts, kQwenImageVaeRenames},
       {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}},
   };

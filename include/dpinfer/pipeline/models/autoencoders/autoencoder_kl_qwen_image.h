@@ -1,0 +1,169 @@
+#pragma once
+// Qwen-Image's VAE (diffusers' AutoencoderKLQwenImage, fine-tuned from the Wan 2.1 video VAE),
+// decode only, for one frame: text-to-image decodes a single latent frame, and on one frame
+// every causal 3D convolution is a 2D convolution (see QwenImageCausalConv3dImpl), so the whole
+// decoder runs on [B, C, H, W] tensors. The parameters keep diffusers' names and 5D shapes, so
+// a checkpoint loads strictly.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image_config.h"
+#include "dpinfer/pipeline/nn/layers.h"
+
+namespace dpinfer::pipeline {
+
+/// diffusers' QwenImageCausalConv3d (an nn.Conv3d with causal time padding) as it runs on the
+/// first chunk of a decode: with no feature cache it pads time with 2 * pad_t zero frames in
+/// front, so on one frame only the kernel's last time slice meets data and the output is a 2D
+/// convolution with weight[:, :, kt - 1] (kt = 2 * pad_t + 1 for every decoder conv). weight
+/// [out, in, kt, k, k] and bias [out], as the checkpoint stores them.
+class QwenImageCausalConv3dImpl : public torch::nn::Module {
+ public:
+  /// kernel (kt, k, k) with padding (pad_t, pad_s, pad_s); stride 1.
+  QwenImageCausalConv3dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_t, int64_t kernel_s,
+                            int64_t pad_t, int64_t pad_s, const at::TensorOptions& options);
+  /// One frame [B, in, H, W] to [B, out, H, W].
+  at::Tensor forward(const at::Tensor& x) const;
+
+  at::Tensor weight, bias;
+
+ private:
+  int64_t pad_s_;
+};
+TORCH_MODULE(QwenImageCausalConv3d);
+
+/// diffusers' QwenImageRMS_norm (no bias): F.normalize(x, dim=1) * sqrt(dim) * gamma, in x's
+/// dtype (diffusers does not upcast it). gamma [dim, 1, 1] (`images`) or [dim, 1, 1, 1] (the
+/// 5D-shaped gamma of the residual blocks and norm_out).
+class QwenImageRMSNormImpl : public torch::nn::Module {
+ public:
+  QwenImageRMSNormImpl(int64_t dim, bool images, const at::TensorOptions& options);
+  /// [B, dim, H, W] to [B, dim, H, W].
+  at::Tensor forward(const at::Tensor& x) const;
+
+  at::Tensor gamma;
+
+ private:
+  int64_t dim_;
+  double scale_;
+};
+TORCH_MODULE(QwenImageRMSNorm);
+
+/// diffusers' QwenImageResidualBlock: norm1, SiLU, conv1, norm2, SiLU, (dropout), conv2, plus
+/// the input through conv_shortcut (a 1x1x1 conv) when the width changes.
+class QwenImageResidualBlockImpl : public torch::nn::Module {
+ public:
+  QwenImageResidualBlockImpl(int64_t in_dim, int64_t out_dim, const at::TensorOptions& options);
+  /// [B, in_dim, H, W] to [B, out_dim, H, W].
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  QwenImageRMSNorm norm1_{nullptr}, norm2_{nullptr};
+  QwenImageCausalConv3d conv1_{nullptr}, conv2_{nullptr}, conv_shortcut_{nullptr};
+};
+TORCH_MODULE(QwenImageResidualBlock);
+
+/// diffusers' QwenImageAttentionBlock: single-head self-attention over the H * W positions of
+/// each frame, with a residual connection.
+class QwenImageAttentionBlockImpl : public torch::nn::Module {
+ public:
+  QwenImageAttentionBlockImpl(int64_t dim, const at::TensorOptions& options);
+  /// [B, dim, H, W] to [B, dim, H, W].
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  QwenImageRMSNorm norm_{nullptr};
+  nn::Conv2d to_qkv_{nullptr}, proj_{nullptr};
+};
+TORCH_MODULE(QwenImageAttentionBlock);
+
+/// diffusers' QwenImageMidBlock with one layer: resnets.0, attentions.0, resnets.1.
+class QwenImageMidBlockImpl : public torch::nn::Module {
+ public:
+  QwenImageMidBlockImpl(int64_t dim, const at::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  QwenImageResidualBlock resnet_0_{nullptr}, resnet_1_{nullptr};
+  QwenImageAttentionBlock attention_{nullptr};
+};
+TORCH_MODULE(QwenImageMidBlock);
+
+/// diffusers' QwenImageResample in the decoder's modes, "upsample2d" and "upsample3d": 2x
+/// nearest-exact upsampling, then resample.1, a 3x3 Conv2d to dim / 2 channels. upsample3d also
+/// holds time_conv (dim -> 2 * dim, kernel (3, 1, 1)), which doubles the frame count of later
+/// chunks; on the first chunk diffusers only marks its cache and skips it, so it is loaded and
+/// never run here.
+class QwenImageUpsampleImpl : public torch::nn::Module {
+ public:
+  QwenImageUpsampleImpl(int64_t dim, bool temporal, const at::TensorOptions& options);
+  /// [B, dim, H, W] to [B, dim / 2, 2H, 2W].
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  nn::Conv2d conv_{nullptr};
+  QwenImageCausalConv3d time_conv_{nullptr};
+};
+TORCH_MODULE(QwenImageUpsample);
+
+/// The upsampler an up block ends with: none (the last block), or QwenImageResample's mode.
+enum class QwenImageUpsampleMode { kNone, kUpsample2d, kUpsample3d };
+
+/// diffusers' QwenImageUpBlock: num_res_blocks + 1 residual blocks, then the upsampler, if any.
+class QwenImageUpBlockImpl : public torch::nn::Module {
+ public:
+  QwenImageUpBlockImpl(int64_t in_dim, int64_t out_dim, int64_t num_res_blocks, QwenImageUpsampleMode upsample,
+                       const at::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  std::vector<QwenImageResidualBlock> resnets_;
+  QwenImageUpsample upsampler_{nullptr};
+};
+TORCH_MODULE(QwenImageUpBlock);
+
+/// diffusers' QwenImageDecoder3d on one frame: conv_in, mid_block, up_blocks, norm_out, SiLU,
+/// conv_out to RGB.
+class QwenImageDecoderImpl : public torch::nn::Module {
+ public:
+  QwenImageDecoderImpl(const AutoencoderKLQwenImageConfig& config, const at::TensorOptions& options);
+  /// [B, z_dim, h, w] to [B, 3, h * scale_factor, w * scale_factor], not clamped.
+  at::Tensor forward(const at::Tensor& z);
+
+ private:
+  QwenImageCausalConv3d conv_in_{nullptr}, conv_out_{nullptr};
+  QwenImageMidBlock mid_block_{nullptr};
+  std::vector<QwenImageUpBlock> up_blocks_;
+  QwenImageRMSNorm norm_out_{nullptr};
+};
+TORCH_MODULE(QwenImageDecoder);
+
+/// diffusers' AutoencoderKLQwenImage, decode only: post_quant_conv and decoder (state_dict
+/// names). The checkpoint's encoder.* and quant_conv.* are not built: text-to-image never
+/// encodes, and the model-class row skips those keys (KeyRenames::ignored_prefixes).
+class AutoencoderKLQwenImageImpl : public torch::nn::Module {
+ public:
+  explicit AutoencoderKLQwenImageImpl(const AutoencoderKLQwenImageConfig& config,
+                                      const at::TensorOptions& options = nn::default_options());
+
+  /// One frame of latents [B, z_dim, h, w], already de-normalised by the pipeline (latents /
+  /// (1 / latents_std) + latents_mean) to images [B, 3, h * scale_factor, w * scale_factor]
+  /// clamped to [-1, 1], in z's dtype. diffusers' decode takes [B, z_dim, T, h, w]; the pipeline
+  /// calls it as decode(latents[:, :, None]).sample[:, :, 0], which this equals.
+  at::Tensor decode(const at::Tensor& z);
+
+  const AutoencoderKLQwenImageConfig& config() const { return config_; }
+
+ private:
+  AutoencoderKLQwenImageConfig config_;
+  QwenImageCausalConv3d post_quant_conv_{nullptr};
+  QwenImageDecoder decoder_{nullptr};
+};
+TORCH_MODULE(AutoencoderKLQwenImage);
+
+}  // namespace dpinfer::pipeline

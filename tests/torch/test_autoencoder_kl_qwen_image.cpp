@@ -1,0 +1,298 @@
+// AutoencoderKLQwenImage (Qwen-Image's VAE, decode only) against diffusers 0.36.0, on the two tiny
+// random VAEs of tools/fixtures/make_qwen_image_vae_goldens.py (diffusers' own dummy and another
+// layout): one-frame decodes of a batch of 2 non-square latents in float32 and in bfloat16, loaded
+// the way the pipeline loads them (through the model-class table: built on the meta device, keys
+// checked with the encoder skipped, then filled). Plus the one-frame equivalences the module rests
+// on, and the config's one-line errors.
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dpinfer/io/json_file.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/util/error.h"
+#include "torch/model_goldens.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using nlohmann::json;
+using test::expect_close;
+using test::GoldenFile;
+using test::model_fixture_dir;
+
+// The goldens were recorded on one CPU thread; on one thread dpinfer decodes bit for bit as
+// diffusers does, in both dtypes, on every case (max |diff| 0). On two threads float32 differs by
+// up to 2e-6 (relative L2 9e-7: oneDNN's float32 convolutions sum in a thread-dependent order) and
+// bfloat16 still not at all. The bounds leave room for other machines: float32 the parity bound,
+// bfloat16 a few bfloat16 rounding steps (2^-8) of relative error.
+constexpr double kBf16Tolerance = 1e-2;
+
+/// Runs the enclosing scope on one intra-op thread, as the goldens were recorded.
+class OneThread {
+ public:
+  OneThread() : threads_(at::get_num_threads()) { at::set_num_threads(1); }
+  ~OneThread() { at::set_num_threads(threads_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int threads_;
+};
+
+// Not measured (no GPU here): cuDNN's bfloat16 convolutions round differently from the CPU's, so
+// the GPU run gets AutoencoderKL's GPU bound.
+constexpr double kBf16GpuTolerance = 5e-2;
+
+Component vae_component(const std::string& name) {
+  Component c;
+  c.name = "vae";
+  c.role = ComponentRole::kVae;
+  c.library = "diffusers";
+  c.class_name = "AutoencoderKLQwenImage";
+  c.path = model_fixture_dir(name);
+  c.config = io::read_json_file(c.path + "/config.json");
+  return c;
+}
+
+json golden_cases(const std::string& name) { return io::read_json_file(model_fixture_dir(name) + ".golden/cases.json"); }
+
+GoldenFile golden_file(const std::string& name) { return GoldenFile(model_fixture_dir(name) + ".golden/vae.safetensors"); }
+
+double max_abs(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+const std::vector<std::string>& test_models() {
+  static const std::vector<std::string> names{"tiny-qwen-image-vae", "tiny-qwen-image-vae-alt"};
+  return names;
+}
+
+class QwenImageVae : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QwenImageVae, DecodeMatchesDiffusers) {
+  c10::InferenceMode guard;
+  OneThread one_thread;
+  const std::string name = GetParam();
+  const GoldenFile golden = golden_file(name);
+  const json cases = golden_cases(name).at("cases");
+  ASSERT_FALSE(cases.empty());
+  const int64_t scale = golden_cases(name).at("scale_factor").get<int64_t>();
+  for (const auto& [dtype_name, dtype] : {std::pair{"fp32", at::kFloat}, std::pair{"bf16", at::kBFloat16}}) {
+    auto vae = load_component_as<AutoencoderKLQwenImageImpl>(vae_component(name), at::TensorOptions().dtype(dtype));
+    ASSERT_TRUE(vae);
+    EXPECT_EQ(vae->config().scale_factor(), scale);
+    for (const json& c : cases) {
+      const at::Tensor latents = golden[c.at("latents").get<std::string>()];
+      const at::Tensor expected = golden[c.at("outputs").at(dtype_name).get<std::string>()];
+      const at::Tensor image = vae->decode(latents.to(dtype));
+      ASSERT_EQ(image.scalar_type(), dtype);
+      ASSERT_EQ(image.sizes().vec(),
+                (std::vector<int64_t>{latents.size(0), 3, latents.size(2) * scale, latents.size(3) * scale}));
+      const std::string what = name + " " + c.at("name").get<std::string>() + " " + dtype_name;
+      expect_close(image, expected, what, dtype == at::kFloat ? test::kParityTolerance : kBf16Tolerance);
+      std::printf("  %-58s max |diff| %.3e, bit-identical: %s\n", what.c_str(), max_abs(image, expected),
+                  at::equal(image, expected) ? "yes" : "no");
+      EXPECT_LE(image.abs().max().item<double>(), 1.0) << what << ": decode clamps to [-1, 1]";
+    }
+  }
+}
+
+TEST_P(QwenImageVae, ModelClassRowLoadsTheDecoderStrictlyAndSkipsTheEncoder) {
+  const ModelClass* row = find_model_class("AutoencoderKLQwenImage");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->role, ComponentRole::kVae);
+  EXPECT_EQ(row->library, "diffusers");
+  const Component c = vae_component(GetParam());
+  const nlohmann::ordered_json facts = row->facts(c.config);
+  EXPECT_EQ(facts.at("z_dim").get<int64_t>(), c.config.at("z_dim").get<int64_t>());
+  EXPECT_EQ(facts.at("scale_factor").get<int64_t>(), golden_cases(GetParam()).at("scale_factor").get<int64_t>());
+  EXPECT_EQ(facts.at("latents_std").get<std::vector<double>>(), c.config.at("latents_std").get<std::vector<double>>());
+
+  auto module = row->build(c.config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  const std::vector<std::string> files = find_weight_files(c.path).files;
+  // Every decoder key, 5D convolution shapes included, against the file; the file's encoder and
+  // quant_conv are there and skipped.
+  const KeyReport report = match_keys(*module, files, row->renames, "vae");
+  EXPECT_TRUE(report.ok()) << key_mismatch_message(report, files, "vae");
+  EXPECT_EQ(report.matched, module->named_parameters().size());
+  const KeyReport unskipped = match_keys(*module, files, KeyRenames{}, "vae");
+  EXPECT_TRUE(unskipped.missing.empty());
+  EXPECT_TRUE(unskipped.mismatched.empty());
+  ASSERT_FALSE(unskipped.unexpected.empty());
+  for (const std::string& key : unskipped.unexpected)
+    EXPECT_TRUE(key.rfind("encoder.", 0) == 0 || key.rfind("quant_conv.", 0) == 0) << key;
+
+  const auto params = module->named_parameters();
+  const AutoencoderKLQwenImageConfig config = AutoencoderKLQwenImageConfig::from_json(c.config);
+  const int64_t top = config.base_dim * config.dim_mult.back();
+  EXPECT_EQ(params["decoder.conv_in.weight"].sizes().vec(), (std::vector<int64_t>{top, config.z_dim, 3, 3, 3}));
+  EXPECT_EQ(params["post_quant_conv.weight"].sizes().vec(), (std::vector<int64_t>{config.z_dim, config.z_dim, 1, 1, 1}));
+  EXPECT_EQ(params["decoder.mid_block.attentions.0.norm.gamma"].sizes().vec(), (std::vector<int64_t>{top, 1, 1}));
+  EXPECT_EQ(params["decoder.norm_out.gamma"].sizes().vec(), (std::vector<int64_t>{config.base_dim, 1, 1, 1}));
+  EXPECT_TRUE(params.contains("decoder.up_blocks.0.upsamplers.0.resample.1.weight"));
+  // upsample3d where temperal_downsample, reversed, is true; the last up block has no upsampler.
+  const size_t levels = config.dim_mult.size();
+  for (size_t i = 0; i + 1 < levels; ++i) {
+    const bool temporal = config.temperal_downsample[levels - 2 - i];
+    EXPECT_EQ(params.contains("decoder.up_blocks." + std::to_string(i) + ".upsamplers.0.time_conv.weight"), temporal)
+        << i;
+  }
+  EXPECT_FALSE(params.contains("decoder.up_blocks." + std::to_string(levels - 1) + ".upsamplers.0.resample.1.weight"));
+  for (const auto& item : params) EXPECT_NE(item.key().rfind("encoder.", 0), 0u) << item.key();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, QwenImageVae, ::testing::ValuesIn(test_models()),
+                         [](const auto& param_info) {
+                           std::string s = param_info.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+TEST(QwenImageVaeParts, CausalConvOnOneFrameIsTheConv3dOfItsZeroPaddedInput) {
+  c10::InferenceMode guard;
+  at::manual_seed(0);
+  QwenImageCausalConv3d conv(5, 7, 3, 3, 1, 1, at::TensorOptions().dtype(at::kFloat));
+  conv->weight.normal_();
+  conv->bias.normal_();
+  const at::Tensor x = at::randn({2, 5, 4, 6});
+  // diffusers: F.pad(x[:, :, None], (1, 1, 1, 1, 2, 0)), then conv3d: two zero frames in front.
+  const at::Tensor padded = at::constant_pad_nd(x.unsqueeze(2), {1, 1, 1, 1, 2, 0});
+  const at::Tensor expected = at::conv3d(padded, conv->weight, conv->bias).squeeze(2);
+  EXPECT_TRUE(at::allclose(conv(x), expected, 1e-5, 1e-5)) << max_abs(conv(x), expected);
+  // A channels-last input (the attention block's output) gives the same bits as a contiguous one.
+  EXPECT_TRUE(at::equal(conv(x.contiguous(at::MemoryFormat::ChannelsLast)), conv(x)));
+}
+
+TEST(QwenImageVaeParts, NearestExactUpsamplingInBFloat16EqualsDiffusersFloat32Route) {
+  c10::InferenceMode guard;
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({2, 3, 5, 7}).to(at::kBFloat16);
+  const at::Tensor native = at::_upsample_nearest_exact2d(x, {10, 14}, 2.0, 2.0);
+  const at::Tensor via_float = at::_upsample_nearest_exact2d(x.to(at::kFloat), {10, 14}, 2.0, 2.0).to(at::kBFloat16);
+  EXPECT_TRUE(at::equal(native, via_float));
+  EXPECT_TRUE(at::equal(native.index({at::indexing::Slice(), at::indexing::Slice(), 3, 5}), x.index({at::indexing::Slice(), at::indexing::Slice(), 1, 2})));
+}
+
+TEST(QwenImageVaeParts, DecodeTakesOneFrameOfZDimLatents) {
+  c10::InferenceMode guard;
+  AutoencoderKLQwenImage vae(AutoencoderKLQwenImageConfig::from_json(vae_component("tiny-qwen-image-vae").config));
+  for (auto& p : vae->parameters()) p.normal_(0.0, 0.1);
+  EXPECT_EQ(vae->decode(at::randn({1, 4, 3, 5})).sizes().vec(), (std::vector<int64_t>{1, 3, 12, 20}));
+  EXPECT_THROW(vae->decode(at::randn({1, 4, 1, 3, 5})), Error);  // diffusers' 5D layout
+  EXPECT_THROW(vae->decode(at::randn({1, 16, 3, 5})), Error);
+}
+
+TEST(QwenImageVaeConfig, DefaultsAreQwenImagesVae) {
+  const AutoencoderKLQwenImageConfig c = AutoencoderKLQwenImageConfig::from_json(json::object());
+  EXPECT_EQ(c.base_dim, 96);
+  EXPECT_EQ(c.z_dim, 16);
+  EXPECT_EQ(c.dim_mult, (std::vector<int64_t>{1, 2, 4, 4}));
+  EXPECT_EQ(c.scale_factor(), 8);
+  ASSERT_EQ(c.latents_mean.size(), 16u);
+  ASSERT_EQ(c.latents_std.size(), 16u);
+  EXPECT_DOUBLE_EQ(c.latents_mean[0], -0.7571);
+  EXPECT_DOUBLE_EQ(c.latents_std[15], 1.9160);
+
+  const AutoencoderKLQwenImageConfig alt =
+      AutoencoderKLQwenImageConfig::from_json(vae_component("tiny-qwen-image-vae-alt").config);
+  EXPECT_EQ(alt.z_dim, 6);
+  EXPECT_EQ(alt.scale_factor(), 8);
+  EXPECT_EQ(alt.temperal_downsample, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(alt.attn_scales, (std::vector<double>{0.5}));
+  EXPECT_EQ(alt.latents_mean, (std::vector<double>{-0.75, 0.25, 1.5, -0.125, 0.5, 0.0625}));
+  EXPECT_EQ(AutoencoderKLQwenImageConfig::from_json(vae_component("tiny-qwen-image-vae").config).scale_factor(), 4);
+}
+
+std::string config_error(const json& j) {
+  try {
+    AutoencoderKLQwenImageConfig::from_json(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(QwenImageVaeConfig, BadValuesAreRefusedNamingTheField) {
+  const json base = vae_component("tiny-qwen-image-vae").config;
+  json j = base;
+  j["temperal_downsample"] = {false, true, true};
+  EXPECT_EQ(config_error(j), "vae config: temperal_downsample must have one entry per dim_mult entry but the last "
+                             "(2), got 3");
+  j = base;
+  j["temperal_downsample"][1] = 1;
+  EXPECT_EQ(config_error(j), "vae config: temperal_downsample[1] must be true or false, got 1");
+  j = base;
+  j["latents_mean"] = std::vector<double>(16, 0.0);
+  EXPECT_EQ(config_error(j), "vae config: latents_mean must have one entry per latent channel (z_dim = 4), got 16");
+  j = base;
+  j.erase("latents_std");  // diffusers' default has Qwen-Image's 16 channels
+  EXPECT_EQ(config_error(j), "vae config: latents_std must have one entry per latent channel (z_dim = 4), got 16");
+  j = base;
+  j["latents_std"][2] = 0.0;
+  EXPECT_EQ(config_error(j), "vae config: latents_std[2] must be positive");
+  j = base;
+  j["dim_mult"][1] = 0;
+  EXPECT_EQ(config_error(j), "vae config: dim_mult[1] = 0 must be in [1, 64]");
+  j = base;
+  j["base_dim"] = "24";
+  EXPECT_EQ(config_error(j), "vae config: base_dim must be an integer, got '24'");
+  j = base;
+  j["dropout"] = 1.5;
+  EXPECT_EQ(config_error(j), "vae config: dropout must be in [0, 1)");
+  // The model-class row refuses it the same way, before building anything.
+  j = base;
+  j["num_res_blocks"] = -1;
+  EXPECT_THROW(find_model_class("AutoencoderKLQwenImage")->build(j, at::TensorOptions().device(at::kMeta)), Error);
+}
+
+// A config that disagrees with its weights is refused by the strict key check, naming the keys.
+TEST(QwenImageVaeConfig, ConfigThatDisagreesWithTheWeightsIsRefusedAtLoad) {
+  Component c = vae_component("tiny-qwen-image-vae");
+  c.config["num_res_blocks"] = 2;
+  try {
+    load_component(c, at::TensorOptions().dtype(at::kFloat));
+    FAIL() << "expected a key mismatch";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("decoder.up_blocks.0.resnets.2.norm1.gamma"), std::string::npos) << e.what();
+  }
+}
+
+TEST(QwenImageVaeGpu, DecodesInFloat32AndBFloat16_CUDA) {
+  c10::InferenceMode guard;
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);
+  for (const std::string& name : test_models()) {
+    const GoldenFile golden = golden_file(name);
+    for (const auto& [dtype_name, dtype] : {std::pair{"fp32", at::kFloat}, std::pair{"bf16", at::kBFloat16}}) {
+      auto vae = load_component_as<AutoencoderKLQwenImageImpl>(vae_component(name),
+                                                               at::TensorOptions().dtype(dtype).device(at::kCUDA));
+      for (const json& c : golden_cases(name).at("cases")) {
+        const at::Tensor latents = golden[c.at("latents").get<std::string>()].to(at::kCUDA, dtype);
+        const at::Tensor expected = golden[c.at("outputs").at(dtype_name).get<std::string>()];
+        const at::Tensor image = vae->decode(latents).cpu();
+        const std::string what = name + " " + c.at("name").get<std::string>() + " cuda " + dtype_name;
+        expect_close(image, expected, what, dtype == at::kFloat ? test::kParityTolerance : kBf16GpuTolerance);
+        std::printf("  %-58s max |diff| %.3e\n", what.c_str(), max_abs(image, expected));
+      }
+    }
+  }
+  at::globalContext().setAllowTF32CuDNN(tf32);
+}
+
+}  // namespace
+}  // namespace dpinfer::pipeline
