@@ -68,6 +68,7 @@ struct Options {
   int height = 0;
   int steps = 25;
   std::optional<double> guidance_scale;  // unset: the model's default (7.5 SD, 5.0 SDXL)
+  std::string negative_prompt;  // Qwen-Image's true CFG runs only with one
   std::vector<int> batch_sizes = {1, 8};
   int warmup = 1;
   int repeats = 3;
@@ -385,6 +386,7 @@ int run(const Options& o_in) {
     for (int i = 0; i < b; ++i) {
       pipeline::ImageRequest r;
       r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
+      r.negative_prompt = o.negative_prompt;
       r.seed = o.seed + static_cast<uint64_t>(i);
       r.steps = o.steps;
       r.guidance_scale = guidance_scale;
@@ -471,6 +473,8 @@ int main(int argc, char** argv) {
   double guidance_scale = 0;
   CLI::Option* guidance_opt =
       app.add_option("--guidance-scale", guidance_scale, "CFG scale (default: the model's, 7.5 SD, 5.0 SDXL)");
+  app.add_option("--negative-prompt", o.negative_prompt,
+                 "every image's negative prompt (default none; Qwen-Image guides only with one, e.g. \" \")");
   app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
   app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();
