@@ -28,8 +28,9 @@ enum class QwenTextPadding {
   /// attention_mask None, diffusers issue #12294), so padding rows are keys like any other and an
   /// item's output depends on how far its prompt was padded.
   kAttended,
-  /// Padding rows are masked out as keys (as diffusers does after 0.36.0, PR #12702): an item's
-  /// output no longer depends on its batch-mates. Not what the 0.36.0 goldens record.
+  /// Padding rows are masked out as keys (a [B, 1, 1, L_txt + L_img] SDPA mask, the fix diffusers
+  /// made after 0.36.0 in PR #12702; not compared with it here): an item's output no longer
+  /// depends on its batch-mates. Not what the 0.36.0 goldens record.
   kMasked,
 };
 
