@@ -15,4 +15,18 @@ std::vector<at::Tensor> AdaLNModulationImpl::forward(const at::Tensor& c) {
   return h.chunk(chunks_, -1);
 }
 
+// Ref: diffusers/models/normalization.py AdaLayerNormContinuous (norm_type "layer_norm")
+AdaLayerNormContinuousImpl::AdaLayerNormContinuousImpl(int64_t dim, int64_t cond_dim, double eps,
+                                                       const at::TensorOptions& options)
+    : dim_(dim), eps_(eps) {
+  linear_ = register_module("linear", Linear(cond_dim, 2 * dim, true, options));
+}
+
+at::Tensor AdaLayerNormContinuousImpl::forward(const at::Tensor& x, const at::Tensor& c) {
+  const std::vector<at::Tensor> emb = linear_(at::silu(c).to(x.scalar_type())).chunk(2, 1);  // [B, dim] each
+  const at::Tensor& scale = emb[0];
+  const at::Tensor& shift = emb[1];
+  return at::layer_norm(x, {dim_}, {}, {}, eps_) * (1 + scale).unsqueeze(1) + shift.unsqueeze(1);
+}
+
 }  // namespace dpinfer::pipeline::nn

@@ -8,11 +8,13 @@ namespace dpinfer::pipeline::nn {
 
 // Ref: diffusers/models/embeddings.py get_timestep_embedding. The operation order is
 // kept so that float32 rounding matches.
-at::Tensor timestep_embedding(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos, double freq_shift) {
+at::Tensor timestep_embedding(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos, double freq_shift,
+                              double scale) {
   const int64_t half = dim / 2;
   at::Tensor exponent = at::arange(0, half, timesteps.options().dtype(at::kFloat)) * -std::log(10000.0);
   exponent = exponent / (static_cast<double>(half) - freq_shift);
   at::Tensor angles = timesteps.unsqueeze(1).to(at::kFloat) * at::exp(exponent).unsqueeze(0);  // [N, half]
+  if (scale != 1.0) angles = angles * scale;  // `emb = scale * emb`; a product with 1 changes no bit
   at::Tensor emb = flip_sin_to_cos ? at::cat({at::cos(angles), at::sin(angles)}, -1)
                                    : at::cat({at::sin(angles), at::cos(angles)}, -1);  // [N, 2 half]
   if (dim % 2 == 1) emb = at::constant_pad_nd(emb, {0, 1});

@@ -40,4 +40,65 @@ at::Tensor JointAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ma
   return to_out_0_(out);
 }
 
+// Ref: diffusers/models/attention_processor.py Attention (added_kv_proj_dim, context_pre_only
+// False, qk_norm "rms_norm") and diffusers/models/transformers/transformer_qwenimage.py
+// QwenDoubleStreamAttnProcessor2_0
+DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions& options,
+                                                     const at::TensorOptions& tensor_options)
+    : heads_(options.heads) {
+  const int64_t inner_dim = options.heads * options.dim_head;
+  auto linear = [&](const char* name, int64_t in, int64_t out, bool bias) {
+    return register_module(name, Linear(in, out, bias, tensor_options));
+  };
+  auto norm = [&](const char* name) {
+    return register_module(name, RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options));
+  };
+  to_q_ = linear("to_q", options.dim, inner_dim, options.bias);
+  to_k_ = linear("to_k", options.dim, inner_dim, options.bias);
+  to_v_ = linear("to_v", options.dim, inner_dim, options.bias);
+  add_q_proj_ = linear("add_q_proj", options.dim, inner_dim, options.bias);
+  add_k_proj_ = linear("add_k_proj", options.dim, inner_dim, options.bias);
+  add_v_proj_ = linear("add_v_proj", options.dim, inner_dim, options.bias);
+  if (options.qk_norm) {
+    norm_q_ = norm("norm_q");
+    norm_k_ = norm("norm_k");
+    norm_added_q_ = norm("norm_added_q");
+    norm_added_k_ = norm("norm_added_k");
+  }
+  to_out_0_ = Linear(inner_dim, options.dim, options.out_bias, tensor_options);
+  register_module("to_out", torch::nn::ModuleList(to_out_0_));  // to_out.1 is Dropout
+  to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
+}
+
+DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::Tensor& image, const at::Tensor& text,
+                                                                     const at::Tensor& image_freqs,
+                                                                     const at::Tensor& text_freqs,
+                                                                     const at::Tensor& mask) {
+  auto split_heads = [&](const at::Tensor& t) { return t.unflatten(-1, {heads_, -1}); };  // [B, N, h, d]
+  at::Tensor img_q = split_heads(to_q_(image)), img_k = split_heads(to_k_(image)), img_v = split_heads(to_v_(image));
+  at::Tensor txt_q = split_heads(add_q_proj_(text)), txt_k = split_heads(add_k_proj_(text));
+  at::Tensor txt_v = split_heads(add_v_proj_(text));
+  if (!norm_q_.is_empty()) {
+    img_q = norm_q_(img_q);
+    img_k = norm_k_(img_k);
+    txt_q = norm_added_q_(txt_q);
+    txt_k = norm_added_k_(txt_k);
+  }
+  if (image_freqs.defined()) {
+    // apply_rotary_emb_qwen(use_real=False): freqs [N, d/2] broadcast over the batch and the heads.
+    const at::Tensor img_f = image_freqs.unsqueeze(0), txt_f = text_freqs.unsqueeze(0);  // [1, N, d/2]
+    img_q = apply_rotary_emb_complex(img_q, img_f);
+    img_k = apply_rotary_emb_complex(img_k, img_f);
+    txt_q = apply_rotary_emb_complex(txt_q, txt_f);
+    txt_k = apply_rotary_emb_complex(txt_k, txt_f);
+  }
+  const at::Tensor q = at::cat({txt_q, img_q}, 1), k = at::cat({txt_k, img_k}, 1), v = at::cat({txt_v, img_v}, 1);
+  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
+  at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
+                                         mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());  // [B, N_txt + N_img, h * d]
+  const int64_t n_txt = text.size(1);
+  return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)), to_add_out_(out.narrow(1, 0, n_txt))};
+}
+
 }  // namespace dpinfer::pipeline::nn

@@ -30,4 +30,22 @@ class AdaLNModulationImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AdaLNModulation);
 
+/// diffusers' AdaLayerNormContinuous with a LayerNorm and no affine (elementwise_affine False),
+/// the norm_out of the MMDiTs (Qwen-Image, Flux, SD3): linear = Linear(cond_dim, 2 * dim, bias);
+/// scale, shift = chunk(linear(silu(c)), 2) -- scale first; out = norm(x) * (1 + scale) + shift.
+class AdaLayerNormContinuousImpl : public torch::nn::Module {
+ public:
+  AdaLayerNormContinuousImpl(int64_t dim, int64_t cond_dim, double eps, const at::TensorOptions& options);
+
+  /// x [B, N, dim], c [B, cond_dim] to [B, N, dim]. silu(c) is cast to x's dtype before the
+  /// linear, as diffusers casts it.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& c);
+
+ private:
+  int64_t dim_;
+  double eps_;
+  Linear linear_{nullptr};
+};
+TORCH_MODULE(AdaLayerNormContinuous);
+
 }  // namespace dpinfer::pipeline::nn

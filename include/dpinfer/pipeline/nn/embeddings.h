@@ -13,10 +13,12 @@
 namespace dpinfer::pipeline::nn {
 
 /// diffusers' get_timestep_embedding: [N] timesteps to [N, dim] float32 features
-/// [sin(t f), cos(t f)] (or [cos, sin] when `flip_sin_to_cos`), with frequencies
-/// f_j = exp(-ln(10000) j / (dim/2 - freq_shift)). Computed in float32 whatever
-/// the timesteps' dtype; an odd `dim` gets one zero column.
-at::Tensor timestep_embedding(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos, double freq_shift);
+/// [sin(a), cos(a)] (or [cos, sin] when `flip_sin_to_cos`), a_j = scale * (t f_j), with
+/// frequencies f_j = exp(-ln(10000) j / (dim/2 - freq_shift)). Computed in float32 whatever
+/// the timesteps' dtype (a bfloat16 t is widened, not re-rounded); an odd `dim` gets one
+/// zero column. `scale` is Timesteps' scale (Qwen-Image: 1000), applied after t f as there.
+at::Tensor timestep_embedding(const at::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos, double freq_shift,
+                              double scale = 1.0);
 
 /// diffusers' TimestepEmbedding with SiLU: linear_1, SiLU, linear_2, plus the
 /// optional bias-free cond_proj (time_cond_proj_dim) added to the input first.

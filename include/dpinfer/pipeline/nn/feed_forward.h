@@ -1,5 +1,6 @@
 #pragma once
-// diffusers' FeedForward with the GEGLU activation, as SD's transformer blocks use it.
+// diffusers' FeedForward: with the GEGLU activation, as SD's transformer blocks use it, or with
+// tanh-approximated GELU, as Qwen-Image's double-stream blocks use it.
 
 #include <cstdint>
 
@@ -23,15 +24,37 @@ class GEGLUImpl : public torch::nn::Module {
 };
 TORCH_MODULE(GEGLU);
 
-/// diffusers' FeedForward with activation_fn "geglu" and mult 4: net.0 (GEGLU), net.2 (Linear).
+/// diffusers' GELU: proj to dim_out, then gelu, exact (erf) or tanh-approximated.
+class GELUImpl : public torch::nn::Module {
+ public:
+  GELUImpl(int64_t dim_in, int64_t dim_out, bool tanh_approximation, const at::TensorOptions& options);
+  /// [..., dim_in] to [..., dim_out].
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  bool tanh_;
+  Linear proj_{nullptr};
+};
+TORCH_MODULE(GELU);
+
+/// The activation_fn of a diffusers FeedForward that dpinfer implements.
+enum class FeedForwardActivation {
+  kGEGLU,           ///< "geglu": net.0 is a GEGLU
+  kGELUApproximate  ///< "gelu-approximate": net.0 is a GELU with approximate="tanh"
+};
+
+/// diffusers' FeedForward with mult 4 (inner 4 * dim), dim_out = dim and biases: net.0 (the
+/// activation module with its proj), net.2 (Linear); net.1 is Dropout.
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  FeedForwardImpl(int64_t dim, const at::TensorOptions& options);
+  FeedForwardImpl(int64_t dim, const at::TensorOptions& options,
+                  FeedForwardActivation activation = FeedForwardActivation::kGEGLU);
   /// [..., dim] to [..., dim] through a 4 * dim hidden layer.
   at::Tensor forward(const at::Tensor& x);
 
  private:
   GEGLU geglu_{nullptr};
+  GELU gelu_{nullptr};
   Linear out_{nullptr};
 };
 TORCH_MODULE(FeedForward);

@@ -1,6 +1,8 @@
 #pragma once
 // The DiTs' self-attention over one joint sequence (image and text tokens together), with
-// per-head QK RMSNorm, rotary position embedding and a key padding mask.
+// per-head QK RMSNorm, rotary position embedding and a key padding mask: single-stream (one set
+// of projections for every token, Z-Image) and double-stream (the text tokens with their own
+// projections and norms, the MMDiTs: Qwen-Image).
 
 #include <cstdint>
 
@@ -43,5 +45,35 @@ class JointAttentionImpl : public torch::nn::Module {
   RMSNorm norm_q_{nullptr}, norm_k_{nullptr};
 };
 TORCH_MODULE(JointAttention);
+
+/// diffusers' Attention with added_kv_proj_dim = dim and context_pre_only False, run by
+/// Qwen-Image's QwenDoubleStreamAttnProcessor2_0: the image stream through to_q, to_k, to_v,
+/// norm_q, norm_k and to_out.0; the text stream through add_q_proj, add_k_proj, add_v_proj,
+/// norm_added_q, norm_added_k and to_add_out (all Linears with `bias`, the outputs with
+/// `out_bias`); RoPE on each stream's q and k; one SDPA (nn::dot_product_attention, scale
+/// dim_head^-0.5) over the joint sequence [text, image].
+class DoubleStreamAttentionImpl : public torch::nn::Module {
+ public:
+  DoubleStreamAttentionImpl(const JointAttentionOptions& options, const at::TensorOptions& tensor_options);
+
+  struct Output {
+    at::Tensor image;  ///< [B, N_img, dim]
+    at::Tensor text;   ///< [B, N_txt, dim]
+  };
+
+  /// image [B, N_img, dim], text [B, N_txt, dim]; image_freqs complex64 [N_img, dim_head/2] and
+  /// text_freqs [N_txt, dim_head/2], shared by the batch (both undefined: no RoPE); mask [B,
+  /// N_txt + N_img] bool over the joint sequence (true: a key to attend) or undefined (every
+  /// key attended, as diffusers 0.36 attends them).
+  Output forward(const at::Tensor& image, const at::Tensor& text, const at::Tensor& image_freqs,
+                 const at::Tensor& text_freqs, const at::Tensor& mask);
+
+ private:
+  int64_t heads_;
+  Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
+  Linear add_q_proj_{nullptr}, add_k_proj_{nullptr}, add_v_proj_{nullptr}, to_add_out_{nullptr};
+  RMSNorm norm_q_{nullptr}, norm_k_{nullptr}, norm_added_q_{nullptr}, norm_added_k_{nullptr};
+};
+TORCH_MODULE(DoubleStreamAttention);
 
 }  // namespace dpinfer::pipeline::nn

@@ -1,6 +1,7 @@
 #pragma once
 // Rotary position embedding over several position axes, as complex numbers: the RoPE of
-// Z-Image (3 axes, theta 256), rotating interleaved pairs (x[2i], x[2i+1]) of each head.
+// Z-Image (3 axes, theta 256), rotating interleaved pairs (x[2i], x[2i+1]) of each head. The
+// rotation serves Qwen-Image's MSRoPE (ms_rope.h) too.
 
 #include <cstdint>
 #include <vector>
@@ -34,7 +35,8 @@ class AxialRope {
   std::vector<at::Tensor> device_tables_;  // the same on the last device asked for
 };
 
-/// Rotates x [B, N, heads, d] by freqs complex64 [B, N, d/2] (broadcast over the heads): each
+/// Rotates x [B, N, heads, d] by freqs complex64 [B, N, d/2] or [1, N, d/2] (broadcast over the
+/// heads, and over the batch for a leading 1: Qwen-Image's MSRoPE, see ms_rope.h): each
 /// pair (x[2i], x[2i+1]) as the complex x[2i] + i x[2i+1], multiplied in complex64, so in
 /// float32 whatever x's dtype, and returned in x's dtype. Ref: the apply_rotary_emb of
 /// diffusers' ZSingleStreamAttnProcessor.
