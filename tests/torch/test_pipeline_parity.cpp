@@ -3,7 +3,9 @@
 // for the two tiny SDXL ones (all schedulers, CFG on and off, negative prompts,
 // guidance_rescale, clip_skip, non-ASCII, empty and long prompts, odd sizes, batches
 // with one generator per image, SDXL-Turbo's trailing 1- and 4-step runs), and the
-// cases that tools/train/record_goldens.py recorded for the shipped default model.
+// cases that tools/train/record_goldens.py recorded for the shipped default model, and
+// make_qwen_image_pipelines.py's for the two tiny Qwen-Image pipelines (true CFG on and off,
+// max_sequence_length, batches, dynamic shifting).
 // CPU, fp32. Acceptance (issue 4): max |Δ| <= 1 and >= 99% of the uint8 values exact.
 #include <gtest/gtest.h>
 
@@ -65,9 +67,14 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // One pipeline per scheduler; the family settings travel with each image.
     auto& pipe = pipes[o.scheduler];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
-    const json settings = {{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                           {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                           {"eta", call["eta"].get<double>()}};
+    // What dpinfer is asked, where the case says (the flow-matching families: their settings, and
+    // Qwen-Image's guidance scale, which is diffusers' true_cfg_scale); else the UNet families' call.
+    const json* asked = c.contains("dpinfer") ? &c["dpinfer"] : nullptr;
+    const json settings = asked ? (*asked)["settings"]
+                                : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
+                                       {"guidance_rescale", call["guidance_rescale"].get<double>()},
+                                       {"eta", call["eta"].get<double>()}};
+    const double guidance_scale = asked ? (*asked)["guidance_scale"].get<double>() : call["guidance_scale"].get<double>();
 
     // Items in diffusers' batch order: prompt-major, one generator (seed) each.
     const auto& seeds = c["generator"]["seeds"];
@@ -83,7 +90,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
         r.negative_prompt = negatives[p];
         r.seed = seeds[batch.size()].get<uint64_t>();
         r.steps = call["num_inference_steps"].get<int>();
-        r.guidance_scale = call["guidance_scale"].get<double>();
+        r.guidance_scale = guidance_scale;
         r.height = c["resolved_height"].get<int>();
         r.width = c["resolved_width"].get<int>();
         r.settings = settings;
@@ -132,7 +139,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
-                                                                 "tiny-sdxl", "tiny-sdxl-alt"),
+                                                                 "tiny-sdxl", "tiny-sdxl-alt",
+                                                                 "tiny-qwen-image", "tiny-qwen-image-alt"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

@@ -39,6 +39,7 @@ SCHEDULERS = {
     "dpm++2m-karras": ("DPMSolverMultistepScheduler", {"use_karras_sigmas": True}),
     "lms": ("LMSDiscreteScheduler", {}),
     "unipc": ("UniPCMultistepScheduler", {}),
+    "flow_match_euler": ("FlowMatchEulerDiscreteScheduler", {}),
 }
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -117,8 +118,11 @@ def main():
         prompts = [r["prompt"] for r in requests]
         negatives = [r["negative_prompt"] for r in requests]
         generators = [torch.Generator("cpu").manual_seed(int(r["seed"])) for r in requests]
+        # dpinfer's guidance scale is Qwen-Image's true_cfg_scale (README, Model families)
+        guidance = ({"true_cfg_scale": dp["guidance_scale"]} if type(pipe).__name__ == "QwenImagePipeline"
+                    else {"guidance_scale": dp["guidance_scale"]})
         images = pipe(prompt=prompts, negative_prompt=negatives if any(negatives) else None,
-                      num_inference_steps=dp["steps"], guidance_scale=dp["guidance_scale"],
+                      num_inference_steps=dp["steps"], **guidance,
                       height=dp["height"], width=dp["width"], generator=generators, output_type="np").images
         finite = int(np.isfinite(images).all(axis=(1, 2, 3)).sum())
         return (images * 255).round().astype(np.uint8), finite  # uint8: what dpinfer's generate() returns too

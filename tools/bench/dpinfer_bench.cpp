@@ -68,6 +68,7 @@ struct Options {
   int height = 0;
   int steps = 25;
   std::optional<double> guidance_scale;  // unset: the model's default (7.5 SD, 5.0 SDXL)
+  std::string negative_prompt;  // Qwen-Image's true CFG runs only with one
   std::vector<int> batch_sizes = {1, 8};
   int warmup = 1;
   int repeats = 3;
@@ -109,21 +110,41 @@ at::ScalarType parse_dtype(const std::string& d) {
   throw UsageError("dtype: expected fp32, fp16 or bf16, got '" + d + "'");
 }
 
-/// Writes every parameter and buffer of `module` under its own name (the checkpoint key:
-/// dpinfer's modules are named as diffusers' and transformers' state_dicts), as `dtype`,
-/// converting one tensor at a time so that nothing beyond the module and one tensor is held.
-/// Returns the bytes written.
-uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::ScalarType dtype) {
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) tensors.emplace_back(p.key(), p.value());
-  for (const auto& b : module.named_buffers(/*recurse=*/true)) tensors.emplace_back(b.key(), b.value());
+/// The random value of parameter `name` of `shape`, in float32 on the CPU, with the magnitudes
+/// LibTorch's default initialisation gives (dpinfer's modules are built uninitialised): weights
+/// of rank 2 and more, and their biases, uniform in +-1/sqrt(fan_in) (kaiming_uniform with
+/// a = sqrt(5)); norm weights 1 and norm biases 0; embeddings N(0, 1). `weight_shape` is the
+/// shape of the weight beside a bias, else `shape` itself. Draws from the global generator.
+at::Tensor random_parameter(const std::string& name, at::IntArrayRef shape, at::IntArrayRef weight_shape) {
+  const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  at::Tensor t = at::empty(shape, at::kFloat);
+  if (name.find("embedding") != std::string::npos && shape.size() == 2) return t.normal_(0, 1);
+  if (weight_shape.size() >= 2) {
+    int64_t fan_in = 1;
+    for (size_t d = 1; d < weight_shape.size(); ++d) fan_in *= weight_shape[d];
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    return t.uniform_(-bound, bound);
+  }
+  return t.fill_(is_bias ? 0.0 : 1.0);
+}
+
+/// Writes random values (random_parameter()) for every parameter of `module`, built on the meta
+/// device, as `dtype`, under its own name (the checkpoint key: dpinfer's modules are named as
+/// diffusers' and transformers' state_dicts), one tensor at a time in name order: a 7B text
+/// encoder is written with one tensor in memory, not the whole model. Returns the bytes written.
+uint64_t write_random_safetensors(const fs::path& path, torch::nn::Module& module, at::ScalarType dtype) {
+  std::map<std::string, std::vector<int64_t>> shapes;  // name order: the order values are drawn in
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) shapes.emplace(p.key(), p.value().sizes().vec());
+  if (!module.named_buffers(/*recurse=*/true).is_empty())
+    throw Error("the module has buffers; random weights are written for parameters only");
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}, {"generated_by", "tools/bench/dpinfer_bench (random weights)"}};
   const uint64_t element_size = c10::elementSize(dtype);
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    const uint64_t n = static_cast<uint64_t>(t.numel()) * element_size;
-    header[name] = {{"dtype", safetensors_dtype(dtype)}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
+  for (const auto& [name, shape] : shapes) {
+    uint64_t n = element_size;
+    for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+    header[name] = {{"dtype", safetensors_dtype(dtype)}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string h = header.dump();
@@ -134,37 +155,16 @@ uint64_t write_safetensors(const fs::path& path, torch::nn::Module& module, at::
   for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
   out.write(reinterpret_cast<const char*>(le), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& [name, t] : tensors) {
-    const at::Tensor c = t.detach().to(at::kCPU, dtype).contiguous();
+  for (const auto& [name, shape] : shapes) {
+    const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    auto weight = shapes.find(name.substr(0, name.rfind('.')) + ".weight");
+    const std::vector<int64_t>& weight_shape = is_bias && weight != shapes.end() ? weight->second : shape;
+    const at::Tensor c = random_parameter(name, shape, weight_shape).to(dtype).contiguous();
     out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
   }
   out.close();
   if (!out) throw Error("cannot write " + path.string());
   return offset;
-}
-
-/// Fills every parameter of `module` with random values of the magnitudes LibTorch's default
-/// initialisation gives (dpinfer's modules are built uninitialised): weights of rank 2 and
-/// more, and their biases, uniform in +-1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5));
-/// norm weights 1 and norm biases 0; embeddings N(0, 1).
-void randomize(torch::nn::Module& module) {
-  std::map<std::string, at::Tensor> params;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) params.emplace(p.key(), p.value());
-  for (auto& [name, t] : params) {
-    const std::string stem = name.substr(0, name.rfind('.'));
-    const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    auto weight = params.find(stem + ".weight");
-    const at::Tensor& w = is_bias && weight != params.end() ? weight->second : t;
-    if (name.find("embedding") != std::string::npos && t.dim() == 2) {
-      t.normal_(0, 1);
-    } else if (w.dim() >= 2) {
-      const double fan_in = static_cast<double>(w.numel() / w.size(0));
-      const double bound = 1.0 / std::sqrt(fan_in);
-      t.uniform_(-bound, bound);
-    } else {
-      t.fill_(is_bias ? 0.0 : 1.0);
-    }
-  }
 }
 
 /// The kernel's peak resident set size of this process so far, in GB.
@@ -246,12 +246,12 @@ void make_random_model(const Options& o, const fs::path& dir) {
     int64_t params = 0;
     uint64_t written = 0;
     {
-      auto module =
-          model_class->build(read_json(shape / component / "config.json"), at::TensorOptions().dtype(at::kFloat));
+      // On the meta device: the module gives names and shapes, and holds no memory.
+      auto module = model_class->build(read_json(shape / component / "config.json"),
+                                       at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
       for (const auto& p : module->parameters(/*recurse=*/true)) params += p.numel();
-      randomize(*module);
-      written = write_safetensors(dir / component / file, *module, wd);
-    }  // freed here, before the next component is built
+      written = write_random_safetensors(dir / component / file, *module, wd);
+    }
     bytes += written;
     std::printf("dpinfer_bench: %s (%s): %.1f M parameters, %.2f GB in %.1f s (peak RSS so far %.2f GB)\n",
                 component.c_str(), class_name.c_str(), static_cast<double>(params) / 1e6,
@@ -386,6 +386,7 @@ int run(const Options& o_in) {
     for (int i = 0; i < b; ++i) {
       pipeline::ImageRequest r;
       r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
+      r.negative_prompt = o.negative_prompt;
       r.seed = o.seed + static_cast<uint64_t>(i);
       r.steps = o.steps;
       r.guidance_scale = guidance_scale;
@@ -472,6 +473,8 @@ int main(int argc, char** argv) {
   double guidance_scale = 0;
   CLI::Option* guidance_opt =
       app.add_option("--guidance-scale", guidance_scale, "CFG scale (default: the model's, 7.5 SD, 5.0 SDXL)");
+  app.add_option("--negative-prompt", o.negative_prompt,
+                 "every image's negative prompt (default none; Qwen-Image guides only with one, e.g. \" \")");
   app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
   app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Peak memory and speed of loading a model: `dpinfer-worker generate` on an SD1.5-shaped
-# random-weight diffusers directory, one prompt, one 64x64 step, on the CPU, run N times.
+# Peak memory and speed of loading a model: `dpinfer-worker generate` on a random-weight
+# diffusers directory of a shape (SD1.5's by default), one prompt, one 64x64 step, on the CPU,
+# run N times.
 # Reports the process's peak RSS against the weights' bytes in the run dtype (the goal:
 # peak RSS <= 1.3x the bf16 weight bytes), the load time from the worker's own
 # "pipeline loaded in" line, and the load speed (weight-file bytes / load s) from the page cache.
 #
 #   tools/bench/load_memory.sh [--dpinfer-worker PATH] [--dpinfer PATH] [--bench PATH]
-#       [--model-dir DIR] [--weights-dtype fp32] [--dtype bf16] [--runs 3] [--json FILE]
+#       [--shape DIR] [--model-dir DIR] [--weights-dtype fp32] [--dtype bf16] [--runs 3] [--json FILE]
 #
-# Defaults: the worker, dpinfer and dpinfer_bench under build/default/tools, the model in
-# ${TMPDIR:-/tmp}/dpinfer-sd15-fp32 (written by dpinfer_bench when it is missing, then kept),
+# Defaults: the worker, dpinfer and dpinfer_bench under build/default/tools, the shape
+# configs/models/sd15-shape, the model in ${TMPDIR:-/tmp}/dpinfer-sd15-fp32 (with --shape:
+# ${TMPDIR:-/tmp}/dpinfer-<shape folder>-<weights dtype>; written by dpinfer_bench when it is missing, then kept),
 # fp32 weight files (what hub repos ship for SD1.5), bf16 parameters. Uses only the CLI
 # (generate, inspect, --version), so it runs the same against any build. Needs bash,
 # coreutils and /usr/bin/python3 (standard library only). See tools/bench/README.md.
@@ -19,7 +21,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 worker="$root/build/default/tools/dpinfer-worker"
 dpinfer=""
 bench="$root/build/default/tools/bench/dpinfer_bench"
-model="${TMPDIR:-/tmp}/dpinfer-sd15-fp32"
+model=""
+shape="$root/configs/models/sd15-shape"
 weights_dtype="fp32"
 dtype="bf16"
 runs=3
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     --dpinfer-worker) worker="$2"; shift 2 ;;
     --dpinfer) dpinfer="$2"; shift 2 ;;
     --bench) bench="$2"; shift 2 ;;
+    --shape) shape="$(cd "$2" && pwd)"; shift 2 ;;
     --model-dir) model="$2"; shift 2 ;;
     --weights-dtype) weights_dtype="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
@@ -48,7 +52,10 @@ case "$runs" in ''|*[!0-9]*|0) echo "load_memory: --runs wants a positive intege
 py=/usr/bin/python3
 [ -x "$py" ] || py="$(command -v python3)" || { echo "load_memory: needs python3 (standard library only)" >&2; exit 2; }
 tiny="$root/tests/data/pipelines/tiny-sd1"
-shape="$root/configs/models/sd15-shape"
+if [ -z "$model" ]; then
+  if [ "$shape" = "$root/configs/models/sd15-shape" ]; then model="${TMPDIR:-/tmp}/dpinfer-sd15-$weights_dtype"
+  else model="${TMPDIR:-/tmp}/dpinfer-$(basename "$shape")-$weights_dtype"; fi
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

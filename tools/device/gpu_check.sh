@@ -16,15 +16,24 @@
 #              weights written in fp16 here, 1024x1024, 20 Euler steps, CFG 5.0, batch 1
 #              and 4, fp16 on cuda:0 (the VAE upcast to fp32, as diffusers)
 #   sdxl_peer  diffusers_peer.py on the SDXL files and settings
+#   qwen       (not in the default list: ask for it, e.g. GPU_CHECK_STEPS="facts configure build
+#              qwen qwen_peer") dpinfer_bench: Qwen-Image-shaped pipeline (configs/models/
+#              qwen-image-shape: the real 7B text encoder, the real VAE, and the transformer cut to
+#              GPU_CHECK_QWEN_LAYERS of its 60 blocks, default 20, so that the random weights, about
+#              28 GB in bf16, fit the machine's disk and time), 1024x1024, 20 steps, true CFG 4.0
+#              with the negative prompt " ", batch 1, bf16 on cuda:0; the transformer's time per
+#              step scales with its blocks (x3 for the real 60)
+#   qwen_peer  diffusers_peer.py on the Qwen-Image files and settings (QwenImagePipeline with
+#              true_cfg_scale)
 # then a short summary, printed last. Runs in the repository root; needs no network.
 # Steps run in the order GPU_CHECK_STEPS lists them. Every step runs even when an earlier
 # one failed (unless it needs what that one makes), and none starts once GPU_CHECK_BUDGET_S
 # seconds have passed (the SDXL ones not with less than their minimum left), so the call
 # ends inside `run`'s limit. The device time estimate of each step is in tools/device/README.md.
 #
-# Writes under $OUT (else out/gpu-check), at most 7 files, all of which come back:
+# Writes under $OUT (else out/gpu-check), at most 8 files, all of which come back:
 #   summary.txt  build.log  cuda_tests.log  cuda_tests.json  bench.log (SD1.5 bench and
-#   peer)  sdxl.log (SDXL bench and peer)  bench.json (every bench and peer report of the
+#   peer)  sdxl.log (SDXL bench and peer)  [qwen.log (Qwen-Image bench and peer)]  bench.json (every bench and peer report of the
 #   call, {"sd15": {"dpinfer": ..., "diffusers": ...}, "sdxl": {...}})
 #
 # Environment (all optional):
@@ -39,11 +48,19 @@
 #   GPU_CHECK_BENCH_ARGS replaces both benchmarks' size arguments, for a dry run on a machine
 #                       without a GPU, e.g. "--device cpu --dtype fp32 --width 64 --height 64
 #                       --steps 2 --batch-sizes 1,2 --warmup 0 --repeats 1"
+#   GPU_CHECK_QWEN_LAYERS the Qwen-Image transformer's blocks (default 20 of the real 60)
+#   GPU_CHECK_QWEN_TE_LAYERS the text encoder's layers (default 28, the real count; fewer only for
+#                       a dry run on a machine without the memory)
+#   GPU_CHECK_QWEN_ARGS replaces the Qwen-Image benchmark's arguments (default: GPU_CHECK_BENCH_ARGS
+#                       when set, else "--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024
+#                       --height 1024 --steps 20 --guidance-scale 4.0 --negative-prompt ' '
+#                       --batch-sizes 1 --warmup 1 --repeats 2")
 #   GPU_CHECK_SDXL_ARGS replaces the SDXL benchmark's alone (default: GPU_CHECK_BENCH_ARGS when
 #                       set, else "--device cuda:0 --dtype fp16 --width 1024 --height 1024
 #                       --steps 20 --guidance-scale 5.0 --batch-sizes 1,4 --warmup 1 --repeats 3")
 set -uo pipefail
-: "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}"
+: "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}" "${GPU_CHECK_QWEN_ARGS:=}"
+: "${GPU_CHECK_QWEN_LAYERS:=20}" "${GPU_CHECK_QWEN_TE_LAYERS:=28}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 1
@@ -168,6 +185,35 @@ sdxl() {
   bench_shape sdxl configs/models/sdxl-shape "${args[@]}"
 }
 
+# qwen: the Qwen-Image shape with its transformer (and, for a dry run, its text encoder) cut to
+# fewer blocks, written to $tmp (links followed), then bench_shape on it.
+qwen() {
+  local shape="$tmp/qwen-image-shape-L${GPU_CHECK_QWEN_LAYERS}-T${GPU_CHECK_QWEN_TE_LAYERS}"
+  rm -rf "$shape" && cp -rL "$root/configs/models/qwen-image-shape" "$shape" || return
+  "$py" - "$shape" "$GPU_CHECK_QWEN_LAYERS" "$GPU_CHECK_QWEN_TE_LAYERS" <<'PY' || return
+import json, sys
+shape, layers, te_layers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for rel, key, n in (("transformer/config.json", "num_layers", layers), ("text_encoder/config.json", "num_hidden_layers", te_layers)):
+    with open(f"{shape}/{rel}") as f:
+        c = json.load(f)
+    c[key] = n
+    with open(f"{shape}/{rel}", "w") as f:
+        json.dump(c, f, indent=1)
+print(f"qwen-image shape with {layers} of 60 transformer blocks and {te_layers} of 28 text-encoder layers: {shape}")
+PY
+  local args=(--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024 --height 1024 --steps 20
+              --guidance-scale 4.0 --negative-prompt " " --batch-sizes 1 --warmup 1 --repeats 2)
+  # shellcheck disable=SC2206  # word splitting wanted
+  [ -n "${GPU_CHECK_BENCH_ARGS:-}" ] && args=($GPU_CHECK_BENCH_ARGS --weights-dtype bf16 --negative-prompt " ")
+  # shellcheck disable=SC2206
+  [ -n "${GPU_CHECK_QWEN_ARGS:-}" ] && args=($GPU_CHECK_QWEN_ARGS)
+  # bench_shape takes a shape relative to the repository root; this one is outside it.
+  rm -rf "$work/qwen_images"
+  "$build/tools/bench/dpinfer_bench" --shape "$shape" "${args[@]}" \
+    --model-dir "$tmp/dpinfer-qwen-L${GPU_CHECK_QWEN_LAYERS}-T${GPU_CHECK_QWEN_TE_LAYERS}-random" \
+    --images "$work/qwen_images" --json "$work/qwen_dpinfer.json"
+}
+
 # peer KEY: diffusers_peer.py on what bench_shape KEY wrote. Installs the carried wheels into
 # /tmp/site once per machine (a python3 that has diffusers already, as on a dry run, is used
 # as it is when there are none).
@@ -190,8 +236,9 @@ peer() {
     --dpinfer-json "$work/${key}_dpinfer.json" --images "$work/${key}_images" --out "$work/${key}_diffusers.json"
 }
 
-export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS
-export -f facts configure bench_shape bench sdxl peer
+export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS \
+  GPU_CHECK_QWEN_ARGS GPU_CHECK_QWEN_LAYERS GPU_CHECK_QWEN_TE_LAYERS
+export -f facts configure bench_shape bench sdxl qwen peer
 
 # A step that runs again replaces its earlier report (from an earlier call on this machine),
 # and a new bench report makes the old peer report stale.
@@ -199,6 +246,8 @@ want bench && rm -f "$work/sd15_dpinfer.json"
 want sdxl && rm -f "$work/sdxl_dpinfer.json"
 { want bench || want peer; } && rm -f "$work/sd15_diffusers.json"
 { want sdxl || want sdxl_peer; } && rm -f "$work/sdxl_diffusers.json"
+want qwen && rm -f "$work/qwen_dpinfer.json"
+{ want qwen || want qwen_peer; } && rm -f "$work/qwen_diffusers.json"
 
 # run_bench NAME LOG NEED MAX: the bench step NAME (bench, sdxl: the functions above).
 run_bench() {
@@ -241,7 +290,10 @@ for s in $steps; do
     # SDXL: not started without the time to write its weights, load and time batch 1 at least.
     sdxl) run_bench sdxl "$out/sdxl.log" 90 300 ;;
     sdxl_peer) run_peer sdxl_peer sdxl "$out/sdxl.log" 60 240 ;;
-    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer)") ;;
+    # Qwen-Image: writing ~28 GB of random weights alone takes minutes.
+    qwen) run_bench qwen "$out/qwen.log" 240 420 ;;
+    qwen_peer) run_peer qwen_peer qwen "$out/qwen.log" 120 300 ;;
+    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer qwen qwen_peer)") ;;
   esac
 done
 
@@ -251,7 +303,7 @@ rm -f "$out/bench.json"
 import json, os, sys
 work, dest = sys.argv[1], sys.argv[2]
 merged = {}
-for key in ("sd15", "sdxl"):
+for key in ("sd15", "sdxl", "qwen"):
     for side in ("dpinfer", "diffusers"):
         p = os.path.join(work, f"{key}_{side}.json")
         if os.path.exists(p):
@@ -297,7 +349,8 @@ PY
          END { for (k in w) printf "  %-10s %.3e  (%s)\n", k, w[k], n[k] }' "$out/cuda_tests.log" | sort
     grep -h "^\[ schedulers \]" "$out/cuda_tests.log" | sed 's/^/  /'
   fi
-  for pair in "bench.log:SD1.5 (configs/models/sd15-shape)" "sdxl.log:SDXL base (configs/models/sdxl-shape)"; do
+  for pair in "bench.log:SD1.5 (configs/models/sd15-shape)" "sdxl.log:SDXL base (configs/models/sdxl-shape)" \
+              "qwen.log:Qwen-Image (configs/models/qwen-image-shape, ${GPU_CHECK_QWEN_LAYERS} of 60 blocks)"; do
     log="$out/${pair%%:*}"
     [ -f "$log" ] || continue
     echo "--- dpinfer_bench, ${pair#*:}"

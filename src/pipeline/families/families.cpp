@@ -1,5 +1,6 @@
 #include "dpinfer/pipeline/families/family.h"
 
+#include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
 #include "dpinfer/pipeline/model_dir.h"
@@ -14,6 +15,7 @@ using Role = ComponentRole;
 using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
+const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
 
 // diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
 // the last layer too, so its 2 is diffusers' 1.
@@ -33,6 +35,13 @@ SettingSpec guidance_rescale() {
 SettingSpec eta() {
   return {"eta", Type::kNumber, 0.0, 0, 1e6, "DDIM's eta: the share of fresh noise per step (0: deterministic)",
           "Eta", 0};
+}
+
+// The pipelines' max_sequence_length: text tokens kept for the transformer (after Qwen-Image's
+// template drop). QwenImagePipeline.check_inputs refuses more than 1024.
+SettingSpec max_sequence_length(int64_t default_value, int64_t max) {
+  return {"max_sequence_length", Type::kInteger, default_value, 1, static_cast<double>(max),
+          "text tokens the transformer sees (diffusers' max_sequence_length); longer prompts are cut", "", 0};
 }
 
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
@@ -88,6 +97,24 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<128>,
           load_stable_diffusion_xl,
+      },
+      {
+          "qwen-image",
+          "Qwen-Image",
+          {"QwenImagePipeline"},
+          {{"transformer", Role::kDenoiser, {"QwenImageTransformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"Qwen2_5_VLForConditionalGeneration"}},
+           {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKLQwenImage"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(512, 1024)},
+          /*default_steps=*/50,
+          /*default_guidance_scale=*/4.0,  // true_cfg_scale; on only with a negative prompt
+          /*size_multiple=*/16,
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          qwen_image_default_size,
+          load_qwen_image,
       },
   };
   return table;

@@ -1,0 +1,157 @@
+// A Qwen-Image pipeline through every command a user runs (dpinfer generate, launch, inspect,
+// status) on the tiny-qwen-image fixture: the worker's image is diffusers' own
+// (tools/fixtures/make_qwen_image_pipelines.py recorded it), an image does not depend on its
+// batch-mates (batch 1 vs 3 with prompts of very different lengths, 1 rank vs 3), and the
+// family's setting reaches the records and is checked like any other.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/io/safetensors.h"
+#include "support/png_reader.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-qwen-image";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+
+// make_pipelines.py's P, NEG and LONG: texts whose token embeddings the fixture made random.
+const char* kPrompt = "a photograph of an astronaut riding a horse";
+const char* kNegative = "blurry, low quality, watermark";
+const char* kLong =
+    "an extremely detailed matte painting of a sprawling futuristic city built on the back of a giant turtle swimming "
+    "through a sea of clouds at golden hour, with airships, hanging gardens, waterfalls pouring off the shell, tiny "
+    "people crossing rope bridges, lanterns glowing in thousands of windows, flocks of birds, volumetric light, "
+    "dramatic shadows, trending on artstation, octane render, highly intricate, sharp focus, masterpiece, award "
+    "winning, eight k resolution";
+
+std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
+  return out;
+}
+
+/// Issue 4's bound between two renderings: max |Δ| <= 1 and >= 99% of the values identical.
+void expect_within_rounding(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t exact = 0;
+  int worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int d = std::abs(int(got[i]) - int(want[i]));
+    worst = std::max(worst, d);
+    exact += d == 0;
+  }
+  EXPECT_LE(worst, 1) << what;
+  EXPECT_GE(static_cast<double>(exact) / static_cast<double>(got.size()), 0.99) << what;
+}
+
+/// Three prompts of very different token lengths (the long one about 110 tokens, the short
+/// one 4), with and without negative prompts, so that a batch of them is padded.
+std::string three_prompts() {
+  return json({{"prompt", kLong}, {"negative_prompt", kNegative}, {"seed", 5}}).dump() + "\n" +
+         json({{"prompt", "a red cube"}, {"negative_prompt", " "}, {"seed", 6}}).dump() + "\n" +
+         json({{"prompt", kPrompt}, {"negative_prompt", "blurry"}, {"seed", 7}}).dump() + "\n";
+}
+
+}  // namespace
+
+// diffusers' "true_cfg" case: seed 1, 3 steps, true_cfg_scale 4 with a negative prompt, 32x32.
+TEST(QwenImageE2E, TheWorkersImageIsDiffusersOwn) {
+  TempDir dir;
+  write_file(dir.file("p.jsonl"), json({{"prompt", kPrompt}, {"negative_prompt", kNegative}, {"seed", 1}}).dump() + "\n");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "3",
+                     "--width", "32", "--height", "32", "--out", dir.file("out")},
+                    kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedPng png = read_png(dir.file("out/000000.png"));
+  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
+                                                   "/pipelines/tiny-qwen-image.golden/images.safetensors");
+  const dpinfer::io::TensorView* want = golden->find("true_cfg");
+  ASSERT_NE(want, nullptr);
+  const auto* p = reinterpret_cast<const uint8_t*>(want->data);
+  expect_within_rounding(png.pixels, std::vector<uint8_t>(p, p + want->nbytes), "true_cfg");
+  const json rec = json::parse(png.texts.at("dpinfer"));
+  EXPECT_EQ(rec["guidance_scale"], 4.0);  // the family's default: true_cfg_scale 4
+  EXPECT_EQ(rec["scheduler"], "flow_match_euler");
+  EXPECT_EQ(rec["max_sequence_length"], 512);
+}
+
+// dpinfer's promise beyond diffusers: an image depends on its own prompt and seed only. One
+// batch of three prompts of very different lengths, three batches of one, and three ranks
+// give the same images (to float rounding: the padded batch runs other matrix shapes).
+TEST(QwenImageE2E, AnImageDoesNotDependOnItsBatchOrRank) {
+  TempDir dir;
+  write_file(dir.file("p.jsonl"), three_prompts());
+  const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kModel, "--steps", "2", "--width", "32",
+                                           "--height", "48"};
+  auto generate = [&](const std::string& out, const std::string& batch) {
+    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out), "--batch-size", batch};
+    argv.insert(argv.end(), common.begin(), common.end());
+    RunResult r = run(argv, kEnv, 300s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  generate("alone", "1");
+  generate("batched", "3");
+  std::vector<std::string> launch = {DPINFER_BINARY, "launch", "--nproc-per-node", "3"};
+  launch.insert(launch.end(), common.begin(), common.end());
+  launch.insert(launch.end(), {"--out", dir.file("ranks"), "--batch-size", "3"});
+  RunResult ranks = run(launch, kEnv, 300s);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
+
+  const auto alone = images(dir.file("alone"));
+  const auto batched = images(dir.file("batched"));
+  const auto ranked = images(dir.file("ranks"));
+  ASSERT_EQ(alone.size(), 3u);
+  ASSERT_EQ(batched.size(), 3u);
+  ASSERT_EQ(ranked.size(), 3u);
+  for (const auto& [name, pixels] : alone) {
+    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
+    EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " + name;
+  }
+
+  RunResult status = run({DPINFER_BINARY, "status", dir.file("ranks"), "--prompts", dir.file("p.jsonl")}, kEnv, 60s);
+  EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
+}
+
+TEST(QwenImageE2E, InspectReportsTheFamilyAndASettingIsCheckedAgainstIt) {
+  TempDir dir;
+  RunResult inspect = run({DPINFER_BINARY, "inspect", kModel, "--json"}, kEnv, 120s);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const json report = json::parse(inspect.out);
+  EXPECT_EQ(report["pipeline"], "QwenImagePipeline");
+  EXPECT_EQ(report["family"], "qwen-image");
+  // default_sample_size 128 times the tiny VAE's scale factor 4
+  EXPECT_EQ(report["default_size"], json({{"width", 512}, {"height", 512}}));
+  for (const char* c : {"transformer", "text_encoder", "tokenizer", "vae", "scheduler"})
+    EXPECT_TRUE(report["components"].contains(c)) << c;
+  EXPECT_EQ(report["components"]["text_encoder"]["class"], "Qwen2_5_VLForConditionalGeneration");
+
+  // diffusers refuses max_sequence_length > 1024; so does the family's setting, naming the line.
+  write_file(dir.file("bad.jsonl"), "{\"prompt\": \"x\", \"settings\": {\"max_sequence_length\": 2000}}\n");
+  RunResult bad = run({DPINFER_WORKER_BINARY, "generate", dir.file("bad.jsonl"), "--model", kModel, "--steps", "1",
+                       "--out", dir.file("bad")},
+                      kEnv, 300s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "'" + dir.file("bad.jsonl") + "' line 1")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "max_sequence_length")) << bad.err;
+
+  // A line with its own max_sequence_length: the record carries it.
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red cube\", \"settings\": {\"max_sequence_length\": 3}}\n");
+  RunResult ok = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "1",
+                      "--width", "32", "--height", "32", "--out", dir.file("out")},
+                     kEnv, 300s);
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const json rec = json::parse(read_png(dir.file("out/000000.png")).texts.at("dpinfer"));
+  EXPECT_EQ(rec["max_sequence_length"], 3);
+}
