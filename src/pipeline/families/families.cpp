@@ -2,6 +2,7 @@
 
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
+#include "dpinfer/pipeline/families/z_image.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
@@ -14,6 +15,7 @@ using Role = ComponentRole;
 using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
+const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
 
 // diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
 // the last layer too, so its 2 is diffusers' 1.
@@ -33,6 +35,31 @@ SettingSpec guidance_rescale() {
 SettingSpec eta() {
   return {"eta", Type::kNumber, 0.0, 0, 1e6, "DDIM's eta: the share of fresh noise per step (0: deterministic)",
           "Eta", 0};
+}
+
+// The Z-Image settings: ZImagePipeline.__call__'s arguments beyond prompt, size, steps and guidance.
+// AUTOMATIC1111 has none of them; the infotext labels are dpinfer's.
+SettingSpec max_sequence_length() {
+  return {"max_sequence_length", Type::kInteger, 512, 1, 131072,
+          "tokens of the chat-formatted prompt the text encoder sees; the rest is dropped (diffusers' "
+          "max_sequence_length)",
+          "Max sequence length", 0};
+}
+
+// diffusers types cfg_normalization as a bool but uses float(cfg_normalization) as the factor, so
+// False is 0 and True is 1.
+SettingSpec cfg_normalization() {
+  return {"cfg_normalization", Type::kNumber, 0.0, 0, 1e6,
+          "cap the guided prediction's norm at this multiple of the text prediction's (diffusers' "
+          "cfg_normalization; 0: off, 1: true)",
+          "CFG normalization", 0};
+}
+
+SettingSpec cfg_truncation() {
+  return {"cfg_truncation", Type::kNumber, 1.0, 0, 1e6,
+          "stop guiding once the normalised time (0 at the first step, 1 at the end) passes this (diffusers' "
+          "cfg_truncation; above 1: never, the default 1: never)",
+          "CFG truncation", 0};
 }
 
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
@@ -88,6 +115,24 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<128>,
           load_stable_diffusion_xl,
+      },
+      {
+          "z-image",
+          "Z-Image",
+          {"ZImagePipeline"},
+          {{"transformer", Role::kDenoiser, {"ZImageTransformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"Qwen3Model"}},
+           {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(), cfg_normalization(), cfg_truncation()},
+          /*default_steps=*/50,
+          /*default_guidance_scale=*/5.0,
+          /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          z_image_default_size,
+          load_z_image,
       },
   };
   return table;
