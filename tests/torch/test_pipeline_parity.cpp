@@ -2,8 +2,10 @@
 // make_pipelines.py recorded for the three tiny SD pipelines and make_sdxl_pipelines.py
 // for the two tiny SDXL ones (all schedulers, CFG on and off, negative prompts,
 // guidance_rescale, clip_skip, non-ASCII, empty and long prompts, odd sizes, batches
-// with one generator per image, SDXL-Turbo's trailing 1- and 4-step runs), and the
-// cases that tools/train/record_goldens.py recorded for the shipped default model.
+// with one generator per image, SDXL-Turbo's trailing 1- and 4-step runs),
+// make_z_image_pipelines.py for the two tiny Z-Image ones (1 to 50 steps, CFG on and off,
+// cfg_normalization, cfg_truncation, max_sequence_length, batches of three caption lengths),
+// and the cases that tools/train/record_goldens.py recorded for the shipped default model.
 // CPU, fp32. Acceptance (issue 4): max |Δ| <= 1 and >= 99% of the uint8 values exact.
 #include <gtest/gtest.h>
 
@@ -65,9 +67,14 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // One pipeline per scheduler; the family settings travel with each image.
     auto& pipe = pipes[o.scheduler];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
-    const json settings = {{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                           {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                           {"eta", call["eta"].get<double>()}};
+    // The family settings that reproduce the call: recorded with the case (Z-Image), or the
+    // SD families' three call arguments.
+    const json settings =
+        c.contains("settings")
+            ? c["settings"]
+            : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
+                   {"guidance_rescale", call["guidance_rescale"].get<double>()},
+                   {"eta", call["eta"].get<double>()}};
 
     // Items in diffusers' batch order: prompt-major, one generator (seed) each.
     const auto& seeds = c["generator"]["seeds"];
@@ -132,7 +139,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
-                                                                 "tiny-sdxl", "tiny-sdxl-alt"),
+                                                                 "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
+                                                                 "tiny-z-image-alt"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)
