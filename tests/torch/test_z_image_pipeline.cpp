@@ -1,6 +1,7 @@
 // The Z-Image family beyond its image goldens (test_pipeline_parity.cpp): its row, the chat
 // template string, what a loaded tiny-z-image reports, cancellation between steps, and the
-// refusal of components that do not belong together, before any weights load.
+// refusal of components that do not belong together, before any weights load, by load and
+// by inspect alike.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/families/z_image.h"
+#include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
@@ -99,9 +101,14 @@ TEST(ZImageFamily, CancelledBetweenSteps) {
   EXPECT_EQ(asked, 3);
 }
 
-/// A copy of tiny-z-image whose weight files are garbage, with `edit` applied: a refusal must
-/// name the mismatch, not a weight file, so it comes before any weights load.
-std::string refusal(const std::function<void(const std::string&)>& edit) {
+/// What loading a copy of tiny-z-image whose weight files are garbage, with `edit` applied,
+/// fails with, and what `dpinfer inspect` reports as its error. A refusal must name the
+/// mismatch, not a weight file, so it comes before any weights load.
+struct Refusal {
+  std::string load, inspect;
+};
+
+Refusal refusal(const std::function<void(const std::string&)>& edit) {
   test::TempDir dir;
   const std::string root = dir.file("m");
   fs::copy(kPipelines + "/tiny-z-image", root, fs::copy_options::recursive);
@@ -109,14 +116,15 @@ std::string refusal(const std::function<void(const std::string&)>& edit) {
                         "vae/diffusion_pytorch_model.safetensors"})
     test::write_file(root + "/" + f, "not safetensors");
   edit(root);
+  Refusal out{"(loaded)", inspect_model(root).error};
   LoadRequest r;
   r.model = root;
   try {
     load_text_to_image(r);
   } catch (const InputError& e) {
-    return e.what();
+    out.load = e.what();
   }
-  return "(loaded)";
+  return out;
 }
 
 void edit_config(const std::string& path, const std::function<void(json&)>& edit) {
@@ -153,21 +161,23 @@ TEST(ZImageFamily, ComponentsThatDoNotBelongTogetherAreRefusedBeforeWeightsLoad)
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const std::string message = refusal([&](const std::string& root) { edit_config(root + "/" + c.file, c.edit); });
-    EXPECT_NE(message.find(c.expected), std::string::npos) << message;
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    const Refusal r = refusal([&](const std::string& root) { edit_config(root + "/" + c.file, c.edit); });
+    EXPECT_NE(r.load.find(c.expected), std::string::npos) << r.load;
+    EXPECT_EQ(r.load.find('\n'), std::string::npos) << r.load;
+    EXPECT_EQ(r.inspect, r.load);  // inspect runs the family's check too
   }
   // Unedited, the same copy fails only at its weights.
-  const std::string weights = refusal([](const std::string&) {});
-  EXPECT_NE(weights.find("safetensors"), std::string::npos) << weights;
+  const Refusal weights = refusal([](const std::string&) {});
+  EXPECT_NE(weights.load.find("safetensors"), std::string::npos) << weights.load;
 }
 
 TEST(ZImageFamily, WrongComponentClassIsRefused) {
-  const std::string message = refusal([](const std::string& root) {
+  const Refusal r = refusal([](const std::string& root) {
     edit_config(root + "/model_index.json", [](json& j) { j["text_encoder"] = {"transformers", "CLIPTextModel"}; });
   });
-  EXPECT_NE(message.find("CLIPTextModel"), std::string::npos) << message;
-  EXPECT_NE(message.find("Qwen3Model"), std::string::npos) << message;
+  EXPECT_NE(r.load.find("CLIPTextModel"), std::string::npos) << r.load;
+  EXPECT_NE(r.load.find("Qwen3Model"), std::string::npos) << r.load;
+  EXPECT_EQ(r.inspect, r.load);
 }
 
 }  // namespace

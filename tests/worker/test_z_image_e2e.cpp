@@ -100,4 +100,13 @@ TEST(ZImageE2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
   EXPECT_EQ(report["components"]["tokenizer"]["pad"]["token"], "<|endoftext|>");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
+  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"cfg_normalization", 0.0},
+                                      {"cfg_truncation", 1.0}}));
+
+  RunResult text = run({DPINFER_BINARY, "inspect", kModel}, kEnv, 120s);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "family: z-image\n")) << text.out;
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, cfg_normalization=0.0, cfg_truncation=1.0 "
+                                 "(the defaults; --set NAME=VALUE)\n"))
+      << text.out;
 }

@@ -133,6 +133,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           z_image_default_size,
           load_z_image,
+          check_z_image_components,
       },
   };
   return table;

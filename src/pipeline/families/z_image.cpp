@@ -34,6 +34,43 @@ namespace {
 
 using nlohmann::json;
 
+/// check_z_image_components() on parsed configs.
+void check_fit(const ZImageTransformerConfig& tc, const DecoderLLMConfig& text_config,
+             const AutoencoderKLConfig& vae_config, const Qwen2Tokenizer& tokenizer) {
+  if (tc.cap_feat_dim != text_config.hidden_size)
+    throw InputError("transformer config: cap_feat_dim " + std::to_string(tc.cap_feat_dim) +
+                     " is not the text encoder's hidden_size " + std::to_string(text_config.hidden_size) +
+                     "; the components do not belong together");
+  if (tc.in_channels != vae_config.latent_channels)
+    throw InputError("transformer config: in_channels " + std::to_string(tc.in_channels) +
+                     " is not the VAE's latent_channels " + std::to_string(vae_config.latent_channels) +
+                     "; the components do not belong together");
+  bool has_2_1 = false;
+  for (size_t k = 0; k < tc.all_patch_size.size() && k < tc.all_f_patch_size.size(); ++k)
+    has_2_1 = has_2_1 || (tc.all_patch_size[k] == 2 && tc.all_f_patch_size[k] == 1);
+  if (!has_2_1)
+    throw InputError("transformer config: all_patch_size / all_f_patch_size have no (2, 1) pair, the patch "
+                     "size ZImagePipeline runs the transformer with");
+  if (!vae_config.shift_factor)
+    throw InputError("vae config: shift_factor is missing or null, and ZImagePipeline decodes latents / "
+                     "scaling_factor + shift_factor; the VAE is not Z-Image's");
+  const int64_t vocab = text_config.vocab_size;
+  for (const char* token : {"<|im_start|>", "<|im_end|>"}) {
+    const std::optional<int64_t> id = tokenizer.token_id(token);
+    if (!id)
+      throw InputError(std::string("tokenizer: it has no ") + token +
+                       " token, which Z-Image's chat template needs; the tokenizer is not Qwen3's");
+    if (*id >= vocab)
+      throw InputError(std::string("tokenizer: ") + token + " is id " + std::to_string(*id) +
+                       ", past the text encoder's vocab_size " + std::to_string(vocab) +
+                       "; the components do not belong together");
+  }
+  if (tokenizer.pad_id() >= vocab)
+    throw InputError("tokenizer: the pad token is id " + std::to_string(tokenizer.pad_id()) +
+                     ", past the text encoder's vocab_size " + std::to_string(vocab) +
+                     "; the components do not belong together");
+}
+
 /// One side (positive or negative) of a batch's prompts, as the transformer takes them.
 struct Captions {
   at::Tensor features;           ///< [B, max length, hidden]: item i's unmasked tokens in its first rows, then zeros
@@ -62,7 +99,7 @@ class ZImagePipeline : public TextToImage {
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         tokenizer_(Qwen2Tokenizer::from_dir(md.at("tokenizer").path)),
         scheduler_config_(md.at("scheduler").config) {
-    check_components();
+    check_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
     info_.settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     check_settings(info_.settings);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
@@ -148,43 +185,6 @@ class ZImagePipeline : public TextToImage {
   /// vae_scale_factor * 2: one latent pixel pair per transformer patch; sizes must be multiples of it.
   int64_t size_multiple() const { return 2 * vae_config_.scale_factor(); }
 
-  /// The components must fit one another; checked before any weights load.
-  void check_components() const {
-    const ZImageTransformerConfig& tc = transformer_config_;
-    if (tc.cap_feat_dim != text_config_.hidden_size)
-      throw InputError("transformer config: cap_feat_dim " + std::to_string(tc.cap_feat_dim) +
-                       " is not the text encoder's hidden_size " + std::to_string(text_config_.hidden_size) +
-                       "; the components do not belong together");
-    if (tc.in_channels != vae_config_.latent_channels)
-      throw InputError("transformer config: in_channels " + std::to_string(tc.in_channels) +
-                       " is not the VAE's latent_channels " + std::to_string(vae_config_.latent_channels) +
-                       "; the components do not belong together");
-    bool has_2_1 = false;
-    for (size_t k = 0; k < tc.all_patch_size.size() && k < tc.all_f_patch_size.size(); ++k)
-      has_2_1 = has_2_1 || (tc.all_patch_size[k] == 2 && tc.all_f_patch_size[k] == 1);
-    if (!has_2_1)
-      throw InputError("transformer config: all_patch_size / all_f_patch_size have no (2, 1) pair, the patch "
-                       "size ZImagePipeline runs the transformer with");
-    if (!vae_config_.shift_factor)
-      throw InputError("vae config: shift_factor is missing or null, and ZImagePipeline decodes latents / "
-                       "scaling_factor + shift_factor; the VAE is not Z-Image's");
-    const int64_t vocab = text_config_.vocab_size;
-    for (const char* token : {"<|im_start|>", "<|im_end|>"}) {
-      const std::optional<int64_t> id = tokenizer_.token_id(token);
-      if (!id)
-        throw InputError(std::string("tokenizer: it has no ") + token +
-                         " token, which Z-Image's chat template needs; the tokenizer is not Qwen3's");
-      if (*id >= vocab)
-        throw InputError(std::string("tokenizer: ") + token + " is id " + std::to_string(*id) +
-                         ", past the text encoder's vocab_size " + std::to_string(vocab) +
-                         "; the components do not belong together");
-    }
-    if (tokenizer_.pad_id() >= vocab)
-      throw InputError("tokenizer: the pad token is id " + std::to_string(tokenizer_.pad_id()) +
-                       ", past the text encoder's vocab_size " + std::to_string(vocab) +
-                       "; the components do not belong together");
-  }
-
   /// Ref: ZImagePipeline._encode_prompt: each text in the chat template, tokenized with padding to
   /// max_length and truncation, the text encoder's hidden_states[-2] (the un-normed output of its
   /// next-to-last layer), and each item's unmasked tokens only.
@@ -252,6 +252,12 @@ class ZImagePipeline : public TextToImage {
 };
 
 }  // namespace
+
+void check_z_image_components(const ModelDir& md) {
+  check_fit(ZImageTransformerConfig::from_json(md.at("transformer").config),
+            DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
+            AutoencoderKLConfig::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
+}
 
 std::unique_ptr<TextToImage> load_z_image(const ModelDir& model, const LoadRequest& request, const Family& family) {
   return std::make_unique<ZImagePipeline>(model, request, family);

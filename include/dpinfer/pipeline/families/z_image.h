@@ -23,6 +23,12 @@ std::string z_image_chat_prompt(const std::string& prompt);
 /// ZImagePipeline.__call__'s default size, {height, width}: 1024 x 1024 whatever the configs say.
 std::array<int64_t, 2> z_image_default_size(const ModelDir& model);
 
+/// The family's check_components: the transformer's cap_feat_dim is the text encoder's
+/// hidden_size, its in_channels the VAE's latent_channels, it has the (2, 1) patch embedder the
+/// pipeline uses, the VAE has a shift_factor, and the chat tokens and padding are ids the text
+/// encoder has. Throws InputError naming the mismatch.
+void check_z_image_components(const ModelDir& model);
+
 /// The family's load function (families.cpp).
 std::unique_ptr<TextToImage> load_z_image(const ModelDir& model, const LoadRequest& request, const Family& family);
 
