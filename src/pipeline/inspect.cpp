@@ -342,8 +342,8 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   if (configs_ok && family.default_size)
     step(report, nullptr, [&] { report.default_size = family.default_size(md); });
   // The family's checks across components, as its load runs them before any weights.
-  const bool tokenizers_ok =
-      std::all_of(report.tokenizers.begin(), report.tokenizers.end(), [](const TokenizerReport& t) { return t.error.empty(); });
+  const bool tokenizers_ok = std::all_of(report.tokenizers.begin(), report.tokenizers.end(),
+                                         [](const TokenizerReport& t) { return t.error.empty(); });
   if (configs_ok && tokenizers_ok && family.check_components)
     step(report, nullptr, [&] { family.check_components(md); });
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
