@@ -269,6 +269,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   report.pipeline = string_field(md.model_index, "_class_name", "");
   report.family = family.name;
   report.ignored_components = md.ignored_components;
+  report.settings = family.settings;
 
   // The report's slots, from what resolve_model() read of each component.
   std::vector<const Component*> with_weights;
@@ -337,8 +338,14 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
     if (!model_class || !c.config.is_object() || !r.error.empty()) continue;
     config_ok[i] = step(report, &r.error, [&] { r.config = model_class->facts(c.config); });
   }
-  if (std::all_of(config_ok.begin(), config_ok.end(), [](bool ok) { return ok; }) && family.default_size)
+  const bool configs_ok = std::all_of(config_ok.begin(), config_ok.end(), [](bool ok) { return ok; });
+  if (configs_ok && family.default_size)
     step(report, nullptr, [&] { report.default_size = family.default_size(md); });
+  // The family's checks across components, as its load runs them before any weights.
+  const bool tokenizers_ok = std::all_of(report.tokenizers.begin(), report.tokenizers.end(),
+                                         [](const TokenizerReport& t) { return t.error.empty(); });
+  if (configs_ok && tokenizers_ok && family.check_components)
+    step(report, nullptr, [&] { family.check_components(md); });
 
   // The scheduler as `dpinfer generate --scheduler` builds it: the same make_scheduler()
   // call, so an unknown name or an unsupported class fails here as it fails there.
@@ -376,6 +383,9 @@ ordered_json InspectReport::to_json() const {
     j["default_size"] = {{"width", (*default_size)[1]}, {"height", (*default_size)[0]}};
   else
     j["default_size"] = nullptr;
+  ordered_json settings_json = ordered_json::object();
+  for (const SettingSpec& s : settings) settings_json[s.name] = s.default_value;
+  j["settings"] = settings_json;
   ordered_json components;
   for (const ComponentReport& c : models) components[c.name] = component_json(c);
   for (const TokenizerReport& t : tokenizers) {
@@ -413,6 +423,12 @@ std::string InspectReport::to_text() const {
   if (!variant_error.empty()) out << "  error: " << variant_error << "\n";
   if (default_size)
     out << "default_size: " << (*default_size)[1] << "x" << (*default_size)[0] << " (width x height)\n";
+  if (!settings.empty()) {
+    std::string listed_settings;
+    for (const SettingSpec& s : settings)
+      listed_settings += (listed_settings.empty() ? "" : ", ") + s.name + "=" + s.default_value.dump();
+    out << "settings: " << listed_settings << " (the defaults; --set NAME=VALUE)\n";
+  }
   if (!ignored_components.empty()) out << "ignored: " << listed(ignored_components) << "\n";
   for (const ComponentReport& c : models) component_text(out, c);
 

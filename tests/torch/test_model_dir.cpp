@@ -429,7 +429,8 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
-                         ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt"),
+                         ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt",
+                                           "tiny-z-image", "tiny-z-image-alt"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& ch : name)

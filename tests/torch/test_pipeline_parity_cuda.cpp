@@ -1,4 +1,4 @@
-// The whole pipeline on the GPU over the recorded cases of the three tiny pipelines, with
+// The whole pipeline on the GPU over the recorded cases of the tiny pipelines (SD, SDXL, Z-Image), with
 // issue 4's bounds on ‖Δ‖/‖ref‖ over each case's uint8 images:
 // - fp32 against the diffusers goldens (tools/fixtures/make_pipelines.py, CPU, fp32),
 //   <= 1e-3, twice: with LibTorch's defaults, as `dpinfer generate --dtype fp32` runs
@@ -57,9 +57,12 @@ std::vector<pipeline::ImageRequest> requests_of(const json& c) {
       r.guidance_scale = call["guidance_scale"].get<double>();
       r.height = c["resolved_height"].get<int>();
       r.width = c["resolved_width"].get<int>();
-      r.settings = {{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                    {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                    {"eta", call["eta"].get<double>()}};
+      // The case's recorded family settings (Z-Image), or the SD families' three call arguments.
+      r.settings = c.contains("settings")
+                       ? c["settings"]
+                       : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
+                              {"guidance_rescale", call["guidance_rescale"].get<double>()},
+                              {"eta", call["eta"].get<double>()}};
       batch.push_back(r);
     }
   return batch;
@@ -115,7 +118,9 @@ class Pipelines {
 };
 
 const std::vector<std::string>& fixtures() {
-  static const std::vector<std::string> names = {"tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt"};
+  static const std::vector<std::string> names = {"tiny-sd1",      "tiny-sd2v",    "tiny-3down",
+                                                     "tiny-sdxl",     "tiny-sdxl-alt", "tiny-z-image",
+                                                     "tiny-z-image-alt"};
   return names;
 }
 
@@ -177,7 +182,9 @@ void expect_cpu_within(const std::string& dtype, double bound) {
   static const std::set<std::string> subset = {
       "default",    "sched_pndm", "sched_ddim",  "sched_euler",    "sched_euler_a",         "sched_dpm++2m",
       "sched_dpm++2m-karras",     "sched_lms",   "sched_unipc",    "no_cfg",                "batch_images_2",
-      "odd_size",   "euler_a_batch_images_2"};
+      "odd_size",   "euler_a_batch_images_2",
+      // Z-Image's: CFG off, truncated, and a batch of three caption lengths
+      "turbo_no_cfg", "cfg_truncation_0_5", "batch_prompts_3"};
   for (const std::string& name : fixtures()) {
     const json doc = cases_of(name);
     Pipelines cuda(name, dtype, "cuda:0"), cpu(name, dtype, "cpu");

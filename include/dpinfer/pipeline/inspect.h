@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/settings.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 
 namespace dpinfer::pipeline {
@@ -90,6 +91,8 @@ struct InspectReport {
   /// The pipeline's default image size, {height, width}; unset when a config it needs failed.
   std::optional<std::array<int64_t, 2>> default_size;
   std::vector<std::string> ignored_components;  ///< "safety_checker (StableDiffusionSafetyChecker)"
+  /// The family's settings (`--set NAME=VALUE`), with their defaults; empty when no family serves it.
+  std::vector<SettingSpec> settings;
   /// The first error in the pipeline's load order, one line, or empty.
   std::string error;
   /// Whether `error` is bad input (a dpinfer::Error: the model, its configs or files) rather

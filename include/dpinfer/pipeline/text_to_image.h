@@ -57,7 +57,8 @@ struct PipelineInfo {
   int default_height = 512;
   int default_steps = 50;
   double default_guidance_scale = 7.5;
-  /// Widths and heights must be multiples of this (8 for the UNet families, 16 for the DiTs).
+  /// Widths and heights must be multiples of this (8 for the UNet families; for Z-Image the
+  /// model's vae_scale_factor * 2, 16 for the real VAE).
   int size_multiple = 8;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".

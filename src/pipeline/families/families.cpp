@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
+#include "dpinfer/pipeline/families/z_image.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
@@ -37,11 +38,29 @@ SettingSpec eta() {
           "Eta", 0};
 }
 
-// The pipelines' max_sequence_length: text tokens kept for the transformer (after Qwen-Image's
-// template drop). QwenImagePipeline.check_inputs refuses more than 1024.
-SettingSpec max_sequence_length(int64_t default_value, int64_t max) {
-  return {"max_sequence_length", Type::kInteger, default_value, 1, static_cast<double>(max),
-          "text tokens the transformer sees (diffusers' max_sequence_length); longer prompts are cut", "", 0};
+// diffusers' max_sequence_length: Qwen-Image keeps that many of the prompt's text states (after its
+// template drop; QwenImagePipeline.check_inputs refuses more than 1024); Z-Image tokenizes the
+// chat-formatted prompt to that many tokens. AUTOMATIC1111 has no label for it; this one is dpinfer's.
+SettingSpec max_sequence_length(int64_t max, const std::string& help) {
+  return {"max_sequence_length", Type::kInteger, 512, 1, static_cast<double>(max), help, "Max sequence length", 0};
+}
+
+// The Z-Image settings: ZImagePipeline.__call__'s arguments beyond prompt, size, steps and guidance.
+// AUTOMATIC1111 has none of them; the infotext labels are dpinfer's.
+// diffusers types cfg_normalization as a bool but uses float(cfg_normalization) as the factor, so
+// False is 0 and True is 1.
+SettingSpec cfg_normalization() {
+  return {"cfg_normalization", Type::kNumber, 0.0, 0, 1e6,
+          "cap the guided prediction's norm at this multiple of the text prediction's (diffusers' "
+          "cfg_normalization; 0: off, 1: true)",
+          "CFG normalization", 0};
+}
+
+SettingSpec cfg_truncation() {
+  return {"cfg_truncation", Type::kNumber, 1.0, 0, 1e6,
+          "stop guiding once the normalised time (0 at the first step, 1 at the end) passes this (diffusers' "
+          "cfg_truncation; above 1: never, the default 1: never)",
+          "CFG truncation", 0};
 }
 
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
@@ -107,7 +126,8 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKLQwenImage"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(512, 1024)},
+          {max_sequence_length(1024, "prompt text states the transformer sees, after the template (diffusers' "
+                                     "max_sequence_length, at most 1024); longer prompts are cut")},
           /*default_steps=*/50,
           /*default_guidance_scale=*/4.0,  // true_cfg_scale; on only with a negative prompt
           /*size_multiple=*/16,
@@ -115,6 +135,28 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           qwen_image_default_size,
           load_qwen_image,
+          check_qwen_image_components,
+      },
+      {
+          "z-image",
+          "Z-Image",
+          {"ZImagePipeline"},
+          {{"transformer", Role::kDenoiser, {"ZImageTransformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"Qwen3Model"}},
+           {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(131072, "tokens of the chat-formatted prompt the text encoder sees; the rest is "
+                                       "dropped (diffusers' max_sequence_length)"),
+           cfg_normalization(), cfg_truncation()},
+          /*default_steps=*/50,
+          /*default_guidance_scale=*/5.0,
+          /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          z_image_default_size,
+          load_z_image,
+          check_z_image_components,
       },
   };
   return table;

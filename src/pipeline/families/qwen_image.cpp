@@ -65,6 +65,25 @@ std::vector<std::vector<nn::TokenGrid>> grids(int64_t batch, const std::vector<n
   return std::vector<std::vector<nn::TokenGrid>>(static_cast<size_t>(batch), grid);
 }
 
+/// check_qwen_image_components() on parsed configs.
+void check_fit(const QwenImageTransformerConfig& t, const DecoderLLMConfig& te, const AutoencoderKLQwenImageConfig& vae) {
+  if (t.joint_attention_dim != te.hidden_size)
+    throw InputError("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
+                     " is not the text encoder's hidden_size " + std::to_string(te.hidden_size) +
+                     "; the components do not belong together");
+  if (t.in_channels != 4 * vae.z_dim || t.out_channels != vae.z_dim)
+    throw InputError("transformer config: in_channels " + std::to_string(t.in_channels) + " and out_channels " +
+                     std::to_string(t.out_channels) + " do not fit the VAE's z_dim " + std::to_string(vae.z_dim) +
+                     " (expected " + std::to_string(4 * vae.z_dim) + " and " + std::to_string(vae.z_dim) +
+                     "); the components do not belong together");
+  if (t.patch_size != 2)
+    throw InputError("transformer config: patch_size " + std::to_string(t.patch_size) +
+                     ": QwenImagePipeline packs latents in 2x2 patches; expected 2");
+  if (t.guidance_embeds)
+    throw InputError("transformer config: guidance_embeds is true (a guidance-distilled Qwen-Image), which "
+                     "diffusers 0.36 cannot run either; use a model with guidance_embeds false");
+}
+
 class QwenImagePipeline : public TextToImage {
  public:
   QwenImagePipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
@@ -74,8 +93,7 @@ class QwenImagePipeline : public TextToImage {
         transformer_config_(QwenImageTransformerConfig::from_json(md.at("transformer").config)),
         vae_config_(AutoencoderKLQwenImageConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
-    const DecoderLLMConfig te = DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config);
-    check_components(te);
+    check_fit(transformer_config_, DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config), vae_config_);
     const Component& tok = md.at("tokenizer");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
 
@@ -172,27 +190,6 @@ class QwenImagePipeline : public TextToImage {
   }
 
  private:
-  /// The components must fit each other: refused before any weights load.
-  void check_components(const DecoderLLMConfig& te) const {
-    const auto& t = transformer_config_;
-    if (t.joint_attention_dim != te.hidden_size)
-      throw InputError("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
-                       " is not the text encoder's hidden_size " + std::to_string(te.hidden_size) +
-                       "; the components do not belong together");
-    if (t.in_channels != 4 * vae_config_.z_dim || t.out_channels != vae_config_.z_dim)
-      throw InputError("transformer config: in_channels " + std::to_string(t.in_channels) + " and out_channels " +
-                       std::to_string(t.out_channels) + " do not fit the VAE's z_dim " +
-                       std::to_string(vae_config_.z_dim) + " (expected " + std::to_string(4 * vae_config_.z_dim) +
-                       " and " + std::to_string(vae_config_.z_dim) + "); the components do not belong together");
-    if (t.patch_size != 2)
-      throw InputError("transformer config: patch_size " + std::to_string(t.patch_size) +
-                       ": QwenImagePipeline packs latents in 2x2 patches; expected 2");
-    if (t.guidance_embeds)
-      throw InputError("transformer config: guidance_embeds is true (a guidance-distilled Qwen-Image); dpinfer "
-                       "runs the published Qwen-Image checkpoints, which have none; use a model with guidance_embeds "
-                       "false");
-  }
-
   /// _get_qwen_prompt_embeds + encode_prompt for `texts`, each encoded alone (its states do not
   /// depend on the batch's padding), identical texts once.
   TextConditioning encode(const std::vector<std::string>& texts, int64_t max_sequence_length, bool negative) {
@@ -263,6 +260,12 @@ class QwenImagePipeline : public TextToImage {
 std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model) {
   const int64_t side = kDefaultSampleSize * AutoencoderKLQwenImageConfig::from_json(model.at("vae").config).scale_factor();
   return {side, side};
+}
+
+void check_qwen_image_components(const ModelDir& md) {
+  check_fit(QwenImageTransformerConfig::from_json(md.at("transformer").config),
+            DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config),
+            AutoencoderKLQwenImageConfig::from_json(md.at("vae").config));
 }
 
 std::unique_ptr<TextToImage> load_qwen_image(const ModelDir& model, const LoadRequest& request, const Family& family) {

@@ -49,6 +49,10 @@ struct Family {
   /// Builds the pipeline from a resolved directory. Throws InputError for a model it cannot
   /// use, Error otherwise.
   std::unique_ptr<TextToImage> (*load)(const ModelDir& model, const LoadRequest& request, const Family& family);
+  /// Throws InputError, one line, when the components' configs and tokenizers do not fit one
+  /// another (a caption width that is not the text encoder's), reading no weights: what `load`
+  /// refuses first, which inspect reports too. Null: the family checks nothing across components.
+  void (*check_components)(const ModelDir& model) = nullptr;
 };
 
 /// Every family dpinfer runs.

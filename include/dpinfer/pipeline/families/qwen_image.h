@@ -17,6 +17,10 @@ namespace dpinfer::pipeline {
 /// The family's load function (families.cpp).
 std::unique_ptr<TextToImage> load_qwen_image(const ModelDir& model, const LoadRequest& request, const Family& family);
 
+/// Throws InputError when the transformer, text encoder and VAE configs do not fit one another
+/// (the family's check_components; the load runs it too).
+void check_qwen_image_components(const ModelDir& model);
+
 /// QwenImagePipeline's default size {height, width}: default_sample_size 128 times the VAE's
 /// scale factor (1024 for Qwen-Image).
 std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model);

@@ -1,0 +1,265 @@
+// Ref: diffusers/pipelines/z_image/pipeline_z_image.py ZImagePipeline (diffusers 0.36.0).
+// tools/fixtures/make_z_image_pipelines.py records its goldens; tools/fixtures/README.md lists the
+// behaviours below.
+#include "dpinfer/pipeline/families/z_image.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "denoising.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
+#include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
+#include "dpinfer/pipeline/schedulers/flow_match.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+#include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "pipeline_info.h"
+
+namespace dpinfer::pipeline {
+
+std::string z_image_chat_prompt(const std::string& prompt) {
+  return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
+}
+
+std::array<int64_t, 2> z_image_default_size(const ModelDir& /*model*/) { return {1024, 1024}; }
+
+namespace {
+
+using nlohmann::json;
+
+/// check_z_image_components() on parsed configs.
+void check_fit(const ZImageTransformerConfig& tc, const DecoderLLMConfig& text_config,
+             const AutoencoderKLConfig& vae_config, const Qwen2Tokenizer& tokenizer) {
+  if (tc.cap_feat_dim != text_config.hidden_size)
+    throw InputError("transformer config: cap_feat_dim " + std::to_string(tc.cap_feat_dim) +
+                     " is not the text encoder's hidden_size " + std::to_string(text_config.hidden_size) +
+                     "; the components do not belong together");
+  if (tc.in_channels != vae_config.latent_channels)
+    throw InputError("transformer config: in_channels " + std::to_string(tc.in_channels) +
+                     " is not the VAE's latent_channels " + std::to_string(vae_config.latent_channels) +
+                     "; the components do not belong together");
+  bool has_2_1 = false;
+  for (size_t k = 0; k < tc.all_patch_size.size() && k < tc.all_f_patch_size.size(); ++k)
+    has_2_1 = has_2_1 || (tc.all_patch_size[k] == 2 && tc.all_f_patch_size[k] == 1);
+  if (!has_2_1)
+    throw InputError("transformer config: all_patch_size / all_f_patch_size have no (2, 1) pair, the patch "
+                     "size ZImagePipeline runs the transformer with");
+  if (!vae_config.shift_factor)
+    throw InputError("vae config: shift_factor is missing or null, and ZImagePipeline decodes latents / "
+                     "scaling_factor + shift_factor; the VAE is not Z-Image's");
+  const int64_t vocab = text_config.vocab_size;
+  for (const char* token : {"<|im_start|>", "<|im_end|>"}) {
+    const std::optional<int64_t> id = tokenizer.token_id(token);
+    if (!id)
+      throw InputError(std::string("tokenizer: it has no ") + token +
+                       " token, which Z-Image's chat template needs; the tokenizer is not Qwen3's");
+    if (*id >= vocab)
+      throw InputError(std::string("tokenizer: ") + token + " is id " + std::to_string(*id) +
+                       ", past the text encoder's vocab_size " + std::to_string(vocab) +
+                       "; the components do not belong together");
+  }
+  if (tokenizer.pad_id() >= vocab)
+    throw InputError("tokenizer: the pad token is id " + std::to_string(tokenizer.pad_id()) +
+                     ", past the text encoder's vocab_size " + std::to_string(vocab) +
+                     "; the components do not belong together");
+}
+
+/// One side (positive or negative) of a batch's prompts, as the transformer takes them.
+struct Captions {
+  at::Tensor features;           ///< [B, max length, hidden]: item i's unmasked tokens in its first rows, then zeros
+  std::vector<int64_t> lengths;  ///< unmasked tokens per item
+};
+
+/// `a` then `b`, padded with zeros to the longer of the two: the CFG batch's captions.
+Captions concatenated(const Captions& a, const Captions& b) {
+  const int64_t len = std::max(a.features.size(1), b.features.size(1));
+  auto padded = [len](const at::Tensor& t) {
+    return t.size(1) == len ? t : at::constant_pad_nd(t, {0, 0, 0, len - t.size(1)}, 0);
+  };
+  Captions out{at::cat({padded(a.features), padded(b.features)}), a.lengths};
+  out.lengths.insert(out.lengths.end(), b.lengths.begin(), b.lengths.end());
+  return out;
+}
+
+class ZImagePipeline : public TextToImage {
+ public:
+  ZImagePipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family),
+        dtype_(parse_dtype(r.dtype)),
+        device_(r.device),
+        transformer_config_(ZImageTransformerConfig::from_json(md.at("transformer").config)),
+        text_config_(DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config)),
+        vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
+        tokenizer_(Qwen2Tokenizer::from_dir(md.at("tokenizer").path)),
+        scheduler_config_(md.at("scheduler").config) {
+    check_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
+    info_.settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    check_settings(info_.settings);
+    scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
+                                                                    family_.prediction});
+
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
+    transformer_ = load_component_as<ZImageTransformer2DModelImpl>(md.at("transformer"), options);
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
+    // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.
+    info_.size_multiple = static_cast<int>(size_multiple());
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
+    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+    check_settings(settings);
+    const int max_length = settings["max_sequence_length"].get<int>();
+    const double cfg_normalization = settings["cfg_normalization"].get<double>();
+    const double cfg_truncation = settings["cfg_truncation"].get<double>();
+
+    c10::InferenceMode guard;
+    const auto b = static_cast<int64_t>(batch.size());
+    // ZImagePipeline.do_classifier_free_guidance: only guidance_scale > 1 encodes the negative side.
+    const double guidance = first.guidance_scale;
+    const bool cfg = guidance > 1.0;
+    const Captions positive = encode(batch, /*negative=*/false, max_length);
+    std::optional<Captions> with_negative;
+    if (cfg) with_negative = concatenated(positive, encode(batch, /*negative=*/true, max_length));
+
+    // prepare_latents: float32 noise [B, C, 2 * (H // (f * 2)), 2 * (W // (f * 2))], one generator
+    // per image; the latents stay float32 through the scheduler.
+    const int64_t f2 = size_multiple();
+    const int64_t h = 2 * (first.height / f2), w = 2 * (first.width / f2);
+    BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, at::kFloat, device_);
+    at::Tensor latents = noise.noise;  // [B, C, h, w]
+
+    // mu from the packed token count (ignored by a static-shift config such as Turbo's); the
+    // pipeline sets scheduler.sigma_min = 0.0, so the schedule ends at sigma 0.
+    TimestepRequest request;
+    request.steps = first.steps;
+    request.mu = calculate_shift((h / 2) * (w / 2), scheduler_config_);
+    request.sigma_min = 0.0;
+    scheduler_->set_timesteps(request);
+    const at::Tensor& timesteps = scheduler_->timesteps();
+
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      // The model's time runs the other way: (1000 - t) / 1000 in float32, 0 at the start.
+      const at::Tensor t = (1000 - timesteps[i]) / 1000;
+      const double t_norm = t.item<double>();
+      // cfg_truncation: no guidance once t_norm passes it (a value above 1 never truncates).
+      double scale = guidance;
+      if (cfg && cfg_truncation <= 1 && t_norm > cfg_truncation) scale = 0.0;
+      const bool apply_cfg = cfg && scale > 0;
+
+      const at::Tensor x = latents.to(dtype_);
+      at::Tensor velocity;
+      if (apply_cfg) {
+        at::Tensor out = transformer_->forward(at::cat({x, x}), t.expand({2 * b}).to(device_),
+                                               with_negative->features, with_negative->lengths);  // [2B, C, h, w]
+        velocity = guided(out, b, scale, cfg_normalization);
+      } else {
+        velocity = transformer_->forward(x, t.expand({b}).to(device_), positive.features, positive.lengths)
+                       .to(at::kFloat);
+      }
+      // The transformer predicts the flow the other way round, so the step takes its negation.
+      latents = scheduler_->step(-velocity, i, latents, noise.generators);
+    }
+    throw_if_cancelled();
+    const double shift = *vae_config_.shift_factor;
+    at::Tensor z = latents.to(dtype_) / vae_config_.scaling_factor + shift;
+    return to_rgb(vae_->decode(z));  // [B, 3, H, W]
+  }
+
+ private:
+  /// vae_scale_factor * 2: one latent pixel pair per transformer patch; sizes must be multiples of it.
+  int64_t size_multiple() const { return 2 * vae_config_.scale_factor(); }
+
+  /// Ref: ZImagePipeline._encode_prompt: each text in the chat template, tokenized with padding to
+  /// max_length and truncation, the text encoder's hidden_states[-2] (the un-normed output of its
+  /// next-to-last layer), and each item's unmasked tokens only.
+  Captions encode(const std::vector<ImageRequest>& batch, bool negative, int max_length) {
+    const auto b = static_cast<int64_t>(batch.size());
+    std::vector<int64_t> ids, mask;
+    for (const ImageRequest& r : batch) {
+      const std::string& text = negative ? r.negative_prompt : r.prompt;
+      Encoding e = tokenizer_.encode(z_image_chat_prompt(text), max_length);
+      warn_truncated(text, negative, e.dropped_tokens, max_length, "Qwen3");
+      ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+      mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
+    }
+    const at::Tensor id_t = at::tensor(ids, at::kLong).view({b, -1}).to(device_);
+    const at::Tensor mask_t = at::tensor(mask, at::kLong).view({b, -1}).to(at::kBool);
+    const at::Tensor hidden = text_encoder_->hidden_state(id_t, mask_t.to(device_), -2);  // [B, L, D]
+
+    Captions out;
+    std::vector<at::Tensor> rows;
+    for (int64_t i = 0; i < b; ++i) {
+      const at::Tensor keep = mask_t[i].nonzero().squeeze(1).to(device_);  // left or right padding
+      rows.push_back(hidden[i].index_select(0, keep));                      // [n_i, D]
+      out.lengths.push_back(keep.size(0));
+    }
+    const int64_t longest = *std::max_element(out.lengths.begin(), out.lengths.end());
+    for (at::Tensor& row : rows)
+      if (row.size(0) < longest) row = at::constant_pad_nd(row, {0, 0, 0, longest - row.size(0)}, 0);
+    out.features = at::stack(rows);  // [B, longest, D]
+    return out;
+  }
+
+  /// The guided prediction from the CFG batch's output [2B, ...] (positive first), per image in
+  /// float32: pos + s (pos - neg), and with cfg_normalization c > 0 scaled down to c * |pos| when
+  /// its norm is larger (the norms over the whole image, as 0-d float32 tensors like diffusers').
+  static at::Tensor guided(const at::Tensor& out, int64_t b, double scale, double normalization) {
+    std::vector<at::Tensor> preds;
+    for (int64_t j = 0; j < b; ++j) {
+      const at::Tensor pos = out[j].to(at::kFloat);
+      const at::Tensor neg = out[b + j].to(at::kFloat);
+      at::Tensor pred = pos + scale * (pos - neg);
+      if (normalization > 0.0) {
+        const at::Tensor pos_norm = at::linalg_vector_norm(pos);
+        const at::Tensor pred_norm = at::linalg_vector_norm(pred);
+        const at::Tensor max_norm = pos_norm * normalization;
+        if ((pred_norm > max_norm).item<bool>()) pred = pred * (max_norm / pred_norm);
+      }
+      preds.push_back(pred);
+    }
+    return at::stack(preds);  // [B, ...]
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  ZImageTransformerConfig transformer_config_;
+  DecoderLLMConfig text_config_;
+  AutoencoderKLConfig vae_config_;
+  Qwen2Tokenizer tokenizer_;
+  json scheduler_config_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;
+  std::shared_ptr<ZImageTransformer2DModelImpl> transformer_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+void check_z_image_components(const ModelDir& md) {
+  check_fit(ZImageTransformerConfig::from_json(md.at("transformer").config),
+            DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
+            AutoencoderKLConfig::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
+}
+
+std::unique_ptr<TextToImage> load_z_image(const ModelDir& model, const LoadRequest& request, const Family& family) {
+  return std::make_unique<ZImagePipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,112 @@
+// A Z-Image pipeline through the commands a user runs (dpinfer generate, inspect) on the
+// tiny-z-image fixture: the images are diffusers' own (tools/fixtures/make_z_image_pipelines.py
+// recorded them), a JSONL line's settings and guidance reach its image, its record and its
+// infotext, and inspect reports the family and its components.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dpinfer/io/safetensors.h"
+#include "support/png_reader.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-z-image";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+// make_pipelines.py's P: the prompt of the golden cases.
+const char* kPrompt = "a photograph of an astronaut riding a horse";
+
+/// Issue 4's bound between a PNG and the golden case `name`.
+void expect_golden(const std::string& png_path, const std::string& name) {
+  SCOPED_TRACE(name);
+  DecodedPng png = read_png(png_path);
+  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
+                                                   "/pipelines/tiny-z-image.golden/images.safetensors");
+  const dpinfer::io::TensorView* want = golden->find(name);
+  ASSERT_NE(want, nullptr);
+  ASSERT_EQ(want->nbytes, png.pixels.size());
+  const auto* expected = reinterpret_cast<const uint8_t*>(want->data);
+  size_t exact = 0;
+  int worst = 0;
+  for (size_t i = 0; i < png.pixels.size(); ++i) {
+    const int d = std::abs(int(png.pixels[i]) - int(expected[i]));
+    worst = std::max(worst, d);
+    exact += d == 0;
+  }
+  EXPECT_LE(worst, 1);
+  EXPECT_GE(static_cast<double>(exact) / static_cast<double>(png.pixels.size()), 0.99);
+}
+
+}  // namespace
+
+// Golden cases "default" (seed 0, 4 steps, the pipeline's guidance 5.0), "cfg_truncation_0_5"
+// (6 steps) and "turbo_no_cfg" (8 steps, guidance 0), all 32x32.
+TEST(ZImageE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
+  TempDir dir;
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"" + std::string(kPrompt) + "\"}\n" +
+                                      "{\"prompt\": \"" + kPrompt +
+                                      "\", \"seed\": 0, \"steps\": 6, \"settings\": {\"cfg_truncation\": 0.5}}\n" +
+                                      "{\"prompt\": \"" + kPrompt +
+                                      "\", \"seed\": 0, \"steps\": 8, \"guidance_scale\": 0}\n");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "4",
+                     "--width", "32", "--height", "32", "--out", dir.file("out")},
+                    kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_golden(dir.file("out/000000.png"), "default");
+  expect_golden(dir.file("out/000001.png"), "cfg_truncation_0_5");
+  expect_golden(dir.file("out/000002.png"), "turbo_no_cfg");
+
+  const std::vector<json> rows = read_jsonl(dir.file("out/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["guidance_scale"], 5.0);
+  EXPECT_EQ(rows[0]["scheduler"], "flow_match_euler");
+  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "cfg_normalization", "cfg_truncation"}));
+  EXPECT_EQ(rows[0]["max_sequence_length"], 512);
+  EXPECT_EQ(rows[1]["cfg_truncation"], 0.5);
+  const std::string params = read_png(dir.file("out/000001.png")).texts.at("parameters");
+  EXPECT_NE(params.find("CFG scale: 5, Seed: 0, Size: 32x32"), std::string::npos) << params;
+  EXPECT_NE(params.find("CFG truncation: 0.5"), std::string::npos) << params;
+
+  // A setting of another family is bad input, named with its line and Z-Image's own settings.
+  write_file(dir.file("bad.jsonl"), "{\"prompt\": \"x\", \"settings\": {\"clip_skip\": 1}}\n");
+  RunResult bad = run({DPINFER_WORKER_BINARY, "generate", dir.file("bad.jsonl"), "--model", kModel, "--steps", "1",
+                       "--width", "32", "--height", "32", "--out", dir.file("bad")},
+                      kEnv, 300s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "'" + dir.file("bad.jsonl") +
+                                    "' line 1: 'clip_skip' is not a setting of Z-Image models; their settings: "
+                                    "max_sequence_length, cfg_normalization, cfg_truncation"))
+      << bad.err;
+}
+
+TEST(ZImageE2E, InspectReportsTheFamilyAndItsComponents) {
+  RunResult inspect = run({DPINFER_BINARY, "inspect", kModel, "--json"}, kEnv, 120s);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const json report = json::parse(inspect.out);
+  EXPECT_EQ(report["pipeline"], "ZImagePipeline");
+  EXPECT_EQ(report["family"], "z-image");
+  EXPECT_EQ(report["ok"], true);
+  EXPECT_EQ(report["default_size"], json({{"width", 1024}, {"height", 1024}}));
+  EXPECT_EQ(report["components"]["transformer"]["class"], "ZImageTransformer2DModel");
+  EXPECT_EQ(report["components"]["text_encoder"]["class"], "Qwen3Model");
+  EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
+  EXPECT_EQ(report["components"]["tokenizer"]["pad"]["token"], "<|endoftext|>");
+  EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
+  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"cfg_normalization", 0.0},
+                                      {"cfg_truncation", 1.0}}));
+
+  RunResult text = run({DPINFER_BINARY, "inspect", kModel}, kEnv, 120s);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "family: z-image\n")) << text.out;
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, cfg_normalization=0.0, cfg_truncation=1.0 "
+                                 "(the defaults; --set NAME=VALUE)\n"))
+      << text.out;
+}
