@@ -155,8 +155,8 @@ TEST(ZImageFamily, ComponentsThatDoNotBelongTogetherAreRefusedBeforeWeightsLoad)
        "ZImagePipeline runs the transformer with"},
       {"shift factor", "vae/config.json", [](json& j) { j["shift_factor"] = nullptr; },
        "vae config: shift_factor is missing or null"},
-      {"vocabulary", "text_encoder/config.json", [](json& j) { j["vocab_size"] = 3001; },
-       "tokenizer: <|im_start|> is id 3001, past the text encoder's vocab_size 3001; the components do not "
+      {"vocabulary", "text_encoder/config.json", [](json& j) { j["vocab_size"] = 151644; },
+       "tokenizer: <|im_start|> is id 151644, past the text encoder's vocab_size 151644; the components do not "
        "belong together"},
   };
   for (const Case& c : cases) {

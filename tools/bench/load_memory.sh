@@ -7,7 +7,7 @@
 # "pipeline loaded in" line, and the load speed (weight-file bytes / load s) from the page cache.
 #
 #   tools/bench/load_memory.sh [--dpinfer-worker PATH] [--dpinfer PATH] [--bench PATH]
-#       [--shape DIR] [--model-dir DIR] [--weights-dtype fp32] [--dtype bf16] [--runs 3] [--json FILE]
+#       [--shape DIR] [--steps 1] [--model-dir DIR] [--weights-dtype fp32] [--dtype bf16] [--runs 3] [--json FILE]
 #
 # Defaults: the worker, dpinfer and dpinfer_bench under build/default/tools, the shape
 # configs/models/sd15-shape, the model in ${TMPDIR:-/tmp}/dpinfer-sd15-fp32 (with --shape:
@@ -26,6 +26,7 @@ shape="$root/configs/models/sd15-shape"
 weights_dtype="fp32"
 dtype="bf16"
 runs=3
+steps=1  # Qwen-Image's scheduler (shift_terminal) needs 2
 json_out=""
 goal=1.3
 
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
     --weights-dtype) weights_dtype="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "load_memory: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -185,7 +187,7 @@ avail_mem=$(awk '/^MemAvailable:/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)
 # 3. Context: a process that loads LibTorch, builds the tiny model and reads its weight
 # headers (inspect), and one that loads and runs the tiny model (generate); not subtracted.
 printf 'a photograph of an astronaut riding a horse\n' > "$work/prompts.txt"
-gen_args=(--dtype "$dtype" --device cpu --steps 1 --width 64 --height 64 --batch-size 1 -v)
+gen_args=(--dtype "$dtype" --device cpu --steps "$steps" --width 64 --height 64 --batch-size 1 -v)
 idle_cmd=("$worker" inspect "$tiny" --json)
 measure idle "${idle_cmd[@]}"
 tiny_cmd=("$worker" generate "$work/prompts.txt" --model "$tiny" "${gen_args[@]}" --out "$work/out-tiny")
