@@ -117,7 +117,13 @@ TEST(WriteQueue, FinishGivesUpWhenAskedAndSaysHowManyItemsItDropped) {
   WriteQueue q(8);
   Gate gate;
   std::atomic<int> ran{0};
-  q.push([&] { gate.pass(); ++ran; }, 1, 1);
+  std::atomic<bool> started{false};
+  q.push([&] {
+    started = true;
+    gate.pass();
+    ++ran;
+  }, 1, 1);
+  while (!started) std::this_thread::sleep_for(1ms);  // the first task runs: it is not dropped
   q.push([&] { ++ran; }, 1, 1);
   q.push([&] { ++ran; }, 1, 1);
   q.push([&] { ++ran; }, 0, 0);  // a count, not an item

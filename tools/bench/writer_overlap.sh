@@ -8,8 +8,8 @@
 # waiting for the writer, and the last batch's writes, which nothing overlaps).
 #
 #   tools/bench/writer_overlap.sh [--dpinfer-worker PATH] [--bench PATH] [--model-dir DIR]
-#       [--queue 16] [--runs 2] [--items 64] [--batch-sizes 1,8] [--sd15-items 4]
-#       [--sd15-steps 4] [--no-sd15] [--json FILE]
+#       [--queue 16] [--runs 2] [--items 32] [--steps 20] [--batch-sizes 1,8]
+#       [--sd15-items 4] [--sd15-steps 4] [--no-sd15] [--json FILE]
 #
 # Defaults: the worker and dpinfer_bench under build/default/tools, the SD1.5-shaped model
 # in ${TMPDIR:-/tmp}/dpinfer-sd15-fp32 (written by dpinfer_bench when missing, then kept,
@@ -23,14 +23,15 @@ bench="$root/build/default/tools/bench/dpinfer_bench"
 model="${TMPDIR:-/tmp}/dpinfer-sd15-fp32"
 queue=16
 runs=2
-items=64
+items=32
+steps=20
 batch_sizes=1,8
 sd15_items=4
 sd15_steps=4
 sd15=1
 json_out=""
 
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --dpinfer-worker) worker="$2"; shift 2 ;;
@@ -39,6 +40,7 @@ while [ $# -gt 0 ]; do
     --queue) queue="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --items) items="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
     --batch-sizes) batch_sizes="$2"; shift 2 ;;
     --sd15-items) sd15_items="$2"; shift 2 ;;
     --sd15-steps) sd15_steps="$2"; shift 2 ;;
@@ -49,7 +51,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$worker" ] || { echo "writer_overlap: $worker is missing; build first or pass --dpinfer-worker" >&2; exit 2; }
-for v in "$queue" "$runs" "$items" "$sd15_items" "$sd15_steps"; do
+for v in "$queue" "$runs" "$items" "$steps" "$sd15_items" "$sd15_steps"; do
   case "$v" in ''|*[!0-9]*|0) echo "writer_overlap: expected a positive integer, got '$v'" >&2; exit 2 ;; esac
 done
 py=/usr/bin/python3
@@ -104,14 +106,14 @@ echo "== writer_overlap: --write-queue 0 (serial) against --write-queue $queue, 
 echo "machine: $(hostname), $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# 1. The embedded default model at its 64x64, its preset steps, one prompt per item.
+# 1. The embedded default model at its 64x64 (--steps, 20 as in the README's table), one prompt per item.
 "$py" -c 'import sys
 for i in range(int(sys.argv[1])): print("a %s shape on a %s background, number %d" % (["red", "green", "blue", "yellow"][i % 4], ["white", "black"][i % 2], i))' \
   "$items" > "$work/prompts.txt"
 IFS=, read -r -a batches <<< "$batch_sizes"
 for b in "${batches[@]}"; do
-  echo "-- default model, 64x64, $items items, batch $b"
-  both "default-b$b" "$work/prompts.txt" --device cpu --dtype fp32 --batch-size "$b"
+  echo "-- default model, 64x64, $items items, $steps steps, batch $b"
+  both "default-b$b" "$work/prompts.txt" --device cpu --dtype fp32 --steps "$steps" --batch-size "$b"
 done
 
 # 2. SD1.5's shape, random weights, at 256x256.
