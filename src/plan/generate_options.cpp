@@ -63,6 +63,10 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "after SIGTERM/SIGINT/SIGUSR1/SIGUSR2, seconds the batch in flight may still run before it is "
                  "abandoned (0: at once); its items are left to the next run")
       ->capture_default_str();
+  app.add_option("--write-queue", o.write_queue,
+                 "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
+                 "batch denoises; 0: write each batch before the next one starts")
+      ->capture_default_str();
   app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
@@ -145,6 +149,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
+                      {"write_queue", write_queue},
                       {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -236,6 +241,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   }
   if (o.stop_timeout_s < 0)
     throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
+  if (o.write_queue < 0 || o.write_queue > kMaxWriteQueue)
+    throw UsageError("--write-queue: expected 0 (write in the denoising thread) to " + std::to_string(kMaxWriteQueue) +
+                     " images, got " + std::to_string(o.write_queue));
   if (o.rendezvous_timeout_s < 1)
     throw UsageError("--rendezvous-timeout: expected at least 1 second, got " + std::to_string(o.rendezvous_timeout_s));
   // The bounds a JSONL line has (io/prompt_file.h), so that a value is refused the same

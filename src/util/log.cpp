@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+
 namespace dpinfer::log {
 namespace {
 
@@ -23,6 +25,13 @@ std::shared_ptr<spdlog::logger> logger() {
 std::string& line_prefix() {
   static std::string prefix = "[dpinfer] ";
   return prefix;
+}
+
+// A worker logs from its denoising thread and its writer thread (worker/write_queue.h):
+// one line at a time, through a logger made for one thread.
+std::mutex& write_mutex() {
+  static std::mutex mu;
+  return mu;
 }
 
 std::function<void(const std::string&)>& redirect() {
@@ -60,6 +69,7 @@ void set_prefix(const std::string& prefix) {
 namespace detail {
 bool enabled(Level level) { return logger()->should_log(to_spdlog(level)); }
 void write(Level level, const std::string& message) {
+  std::lock_guard<std::mutex> lock(write_mutex());
   if (redirect()) {
     if (enabled(level)) redirect()(line_prefix() + message + "\n");
     return;

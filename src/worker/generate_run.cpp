@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <memory>
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/png_writer.h"
@@ -101,7 +102,10 @@ int GenerateRun::run() {
 
   auto start = std::chrono::steady_clock::now();
   pipe_ = factory_(req);
-  pipe_->set_cancel_check([grace = std::chrono::seconds(o_.stop_timeout_s)] { return stopping_for_at_least(grace); });
+  // A batch is also cut short when the writer has failed (a full disk): the run stops.
+  pipe_->set_cancel_check([this, grace = std::chrono::seconds(o_.stop_timeout_s)] {
+    return stopping_for_at_least(grace) || (writer_ && writer_->failed());
+  });
   const pipeline::PipelineInfo& info = pipe_->info();
   log::debug("pipeline loaded in {:.2f}s", seconds_since(start));
   if (rank_.rank == 0 && !info.ignored_components.empty())
@@ -143,7 +147,15 @@ int GenerateRun::run() {
                                    : "",
               rank_.world_size, to_string(mode_), o_.batch_size);
 
-  bool stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
+  writer_ = std::make_unique<WriteQueue>(o_.write_queue);
+  bool stopped = false;
+  try {
+    stopped = mode_ == ShardMode::kDynamic ? run_dynamic() : run_static();
+  } catch (...) {
+    finish_writing(/*rethrow=*/false);  // what is queued is made: write it (the first error wins)
+    throw;
+  }
+  finish_writing(/*rethrow=*/true);
   stopped = stopped || stop_signal() != 0;
   // Stopped by a signal, the signal is the story (rank 0's store may be gone by now).
   if (!stopped)
@@ -264,6 +276,7 @@ bool GenerateRun::run_dynamic() {
   const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
   items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
   report_progress(true);
+  int64_t skipped_in_all = 0;
   for (;;) {
     if (stop_signal()) return true;
     if (group_->abort_reason()) return false;
@@ -281,9 +294,15 @@ bool GenerateRun::run_dynamic() {
       todo.push_back(std::move(it));
     }
     if (skipped) {
-      stats_.skipped += skipped;
-      if (multi_node_) group_->add("skipped-items", skipped);
-      report_progress(false);
+      skipped_in_all += skipped;
+      // Counted by the writer, which alone touches the counts during the loop, in order.
+      writer_->push(
+          [this, skipped] {
+            stats_.skipped += skipped;
+            if (multi_node_) group_->add("skipped-items", skipped);
+            report_progress(false);
+          },
+          0, 0);
     }
     size_t next = 0;
     if (generate_all([&]() -> std::optional<Item> {
@@ -292,7 +311,7 @@ bool GenerateRun::run_dynamic() {
         }))
       return true;
   }
-  if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, stats_.skipped);
+  if (skipped_in_all) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, skipped_in_all);
   return false;
 }
 
@@ -320,18 +339,23 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
     reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
                     it->width, it->height, it->settings});
   auto t0 = std::chrono::steady_clock::now();
+  if (!first_batch_) first_batch_ = t0;
   std::vector<pipeline::RgbImage> images;
   try {
     images = pipe_->generate(reqs);
+    denoise_s_ += seconds_since(t0);
     if (images.size() != batch.size()) throw Error("the pipeline returned " + std::to_string(images.size()) +
                                                    " image(s) for a batch of " + std::to_string(batch.size()));
   } catch (const pipeline::Cancelled&) {
+    denoise_s_ += seconds_since(t0);
+    writer_->rethrow_if_failed();  // cancelled because the writer failed: its error stops the run
     // Stopping, and --stop-timeout is over: nothing of this batch was written or
     // recorded, so the next run makes its items.
     log::warn("rank {}: abandoned a batch of {} item(s) after {:.1f}s (--stop-timeout {}); the next run makes them",
               rank_.rank, batch.size(), seconds_since(t0), o_.stop_timeout_s);
     return;
   } catch (const std::exception& e) {
+    denoise_s_ += seconds_since(t0);
     if (batch.size() > 1) {
       // Find the culprit: one bad item must not fail its batch-mates.
       log::warn("rank {}: a batch of {} failed ({}); retrying its items one by one", rank_.rank, batch.size(),
@@ -339,24 +363,29 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
       for (const Item* it : batch) run_batch({it});
       return;
     }
-    record_failure(*batch[0], first_line(e.what()), seconds_since(t0));
+    queue_failure(*batch[0], first_line(e.what()), seconds_since(t0));
     return;
   }
   double per_image = seconds_since(t0) / static_cast<double>(batch.size());
   stats_.busy_s += seconds_since(t0);
   for (size_t k = 0; k < batch.size(); ++k) {
-    const Item& it = *batch[k];
-    if (!images[k].finite) {
-      record_failure(it, "the decoded image contains NaN or Inf (try --dtype fp32 or bf16)", per_image);
-      continue;
-    }
-    try {
-      write_image(it, images[k], per_image);
-    } catch (const std::exception& e) {
-      // A full disk fails every item after this one too: stop now (worker.cpp says so).
-      if (is_disk_full(e)) throw;
-      record_failure(it, first_line(e.what()), per_image);
-    }
+    // std::function wants a copyable task: the pixels go by shared pointer, not copied.
+    auto img = std::make_shared<const pipeline::RgbImage>(std::move(images[k]));
+    writer_->push([this, it = *batch[k], img, per_image] { write_or_record(it, *img, per_image); }, 1, 1);
+  }
+}
+
+void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
+  if (!img.finite) {
+    record_failure(it, "the decoded image contains NaN or Inf (try --dtype fp32 or bf16)", seconds);
+    return;
+  }
+  try {
+    write_image(it, img, seconds);
+  } catch (const std::exception& e) {
+    // A full disk fails every item after this one too: stop now (worker.cpp says so).
+    if (is_disk_full(e)) throw;
+    record_failure(it, first_line(e.what()), seconds);
   }
 }
 
@@ -400,6 +429,33 @@ void GenerateRun::record_failure(const plan::Item& it, const std::string& messag
   if (multi_node_) count_in_group("failed-items", 1);
   log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
   report_progress(false);
+}
+
+void GenerateRun::queue_failure(const plan::Item& it, const std::string& message, double seconds) {
+  writer_->push([this, it, message, seconds] { record_failure(it, message, seconds); }, 0, 1);
+}
+
+void GenerateRun::finish_writing(bool rethrow) {
+  if (!writer_) return;
+  const auto grace = std::chrono::seconds(o_.stop_timeout_s);
+  if (const int64_t queued = writer_->queued_items(); queued && stop_signal())
+    log::info("rank {}: stopping: writing the {} item(s) already made first", rank_.rank, queued);
+  const int64_t dropped = writer_->finish([grace] { return stopping_for_at_least(grace); });
+  if (dropped)
+    log::warn("rank {}: stopped with {} item(s) not yet written after --stop-timeout {}; the next run makes them",
+              rank_.rank, dropped, o_.stop_timeout_s);
+  if (first_batch_) {
+    // The denoiser's idle share: of the time from the first batch to the last record,
+    // what was not spent in TextToImage::generate() (waiting for the writer, batching,
+    // and the writes of the last batch, which nothing overlaps). tools/bench reads it.
+    const double span = seconds_since(*first_batch_);
+    const double idle = std::max(0.0, span - denoise_s_);
+    log::debug("rank {}: denoiser busy {:.3f} s of {:.3f} s, idle {:.3f} s ({:.2f}%); writer busy {:.3f} s, "
+               "{:.3f} s waited for room (--write-queue {})",
+               rank_.rank, denoise_s_, span, idle, span > 0 ? 100.0 * idle / span : 0.0, writer_->busy_s(),
+               writer_->waited_s(), o_.write_queue);
+  }
+  if (rethrow) writer_->rethrow_if_failed();
 }
 
 int64_t GenerateRun::count_in_group(const char* counter, int64_t delta) noexcept {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "dpinfer/util/error.h"
@@ -45,6 +46,7 @@ struct WorkerGroup::Impl {
 
   template <typename F>
   auto guarded(F&& call) -> decltype(call()) {
+    std::lock_guard<std::mutex> lock(mu);
     try {
       return call();
     } catch (const std::exception& e) {
@@ -53,6 +55,9 @@ struct WorkerGroup::Impl {
     }
   }
   std::map<std::string, int64_t> local_counters;  // the counters of a world of one
+  // The writer thread counts its items (add) while the denoising thread claims work and
+  // polls the abort flag: one store call at a time, and one counter map.
+  std::mutex mu;
 #ifdef USE_C10D_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
@@ -133,7 +138,10 @@ void WorkerGroup::barrier(const std::string& name) {
 }
 
 int64_t WorkerGroup::add(const std::string& key, int64_t delta) {
-  if (!impl_->store) return impl_->local_counters[key] += delta;
+  if (!impl_->store) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->local_counters[key] += delta;
+  }
   return impl_->add("dpinfer/counter/" + key, delta);
 }
 

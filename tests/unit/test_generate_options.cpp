@@ -98,3 +98,14 @@ TEST(GenerateOptionsHardening, SeedFromIsIndexOrPrompt) {
   write_file(dir.file("c.json"), "{\"seed_from\": \"prompt\"}");
   EXPECT_EQ(plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")}).seed_from, "prompt");
 }
+
+// --write-queue: images that wait for the writer thread; 0 is the serial loop.
+TEST(GenerateOptionsHardening, WriteQueueIsZeroToItsBound) {
+  EXPECT_EQ(plan::parse_generate_args({"p.txt"}).write_queue, 16);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--write-queue", "0"}).write_queue, 0);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--write-queue", "1024"}).to_json()["write_queue"], 1024);
+  EXPECT_EQ(usage_error({"p.txt", "--write-queue", "1025"}),
+            "--write-queue: expected 0 (write in the denoising thread) to 1024 images, got 1025");
+  TempDir dir;
+  EXPECT_EQ(config_error(dir, "{\"write_queue\": 2.5}"), "--config '" + dir.file("c.json") + "': 'write_queue' must be an integer, got 2.5");
+}

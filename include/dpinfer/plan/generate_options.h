@@ -9,6 +9,9 @@
 
 namespace dpinfer::plan {
 
+/// The largest --write-queue: 1024 images at 1024x1024 already hold 3 GiB.
+constexpr int kMaxWriteQueue = 1024;
+
 struct GenerateOptions {
   std::string prompts;           ///< file, or "-" for stdin
   bool jsonl_stdin = false;      ///< stdin holds JSONL (--jsonl)
@@ -41,6 +44,11 @@ struct GenerateOptions {
   /// before it is abandoned between two denoising steps (its items are then made by
   /// the next run). Bounds the stop well under SLURM's KillWait (30 s).
   int stop_timeout_s = 10;
+  /// How many finished images may wait for the writer thread (PNG encoding, fsync,
+  /// rename, manifest record) while the next batch denoises (worker/write_queue.h);
+  /// each holds width*height*3 bytes. 0: no writer thread, each batch is written
+  /// before the next one starts (the serial loop).
+  int write_queue = 16;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 

@@ -25,6 +25,7 @@
 #include "dpinfer/worker/slurm_job.h"
 #include "dpinfer/worker/worker.h"
 #include "dpinfer/worker/worker_group.h"
+#include "dpinfer/worker/write_queue.h"
 
 namespace dpinfer::worker {
 
@@ -80,11 +81,26 @@ class GenerateRun {
   /// that share size, steps, guidance and settings. Returns true when stopped by a signal.
   bool generate_all(const std::function<std::optional<plan::Item>()>& next);
 
+  /// Generates one batch and hands its images and records to the writer (writer_).
   void run_batch(const std::vector<const plan::Item*>& batch);
+
+  /// The writer's task for one image: write it and record it, or record why it could
+  /// not be written. A full disk throws (and stops the run).
+  void write_or_record(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
   void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
   void record_failure(const plan::Item& it, const std::string& message, double seconds);
+
+  /// Queues record_failure() behind the images before it.
+  void queue_failure(const plan::Item& it, const std::string& message, double seconds);
+
+  /// Once the loop is over: waits until the writer has written and recorded what it
+  /// holds (after a stop signal, only until --stop-timeout has passed since it came;
+  /// what is left then is the next run's), then rethrows the writer's error, if any,
+  /// unless `rethrow` is false (the run is ending by another exception). Logs, at -v,
+  /// how long the denoiser was idle.
+  void finish_writing(bool rethrow);
 
   /// Adds to a group-wide progress counter once an item is recorded; returns its new
   /// value, or -1. A store that has gone away by then (rank 0 stopped first, on a
@@ -121,6 +137,11 @@ class GenerateRun {
   int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
   std::chrono::steady_clock::time_point last_report_{};
   std::optional<plan::ProgressCounts> group_totals_;  ///< rank 0, multi-node: the gathered totals
+  /// Runs the writes and records, in order, on its thread (--write-queue); during the
+  /// loop it alone touches manifest_, stats_' counts and progress_.
+  std::unique_ptr<WriteQueue> writer_;
+  std::optional<std::chrono::steady_clock::time_point> first_batch_;  ///< when the first batch began
+  double denoise_s_ = 0;  ///< seconds in TextToImage::generate(), failed and abandoned batches included
 };
 
 }  // namespace dpinfer::worker

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
@@ -55,23 +56,35 @@ class StableDiffusionPipeline : public UNetPipeline {
   }
 
  private:
-  /// Ref: StableDiffusionPipeline.encode_prompt.
+  /// One side's embeddings of a batch, [B, 77, D], through the cache: each distinct text
+  /// not cached under this side and clip_skip is encoded once.
   at::Tensor encode(const std::vector<ImageRequest>& batch, bool negative, int64_t clip_skip) {
+    std::vector<std::string> texts;
+    for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
+    // The side is in the key only so that a truncation warning names the right one.
+    const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(clip_skip);
+    return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      return std::vector<at::Tensor>{encode_texts(distinct, negative, clip_skip)};
+    })[0];
+  }
+
+  /// Ref: StableDiffusionPipeline.encode_prompt. [N, 77, D] for N texts.
+  at::Tensor encode_texts(const std::vector<std::string>& texts, bool negative, int64_t clip_skip) {
     const int max_len = tokenizer_->model_max_length();
     std::vector<int64_t> ids;
-    for (const ImageRequest& r : batch) {
-      const std::string& text = negative ? r.negative_prompt : r.prompt;
+    for (const std::string& text : texts) {
       Encoding e = tokenizer_->encode(text, max_len);
       warn_truncated(text, negative, e.dropped_tokens, max_len, "CLIP");
       ids.insert(ids.end(), e.ids.begin(), e.ids.end());
     }
-    at::Tensor t = at::tensor(ids, at::kLong).view({static_cast<int64_t>(batch.size()), -1}).to(device_);
+    at::Tensor t = at::tensor(ids, at::kLong).view({static_cast<int64_t>(texts.size()), -1}).to(device_);
     return text_encoder_->encode(t, clip_skip).to(dtype_);
   }
 
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t te_layers_ = 0;
   std::shared_ptr<CLIPTextModelImpl> text_encoder_;
+  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
@@ -104,26 +105,39 @@ class StableDiffusionXLPipeline : public UNetPipeline {
                          " + " + std::to_string(te2.hidden_size) + "); the components do not belong together");
   }
 
-  /// The token ids of every request's text for tokenizer `k`, [B, max_length].
-  at::Tensor token_ids(const std::vector<ImageRequest>& batch, size_t k, bool negative) const {
+  /// The token ids of `texts` for tokenizer `k`, [N, max_length].
+  at::Tensor token_ids(const std::vector<std::string>& texts, size_t k, bool negative) const {
     const Tokenizer& tok = *tokenizers_[k];
     const int max_len = tok.model_max_length();
     std::vector<int64_t> ids;
-    for (const ImageRequest& r : batch) {
-      const std::string& text = negative ? r.negative_prompt : r.prompt;
+    for (const std::string& text : texts) {
       Encoding e = tok.encode(text, max_len);
       if (k == 0) warn_truncated(text, negative, e.dropped_tokens, max_len, "CLIP");
       ids.insert(ids.end(), e.ids.begin(), e.ids.end());
     }
-    return at::tensor(ids, at::kLong).view({static_cast<int64_t>(batch.size()), -1}).to(device_);
+    return at::tensor(ids, at::kLong).view({static_cast<int64_t>(texts.size()), -1}).to(device_);
+  }
+
+  /// One side's embeddings of a batch through the cache: each distinct text not cached
+  /// under this side and clip_skip is encoded once. New tensors: the caller may zero rows.
+  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip) {
+    std::vector<std::string> texts;
+    for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
+    // The side is in the key only so that a truncation warning names the right one.
+    const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(skip);
+    std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      PromptEmbeds e = encode_texts(distinct, negative, skip);
+      return std::vector<at::Tensor>{e.hidden, e.pooled};
+    });
+    return {rows[0], rows[1]};
   }
 
   /// Ref: StableDiffusionXLPipeline.encode_prompt: hidden_states[-(skip + 2)] of both
   /// encoders without their final layer norm, side by side; the pooled embedding is
   /// text_encoder_2's projection. prompt_2 is the prompt itself.
-  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip) {
-    at::Tensor h1 = text_encoder_->penultimate_hidden_state(token_ids(batch, 0, negative), skip);
-    auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(batch, 1, negative), skip);
+  PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip) {
+    at::Tensor h1 = text_encoder_->penultimate_hidden_state(token_ids(texts, 0, negative), skip);
+    auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(texts, 1, negative), skip);
     return {at::cat({h1, e2.hidden}, -1).to(dtype_), e2.text_embeds.to(dtype_)};
   }
 
@@ -167,6 +181,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
   bool force_zeros_for_empty_prompt_ = true;
   std::shared_ptr<CLIPTextModelImpl> text_encoder_;
   std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_2_;
+  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
 };
 
 }  // namespace
