@@ -16,7 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/model_dir.h"
 
 namespace dpinfer::test {
 
@@ -50,6 +52,20 @@ inline nlohmann::json golden_cases(const std::string& name) {
 /// <name>.golden/.
 inline std::string model_fixture_dir(const std::string& name) {
   return std::string(DPINFER_TEST_DATA_DIR) + "/models/" + name;
+}
+
+/// The diffusers component `class_name` in the fixture folder model_fixture_dir(`name`), as
+/// model_dir would describe it under model_index.json's `component` name.
+inline pipeline::Component fixture_component(const std::string& name, const std::string& component,
+                                             pipeline::ComponentRole role, const std::string& class_name) {
+  pipeline::Component c;
+  c.name = component;
+  c.role = role;
+  c.library = "diffusers";
+  c.class_name = class_name;
+  c.path = model_fixture_dir(name);
+  c.config = io::read_json_file(c.path + "/config.json");
+  return c;
 }
 
 /// One golden safetensors file; tensors come out as owning CPU copies.

@@ -58,14 +58,7 @@ class OneThread {
 constexpr double kBf16GpuTolerance = 5e-2;
 
 Component vae_component(const std::string& name) {
-  Component c;
-  c.name = "vae";
-  c.role = ComponentRole::kVae;
-  c.library = "diffusers";
-  c.class_name = "AutoencoderKLQwenImage";
-  c.path = model_fixture_dir(name);
-  c.config = io::read_json_file(c.path + "/config.json");
-  return c;
+  return test::fixture_component(name, "vae", ComponentRole::kVae, "AutoencoderKLQwenImage");
 }
 
 json golden_cases(const std::string& name) { return io::read_json_file(model_fixture_dir(name) + ".golden/cases.json"); }

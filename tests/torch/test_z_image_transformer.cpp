@@ -39,14 +39,7 @@ using test::model_fixture_dir;
 constexpr double kBf16Tolerance = 4e-3;
 
 Component transformer_component(const std::string& name) {
-  Component c;
-  c.name = "transformer";
-  c.role = ComponentRole::kDenoiser;
-  c.library = "diffusers";
-  c.class_name = "ZImageTransformer2DModel";
-  c.path = model_fixture_dir(name);
-  c.config = io::read_json_file(c.path + "/config.json");
-  return c;
+  return test::fixture_component(name, "transformer", ComponentRole::kDenoiser, "ZImageTransformer2DModel");
 }
 
 json golden_cases(const std::string& name) { return io::read_json_file(model_fixture_dir(name) + ".golden/cases.json"); }

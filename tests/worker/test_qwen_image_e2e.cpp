@@ -5,12 +5,12 @@
 // family's setting reaches the records and is checked like any other.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/safetensors.h"
+#include "support/image_compare.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -35,27 +35,6 @@ const char* kLong =
     "dramatic shadows, trending on artstation, octane render, highly intricate, sharp focus, masterpiece, award "
     "winning, eight k resolution";
 
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
-  return out;
-}
-
-/// Issue 4's bound between two renderings: max |Δ| <= 1 and >= 99% of the values identical.
-void expect_within_rounding(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t exact = 0;
-  int worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const int d = std::abs(int(got[i]) - int(want[i]));
-    worst = std::max(worst, d);
-    exact += d == 0;
-  }
-  EXPECT_LE(worst, 1) << what;
-  EXPECT_GE(static_cast<double>(exact) / static_cast<double>(got.size()), 0.99) << what;
-}
-
 /// Three prompts of very different token lengths (the long one about 110 tokens, the short
 /// one 4), with and without negative prompts, so that a batch of them is padded.
 std::string three_prompts() {
@@ -79,8 +58,8 @@ TEST(QwenImageE2E, TheWorkersImageIsDiffusersOwn) {
                                                    "/pipelines/tiny-qwen-image.golden/images.safetensors");
   const dpinfer::io::TensorView* want = golden->find("true_cfg");
   ASSERT_NE(want, nullptr);
-  const auto* p = reinterpret_cast<const uint8_t*>(want->data);
-  expect_within_rounding(png.pixels, std::vector<uint8_t>(p, p + want->nbytes), "true_cfg");
+  ASSERT_EQ(want->nbytes, png.pixels.size());
+  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "true_cfg");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["guidance_scale"], 4.0);  // the family's default: true_cfg_scale 4
   EXPECT_EQ(rec["scheduler"], "flow_match_euler");
@@ -109,9 +88,9 @@ TEST(QwenImageE2E, AnImageDoesNotDependOnItsBatchOrRank) {
   RunResult ranks = run(launch, kEnv, 300s);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
 
-  const auto alone = images(dir.file("alone"));
-  const auto batched = images(dir.file("batched"));
-  const auto ranked = images(dir.file("ranks"));
+  const auto alone = png_pixels_in(dir.file("alone"));
+  const auto batched = png_pixels_in(dir.file("batched"));
+  const auto ranked = png_pixels_in(dir.file("ranks"));
   ASSERT_EQ(alone.size(), 3u);
   ASSERT_EQ(batched.size(), 3u);
   ASSERT_EQ(ranked.size(), 3u);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/safetensors.h"
+#include "support/image_compare.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -25,13 +26,6 @@ const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 // make_pipelines.py's P: the prompt of the golden "default" case.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
-
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
-  return out;
-}
 
 }  // namespace
 
@@ -53,16 +47,7 @@ TEST(SdxlE2E, TheWorkersImageIsDiffusersOwn) {
   const dpinfer::io::TensorView* want = golden->find("default");
   ASSERT_NE(want, nullptr);
   ASSERT_EQ(want->nbytes, png.pixels.size());
-  const auto* expected = reinterpret_cast<const uint8_t*>(want->data);
-  size_t exact = 0;
-  int worst = 0;
-  for (size_t i = 0; i < png.pixels.size(); ++i) {
-    const int d = std::abs(int(png.pixels[i]) - int(expected[i]));
-    worst = std::max(worst, d);
-    exact += d == 0;
-  }
-  EXPECT_LE(worst, 1);
-  EXPECT_GE(static_cast<double>(exact) / static_cast<double>(png.pixels.size()), 0.99);
+  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "default");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["guidance_scale"], 5.0);
   EXPECT_EQ(rec["scheduler"], "euler");
@@ -88,7 +73,7 @@ TEST(SdxlE2E, LaunchStatusMergeAndInspectWorkAsForSd) {
   launch.insert(launch.end(), {"--out", dir.file("two")});
   RunResult two = run(launch, kEnv, 300s);
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  EXPECT_EQ(images(dir.file("two")), images(dir.file("one")));
+  EXPECT_EQ(png_pixels_in(dir.file("two")), png_pixels_in(dir.file("one")));
 
   // Each line's settings are in its images' records, the run's defaults elsewhere.
   const std::vector<json> rows = read_jsonl(dir.file("two/metadata.jsonl"));

@@ -5,13 +5,13 @@
 // and its components.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "dpinfer/io/safetensors.h"
+#include "support/image_compare.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -36,23 +36,7 @@ void expect_golden(const std::string& png_path, const std::string& name) {
   const dpinfer::io::TensorView* want = golden->find(name);
   ASSERT_NE(want, nullptr);
   ASSERT_EQ(want->nbytes, png.pixels.size());
-  const auto* expected = reinterpret_cast<const uint8_t*>(want->data);
-  size_t exact = 0;
-  int worst = 0;
-  for (size_t i = 0; i < png.pixels.size(); ++i) {
-    const int d = std::abs(int(png.pixels[i]) - int(expected[i]));
-    worst = std::max(worst, d);
-    exact += d == 0;
-  }
-  EXPECT_LE(worst, 1);
-  EXPECT_GE(static_cast<double>(exact) / static_cast<double>(png.pixels.size()), 0.99);
-}
-
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
-  return out;
+  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, name);
 }
 
 }  // namespace
@@ -86,25 +70,15 @@ TEST(ZImageE2E, AnImageDoesNotDependOnItsBatchOrRank) {
   RunResult ranks = run(launch, kEnv, 300s);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
 
-  const auto alone = images(dir.file("alone"));
-  const auto batched = images(dir.file("batched"));
-  const auto ranked = images(dir.file("ranks"));
+  const auto alone = png_pixels_in(dir.file("alone"));
+  const auto batched = png_pixels_in(dir.file("batched"));
+  const auto ranked = png_pixels_in(dir.file("ranks"));
   ASSERT_EQ(alone.size(), 3u);
   ASSERT_EQ(batched.size(), 3u);
   ASSERT_EQ(ranked.size(), 3u);
   for (const auto& [name, pixels] : alone) {
     EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " << name;
-    const std::vector<uint8_t>& b = batched.at(name);
-    ASSERT_EQ(b.size(), pixels.size());
-    size_t exact = 0;
-    int worst = 0;
-    for (size_t i = 0; i < b.size(); ++i) {
-      const int d = std::abs(int(b[i]) - int(pixels[i]));
-      worst = std::max(worst, d);
-      exact += d == 0;
-    }
-    EXPECT_LE(worst, 1) << "batch of 3: " << name;
-    EXPECT_GE(static_cast<double>(exact) / static_cast<double>(b.size()), 0.99) << "batch of 3: " << name;
+    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
   }
 }
 
