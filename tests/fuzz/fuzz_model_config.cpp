@@ -1,7 +1,8 @@
-// libFuzzer: the model config readers (UNet2DConditionModel's, AutoencoderKL's and the CLIP
-// text encoders' config.json) on arbitrary json, as the loader reaches them: the text read
-// by io::read_json_object_file, then Config::from_json. Bits 0-1 of the first byte pick the
-// reader (3: all three); the rest is the file.
+// libFuzzer: the model config readers on arbitrary json, as the loader reaches them: the text
+// read by io::read_json_object_file, then Config::from_json. Bits 0-2 of the first byte pick
+// the reader: 0 UNet2DConditionModel, 1 AutoencoderKL, 2 the CLIP text encoders, 3
+// ZImageTransformer2DModel, 4 QwenImageTransformer2DModel, 5 AutoencoderKLQwenImage, 6 the
+// decoder-LLM text encoders (Qwen2.5-VL's and Qwen3's readers), 7 all of them; the rest is the file.
 #include <cstdint>
 #include <string>
 
@@ -9,7 +10,11 @@
 
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image_config.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
+#include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
+#include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_support.h"
@@ -32,7 +37,8 @@ void expect_clean(Fn&& fn) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static fuzz::MemFile file("config.json");
   if (size == 0) return 0;
-  const int reader = data[0] & 3;
+  const int reader = data[0] & 7;
+  auto wanted = [reader](int r) { return reader == r || reader == 7; };
   nlohmann::json config;
   try {
     config = io::read_json_object_file(file.write(data + 1, size - 1));
@@ -40,14 +46,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_message(e.what());
     return 0;
   }
-  if (reader == 0 || reader == 3)
+  if (wanted(0))
     expect_clean([&] {
       const auto unet = pipeline::UNetConfig::from_json(config);
       // What from_json promises the builder: one entry per block in every per-block list.
       if (unet.block_out_channels.size() != unet.down_block_types.size()) std::abort();
     });
-  if (reader == 1 || reader == 3)
-    expect_clean([&] { (void)pipeline::AutoencoderKLConfig::from_json(config).scale_factor(); });
-  if (reader == 2 || reader == 3) expect_clean([&] { (void)pipeline::CLIPTextConfig::from_json(config); });
+  if (wanted(1)) expect_clean([&] { (void)pipeline::AutoencoderKLConfig::from_json(config).scale_factor(); });
+  if (wanted(2)) expect_clean([&] { (void)pipeline::CLIPTextConfig::from_json(config); });
+  if (wanted(3)) expect_clean([&] { (void)pipeline::ZImageTransformerConfig::from_json(config); });
+  if (wanted(4)) expect_clean([&] { (void)pipeline::QwenImageTransformerConfig::from_json(config).out_features(); });
+  if (wanted(5)) expect_clean([&] { (void)pipeline::AutoencoderKLQwenImageConfig::from_json(config).scale_factor(); });
+  if (wanted(6)) {
+    expect_clean([&] { (void)pipeline::DecoderLLMConfig::qwen2_5_vl_from_json(config); });
+    expect_clean([&] { (void)pipeline::DecoderLLMConfig::qwen3_from_json(config); });
+  }
   return 0;
 }
