@@ -328,7 +328,8 @@ TEST_F(Weights, RefusesADtypeItCannotLoad) {
 }
 
 // fp8: plain F8_E4M3 / F8_E5M2 tensors are upcast exactly to the parameter's dtype; scaled fp8
-// files (ComfyUI's `<layer>.scale_weight` + `scaled_fp8` marker, or `<layer>.weight_scale`)
+// files (ComfyUI's `<layer>.scale_weight` + `scaled_fp8` marker, or `<layer>.weight_scale` +
+// `<layer>.comfy_quant`)
 // load fp8.to(float32) * scale, and their scale, input-scale and marker keys are consumed.
 TEST_F(Weights, UpcastsF8E4M3AndF8E5M2ExactlyToEachParameterDtype) {
   for (auto fp8 : {torch::kFloat8_e4m3fn, torch::kFloat8_e5m2}) {
@@ -359,6 +360,9 @@ TEST_F(Weights, LoadsScaledFp8InBothScaleConventions) {
   tensors.emplace_back("fc.scale_input", torch::tensor(1.5f).reshape({}));
   tensors.emplace_back("attn.to_q.weight_scale", torch::tensor({3.0}, torch::kDouble));
   tensors.emplace_back("attn.to_q.input_scale", torch::tensor(2.0f).reshape({}));
+  const std::string conf = R"({"format": "float8_e5m2"})";
+  tensors.emplace_back("attn.to_q.comfy_quant",
+                       torch::from_blob(const_cast<char*>(conf.data()), {static_cast<int64_t>(conf.size())}, torch::kByte).clone());
   write_safetensors(file("scaled.safetensors"), tensors);
   for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
     TinyModel model;

@@ -61,15 +61,17 @@ bool is_fp8(io::Dtype dtype) {
 //    the 0-d float32 `scale_weight`; the files also hold an empty `scaled_fp8` marker tensor,
 //    comfy/model_detection.py, and may hold `<layer>.scale_input`, an activation scale for
 //    fp8 matmuls);
-//  - `<layer>.weight_scale`, the per-tensor fp8 layout of ComfyUI's newer quantized files and
-//    of compressed-tensors/llm-compressor (`input_scale` being its activation scale).
+//  - `<layer>.weight_scale`, ComfyUI's newer quantized files (comfy/ops.py mixed_precision_ops,
+//    formats float8_e4m3fn / float8_e5m2, with the U8 JSON `<layer>.comfy_quant` and the
+//    activation scale `<layer>.input_scale`; comfy/utils.py convert_old_quants turns the
+//    scale_weight files into these), a name compressed-tensors also uses for per-tensor fp8.
 // A scale must be one finite float value (shape [] or [1]) and belongs to an fp8 weight of the
-// same file; the activation scales and the marker are consumed and unused, since dpinfer
+// same file; the activation scales, comfy_quant and the marker are consumed and unused, since dpinfer
 // upcasts the weight to the run dtype at load and computes in that dtype. Per-channel or
 // block scales (weight_scale_inv, shape [out, blocks]) are not supported and fail as
 // not-a-scalar. In a file that has a scale or a marker, every fp8 tensor needs its scale.
 constexpr const char* kScaleSuffixes[] = {"scale_weight", "weight_scale"};
-constexpr const char* kInputScaleSuffixes[] = {"scale_input", "input_scale"};
+constexpr const char* kCompanionSuffixes[] = {"scale_input", "input_scale", "comfy_quant"};
 
 bool is_fp8_marker(const std::string& key) { return key == "scaled_fp8" || ends_with(key, ".scaled_fp8"); }
 
@@ -141,7 +143,7 @@ Fp8Scales find_fp8_scales(const io::SafetensorsFile& file, const std::string& pa
     out.scaled = true;
   }
   for (const io::TensorView& view : file.tensors()) {
-    const std::string weight = weight_of(view.name, kInputScaleSuffixes);
+    const std::string weight = weight_of(view.name, kCompanionSuffixes);
     if (!weight.empty() && out.by_weight.count(weight)) out.consumed[view.name] = true;
   }
   return out;
