@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,8 @@ std::string dtype_name(torch::ScalarType t) {
     case torch::kInt: return "I32";
     case torch::kBool: return "BOOL";
     case torch::kByte: return "U8";
+    case torch::kFloat8_e4m3fn: return "F8_E4M3";
+    case torch::kFloat8_e5m2: return "F8_E5M2";
     default: throw std::runtime_error("test writer: unsupported dtype");
   }
 }
@@ -322,6 +325,115 @@ TEST_F(Weights, RefusesADtypeItCannotLoad) {
   TinyModel model;
   EXPECT_CONTAINS(error_of([&] { load_weights(*model, {file("f4.safetensors")}, {}, "unet"); }),
                   "tensor 'fc.bias' is F4, which dpinfer cannot load");
+}
+
+// fp8: plain F8_E4M3 / F8_E5M2 tensors are upcast exactly to the parameter's dtype; scaled fp8
+// files (ComfyUI's `<layer>.scale_weight` + `scaled_fp8` marker, or `<layer>.weight_scale` +
+// `<layer>.comfy_quant`)
+// load fp8.to(float32) * scale, and their scale, input-scale and marker keys are consumed.
+TEST_F(Weights, UpcastsF8E4M3AndF8E5M2ExactlyToEachParameterDtype) {
+  for (auto fp8 : {torch::kFloat8_e4m3fn, torch::kFloat8_e5m2}) {
+    Tensors tensors;
+    for (const auto& [name, shape] : kTinyKeys) tensors.emplace_back(name, values(name, shape).to(fp8));
+    write_safetensors(file("fp8.safetensors"), tensors);
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      TinyModel model;
+      model->to(dtype);
+      load_weights(*model, {file("fp8.safetensors")}, {}, "unet");
+      auto params = model->named_parameters();
+      for (const auto& [name, tensor] : tensors) {
+        const torch::Tensor& got = name == "scale" ? model->scale : params[name];
+        EXPECT_TRUE(torch::equal(got, tensor.to(torch::kFloat).to(dtype))) << name << " " << fp8 << " " << dtype;
+      }
+    }
+  }
+}
+
+TEST_F(Weights, LoadsScaledFp8InBothScaleConventions) {
+  const torch::Tensor fc = values("fc.weight", {2, 3}).to(torch::kFloat8_e4m3fn);
+  const torch::Tensor q = values("attn.to_q.weight", {2, 2}).to(torch::kFloat8_e5m2);
+  Tensors tensors = tiny_tensors();
+  tensors[0].second = fc;
+  tensors[2].second = q;
+  tensors.emplace_back("scaled_fp8", torch::empty({0}, torch::kFloat8_e4m3fn));
+  tensors.emplace_back("fc.scale_weight", torch::tensor(0.0625f).reshape({}));
+  tensors.emplace_back("fc.scale_input", torch::tensor(1.5f).reshape({}));
+  tensors.emplace_back("attn.to_q.weight_scale", torch::tensor({3.0}, torch::kDouble));
+  tensors.emplace_back("attn.to_q.input_scale", torch::tensor(2.0f).reshape({}));
+  const std::string conf = R"({"format": "float8_e5m2"})";
+  tensors.emplace_back("attn.to_q.comfy_quant",
+                       torch::from_blob(const_cast<char*>(conf.data()), {static_cast<int64_t>(conf.size())}, torch::kByte).clone());
+  write_safetensors(file("scaled.safetensors"), tensors);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    TinyModel model;
+    model->to(dtype);
+    EXPECT_EQ(match_keys(*model, {file("scaled.safetensors")}, {}, "unet").matched, kTinyKeys.size());
+    load_weights(*model, {file("scaled.safetensors")}, {}, "unet");
+    EXPECT_TRUE(torch::equal(model->fc->weight, (fc.to(torch::kFloat) * 0.0625f).to(dtype)));
+    EXPECT_TRUE(torch::equal(model->attn->to_q->weight, (q.to(torch::kFloat) * 3.0f).to(dtype)));
+    EXPECT_TRUE(torch::equal(model->fc->bias, values("fc.bias", {2}, dtype)));
+  }
+}
+
+struct IntBufferImpl : torch::nn::Module {
+  IntBufferImpl() { ids = register_buffer("ids", torch::zeros({2}, torch::kLong)); }
+  torch::Tensor ids;
+};
+TORCH_MODULE(IntBuffer);
+
+TEST_F(Weights, RefusesBadFp8InOneLineNamingTheFile) {
+  const auto fp8 = [](const std::string& name, std::vector<int64_t> shape) {
+    return values(name, std::move(shape)).to(torch::kFloat8_e4m3fn);
+  };
+  const auto refusal = [&](Tensors tensors) {
+    write_safetensors(file("bad.safetensors"), tensors);
+    TinyModel model;
+    bool input_error = false;
+    std::string message;
+    try {
+      load_weights(*model, {file("bad.safetensors")}, {}, "unet");
+    } catch (const InputError& e) {
+      input_error = true;
+      message = e.what();
+    }
+    EXPECT_TRUE(input_error) << message;
+    EXPECT_CONTAINS(message, "'" + file("bad.safetensors") + "': ");
+    return message;
+  };
+  const auto with = [](Tensors base, const std::string& key, const torch::Tensor& t) {
+    for (auto& [name, tensor] : base)
+      if (name == key) tensor = t;
+    return base;
+  };
+  Tensors scaled = with(tiny_tensors(), "fc.weight", fp8("fc.weight", {2, 3}));
+  scaled.emplace_back("fc.scale_weight", torch::tensor(0.5f).reshape({}));
+
+  Tensors missing = with(scaled, "attn.to_q.weight", fp8("attn.to_q.weight", {2, 2}));
+  EXPECT_CONTAINS(refusal(missing),
+                  "fp8 tensor 'attn.to_q.weight' has no scale in this scaled fp8 file (expected "
+                  "'attn.to_q.scale_weight' or 'attn.to_q.weight_scale')");
+  Tensors marker_only = with(tiny_tensors(), "fc.weight", fp8("fc.weight", {2, 3}));
+  marker_only.emplace_back("scaled_fp8", torch::empty({0}, torch::kFloat8_e4m3fn));
+  EXPECT_CONTAINS(refusal(marker_only), "fp8 tensor 'fc.weight' has no scale");
+
+  EXPECT_CONTAINS(refusal(with(scaled, "fc.scale_weight", torch::tensor({0.5f, 0.25f}))),
+                  "scale tensor 'fc.scale_weight' has 2 values; dpinfer reads only per-tensor fp8 scales");
+  EXPECT_CONTAINS(refusal(with(scaled, "fc.scale_weight", torch::tensor(INFINITY).reshape({}))),
+                  "scale tensor 'fc.scale_weight' is inf, not a finite number");
+  EXPECT_CONTAINS(refusal(with(scaled, "fc.scale_weight", torch::tensor(NAN).reshape({}))), "not a finite number");
+  EXPECT_CONTAINS(refusal(with(scaled, "fc.scale_weight", torch::tensor({2}, torch::kLong))),
+                  "scale tensor 'fc.scale_weight' is I64, expected F32, F16, BF16 or F64");
+  EXPECT_CONTAINS(refusal(with(scaled, "fc.weight", values("fc.weight", {2, 3}))),
+                  "'fc.scale_weight' scales 'fc.weight', which is F32, not fp8");
+  Tensors two = scaled;
+  two.emplace_back("fc.weight_scale", torch::tensor(0.5f).reshape({}));
+  EXPECT_CONTAINS(refusal(two), "'fc.weight' has two scales, 'fc.scale_weight' and 'fc.weight_scale'");
+
+  write_safetensors(file("ids.safetensors"), {{"ids", torch::tensor({1.0f, 2.0f}).to(torch::kFloat8_e5m2)}});
+  IntBuffer ints;
+  EXPECT_CONTAINS(error_of([&] { load_weights(*ints, {file("ids.safetensors")}, {}, "unet"); }),
+                  "'" + file("ids.safetensors") +
+                      "': tensor 'ids' is F8_E5M2 but the model holds 'ids' as Long, which fp8 cannot be loaded into");
 }
 
 TEST_F(Weights, ReleasesTheMappingAfterLoading) {

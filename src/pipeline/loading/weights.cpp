@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -49,6 +50,105 @@ std::optional<at::ScalarType> torch_dtype(io::Dtype dtype) {
   return std::nullopt;
 }
 
+bool is_fp8(io::Dtype dtype) {
+  return dtype == io::Dtype::kF8E4M3 || dtype == io::Dtype::kF8E5M2 || dtype == io::Dtype::kF8E4M3Fnuz ||
+         dtype == io::Dtype::kF8E5M2Fnuz;
+}
+
+// "Scaled fp8" files store a weight W as fp8 Q beside a per-tensor float scale s, with
+// W = Q.to(float32) * s. The names of s that are read, for the weight `<layer>.weight`:
+//  - `<layer>.scale_weight`, ComfyUI's scaled fp8 checkpoints (comfy/ops.py scaled_fp8_ops,
+//    the 0-d float32 `scale_weight`; the files also hold an empty `scaled_fp8` marker tensor,
+//    comfy/model_detection.py, and may hold `<layer>.scale_input`, an activation scale for
+//    fp8 matmuls);
+//  - `<layer>.weight_scale`, ComfyUI's newer quantized files (comfy/ops.py mixed_precision_ops,
+//    formats float8_e4m3fn / float8_e5m2, with the U8 JSON `<layer>.comfy_quant` and the
+//    activation scale `<layer>.input_scale`; comfy/utils.py convert_old_quants turns the
+//    scale_weight files into these), a name compressed-tensors also uses for per-tensor fp8.
+// A scale must be one finite float value (shape [] or [1]) and belongs to an fp8 weight of the
+// same file; the activation scales, comfy_quant and the marker are consumed and unused, since dpinfer
+// upcasts the weight to the run dtype at load and computes in that dtype. Per-channel or
+// block scales (weight_scale_inv, shape [out, blocks]) are not supported and fail as
+// not-a-scalar. In a file that has a scale or a marker, every fp8 tensor needs its scale.
+constexpr const char* kScaleSuffixes[] = {"scale_weight", "weight_scale"};
+constexpr const char* kCompanionSuffixes[] = {"scale_input", "input_scale", "comfy_quant"};
+
+bool is_fp8_marker(const std::string& key) { return key == "scaled_fp8" || ends_with(key, ".scaled_fp8"); }
+
+/// `<layer>.weight` for `<layer>.<suffix>` with a suffix of `suffixes`, else "".
+template <size_t N>
+std::string weight_of(const std::string& key, const char* const (&suffixes)[N]) {
+  for (const char* suffix : suffixes) {
+    const std::string tail = std::string(".") + suffix;
+    if (key.size() > tail.size() && ends_with(key, tail)) return key.substr(0, key.size() - tail.size()) + ".weight";
+  }
+  return "";
+}
+
+/// The one value of the scale tensor `view` as float32, read from the mapping.
+float read_scale(const io::TensorView& view, const std::string& file) {
+  const std::string where = "'" + file + "': scale tensor '" + view.name + "'";
+  if (view.numel() != 1)
+    throw InputError(where + " has " + std::to_string(view.numel()) +
+                     " values; dpinfer reads only per-tensor fp8 scales (one value), convert the file or use "
+                     "an f16/bf16 checkpoint");
+  at::ScalarType type;
+  switch (view.dtype) {
+    case io::Dtype::kF32: type = at::kFloat; break;
+    case io::Dtype::kF16: type = at::kHalf; break;
+    case io::Dtype::kBF16: type = at::kBFloat16; break;
+    case io::Dtype::kF64: type = at::kDouble; break;
+    default:
+      throw InputError(where + " is " + std::string(io::dtype_name(view.dtype)) +
+                       ", expected F32, F16, BF16 or F64; the file is not a scaled fp8 checkpoint dpinfer knows");
+  }
+  at::Tensor value = at::empty({1}, at::TensorOptions().dtype(type));
+  std::memcpy(value.data_ptr(), view.data, view.nbytes);
+  const float scale = value.to(at::kFloat).item<float>();
+  if (!std::isfinite(scale))
+    throw InputError(where + " is " + std::to_string(scale) + ", not a finite number; the file is corrupt, re-download it");
+  return scale;
+}
+
+/// The scales of one file: its fp8 weights' names -> scale, with the keys consumed by them.
+struct Fp8Scales {
+  std::map<std::string, float> by_weight;
+  std::map<std::string, std::string> scale_key;  // weight -> the scale's own key, for messages
+  std::map<std::string, bool> consumed;          // scale, input-scale and marker keys
+  bool scaled = false;                           // has a marker or a scale
+};
+
+Fp8Scales find_fp8_scales(const io::SafetensorsFile& file, const std::string& path) {
+  Fp8Scales out;
+  for (const io::TensorView& view : file.tensors()) {
+    if (is_fp8_marker(view.name)) {
+      out.consumed[view.name] = true;
+      out.scaled = true;
+      continue;
+    }
+    const std::string weight = weight_of(view.name, kScaleSuffixes);
+    if (weight.empty()) continue;
+    const io::TensorView* w = file.find(weight);
+    if (!w) continue;  // a key like any other: unexpected unless the model has it
+    if (!is_fp8(w->dtype))
+      throw InputError("'" + path + "': '" + view.name + "' scales '" + weight + "', which is " +
+                       std::string(io::dtype_name(w->dtype)) +
+                       ", not fp8; dpinfer applies per-tensor scales to F8_E4M3/F8_E5M2 weights only");
+    if (out.by_weight.count(weight))
+      throw InputError("'" + path + "': '" + weight + "' has two scales, '" + out.scale_key[weight] + "' and '" +
+                       view.name + "'; the file is inconsistent");
+    out.by_weight[weight] = read_scale(view, path);
+    out.scale_key[weight] = view.name;
+    out.consumed[view.name] = true;
+    out.scaled = true;
+  }
+  for (const io::TensorView& view : file.tensors()) {
+    const std::string weight = weight_of(view.name, kCompanionSuffixes);
+    if (!weight.empty() && out.by_weight.count(weight)) out.consumed[view.name] = true;
+  }
+  return out;
+}
+
 std::string shape_text(at::IntArrayRef shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
@@ -86,6 +186,7 @@ struct Assignment {
   size_t file;
   const io::TensorView* view;
   std::string source_key;
+  std::optional<float> scale;  ///< a scaled fp8 weight's per-tensor scale
 };
 
 /// The outcome of matching open files against a module: what is wrong, and where each
@@ -110,7 +211,9 @@ Matching match(const torch::nn::Module& module,
       order.push_back(item.key());
 
   for (size_t f = 0; f < opened.size(); ++f) {
+    const Fp8Scales scales = find_fp8_scales(*opened[f], files[f]);
     for (const io::TensorView& view : opened[f]->tensors()) {
+      if (scales.consumed.count(view.name)) continue;
       if (is_ignored(view.name, renames)) continue;
       const std::string key = target_key(view.name, renames, m.state);
       auto param = m.state.find(key);
@@ -118,16 +221,33 @@ Matching match(const torch::nn::Module& module,
         m.report.unexpected.push_back(view.name);
         continue;
       }
-      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, view.name});
+      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, view.name, std::nullopt});
       if (!inserted)
         throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
                     it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
                     view.name + "' in '" + files[f] +
                     "'; the checkpoint is inconsistent, re-download it");
       if (!torch_dtype(view.dtype))
-        throw Error("'" + files[f] + "': tensor '" + view.name + "' is " +
-                    std::string(io::dtype_name(view.dtype)) +
-                    ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
+        throw InputError("'" + files[f] + "': tensor '" + view.name + "' is " +
+                         std::string(io::dtype_name(view.dtype)) +
+                         ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
+      if (is_fp8(view.dtype)) {
+        if (!at::isFloatingType(param->second.scalar_type()))
+          throw InputError("'" + files[f] + "': tensor '" + view.name + "' is " +
+                           std::string(io::dtype_name(view.dtype)) + " but the model holds '" + key + "' as " +
+                           std::string(c10::toString(param->second.scalar_type())) +
+                           ", which fp8 cannot be loaded into; the checkpoint is broken, use an f16/bf16 one");
+        auto scale = scales.by_weight.find(view.name);
+        if (scale != scales.by_weight.end())
+          it->second.scale = scale->second;
+        else if (scales.scaled) {
+          const std::string layer =
+              ends_with(view.name, ".weight") ? view.name.substr(0, view.name.size() - 7) : view.name;
+          throw InputError("'" + files[f] + "': fp8 tensor '" + view.name +
+                           "' has no scale in this scaled fp8 file (expected '" + layer + ".scale_weight' or '" +
+                           layer + ".weight_scale'); the file is incomplete, re-download or re-convert it");
+        }
+      }
       if (param->second.sizes() != at::IntArrayRef(view.shape))
         m.report.mismatched.push_back(key + " is " + shape_text(view.shape) + " in the file but " +
                                       shape_text(param->second.sizes()) + " in the model");
@@ -148,13 +268,13 @@ std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vect
   return opened;
 }
 
-/// Copies the file tensor `view` into `param`, once, in pieces of at most kCopyChunkBytes
+/// Copies the file tensor `view` (times `scale`, for a scaled fp8 weight) into `param`, once, in pieces of at most kCopyChunkBytes
 /// of the file: each piece is read from the mapping (converted to the parameter's dtype on
 /// the way, through options.round_through when set) and its pages are then released, so
 /// the file never sits whole in this process's memory. A CUDA parameter gets each piece
 /// by one host-to-device copy; nothing larger than a piece is staged on the host.
-void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, at::Tensor& param,
-                 const LoadOptions& options) {
+void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, std::optional<float> scale,
+                 at::Tensor& param, const LoadOptions& options) {
   if (view.nbytes == 0) return;
   const at::ScalarType dtype = *torch_dtype(view.dtype);
   const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
@@ -176,7 +296,10 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, at
       source = at::empty({n}, source_options);
       std::memcpy(source.data_ptr(), data, static_cast<size_t>(n) * item);
     }
-    if (options.round_through && *options.round_through != dtype) source = source.to(*options.round_through);
+    // A scaled fp8 weight: Q.to(float32) * scale, in float32, then on to the parameter's dtype.
+    if (scale) source = source.to(at::kFloat).mul_(*scale);
+    if (options.round_through && *options.round_through != source.scalar_type())
+      source = source.to(*options.round_through);
     target.narrow(0, begin, n).copy_(source);
     file.release(data, static_cast<size_t>(n) * item);
   }
@@ -226,7 +349,7 @@ void load_weights(torch::nn::Module& module, const std::vector<std::string>& fil
   at::NoGradGuard no_grad;
   for (size_t f = 0; f < opened.size(); ++f) {
     for (const auto& [a, param] : order)
-      if (a->file == f) copy_tensor(*opened[f], *a->view, *param, options);
+      if (a->file == f) copy_tensor(*opened[f], *a->view, a->scale, *param, options);
     opened[f].reset();  // unmapped as soon as its tensors are copied
   }
 }
