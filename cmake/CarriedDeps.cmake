@@ -6,6 +6,8 @@
 # tools/device/prepare_carry.sh fills <dir> (third_party_cache/device):
 #   include/      CLI/, nlohmann/, spdlog/, fmt/ and stb/stb_image_write.h, Debian's headers
 #   googletest/   Debian's GoogleTest sources (/usr/src/googletest)
+#   sentencepiece/  SentencePiece's header and shared library (the T5 tokenizer), found by
+#                 Dependencies.cmake when LibTorch is there
 #
 # - CLI11, nlohmann_json, fmt and spdlog always come from <dir>/include, whatever the
 #   machine has: fmt header-only (FMT_HEADER_ONLY), spdlog header-only (no

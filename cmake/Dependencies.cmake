@@ -19,3 +19,22 @@ else()
 endif()
 
 include(Torch)
+
+# SentencePiece (Debian's libsentencepiece-dev): the T5 tokenizer reads spiece.model with
+# it. Only dpinfer_pipeline links it, so only with LibTorch; the launcher never does. A
+# carried folder (tools/device/prepare_carry.sh) holds it under <dir>/sentencepiece.
+if(DPINFER_HAVE_TORCH)
+  set(_sp_hints "")
+  if(DPINFER_DEPS_DIR)
+    get_filename_component(_sp_hints "${DPINFER_DEPS_DIR}/sentencepiece" ABSOLUTE)
+  endif()
+  find_path(DPINFER_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h HINTS ${_sp_hints} PATH_SUFFIXES include)
+  find_library(DPINFER_SENTENCEPIECE_LIBRARY sentencepiece HINTS ${_sp_hints} PATH_SUFFIXES lib lib/x86_64-linux-gnu)
+  if(NOT DPINFER_SENTENCEPIECE_INCLUDE_DIR OR NOT DPINFER_SENTENCEPIECE_LIBRARY)
+    message(FATAL_ERROR "SentencePiece not found: install libsentencepiece-dev (tools/setup.sh)")
+  endif()
+  add_library(dpinfer::sentencepiece UNKNOWN IMPORTED)
+  set_target_properties(dpinfer::sentencepiece PROPERTIES IMPORTED_LOCATION "${DPINFER_SENTENCEPIECE_LIBRARY}"
+                                                          INTERFACE_INCLUDE_DIRECTORIES "${DPINFER_SENTENCEPIECE_INCLUDE_DIR}")
+  message(STATUS "dpinfer: SentencePiece ${DPINFER_SENTENCEPIECE_LIBRARY}")
+endif()

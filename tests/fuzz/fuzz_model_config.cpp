@@ -2,7 +2,8 @@
 // read by io::read_json_object_file, then Config::from_json. Bits 0-2 of the first byte pick
 // the reader: 0 UNet2DConditionModel, 1 AutoencoderKL, 2 the CLIP text encoders, 3
 // ZImageTransformer2DModel, 4 QwenImageTransformer2DModel, 5 AutoencoderKLQwenImage, 6 the
-// decoder-LLM text encoders (Qwen2.5-VL's and Qwen3's readers), 7 all of them; the rest is the file.
+// decoder-LLM text encoders (Qwen2.5-VL's and Qwen3's readers) and T5EncoderModel, 7 all of
+// them; the rest is the file.
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image_config.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_config.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
@@ -60,6 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (wanted(6)) {
     expect_clean([&] { (void)pipeline::DecoderLLMConfig::qwen2_5_vl_from_json(config); });
     expect_clean([&] { (void)pipeline::DecoderLLMConfig::qwen3_from_json(config); });
+    expect_clean([&] {
+      const auto t5 = pipeline::T5Config::from_json(config);
+      // What from_json promises the bucket function: room for exact and log buckets.
+      if (t5.relative_attention_num_buckets < 4 || t5.relative_attention_max_distance <= t5.relative_attention_num_buckets / 4)
+        std::abort();
+    });
   }
   return 0;
 }

@@ -6,12 +6,15 @@
 # names third_party_cache/device in `carry` (tools/device/README.md).
 #
 # Headers and sources only, never a compiled library (the GPU machine's glibc may
-# differ):
+# differ), except SentencePiece's shared library (below):
 #   include/CLI, include/nlohmann, include/spdlog, include/fmt, include/stb/stb_image_write.h
 #             the headers of libcli11-dev, nlohmann-json3-dev, libspdlog-dev,
 #             libfmt-dev and libstb-dev: copied from /usr/include when the package is
 #             installed (tools/setup.sh installs them all), else taken from the .deb
 #             that `apt-get download` fetches, unpacked with `dpkg-deb -x`;
+#   sentencepiece/  include/sentencepiece_processor.h (libsentencepiece-dev) and
+#             lib/libsentencepiece.so* (libsentencepiece0): the one compiled library carried,
+#             since the T5 tokenizer links it and the machine has no apt;
 #   googletest/  the GoogleTest sources of Debian's googletest package
 #             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
 #   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
@@ -80,6 +83,20 @@ done
 r="$(pkg_root libstb-dev)"
 mkdir -p "$dest/include/stb"
 cp -a "$r/usr/include/stb/stb_image_write.h" "$dest/include/stb/"
+
+# SentencePiece (the T5 tokenizer; cmake/Dependencies.cmake looks in sentencepiece/): the
+# headers of libsentencepiece-dev and, the one exception to "headers only", the shared
+# library of libsentencepiece0, which the GPU machine cannot build or install (no apt). It
+# needs only libc6, libstdc++6 and libgcc-s1 (Debian 12's: glibc 2.36, GLIBCXX_3.4.30); the
+# build's RPATH points the binaries at it.
+r="$(pkg_root libsentencepiece-dev)"
+mkdir -p "$dest/sentencepiece/include" "$dest/sentencepiece/lib"
+cp -a "$r/usr/include/sentencepiece_processor.h" "$dest/sentencepiece/include/"
+r="$(pkg_root libsentencepiece0)"
+# Plain files, no symlinks (a carry may not keep them): the SONAME libsentencepiece.so.0 the
+# binaries load, and libsentencepiece.so the linker finds.
+cp -L "$r/usr/lib/x86_64-linux-gnu/libsentencepiece.so.0" "$dest/sentencepiece/lib/libsentencepiece.so.0"
+cp -L "$r/usr/lib/x86_64-linux-gnu/libsentencepiece.so.0" "$dest/sentencepiece/lib/libsentencepiece.so"
 
 # GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
 r="$(pkg_root googletest)"

@@ -210,12 +210,23 @@ Matching match(const torch::nn::Module& module,
     if (item.value().defined() && m.state.emplace(item.key(), item.value()).second)
       order.push_back(item.key());
 
+  // Tied names: an alias loads into its key unless some file gives the key itself.
+  std::map<std::string, std::string> alias_of;  // file key -> module key
+  for (const auto& [alias, key] : renames.tied) {
+    bool key_given = false;
+    for (const auto& file : opened)
+      for (const io::TensorView& view : file->tensors()) key_given = key_given || view.name == key;
+    alias_of[alias] = key_given ? std::string() : key;  // "": skipped
+  }
+
   for (size_t f = 0; f < opened.size(); ++f) {
     const Fp8Scales scales = find_fp8_scales(*opened[f], files[f]);
     for (const io::TensorView& view : opened[f]->tensors()) {
       if (scales.consumed.count(view.name)) continue;
       if (is_ignored(view.name, renames)) continue;
-      const std::string key = target_key(view.name, renames, m.state);
+      auto tied = alias_of.find(view.name);
+      if (tied != alias_of.end() && tied->second.empty()) continue;
+      const std::string key = tied != alias_of.end() ? tied->second : target_key(view.name, renames, m.state);
       auto param = m.state.find(key);
       if (param == m.state.end()) {
         m.report.unexpected.push_back(view.name);

@@ -4,6 +4,7 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
@@ -76,6 +77,22 @@ std::shared_ptr<torch::nn::Module> build_qwen2_5_vl(const nlohmann::json& config
 
 std::shared_ptr<torch::nn::Module> build_qwen3(const nlohmann::json& config, const at::TensorOptions& options) {
   return std::make_shared<DecoderLLMTextEncoderImpl>(DecoderLLMConfig::qwen3_from_json(config), options);
+}
+
+nlohmann::ordered_json t5_facts(const nlohmann::json& config) {
+  const T5Config c = T5Config::from_json(config);
+  static const char* const kActivations[] = {"relu", "gelu_new", "gelu", "silu"};
+  nlohmann::ordered_json j;
+  j["num_layers"] = c.num_layers;
+  j["d_model"] = c.d_model;
+  j["d_ff"] = c.d_ff;
+  j["num_heads"] = c.num_heads;
+  j["d_kv"] = c.d_kv;
+  j["feed_forward"] = std::string(c.is_gated_act ? "gated-" : "") + kActivations[static_cast<int>(c.dense_act_fn)];
+  j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
+  j["relative_attention_max_distance"] = c.relative_attention_max_distance;
+  j["vocab_size"] = c.vocab_size;
+  return j;
 }
 
 nlohmann::ordered_json unet_facts(const nlohmann::json& config) {
@@ -185,6 +202,9 @@ const KeyRenames kClipRenames{{}, {"text_model.embeddings.position_ids"}, {}};
 // Qwen-Image's text encoder file is the whole Qwen2.5-VL: the vision tower and the LM head are not
 // part of the text path (and lm_head.weight is absent when tie_word_embeddings is set).
 const KeyRenames kQwen2_5_VLRenames{{}, {"lm_head.weight"}, {"visual"}};
+// T5EncoderModel ties encoder.embed_tokens to shared (_tied_weights_keys): save_pretrained
+// writes shared.weight only, other files hold both names or only encoder.embed_tokens.weight.
+const KeyRenames kT5Renames{{}, {}, {}, {{"encoder.embed_tokens.weight", "shared.weight"}}};
 const KeyRenames kVaeRenames{
     {{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
 // dpinfer builds Qwen-Image's VAE for decoding only (text-to-image never encodes): the file's
@@ -203,6 +223,8 @@ const std::vector<ModelClass>& model_classes() {
       {"Qwen2_5_VLForConditionalGeneration", "transformers", ComponentRole::kTextEncoder, build_qwen2_5_vl,
        qwen2_5_vl_facts, kQwen2_5_VLRenames},
       {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
+      {"T5EncoderModel", "transformers", ComponentRole::kTextEncoder, build<T5EncoderModelImpl, T5Config>, t5_facts,
+       kT5Renames},
       {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,
        unet_facts, {}},
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,

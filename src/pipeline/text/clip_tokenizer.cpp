@@ -27,21 +27,14 @@ constexpr const char* kEndOfWord = "</w>";
 // bpe() answers these from its cache unsplit, whatever the config's special tokens.
 constexpr std::string_view kCachedSpecials[] = {"<|startoftext|>", "<|endoftext|>"};
 
-// Python's str.isspace(): the separators, and the control characters
-// BasicTokenizer drops that Python still calls whitespace.
-bool is_python_space(char32_t cp) {
-  return (unicode::props(cp) & unicode::kSeparator) || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1F) ||
-         cp == 0x85;
-}
-
 std::string strip_python_space(const std::string& text, bool left, bool right) {
   std::u32string cps = unicode::decode_utf8(text);
   size_t begin = 0, end = cps.size();
   if (left) {
-    while (begin < end && is_python_space(cps[begin])) ++begin;
+    while (begin < end && unicode::is_python_space(cps[begin])) ++begin;
   }
   if (right) {
-    while (end > begin && is_python_space(cps[end - 1])) --end;
+    while (end > begin && unicode::is_python_space(cps[end - 1])) --end;
   }
   std::string out;
   for (size_t i = begin; i < end; ++i) unicode::append_utf8(cps[i], out);

@@ -2,6 +2,7 @@
 
 #include "dpinfer/pipeline/text/clip_tokenizer.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+#include "dpinfer/pipeline/text/t5_tokenizer.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 
 namespace dpinfer::pipeline {
@@ -15,6 +16,10 @@ std::unique_ptr<Tokenizer> load_qwen2(const std::string& dir) {
   return std::make_unique<Qwen2Tokenizer>(Qwen2Tokenizer::from_dir(dir));
 }
 
+std::unique_ptr<Tokenizer> load_t5(const std::string& dir) {
+  return std::make_unique<T5Tokenizer>(T5Tokenizer::from_dir(dir));
+}
+
 }  // namespace
 
 const std::vector<TokenizerClass>& tokenizer_classes() {
@@ -23,6 +28,8 @@ const std::vector<TokenizerClass>& tokenizer_classes() {
       {{"CLIPTokenizer", "CLIPTokenizerFast"}, "tokenizer_config.json", {"vocab.json", "merges.txt"}, load_clip},
       // vocab.json + merges.txt, or tokenizer.json alone: the loader says which is missing.
       {{"Qwen2Tokenizer", "Qwen2TokenizerFast"}, "tokenizer_config.json", {}, load_qwen2},
+      // spiece.model; a folder with tokenizer.json alone: the loader says what is missing.
+      {{"T5Tokenizer", "T5TokenizerFast"}, "tokenizer_config.json", {}, load_t5},
   };
   return table;
 }

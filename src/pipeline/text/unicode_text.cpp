@@ -202,6 +202,10 @@ void append_utf8(char32_t cp, std::string& out) {
 
 uint8_t props(char32_t cp) { return cp < 0x10000 ? bmp_props()[cp] : props_by_search(cp); }
 
+bool is_python_space(char32_t cp) {
+  return (props(cp) & kSeparator) || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1F) || cp == 0x85;
+}
+
 static std::u32string nfc_with(std::u32string_view text, InertFn inert) {
   auto ccc_of = [inert](char32_t cp) -> uint8_t { return inert(cp) ? 0 : combining_class(cp); };
   std::u32string d;

@@ -20,6 +20,10 @@ void append_utf8(char32_t cp, std::string& out);
 /// The PropBits of `cp`.
 uint8_t props(char32_t cp);
 
+/// Python's str.isspace(): the separators, and the control characters BasicTokenizer
+/// drops that Python still calls whitespace (str.strip() strips these).
+bool is_python_space(char32_t cp);
+
 /// unicodedata.normalize("NFC", text) of Python 3.11 (Unicode 14.0).
 std::u32string nfc(std::u32string_view text);
 

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::nn {
@@ -35,6 +36,12 @@ struct KeyRenames {
   /// "<prefix>." (Qwen-Image's text encoder file holds the vision tower "visual.*", which the
   /// text path does not use). Never reported missing either.
   std::vector<std::string> ignored_prefixes;
+  /// Tied parameters that checkpoints save under either of two names, or both: {alias, key}.
+  /// The module has `key` only; a file key `alias` loads into it when the files do not give
+  /// `key` itself, and is skipped when they do (transformers ties the two after loading, so
+  /// a file's two copies are one parameter). T5EncoderModel's encoder.embed_tokens.weight is
+  /// its shared.weight.
+  std::vector<std::pair<std::string, std::string>> tied = {};
 };
 
 /// How the keys of a component's checkpoint meet its module (see match_keys()).
