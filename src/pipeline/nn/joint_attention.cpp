@@ -16,11 +16,15 @@ JointAttentionImpl::JointAttentionImpl(const JointAttentionOptions& options, con
   to_k_ = register_module("to_k", Linear(options.dim, inner_dim, options.bias, tensor_options));
   to_v_ = register_module("to_v", Linear(options.dim, inner_dim, options.bias, tensor_options));
   if (options.qk_norm) {
-    norm_q_ = register_module("norm_q", RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options));
-    norm_k_ = register_module("norm_k", RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options));
+    norm_q_ = register_module(
+        "norm_q", RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options, options.qk_norm_kind));
+    norm_k_ = register_module(
+        "norm_k", RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options, options.qk_norm_kind));
   }
-  to_out_0_ = Linear(inner_dim, options.dim, options.out_bias, tensor_options);
-  register_module("to_out", torch::nn::ModuleList(to_out_0_));  // to_out.1 is Dropout
+  if (!options.pre_only) {
+    to_out_0_ = Linear(inner_dim, options.dim, options.out_bias, tensor_options);
+    register_module("to_out", torch::nn::ModuleList(to_out_0_));  // to_out.1 is Dropout
+  }
 }
 
 at::Tensor JointAttentionImpl::forward(const at::Tensor& x, const at::Tensor& mask, const at::Tensor& freqs) {
@@ -32,12 +36,26 @@ at::Tensor JointAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ma
     q = apply_rotary_emb_complex(q, freqs);
     k = apply_rotary_emb_complex(k, freqs);
   }
+  return attend(q, k, v, mask);
+}
+
+// Ref: diffusers/models/transformers/transformer_flux.py FluxAttnProcessor (no encoder_hidden_states)
+at::Tensor JointAttentionImpl::forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs) {
+  auto split_heads = [&](const at::Tensor& t) { return t.unflatten(-1, {heads_, -1}); };  // [B, N, h, d]
+  at::Tensor q = split_heads(to_q_(x)), k = split_heads(to_k_(x)), v = split_heads(to_v_(x));
+  if (!norm_q_.is_empty()) q = norm_q_(q);
+  if (!norm_k_.is_empty()) k = norm_k_(k);
+  return attend(apply_rotary_emb_real(q, freqs), apply_rotary_emb_real(k, freqs), v, {});
+}
+
+at::Tensor JointAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& mask) {
   const at::ScalarType dtype = q.scalar_type();
   // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
   at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
                                          mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
   out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(dtype);  // [B, N, h * d]
-  return to_out_0_(out);
+  return to_out_0_.is_empty() ? out : to_out_0_(out);
 }
 
 // Ref: diffusers/models/attention_processor.py Attention (added_kv_proj_dim, context_pre_only
@@ -51,7 +69,8 @@ DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions
     return register_module(name, Linear(in, out, bias, tensor_options));
   };
   auto norm = [&](const char* name) {
-    return register_module(name, RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options));
+    return register_module(
+        name, RMSNorm(options.dim_head, options.qk_norm_eps, true, tensor_options, options.qk_norm_kind));
   };
   to_q_ = linear("to_q", options.dim, inner_dim, options.bias);
   to_k_ = linear("to_k", options.dim, inner_dim, options.bias);
@@ -70,35 +89,55 @@ DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions
   to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
 }
 
-DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::Tensor& image, const at::Tensor& text,
-                                                                     const at::Tensor& image_freqs,
-                                                                     const at::Tensor& text_freqs,
-                                                                     const at::Tensor& mask) {
+DoubleStreamAttentionImpl::Projected DoubleStreamAttentionImpl::project(const at::Tensor& image,
+                                                                       const at::Tensor& text) {
   auto split_heads = [&](const at::Tensor& t) { return t.unflatten(-1, {heads_, -1}); };  // [B, N, h, d]
-  at::Tensor img_q = split_heads(to_q_(image)), img_k = split_heads(to_k_(image)), img_v = split_heads(to_v_(image));
-  at::Tensor txt_q = split_heads(add_q_proj_(text)), txt_k = split_heads(add_k_proj_(text));
-  at::Tensor txt_v = split_heads(add_v_proj_(text));
+  Projected p{split_heads(to_q_(image)),      split_heads(to_k_(image)),      split_heads(to_v_(image)),
+              split_heads(add_q_proj_(text)), split_heads(add_k_proj_(text)), split_heads(add_v_proj_(text))};
   if (!norm_q_.is_empty()) {
-    img_q = norm_q_(img_q);
-    img_k = norm_k_(img_k);
-    txt_q = norm_added_q_(txt_q);
-    txt_k = norm_added_k_(txt_k);
+    p.img_q = norm_q_(p.img_q);
+    p.img_k = norm_k_(p.img_k);
+    p.txt_q = norm_added_q_(p.txt_q);
+    p.txt_k = norm_added_k_(p.txt_k);
   }
-  if (image_freqs.defined()) {
-    // apply_rotary_emb_qwen(use_real=False): freqs [N, d/2] broadcast over the batch and the heads.
-    const at::Tensor img_f = image_freqs.unsqueeze(0), txt_f = text_freqs.unsqueeze(0);  // [1, N, d/2]
-    img_q = apply_rotary_emb_complex(img_q, img_f);
-    img_k = apply_rotary_emb_complex(img_k, img_f);
-    txt_q = apply_rotary_emb_complex(txt_q, txt_f);
-    txt_k = apply_rotary_emb_complex(txt_k, txt_f);
-  }
-  const at::Tensor q = at::cat({txt_q, img_q}, 1), k = at::cat({txt_k, img_k}, 1), v = at::cat({txt_v, img_v}, 1);
+  return p;
+}
+
+DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k,
+                                                                    const at::Tensor& v, const at::Tensor& mask,
+                                                                    int64_t n_txt) {
   // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
   at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
                                          mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
   out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());  // [B, N_txt + N_img, h * d]
-  const int64_t n_txt = text.size(1);
   return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)), to_add_out_(out.narrow(1, 0, n_txt))};
+}
+
+DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::Tensor& image, const at::Tensor& text,
+                                                                     const at::Tensor& image_freqs,
+                                                                     const at::Tensor& text_freqs,
+                                                                     const at::Tensor& mask) {
+  Projected p = project(image, text);
+  if (image_freqs.defined()) {
+    // apply_rotary_emb_qwen(use_real=False): freqs [N, d/2] broadcast over the batch and the heads.
+    const at::Tensor img_f = image_freqs.unsqueeze(0), txt_f = text_freqs.unsqueeze(0);  // [1, N, d/2]
+    p.img_q = apply_rotary_emb_complex(p.img_q, img_f);
+    p.img_k = apply_rotary_emb_complex(p.img_k, img_f);
+    p.txt_q = apply_rotary_emb_complex(p.txt_q, txt_f);
+    p.txt_k = apply_rotary_emb_complex(p.txt_k, txt_f);
+  }
+  return attend(at::cat({p.txt_q, p.img_q}, 1), at::cat({p.txt_k, p.img_k}, 1), at::cat({p.txt_v, p.img_v}, 1), mask,
+                text.size(1));
+}
+
+// Ref: diffusers/models/transformers/transformer_flux.py FluxAttnProcessor (with encoder_hidden_states)
+DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward_real_rope(const at::Tensor& image,
+                                                                               const at::Tensor& text,
+                                                                               const RotaryCosSin& freqs) {
+  const Projected p = project(image, text);
+  const at::Tensor q = apply_rotary_emb_real(at::cat({p.txt_q, p.img_q}, 1), freqs);
+  const at::Tensor k = apply_rotary_emb_real(at::cat({p.txt_k, p.img_k}, 1), freqs);
+  return attend(q, k, at::cat({p.txt_v, p.img_v}, 1), {}, text.size(1));
 }
 
 }  // namespace dpinfer::pipeline::nn

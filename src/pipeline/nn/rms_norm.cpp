@@ -2,8 +2,9 @@
 
 namespace dpinfer::pipeline::nn {
 
-RMSNormImpl::RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const at::TensorOptions& options)
-    : eps_(eps) {
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const at::TensorOptions& options,
+                         RMSNormKind kind)
+    : dim_(dim), eps_(eps), kind_(kind) {
   if (elementwise_affine) weight = register_parameter("weight", at::empty({dim}, options), /*requires_grad=*/false);
 }
 
@@ -11,6 +12,8 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const
 // x * rsqrt(...) promotes x to float32; the cast to a half weight dtype comes before the
 // multiply, as there.
 at::Tensor RMSNormImpl::forward(const at::Tensor& x) const {
+  // Ref: torch/nn/modules/normalization.py RMSNorm.forward: F.rms_norm(x, (dim,), weight, eps).
+  if (kind_ == RMSNormKind::kTorch) return at::rms_norm(x, {dim_}, weight, eps_);
   const at::Tensor variance = x.to(at::kFloat).pow(2).mean(-1, /*keepdim=*/true);  // [..., 1] float32
   at::Tensor h = x * at::rsqrt(variance + eps_);                                      // [..., dim] float32
   if (!weight.defined()) return h.to(x.scalar_type());

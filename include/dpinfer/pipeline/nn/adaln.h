@@ -48,4 +48,28 @@ class AdaLayerNormContinuousImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AdaLayerNormContinuous);
 
+/// diffusers' AdaLayerNormZero and AdaLayerNormZeroSingle (models/normalization.py; norm_type
+/// "layer_norm", no class embedding), the block norms of Flux: linear = Linear(dim, chunks * dim,
+/// bias) with chunks 6 (AdaLayerNormZero) or 3 (AdaLayerNormZeroSingle); e = chunk(linear(silu(c)),
+/// chunks) gives shift, scale, then the rest; out = LayerNorm(x, eps, no affine) * (1 + scale) +
+/// shift.
+class AdaLayerNormZeroImpl : public torch::nn::Module {
+ public:
+  AdaLayerNormZeroImpl(int64_t dim, int64_t chunks, double eps, const at::TensorOptions& options);
+
+  struct Output {
+    at::Tensor x;                  ///< [B, N, dim], normalised and modulated
+    std::vector<at::Tensor> rest;  ///< chunks - 2 tensors [B, dim]: gate_msa (and shift_mlp, scale_mlp, gate_mlp)
+  };
+
+  /// x [B, N, dim], c [B, dim].
+  Output forward(const at::Tensor& x, const at::Tensor& c);
+
+ private:
+  int64_t dim_, chunks_;
+  double eps_;
+  Linear linear_{nullptr};
+};
+TORCH_MODULE(AdaLayerNormZero);
+
 }  // namespace dpinfer::pipeline::nn

@@ -2,7 +2,9 @@
 // The DiTs' self-attention over one joint sequence (image and text tokens together), with
 // per-head QK RMSNorm, rotary position embedding and a key padding mask: single-stream (one set
 // of projections for every token, Z-Image) and double-stream (the text tokens with their own
-// projections and norms, the MMDiTs: Qwen-Image).
+// projections and norms, the MMDiTs: Qwen-Image, Flux). Flux's FluxAttention is the same with
+// torch.nn.RMSNorm QK norms, real-valued RoPE over the joint sequence, and (single-stream,
+// pre_only) no output projection.
 
 #include <cstdint>
 
@@ -12,6 +14,7 @@
 
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rms_norm.h"
+#include "dpinfer/pipeline/nn/rope.h"
 
 namespace dpinfer::pipeline::nn {
 
@@ -23,9 +26,14 @@ struct JointAttentionOptions {
   /// norm_q / norm_k: RMSNorm [dim_head] with a weight (diffusers' qk_norm "rms_norm").
   bool qk_norm = true;
   double qk_norm_eps = 1e-5;
+  /// diffusers' RMSNorm (Z-Image, Qwen-Image) or torch.nn.RMSNorm (FluxAttention).
+  RMSNormKind qk_norm_kind = RMSNormKind::kDiffusers;
   /// Bias on to_q, to_k, to_v; and on to_out.0.
   bool bias = false;
   bool out_bias = false;
+  /// No to_out: the attention's merged heads are the output (FluxAttention pre_only, the
+  /// single-stream blocks of Flux). JointAttention only.
+  bool pre_only = false;
 };
 
 /// diffusers' Attention run by Z-Image's ZSingleStreamAttnProcessor: to_q, to_k, to_v,
@@ -39,7 +47,13 @@ class JointAttentionImpl : public torch::nn::Module {
   /// [B, N, dim_head/2] or undefined (no RoPE). Returns [B, N, dim] in x's dtype.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const at::Tensor& freqs);
 
+  /// The same with Flux's real RoPE (FluxAttnProcessor without encoder_hidden_states): freqs
+  /// over the N tokens, no mask. (Not a forward() overload: ModuleHolder's operator() needs one.)
+  at::Tensor forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs);
+
  private:
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+
   int64_t heads_;
   Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
   RMSNorm norm_q_{nullptr}, norm_k_{nullptr};
@@ -68,7 +82,19 @@ class DoubleStreamAttentionImpl : public torch::nn::Module {
   Output forward(const at::Tensor& image, const at::Tensor& text, const at::Tensor& image_freqs,
                  const at::Tensor& text_freqs, const at::Tensor& mask);
 
+  /// FluxAttnProcessor's order: the projections and QK norms per stream, then the joint sequence
+  /// [text, image] rotated by `freqs` (Flux's real RoPE, [N_txt + N_img, dim_head]), one SDPA with
+  /// no mask, and the two streams' output projections.
+  Output forward_real_rope(const at::Tensor& image, const at::Tensor& text, const RotaryCosSin& freqs);
+
  private:
+  struct Projected {
+    at::Tensor img_q, img_k, img_v, txt_q, txt_k, txt_v;  // [B, N, h, d], QK-normed
+  };
+  Projected project(const at::Tensor& image, const at::Tensor& text);
+  Output attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                int64_t n_txt);
+
   int64_t heads_;
   Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
   Linear add_q_proj_{nullptr}, add_k_proj_{nullptr}, add_v_proj_{nullptr}, to_add_out_{nullptr};

@@ -1,7 +1,8 @@
 #pragma once
-// Rotary position embedding over several position axes, as complex numbers: the RoPE of
-// Z-Image (3 axes, theta 256), rotating interleaved pairs (x[2i], x[2i+1]) of each head. The
-// rotation serves Qwen-Image's MSRoPE (ms_rope.h) too.
+// Rotary position embedding over several position axes, rotating interleaved pairs (x[2i],
+// x[2i+1]) of each head: as complex numbers, the RoPE of Z-Image (3 axes, theta 256), whose
+// rotation serves Qwen-Image's MSRoPE (ms_rope.h) too; and as real cos and sin tables, the RoPE of
+// Flux (FluxPosEmbed, 3 axes on the token ids, theta 10000), which rounds differently.
 
 #include <cstdint>
 #include <vector>
@@ -41,5 +42,25 @@ class AxialRope {
 /// float32 whatever x's dtype, and returned in x's dtype. Ref: the apply_rotary_emb of
 /// diffusers' ZSingleStreamAttnProcessor.
 at::Tensor apply_rotary_emb_complex(const at::Tensor& x, const at::Tensor& freqs);
+
+/// Real RoPE tables over a sequence: cos and sin, float32 [N, sum(axes_dims)], each angle's value
+/// repeated for the two members of its pair.
+struct RotaryCosSin {
+  at::Tensor cos, sin;
+};
+
+/// diffusers' FluxPosEmbed (models/transformers/transformer_flux.py) with get_1d_rotary_pos_embed
+/// (models/embeddings.py; use_real, repeat_interleave_real, freqs_dtype float64): for axis a with
+/// width d_a, the frequencies 1 / theta^(2j/d_a) in float64, the angles ids[:, a] (as float32,
+/// widened) times them in float64, cos and sin in float64, each repeated twice along the row,
+/// then rounded to float32; the axes concatenated. ids [N, axes_dims.size()] (any real dtype) on
+/// any device; the tables are computed on the ids' device, as diffusers computes them.
+RotaryCosSin rotary_cos_sin(const at::Tensor& ids, double theta, const std::vector<int64_t>& axes_dims);
+
+/// diffusers' apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=-1, sequence_dim=1)
+/// (models/embeddings.py): x [B, N, heads, d], rotated = (-x[2i+1], x[2i]) per pair, out =
+/// x * cos + rotated * sin in float32 (cos, sin [N, d] broadcast over the batch and the heads),
+/// returned in x's dtype.
+at::Tensor apply_rotary_emb_real(const at::Tensor& x, const RotaryCosSin& freqs);
 
 }  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,200 @@
+#include "dpinfer/pipeline/models/transformers/flux_transformer.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+constexpr const char* kWhat = "flux transformer";
+constexpr double kEps = 1e-6;  // every norm of the model: AdaLN-Zero, norm2, QK norms, norm_out
+
+nn::JointAttentionOptions attention_options(int64_t dim, int64_t heads, int64_t head_dim, bool pre_only) {
+  // FluxAttention(query_dim=dim, heads, dim_head, out_dim=dim, bias=True, eps=1e-6): torch.nn.RMSNorm
+  // QK norms, biases on every projection (added_proj_bias and out_bias default True).
+  nn::JointAttentionOptions o;
+  o.dim = dim;
+  o.heads = heads;
+  o.dim_head = head_dim;
+  o.qk_norm = true;
+  o.qk_norm_eps = kEps;
+  o.qk_norm_kind = nn::RMSNormKind::kTorch;
+  o.bias = true;
+  o.out_bias = true;
+  o.pre_only = pre_only;
+  return o;
+}
+
+// x * (1 + scale[:, None]) + shift[:, None], shift/scale [B, dim].
+at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+  return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+}
+
+// timestep.to(dtype) * 1000 (a product in dtype), as FluxTransformer2DModel.forward scales timestep
+// and guidance; t [B] or 0-d.
+at::Tensor scaled(const at::Tensor& t, int64_t batch, const at::Device& device, at::ScalarType dtype) {
+  return (t.dim() == 0 ? t.expand({batch}) : t).to(device, dtype) * 1000;
+}
+
+void check_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
+  if (!(t.dim() == 0 || (t.dim() == 1 && t.size(0) == batch)))
+    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(batch) + "] or a scalar, got " +
+                c10::str(t.sizes()));
+}
+
+void check_ids(const at::Tensor& ids, int64_t length, const char* name) {
+  if (ids.dim() != 2 || ids.size(0) != length || ids.size(1) != 3)
+    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(length) + ", 3], got " +
+                c10::str(ids.sizes()));
+}
+
+}  // namespace
+
+// Ref: diffusers/models/transformers/transformer_flux.py FluxTransformerBlock
+FluxTransformerBlockImpl::FluxTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim,
+                                                   const at::TensorOptions& options) {
+  norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, 6, kEps, options));
+  norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kEps, options));
+  attn_ = register_module("attn", nn::DoubleStreamAttention(attention_options(dim, heads, head_dim, false), options));
+  norm2_ = register_module("norm2", nn::LayerNorm(dim, kEps, false, options));
+  ff_ = register_module("ff", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
+  norm2_context_ = register_module("norm2_context", nn::LayerNorm(dim, kEps, false, options));
+  ff_context_ =
+      register_module("ff_context", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
+}
+
+FluxTransformerBlockImpl::Output FluxTransformerBlockImpl::forward(const at::Tensor& image, const at::Tensor& text,
+                                                                   const at::Tensor& temb,
+                                                                   const nn::RotaryCosSin& freqs) {
+  // rest: gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, dim].
+  const nn::AdaLayerNormZeroImpl::Output im = norm1_(image, temb), tm = norm1_context_(text, temb);
+  const nn::DoubleStreamAttentionImpl::Output a = attn_->forward_real_rope(im.x, tm.x, freqs);
+  at::Tensor img = image + im.rest[0].unsqueeze(1) * a.image;
+  img = img + im.rest[3].unsqueeze(1) * ff_(modulate(norm2_(img), im.rest[1], im.rest[2]));
+  at::Tensor txt = text + tm.rest[0].unsqueeze(1) * a.text;
+  txt = txt + tm.rest[3].unsqueeze(1) * ff_context_(modulate(norm2_context_(txt), tm.rest[1], tm.rest[2]));
+  if (txt.scalar_type() == at::kHalf) txt = txt.clip(-65504, 65504);
+  return {img, txt};
+}
+
+// Ref: transformer_flux.py FluxSingleTransformerBlock
+FluxSingleTransformerBlockImpl::FluxSingleTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim,
+                                                               const at::TensorOptions& options) {
+  const int64_t mlp_hidden_dim = 4 * dim;  // int(dim * mlp_ratio), mlp_ratio 4.0
+  norm_ = register_module("norm", nn::AdaLayerNormZero(dim, 3, kEps, options));
+  proj_mlp_ = register_module("proj_mlp", nn::Linear(dim, mlp_hidden_dim, true, options));
+  proj_out_ = register_module("proj_out", nn::Linear(dim + mlp_hidden_dim, dim, true, options));
+  attn_ = register_module("attn", nn::JointAttention(attention_options(dim, heads, head_dim, true), options));
+}
+
+at::Tensor FluxSingleTransformerBlockImpl::forward(const at::Tensor& x, const at::Tensor& temb,
+                                                   const nn::RotaryCosSin& freqs) {
+  const nn::AdaLayerNormZeroImpl::Output n = norm_(x, temb);  // rest: gate [B, dim]
+  const at::Tensor mlp = at::gelu(proj_mlp_(n.x), "tanh");
+  const at::Tensor attn = attn_->forward_real_rope(n.x, freqs);
+  at::Tensor out = x + n.rest[0].unsqueeze(1) * proj_out_(at::cat({attn, mlp}, 2));
+  if (out.scalar_type() == at::kHalf) out = out.clip(-65504, 65504);
+  return out;
+}
+
+// Ref: transformer_flux.py FluxTransformer2DModel.__init__; embeddings.py
+// CombinedTimestepGuidanceTextProjEmbeddings and CombinedTimestepTextProjEmbeddings
+FluxTransformer2DModelImpl::FluxTransformer2DModelImpl(const FluxTransformerConfig& config,
+                                                       const at::TensorOptions& options)
+    : config_(config) {
+  const FluxTransformerConfig& c = config_;
+  const int64_t dim = c.inner_dim();
+  auto time_text_embed = register_module("time_text_embed", std::make_shared<torch::nn::Module>());
+  timestep_embedder_ = time_text_embed->register_module(
+      "timestep_embedder", nn::TimestepEmbedding(kTimestepChannels, dim, std::nullopt, options));
+  if (c.guidance_embeds)
+    guidance_embedder_ = time_text_embed->register_module(
+        "guidance_embedder", nn::TimestepEmbedding(kTimestepChannels, dim, std::nullopt, options));
+  text_embedder_ =
+      time_text_embed->register_module("text_embedder", nn::TextProjection(c.pooled_projection_dim, dim, options));
+  context_embedder_ = register_module("context_embedder", nn::Linear(c.joint_attention_dim, dim, true, options));
+  x_embedder_ = register_module("x_embedder", nn::Linear(c.in_channels, dim, true, options));
+  auto blocks = register_module("transformer_blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    blocks_.push_back(FluxTransformerBlock(dim, c.num_attention_heads, c.attention_head_dim, options));
+    blocks->push_back(blocks_.back());
+  }
+  auto single_blocks = register_module("single_transformer_blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_single_layers; ++i) {
+    single_blocks_.push_back(FluxSingleTransformerBlock(dim, c.num_attention_heads, c.attention_head_dim, options));
+    single_blocks->push_back(single_blocks_.back());
+  }
+  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kEps, options));
+  proj_out_ = register_module("proj_out", nn::Linear(dim, c.out_features(), true, options));
+}
+
+// Ref: transformer_flux.py FluxTransformer2DModel.forward and FluxPosEmbed.forward
+at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
+                                               const at::Tensor& encoder_hidden_states,
+                                               const at::Tensor& pooled_projections, const at::Tensor& timestep,
+                                               const at::Tensor& img_ids, const at::Tensor& txt_ids,
+                                               const at::Tensor& guidance) {
+  const FluxTransformerConfig& c = config_;
+  const std::string what(kWhat);
+  if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
+    throw Error(what + ": hidden_states must be [B, L_img, " + std::to_string(c.in_channels) + "], got " +
+                c10::str(hidden_states.sizes()));
+  const int64_t batch = hidden_states.size(0), image_len = hidden_states.size(1);
+  if (encoder_hidden_states.dim() != 3 || encoder_hidden_states.size(0) != batch ||
+      encoder_hidden_states.size(2) != c.joint_attention_dim)
+    throw Error(what + ": encoder_hidden_states must be [" + std::to_string(batch) + ", L_txt, " +
+                std::to_string(c.joint_attention_dim) + "], got " + c10::str(encoder_hidden_states.sizes()));
+  const int64_t text_len = encoder_hidden_states.size(1);
+  if (pooled_projections.sizes() != at::IntArrayRef({batch, c.pooled_projection_dim}))
+    throw Error(what + ": pooled_projections must be [" + std::to_string(batch) + ", " +
+                std::to_string(c.pooled_projection_dim) + "], got " + c10::str(pooled_projections.sizes()));
+  check_batch_vector(timestep, batch, "timestep");
+  check_ids(img_ids, image_len, "img_ids");
+  check_ids(txt_ids, text_len, "txt_ids");
+  if (c.guidance_embeds && !guidance.defined())
+    throw Error(what + ": this transformer has guidance_embeds (a guidance-distilled model such as FLUX.1-dev) "
+                       "and needs a guidance value");
+  if (!c.guidance_embeds && guidance.defined())
+    throw Error(what + ": this transformer has no guidance_embeds (FLUX.1-schnell-like) and takes no guidance "
+                       "value; pass none");
+  if (guidance.defined()) check_batch_vector(guidance, batch, "guidance");
+
+  const at::ScalarType dtype = x_embedder_->weight.scalar_type();
+  const at::Device device = x_embedder_->weight.device();
+  at::Tensor image = x_embedder_(hidden_states.to(device, dtype));  // [B, L_img, dim]
+  // time_text_embed: Timesteps(256, flip_sin_to_cos, shift 0) of t * 1000 in float32, cast to the
+  // pooled projection's dtype, through timestep_embedder; the same for guidance; plus text_embedder
+  // of the pooled projection.
+  const at::Tensor pooled = pooled_projections.to(device, dtype);
+  auto embed = [&](nn::TimestepEmbedding& embedder, const at::Tensor& t) {
+    return embedder(nn::timestep_embedding(scaled(t, batch, device, dtype), kTimestepChannels, true, 0.0).to(dtype));
+  };
+  at::Tensor temb = embed(timestep_embedder_, timestep);
+  if (guidance.defined()) temb = temb + embed(guidance_embedder_, guidance);
+  temb = temb + text_embedder_(pooled);  // [B, dim]
+  at::Tensor text = context_embedder_(encoder_hidden_states.to(device, dtype));  // [B, L_txt, dim]
+
+  // pos_embed(cat(txt_ids, img_ids)): computed on the ids' device (the pipeline makes them on the
+  // model's device), then moved there.
+  const at::Tensor ids = at::cat({txt_ids.to(device), img_ids.to(device)}, 0);
+  const nn::RotaryCosSin freqs = nn::rotary_cos_sin(ids, kRopeTheta, c.axes_dims_rope);
+
+  for (auto& block : blocks_) {
+    FluxTransformerBlockImpl::Output o = block(image, text, temb, freqs);
+    image = std::move(o.image);
+    text = std::move(o.text);
+  }
+  // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
+  // block, which changes no value.
+  at::Tensor joint = at::cat({text, image}, 1);
+  for (auto& block : single_blocks_) joint = block(joint, temb, freqs);
+  image = joint.narrow(1, text_len, image_len);
+  return proj_out_(norm_out_(image, temb));  // [B, L_img, p p out_channels]
+}
+
+}  // namespace dpinfer::pipeline
