@@ -202,8 +202,10 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   add_options(app, o, settings);
   for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   // --set is repeatable, each KEY=VALUE kept; later ones (the command line after --config) win per key.
-  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.get_option("--lora")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
+  // One value per occurrence: a vector option would otherwise also take the words after its
+  // value (the PROMPTS positional after --config's words, which go first).
+  app.get_option("--lora")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
   std::vector<std::string> words = args;
   size_t config_loras = 0;  // --lora words that came from --config: the command line's replace them
   // A first pass finds --config; its keys go before the command line, which so wins.

@@ -130,3 +130,14 @@ TEST(GenerateOptionsLora, RepeatableWithScalesAndTheCommandLineReplacesTheConfig
   write_file(dir.file("bad.json"), R"({"loras": [{"path": "c.safetensors", "strength": 1}]})");
   EXPECT_THROW(plan::parse_generate_args({"p.txt", "--config", dir.file("bad.json")}), UsageError);
 }
+
+// --config's words go before the command line: a repeatable option among them must take one
+// value each, not the PROMPTS positional after them too.
+TEST(GenerateOptionsLora, ConfigSettingsAndLorasLeaveThePromptsPathAlone) {
+  TempDir dir;
+  write_file(dir.file("c.json"), R"({"settings": {"clip_skip": 1}, "loras": ["a.safetensors"]})");
+  const plan::GenerateOptions o = plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")});
+  EXPECT_EQ(o.prompts, "p.txt");
+  EXPECT_EQ(o.settings["clip_skip"], 1);
+  ASSERT_EQ(o.loras.size(), 1u);
+}
