@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 
 #include <fstream>
+#include <set>
 #include <map>
 #include <memory>
 #include <string>

@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/nn/module.h>
 
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 
