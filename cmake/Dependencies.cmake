@@ -5,6 +5,8 @@
 # without these packages (the lent GPU machine): see cmake/CarriedDeps.cmake.
 set(DPINFER_DEPS_DIR "" CACHE PATH "dpinfer: a folder of carried headers and sources to use instead of the system packages")
 find_package(Threads REQUIRED)
+# OpenSSL's libcrypto: SHA-256 for the infotext's Model hash and Lora hashes (worker/model_hashes.cpp).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 if(DPINFER_DEPS_DIR)
   include(CarriedDeps)
 else()

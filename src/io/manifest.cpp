@@ -52,7 +52,7 @@ namespace {
 /// clip_skip), and clip_skip and guidance_rescale, which records carried before that list.
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
-                                           "scheduler",      "clip_skip", "guidance_rescale", "seed_from"};
+                                           "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.
@@ -154,6 +154,8 @@ ManifestSet read_manifests(const std::string& dir) {
         l->second.identity = nlohmann::json::object();
         for (const std::string& f : identity_fields(rec))
           if (rec.contains(f)) l->second.identity[f] = rec[f];
+        // Records from before LoRAs were recorded were made without any.
+        if (!rec.contains("loras")) l->second.identity["loras"] = nlohmann::json::array();
         if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
       }
       if (ok) {

@@ -1,5 +1,7 @@
 #include "dpinfer/io/prompt_file.h"
 
+#include "dpinfer/io/lora_ref.h"
+
 #include <unistd.h>
 
 #include <cctype>
@@ -21,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 const char* const kAllowedKeys =
-    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, settings";
+    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, settings, loras";
 
 [[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
   throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
@@ -93,6 +95,13 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
       if (!v.is_object())
         fail(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + json_brief(v));
       s.settings = v;
+    }
+    else if (k == "loras") {
+      try {
+        s.loras = lora_set_from_json(v, "line " + std::to_string(line));
+      } catch (const InputError& e) {
+        fail(name, line, std::string(e.what()).substr(("line " + std::to_string(line) + ": ").size()));
+      }
     }
     else if (k == "guidance_scale") {
       if (!v.is_number() || !std::isfinite(v.get<double>()))

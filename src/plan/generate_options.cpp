@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/io/prompt_file.h"
@@ -20,6 +21,7 @@ struct SettingArgs {
   std::optional<int> clip_skip;
   std::optional<double> guidance_rescale;
   std::vector<std::string> set;  ///< KEY=VALUE
+  std::vector<std::string> lora;  ///< PATH[:SCALE], in order
 };
 
 void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
@@ -51,6 +53,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--set", settings.set,
                  "a model setting, KEY=VALUE (repeatable), e.g. --set clip_skip=1; `dpinfer inspect MODEL` lists "
                  "the model's settings");
+  app.add_option("--lora", settings.lora,
+                 "a LoRA to merge into the model, PATH[:SCALE] (repeatable; scale 1 by default), e.g. --lora "
+                 "detail.safetensors:0.8; a prompts line's \"loras\" replaces them for its items");
   app.add_option("--clip-skip", settings.clip_skip, "skip the last N CLIP layers (--set clip_skip=N; default: 0)");
   app.add_option("--guidance-rescale", settings.guidance_rescale,
                  "diffusers' guidance_rescale (--set guidance_rescale=X; default: 0, off)");
@@ -98,6 +103,18 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
       if (c == '_') c = '-';
     if (key == "prompts" || key == "config")
       throw UsageError(file + ": key " + given + " cannot be set from a config file");
+    if (key == "loras" || key == "lora") {
+      // {"loras": [{"path": ..., "scale": ...}, "PATH[:SCALE]"]} or {"lora": "PATH[:SCALE]"}
+      const nlohmann::json list = it.value().is_array() ? it.value() : nlohmann::json::array({it.value()});
+      io::LoraSet set;
+      try {
+        set = io::lora_set_from_json(list, file);
+      } catch (const InputError& e) {
+        throw UsageError(e.what());
+      }
+      for (const io::LoraRef& ref : set) words.insert(words.end(), {"--lora", ref.path + ":" + fmt::format("{}", ref.scale)});
+      continue;
+    }
     if (key == "settings") {
       if (!it.value().is_object())
         throw UsageError(file + ": 'settings' must be an object such as {\"clip_skip\": 1}, got " +
@@ -141,6 +158,12 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
 
 }  // namespace
 
+nlohmann::json lora_set_json(const io::LoraSet& set) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const io::LoraRef& r : set) j.push_back({{"path", r.path}, {"scale", r.scale}});
+  return j;
+}
+
 nlohmann::json GenerateOptions::to_json() const {
   nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant}, {"out", out},
                       {"seed", seed}, {"seed_from", seed_from}, {"negative_prompt", negative_prompt},
@@ -148,6 +171,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
+                      {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"write_queue", write_queue},
                       {"config", config}};
@@ -178,8 +202,12 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   add_options(app, o, settings);
   for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   // --set is repeatable, each KEY=VALUE kept; later ones (the command line after --config) win per key.
-  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
+  // One value per occurrence: a vector option would otherwise also take the words after its
+  // value (the PROMPTS positional after --config's words, which go first).
+  app.get_option("--lora")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
   std::vector<std::string> words = args;
+  size_t config_loras = 0;  // --lora words that came from --config: the command line's replace them
   // A first pass finds --config; its keys go before the command line, which so wins.
   if (std::count_if(args.begin(), args.end(), [](const std::string& a) {
         return a == "--config" || a.rfind("--config=", 0) == 0;
@@ -188,11 +216,13 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == "--config") {
       auto extra = config_words(args[i + 1], app);
+      config_loras = static_cast<size_t>(std::count(extra.begin(), extra.end(), std::string("--lora")));
       words.insert(words.begin(), extra.begin(), extra.end());
       break;
     }
     if (args[i].rfind("--config=", 0) == 0) {
       auto extra = config_words(args[i].substr(9), app);
+      config_loras = static_cast<size_t>(std::count(extra.begin(), extra.end(), std::string("--lora")));
       words.insert(words.begin(), extra.begin(), extra.end());
       break;
     }
@@ -226,6 +256,15 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     }
     if (value.is_structured()) value = kv.substr(eq + 1);
     o.settings[kv.substr(0, eq)] = value;
+  }
+  if (config_loras && settings.lora.size() > config_loras)
+    settings.lora.erase(settings.lora.begin(), settings.lora.begin() + static_cast<std::ptrdiff_t>(config_loras));
+  for (const std::string& arg : settings.lora) {
+    try {
+      o.loras.push_back(io::parse_lora_arg(arg, "--lora"));
+    } catch (const InputError& e) {
+      throw UsageError(e.what());
+    }
   }
   if (settings.guidance_rescale) {
     if (!std::isfinite(*settings.guidance_rescale) || *settings.guidance_rescale < 0)

@@ -87,6 +87,7 @@ Item ItemList::at(int64_t index) const {
   it.id = s.id;
   it.settings = d.settings;
   if (s.settings) it.settings.update(*s.settings);
+  it.loras = s.loras ? *s.loras : d.loras;
   return it;
 }
 

@@ -62,6 +62,8 @@ int GenerateRun::run() {
   plan::check_prompts_path(o_.prompts);  // not a program, not a .json document (plan/preflight.h)
   auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
   if (specs.empty()) throw UsageError(quote(o_.prompts) + " holds no prompt (blank lines and # comments are skipped)");
+  io::LoraSet run_loras = o_.loras;
+  resolve_lora_paths(specs, run_loras);
   // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
   const OuterShardChoice shard_choice = choose_outer_shard(o_.shard, current_environment());
   const OuterShard shard = shard_choice.shard;
@@ -125,7 +127,10 @@ int GenerateRun::run() {
   d.height = o_.height.value_or(info.default_height);
   d.settings = info.settings;
   d.seed_from = plan::parse_seed_from(o_.seed_from);
+  d.loras = run_loras;
   defaults_ = d;
+  // Rank 0 hashes before run.json; the others once rank 0 has (the cache is then there).
+  if (rank_.rank == 0) compute_hashes(info, specs);
   // The items are made one by one when needed (plan/items.h): never all in memory.
   items_.emplace(std::move(specs), d);
   check_lines(info);
@@ -140,6 +145,7 @@ int GenerateRun::run() {
   if (rank_.rank == 0) write_run_json(info, shard, nullptr);
 
   group_->barrier("model-loaded");
+  if (rank_.rank != 0) compute_hashes(info, items_->specs());
   group_->device_barrier();
   if (rank_.rank == 0)
     log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", shard_size_,
@@ -186,10 +192,23 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
     }
     return checked;
   };
+  // Every distinct LoRA set, read and checked once, before any item is made.
+  std::vector<io::LoraSet> checked_sets;
+  const auto check_loras = [&](const io::LoraSet& set, const std::string& where) {
+    if (set.empty() || std::find(checked_sets.begin(), checked_sets.end(), set) != checked_sets.end()) return;
+    try {
+      pipe_->check_loras(set);
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    checked_sets.push_back(set);
+  };
+  check_loras(d.loras, "--lora");
   line_settings_.assign(items_->specs().size(), nlohmann::json());
   for (size_t k = 0; k < items_->specs().size(); ++k) {
     const io::PromptSpec& s = items_->specs()[k];
     const std::string where = quote(o_.prompts) + " line " + std::to_string(s.line);
+    if (s.loras) check_loras(*s.loras, where);
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
     if (width % info.size_multiple || height % info.size_multiple)
       throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
@@ -203,6 +222,40 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
       run_settings_ = resolve(d.settings, where);  // the same for every line without its own
     }
   }
+}
+
+void GenerateRun::resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::LoraSet& run_loras) const {
+  const auto resolve = [](io::LoraSet& set, const std::string& where) {
+    for (io::LoraRef& ref : set) {
+      std::error_code ec;
+      const fs::path path = fs::absolute(ref.path, ec).lexically_normal();
+      if (ec || !fs::is_regular_file(path, ec))
+        throw InputError(where + ": LoRA " + quote(ref.path) + " is not a file" +
+                         (fs::path(ref.path).is_relative() ? " (relative paths start at the current directory, " +
+                                                                 quote(fs::current_path(ec).string()) + ")"
+                                                           : std::string()) +
+                         "; give a .safetensors LoRA file");
+      ref.path = path.string();
+    }
+  };
+  resolve(run_loras, "--lora");
+  for (io::PromptSpec& s : specs)
+    if (s.loras) resolve(*s.loras, quote(o_.prompts) + " line " + std::to_string(s.line));
+}
+
+void GenerateRun::compute_hashes(const pipeline::PipelineInfo& info, const std::vector<io::PromptSpec>& specs) {
+  auto start = std::chrono::steady_clock::now();
+  HashCache cache(o_.out);
+  if (!info.hash_files.empty()) hashes_.model = cache.files_sha256(info.hash_files);
+  const auto add = [&](const io::LoraSet& set) {
+    for (const io::LoraRef& ref : set)
+      if (!hashes_.loras.count(ref.path)) hashes_.loras[ref.path] = cache.lora_sha256(ref.path);
+  };
+  add(defaults_.loras);
+  for (const io::PromptSpec& s : specs)
+    if (s.loras) add(*s.loras);
+  if (rank_.rank == 0) cache.save();
+  log::debug("rank {}: model and LoRA hashes in {:.2f}s", rank_.rank, seconds_since(start));
 }
 
 void GenerateRun::abort(const std::string& why) {
@@ -253,7 +306,7 @@ bool GenerateRun::run_static() {
   std::vector<bool> made(static_cast<size_t>(share.size()));
   for (int64_t k = 0; k < share.size() && !o_.overwrite; ++k) {
     const Item it = item_at(share.at(k));
-    if (resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
+    if (resume_.already_made(it, item_record(it, pipe_->info(), &hashes_), identity_fields(pipe_->info()), rank_.rank)) {
       made[static_cast<size_t>(k)] = true;
       ++stats_.skipped;
     }
@@ -287,7 +340,7 @@ bool GenerateRun::run_dynamic() {
     int64_t skipped = 0;
     for (int64_t p = begin; p < std::min(end, n); ++p) {
       Item it = item_at(p);
-      if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info()), identity_fields(pipe_->info()), rank_.rank)) {
+      if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info(), &hashes_), identity_fields(pipe_->info()), rank_.rank)) {
         ++skipped;
         continue;
       }
@@ -337,7 +390,7 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
   std::vector<pipeline::ImageRequest> reqs;
   for (const Item* it : batch)
     reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
-                    it->width, it->height, it->settings});
+                    it->width, it->height, it->settings, it->loras});
   auto t0 = std::chrono::steady_clock::now();
   if (!first_batch_) first_batch_ = t0;
   std::vector<pipeline::RgbImage> images;
@@ -391,12 +444,12 @@ void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage
 
 void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
   const pipeline::PipelineInfo& info = pipe_->info();
-  nlohmann::json rec = item_record(it, info);
+  nlohmann::json rec = item_record(it, info, &hashes_);
   rec["sampler"] = info.sampler_label;
   rec["dtype"] = info.dtype;
   rec["dpinfer_version"] = version();
   std::string png = io::encode_png(img.pixels.data(), img.width, img.height,
-                                   {{"parameters", a1111_infotext(it, info)},
+                                   {{"parameters", a1111_infotext(it, info, &hashes_)},
                                     {"dpinfer", rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true}});
   io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index)).string(), png);
   rec.erase("dpinfer_version");
@@ -417,7 +470,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
 }
 
 void GenerateRun::record_failure(const plan::Item& it, const std::string& message, double seconds) {
-  nlohmann::json rec = item_record(it, pipe_->info());
+  nlohmann::json rec = item_record(it, pipe_->info(), &hashes_);
   rec.erase("file_name");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;
@@ -527,13 +580,15 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                        {{"family", info.family}, {"pipeline_class", info.pipeline_class}, {"model", info.model_name},
                         {"model_path", info.model_path}, {"model_revision", info.model_revision},
                         {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
-                        {"dtype", info.dtype}}},
+                        {"dtype", info.dtype}, {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",
                        {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},
                         {"seed_from", plan::to_string(defaults_.seed_from)},
                         {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
-                        {"width", defaults_.width}, {"height", defaults_.height}, {"settings", defaults_.settings}}}};
+                        {"width", defaults_.width}, {"height", defaults_.height}, {"settings", defaults_.settings},
+                        {"loras", plan::lora_set_json(defaults_.loras)}}}};
+  if (!hashes_.loras.empty()) j["lora_hashes"] = hashes_.loras;  // absolute path -> SHA-256 (model_hashes.h)
   std::error_code ec;
   if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();
   if (slurm_.in_job()) j["slurm"] = slurm_.to_json();

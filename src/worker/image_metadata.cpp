@@ -2,17 +2,48 @@
 
 #include <fmt/format.h>
 
+#include "dpinfer/io/lora_ref.h"
+
 namespace dpinfer::worker {
 
-std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo& info) {
-  std::string s = item.prompt;
-  if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
-  s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, Model: {}", item.steps,
-                   info.sampler_label, item.guidance_scale, item.seed, item.width, item.height, info.model_name);
-  return s + pipeline::settings_infotext(info.setting_specs, item.settings);
+namespace {
+
+/// A1111's quote() of an infotext value (modules/infotext_utils.py): a value with a comma, a
+/// colon or a newline is written as a JSON string (json.dumps(text, ensure_ascii=False)).
+std::string a1111_quote(const std::string& text) {
+  if (text.find_first_of(",:\n") == std::string::npos) return text;
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info) {
+}  // namespace
+
+std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo& info, const RunHashes* hashes) {
+  // The LoRAs as A1111's prompt syntax, after the prompt (extensions-builtin/Lora: <lora:name:multiplier>).
+  std::string s = item.prompt;
+  if (!item.loras.empty()) s += (s.empty() ? "" : " ") + io::lora_set_text(item.loras);
+  if (!item.negative_prompt.empty()) s += "\nNegative prompt: " + item.negative_prompt;
+  s += fmt::format("\nSteps: {}, Sampler: {}, CFG scale: {:g}, Seed: {}, Size: {}x{}, ", item.steps,
+                   info.sampler_label, item.guidance_scale, item.seed, item.width, item.height);
+  if (hashes && !hashes->model.empty()) s += "Model hash: " + model_short_hash(hashes->model) + ", ";
+  s += "Model: " + info.model_name;
+  s += pipeline::settings_infotext(info.setting_specs, item.settings);
+  // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
+  // without ':' or ','; the whole value then quoted.
+  std::string lora_hashes;
+  for (const io::LoraRef& ref : item.loras) {
+    if (!hashes) break;
+    auto it = hashes->loras.find(ref.path);
+    if (it == hashes->loras.end()) continue;
+    std::string alias;
+    for (char c : io::lora_name(ref.path))
+      if (c != ':' && c != ',') alias += c;
+    lora_hashes += (lora_hashes.empty() ? "" : ", ") + alias + ": " + lora_short_hash(it->second);
+  }
+  if (!lora_hashes.empty()) s += ", Lora hashes: " + a1111_quote(lora_hashes);
+  return s;
+}
+
+nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info, const RunHashes* hashes) {
   nlohmann::json j = {{"index", item.index},
                       {"file_name", plan::item_file_name(item.index)},
                       {"prompt", item.prompt},
@@ -29,6 +60,21 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       // Not "image": imagefolder names the picture column that (manifest.h).
                       {"image_index", item.image}};
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
+  if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
+  // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
+  // apart, where the files were.
+  nlohmann::json loras = nlohmann::json::array(), lora_paths = nlohmann::json::array();
+  for (const io::LoraRef& ref : item.loras) {
+    nlohmann::json l = {{"name", io::lora_name(ref.path)}, {"scale", ref.scale}};
+    if (hashes) {
+      auto it = hashes->loras.find(ref.path);
+      l["hash"] = it == hashes->loras.end() ? std::string() : lora_short_hash(it->second);
+    }
+    loras.push_back(std::move(l));
+    lora_paths.push_back(ref.path);
+  }
+  j["loras"] = loras;
+  if (!item.loras.empty()) j["lora_paths"] = lora_paths;
   if (item.id) j["id"] = *item.id;
   nlohmann::json names = nlohmann::json::array();
   for (const pipeline::SettingSpec& spec : info.setting_specs) {
@@ -43,7 +89,8 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
   std::vector<std::pair<std::string, nlohmann::json>> fields{
       {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
       {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr},
-      {"seed_from", "index"}};  // older records lack it: they were seeded by index, the only way then
+      {"seed_from", "index"},  // older records lack it: they were seeded by index, the only way then
+      {"loras", nlohmann::json::array()}};  // older records lack it: no LoRA then
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;
 }

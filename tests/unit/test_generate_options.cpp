@@ -109,3 +109,35 @@ TEST(GenerateOptionsHardening, WriteQueueIsZeroToItsBound) {
   TempDir dir;
   EXPECT_EQ(config_error(dir, "{\"write_queue\": 2.5}"), "--config '" + dir.file("c.json") + "': 'write_queue' must be an integer, got 2.5");
 }
+
+TEST(GenerateOptionsLora, RepeatableWithScalesAndTheCommandLineReplacesTheConfig) {
+  plan::GenerateOptions o = plan::parse_generate_args({"p.txt", "--lora", "a.safetensors:0.5", "--lora", "b.safetensors"});
+  ASSERT_EQ(o.loras.size(), 2u);
+  EXPECT_EQ(o.loras[0], (io::LoraRef{"a.safetensors", 0.5}));
+  EXPECT_EQ(o.loras[1], (io::LoraRef{"b.safetensors", 1.0}));
+  EXPECT_EQ(o.to_json()["loras"][0]["scale"], 0.5);
+
+  TempDir dir;
+  write_file(dir.file("c.json"), R"({"loras": [{"path": "c.safetensors", "scale": -0.25}, "d.safetensors:2"]})");
+  o = plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")});
+  ASSERT_EQ(o.loras.size(), 2u);
+  EXPECT_EQ(o.loras[0], (io::LoraRef{"c.safetensors", -0.25}));
+  EXPECT_EQ(o.loras[1], (io::LoraRef{"d.safetensors", 2.0}));
+  o = plan::parse_generate_args({"p.txt", "--config", dir.file("c.json"), "--lora", "e.safetensors:0.1"});
+  ASSERT_EQ(o.loras.size(), 1u);
+  EXPECT_EQ(o.loras[0], (io::LoraRef{"e.safetensors", 0.1}));
+
+  write_file(dir.file("bad.json"), R"({"loras": [{"path": "c.safetensors", "strength": 1}]})");
+  EXPECT_THROW(plan::parse_generate_args({"p.txt", "--config", dir.file("bad.json")}), UsageError);
+}
+
+// --config's words go before the command line: a repeatable option among them must take one
+// value each, not the PROMPTS positional after them too.
+TEST(GenerateOptionsLora, ConfigSettingsAndLorasLeaveThePromptsPathAlone) {
+  TempDir dir;
+  write_file(dir.file("c.json"), R"({"settings": {"clip_skip": 1}, "loras": ["a.safetensors"]})");
+  const plan::GenerateOptions o = plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")});
+  EXPECT_EQ(o.prompts, "p.txt");
+  EXPECT_EQ(o.settings["clip_skip"], 1);
+  ASSERT_EQ(o.loras.size(), 1u);
+}

@@ -70,7 +70,7 @@ TEST(PromptFileHardening, NumberOverflowIsInvalidJson) {
 TEST(PromptFileHardening, KeysAndValuesAreEscapedAndBounded) {
   const std::string key_error = error_of("{\"prompt\":\"a\",\"\\u001b]0;pwned\\u0007\\nx\":1}\n");
   EXPECT_EQ(key_error, "'p.jsonl' line 1: unknown key '\\x1B]0;pwned\\x07\\nx'; allowed: prompt, negative_prompt, seed, "
-                       "steps, guidance_scale, width, height, num_images, id, settings");
+                       "steps, guidance_scale, width, height, num_images, id, settings, loras");
   const std::string huge = "{\"prompt\":\"a\",\"steps\":\"" + std::string(5'000'000, 'x') + "\\u001b[2J\"}\n";
   const std::string value_error = error_of(huge);
   EXPECT_LT(value_error.size(), 200u) << value_error.size();
@@ -149,4 +149,24 @@ TEST(PromptFileHardening, TheSharedBoundsAreTheJsonlOnes) {
   EXPECT_EQ(error_of("{\"prompt\":\"a\",\"steps\":10001}\n"), "'p.jsonl' line 1: 'steps' must be in 1..10000, got 10001");
   EXPECT_EQ(error_of("{\"prompt\":\"a\",\"num_images\":100001}\n"),
             "'p.jsonl' line 1: 'num_images' must be in 1..100000, got 100001");
+}
+
+TEST(PromptFileLora, ALineNamesItsLorasOrRefusesThemByLine) {
+  auto specs = io::parse_prompts(
+      "{\"prompt\": \"a\", \"loras\": [{\"path\": \"s.safetensors\", \"scale\": 0.8}, \"t.safetensors:-1\"]}\n"
+      "{\"prompt\": \"b\", \"loras\": []}\n{\"prompt\": \"c\"}\n",
+      "p.jsonl", true);
+  ASSERT_EQ(specs.size(), 3u);
+  ASSERT_TRUE(specs[0].loras);
+  EXPECT_EQ(*specs[0].loras, (io::LoraSet{{"s.safetensors", 0.8}, {"t.safetensors", -1.0}}));
+  ASSERT_TRUE(specs[1].loras);
+  EXPECT_TRUE(specs[1].loras->empty());
+  EXPECT_FALSE(specs[2].loras);
+  try {
+    io::parse_prompts("{\"prompt\": \"a\"}\n{\"prompt\": \"a\", \"loras\": [{\"path\": 3}]}\n", "p.jsonl", true);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'p.jsonl' line 2: 'loras' path must be a non-empty string"), std::string::npos)
+        << e.what();
+  }
 }

@@ -111,3 +111,107 @@ TEST(SdxlE2E, LaunchStatusMergeAndInspectWorkAsForSd) {
                                     "settings: clip_skip, guidance_rescale, eta"))
       << bad.err;
 }
+
+// Issue 14's LoRA run: one process, a JSONL file whose lines give different LoRA sets (two at
+// once with scales, one, none, one again), batched together where they may be. Each image is
+// diffusers' own with those LoRAs fused (tools/fixtures/make_lora_fixtures.py), the pipeline
+// loads once, and the records and infotext name each LoRA, its scale and AUTOMATIC1111's hash.
+// A second run resumes; a changed LoRA scale is not "already made".
+TEST(SdxlE2E, TwoLorasPerJsonlLineInOneProcessAreDiffusersOwn) {
+  TempDir dir;
+  const std::string loras = std::string(DPINFER_TEST_DATA_DIR) + "/loras/";
+  const auto line = [&](const std::string& loras_json) {
+    return std::string("{\"prompt\": \"") + kPrompt + "\", \"seed\": 7" +
+           (loras_json.empty() ? "" : ", \"loras\": " + loras_json) + "}\n";
+  };
+  const std::string two = "[{\"path\": \"" + loras + "sdxl-kohya.safetensors\", \"scale\": 0.5}, {\"path\": \"" + loras +
+                          "sdxl-peft.safetensors\", \"scale\": -0.4}]";
+  write_file(dir.file("p.jsonl"), line(two) + line("[\"" + loras + "sdxl-peft.safetensors:0.7\"]") + line("") +
+                                      line("[\"" + loras + "sdxl-kohya.safetensors\"]"));
+  const std::vector<std::string> args = {DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel,
+                                         "--steps", "3", "--guidance-scale", "5", "--batch-size", "4",
+                                         "--out", dir.file("out"), "-v"};
+  RunResult r = run(args, kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t loads = 0;
+  for (size_t at = r.err.find("pipeline loaded"); at != std::string::npos; at = r.err.find("pipeline loaded", at + 1))
+    ++loads;
+  EXPECT_EQ(loads, 1u) << r.err;
+
+  const json hashes = json::parse(std::ifstream(loras + "hashes.json"));
+  const std::string kohya = hashes["sdxl-kohya.safetensors"]["a1111_lora_sha256"].get<std::string>().substr(0, 12);
+  const std::string peft = hashes["sdxl-peft.safetensors"]["a1111_lora_sha256"].get<std::string>().substr(0, 12);
+  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-sdxl-lora.golden/images.safetensors");
+  const std::vector<std::string> cases = {"kohya_and_peft", "peft_scaled", "", "kohya"};
+  std::vector<uint8_t> plain;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    DecodedPng png = read_png(dir.file("out/00000" + std::to_string(i) + ".png"));
+    if (!cases[i].empty()) {
+      const dpinfer::io::TensorView* want = golden->find(cases[i]);
+      ASSERT_NE(want, nullptr);
+      ASSERT_EQ(want->nbytes, png.pixels.size());
+      expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, cases[i]);
+    } else {
+      plain = png.pixels;
+    }
+    const json rec = json::parse(png.texts.at("dpinfer"));
+    const std::string params = png.texts.at("parameters");
+    EXPECT_EQ(rec["model_hash"], "a61dccc133") << "sha256sum tiny-sdxl/unet/diffusion_pytorch_model.safetensors";
+    EXPECT_NE(params.find(", Model hash: a61dccc133, Model: "), std::string::npos) << params;
+    if (i == 0) {
+      EXPECT_EQ(params.substr(0, params.find('\n')),
+                std::string(kPrompt) + " <lora:sdxl-kohya:0.5> <lora:sdxl-peft:-0.4>");
+      EXPECT_NE(params.find(", Lora hashes: \"sdxl-kohya: " + kohya + ", sdxl-peft: " + peft + "\""), std::string::npos)
+          << params;
+      EXPECT_EQ(rec["loras"], json::parse("[{\"name\": \"sdxl-kohya\", \"scale\": 0.5, \"hash\": \"" + kohya +
+                                          "\"}, {\"name\": \"sdxl-peft\", \"scale\": -0.4, \"hash\": \"" + peft + "\"}]"));
+      EXPECT_EQ(rec["lora_paths"][0], loras + "sdxl-kohya.safetensors");
+    } else if (i == 2) {
+      EXPECT_EQ(rec["loras"], json::array());
+      EXPECT_EQ(params.find("Lora hashes"), std::string::npos) << params;
+      EXPECT_EQ(params.find("<lora:"), std::string::npos) << params;
+    } else if (i == 3) {
+      EXPECT_NE(params.find(", Lora hashes: \"sdxl-kohya: " + kohya + "\""), std::string::npos) << params;
+    }
+  }
+  // The image without LoRA is the model's own: the LoRAs merged before it were taken out.
+  write_file(dir.file("plain.txt"), std::string(kPrompt) + "\n");
+  RunResult p = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kModel, "--steps", "3",
+           "--guidance-scale", "5", "--seed", "7", "--out", dir.file("plain")},
+          kEnv, 300s);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(read_png(dir.file("plain/000000.png")).pixels, plain);
+
+  // Resumed: nothing to make, the hashes from out/hashes.json.
+  RunResult again = run(args, kEnv, 300s);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("skipped 4 item(s)"), std::string::npos) << again.err;
+  ASSERT_TRUE(fs::exists(dir.file("out/hashes.json")));
+
+  // Another scale for line 2's LoRA: its item was made with another LoRA set.
+  std::string changed = read_file(dir.file("p.jsonl"));
+  changed.replace(changed.find("sdxl-peft.safetensors:0.7"), 25, "sdxl-peft.safetensors:0.9");
+  write_file(dir.file("p.jsonl"), changed);
+  RunResult refused = run(args, kEnv, 300s);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("made with loras"), std::string::npos) << refused.err;
+}
+
+TEST(SdxlE2E, ALoraForAnotherFamilyIsRefusedInOneLineBeforeAnyImage) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), std::string(kPrompt) + "\n");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kModel, "--steps", "1", "--lora",
+                     std::string(DPINFER_TEST_DATA_DIR) + "/loras/other-family.safetensors:0.5", "--out",
+                     dir.file("out")},
+                    kEnv, 300s);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("other-family.safetensors"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("transformer (DiT) model"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("out/000000.png")));
+  RunResult missing = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kModel, "--steps", "1",
+                           "--lora", dir.file("nope.safetensors"), "--out", dir.file("out")},
+                          kEnv, 300s);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("nope.safetensors' is not a file"), std::string::npos) << missing.err;
+}

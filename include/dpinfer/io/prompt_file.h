@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/io/lora_ref.h"
+
 namespace dpinfer::io {
 
 /// An inclusive range of what a prompt line or the command line may ask for. The JSONL
@@ -40,12 +42,15 @@ struct PromptSpec {
   /// The line's model settings ({"clip_skip": 1}): an object, checked against the model's
   /// family once it is loaded (the file knows nothing of models).
   std::optional<nlohmann::json> settings;
+  /// The line's LoRAs ("loras": [{"path": ..., "scale": ...}]), instead of the run's; paths as
+  /// written (the worker resolves them against the current directory).
+  std::optional<LoraSet> loras;
 };
 
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
 /// with the keys `prompt` (required), `negative_prompt`, `seed`, `steps`,
-/// `guidance_scale`, `width`, `height`, `num_images`, `id` and `settings` (an object of
-/// the model family's settings); anything else is a .txt
+/// `guidance_scale`, `width`, `height`, `num_images`, `id`, `settings` (an object of
+/// the model family's settings) and `loras` (io/lora_ref.h); anything else is a .txt
 /// file: one prompt per line, UTF-8, CRLF and a BOM accepted, blank lines skipped, and a
 /// line whose first non-blank character is `#` a comment. A prompt that starts with `#`
 /// is written `\#`: when a .txt line's first non-blank characters are backslashes and

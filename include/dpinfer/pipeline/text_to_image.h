@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/settings.h"
+#include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
 
@@ -27,6 +29,9 @@ struct ImageRequest {
   /// The family's settings for this image (PipelineInfo::settings), complete: every
   /// setting with its value (resolve_settings()). Empty: the family's defaults.
   nlohmann::json settings = nlohmann::json::object();
+  /// The LoRAs merged into the model for this image (absolute paths), in merge order; the
+  /// same for every request of a batch.
+  io::LoraSet loras;
 };
 
 /// 8-bit RGB, row-major, height × width × 3.
@@ -63,6 +68,10 @@ struct PipelineInfo {
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;
+  /// The files whose SHA-256 is the infotext's `Model hash` (worker/model_hashes.h): the
+  /// checkpoint of a single-file model, else the denoiser's weight files in name order.
+  /// Empty: no hash.
+  std::vector<std::string> hash_files;
 };
 
 /// Thrown by TextToImage::generate() when its cancel check said so: the batch is
@@ -85,6 +94,16 @@ class TextToImage {
   /// that this model cannot take beyond their specs' types and ranges, e.g. a clip_skip
   /// past its text encoder's layers. The worker asks before it makes any item.
   virtual void check_settings(const nlohmann::json& settings) const { (void)settings; }
+  /// Reads and checks each LoRA of `loras` against this model, keeping what it read for
+  /// generate(). Throws InputError, one line naming the file, for a LoRA this model cannot
+  /// take: none of its keys match, only some do, or its shapes do not fit. The worker asks
+  /// for every distinct set before it makes any item. A family without LoRA support
+  /// refuses any.
+  virtual void check_loras(const io::LoraSet& loras) {
+    if (!loras.empty())
+      throw InputError(loras.front().path + ": " + info().family_label +
+                       " models take no LoRA in dpinfer yet (Stable Diffusion 1.x/2.x and SDXL do); drop --lora");
+  }
   /// Makes one image per request, as one batch. All requests share steps,
   /// guidance_scale, width, height and settings. Each image depends only on its own request
   /// (its seed included), never on the rest of the batch, up to float rounding.

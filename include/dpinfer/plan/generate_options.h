@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/io/lora_ref.h"
+
 namespace dpinfer::plan {
 
 /// The largest --write-queue: 1024 images at 1024x1024 already hold 3 GiB.
@@ -36,6 +38,9 @@ struct GenerateOptions {
   /// set one (--clip-skip, --guidance-rescale) and --config's "settings" object. Checked
   /// against the family once the model is loaded.
   nlohmann::json settings = nlohmann::json::object();
+  /// --lora PATH[:SCALE] (repeatable) or --config's "loras": the LoRAs of every item whose
+  /// prompts line names none, in merge order; paths as given.
+  io::LoraSet loras;
   int rendezvous_timeout_s = 300;
   /// Inside a SLURM job, when SIGTERM/SIGUSR1/SIGUSR2 stopped the run: rank 0 runs
   /// `scontrol requeue` for this job (or job array task) on its way out.
@@ -55,6 +60,9 @@ struct GenerateOptions {
   /// The resolved options as JSON (run.json).
   nlohmann::json to_json() const;
 };
+
+/// `set` as JSON: [{"path": ..., "scale": ...}], as run.json and the records hold it.
+nlohmann::json lora_set_json(const io::LoraSet& set);
 
 /// Parses `dpinfer generate` arguments (without the program and subcommand).
 /// A --config FILE.json supplies defaults for any option (same names, with '-' or

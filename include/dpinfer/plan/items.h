@@ -53,6 +53,8 @@ struct ItemDefaults {
   int height = 0;
   /// The run's model settings (--set, --clip-skip, ...): what a line sets none of gets.
   nlohmann::json settings = nlohmann::json::object();
+  /// The run's LoRAs (--lora): what a line that names none gets.
+  io::LoraSet loras;
 };
 
 struct Item {
@@ -71,11 +73,14 @@ struct Item {
   /// The model settings: the run's, with the line's own over them (not yet checked
   /// against the model's family; the worker completes them with its defaults).
   nlohmann::json settings = nlohmann::json::object();
+  /// The LoRAs merged into the model for this item: its line's "loras", else the run's.
+  io::LoraSet loras;
 
-  /// Items batch together when they share all of these.
+  /// Items batch together when they share all of these (a batch runs on one set of merged
+  /// weights, so items with other LoRAs go to another batch).
   bool batches_with(const Item& o) const {
     return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
-           settings == o.settings;
+           settings == o.settings && loras == o.loras;
   }
 };
 

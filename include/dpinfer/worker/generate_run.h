@@ -20,6 +20,7 @@
 #include "dpinfer/plan/rank_info.h"
 #include "dpinfer/plan/sharding.h"
 #include "dpinfer/util/clock.h"
+#include "dpinfer/worker/model_hashes.h"
 #include "dpinfer/worker/progress_pipe.h"
 #include "dpinfer/worker/resume.h"
 #include "dpinfer/worker/slurm_job.h"
@@ -74,6 +75,14 @@ class GenerateRun {
   /// and run_settings_, which item_at() gives each item.
   void check_lines(const pipeline::PipelineInfo& info);
 
+  /// Makes every LoRA path of the run and of the prompt lines absolute (against the current
+  /// directory), refusing one that is not a file (InputError naming the option or line).
+  void resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::LoraSet& run_loras) const;
+
+  /// Hashes the model and every LoRA the run names (model_hashes.h), through the cache beside
+  /// run.json; rank 0 writes the cache, the other ranks read it once rank 0 has.
+  void compute_hashes(const pipeline::PipelineInfo& info, const std::vector<io::PromptSpec>& specs);
+
   /// Item `position` of this run's shard, made on demand, with its completed settings.
   plan::Item item_at(int64_t position) const;
 
@@ -127,6 +136,7 @@ class GenerateRun {
   nlohmann::json run_settings_;                ///< the completed settings of lines that set none
   int64_t total_items_ = 0;
   plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
+  RunHashes hashes_;             ///< the model's and the LoRAs' SHA-256 (infotext, records)
   std::unique_ptr<io::ManifestWriter> manifest_;
   RankStats stats_;
   double started_at_ = wall_seconds();

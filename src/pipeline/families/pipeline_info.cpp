@@ -1,5 +1,9 @@
 #include "pipeline_info.h"
 
+#include <algorithm>
+#include <filesystem>
+
+#include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 
 namespace dpinfer::pipeline {
@@ -26,6 +30,19 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.default_guidance_scale = family.default_guidance_scale;
   info.size_multiple = family.size_multiple;
   info.ignored_components = model.ignored_components;
+  // The files of `Model hash` (worker/model_hashes.h): a single-file checkpoint itself, else
+  // the denoiser's weight files, as this run loads them.
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model.root, ec)) {
+    info.hash_files = {model.root};
+  } else {
+    for (const Component& c : model.components)
+      if (c.role == ComponentRole::kDenoiser) {
+        info.hash_files = find_weight_files(c.path, c.variant).files;
+        std::sort(info.hash_files.begin(), info.hash_files.end());
+        break;
+      }
+  }
   return info;
 }
 

@@ -33,6 +33,7 @@ class StableDiffusionPipeline : public UNetPipeline {
     text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"),
                                                          at::TensorOptions().dtype(dtype_).device(device_));
     load_unet_and_vae(md, r, dtype_);
+    loras_->add_component("text_encoder", *text_encoder_);
   }
 
   void check_settings(const json& settings) const override {
@@ -45,6 +46,7 @@ class StableDiffusionPipeline : public UNetPipeline {
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
     const Batch state = begin_batch(batch);
+    use_loras(batch);
     c10::InferenceMode guard;
     at::Tensor cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());  // [B, 77, D]
     DenoiseInputs conditioning;
@@ -62,7 +64,9 @@ class StableDiffusionPipeline : public UNetPipeline {
     std::vector<std::string> texts;
     for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
     // The side is in the key only so that a truncation warning names the right one.
-    const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(clip_skip);
+    // The LoRAs merged into the text encoder change its output: they key the entries too.
+    const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(clip_skip) +
+                            " loras=" + loras_->key_for("text_encoder");
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       return std::vector<at::Tensor>{encode_texts(distinct, negative, clip_skip)};
     })[0];

@@ -1,0 +1,75 @@
+#pragma once
+// LoRAs merged into a loaded model's weights, and taken out again: the design behind
+// --lora and a prompts line's "loras" (README, "LoRA").
+//
+// A set of LoRAs is merged into the weights it touches, exactly as diffusers' fuse_lora
+// merges them (PEFT's get_delta_weight, W += (B @ A) * scaling, one LoRA after the other).
+// Before a weight first changes, its original values are kept (only the touched weights,
+// on their device). A batch with another set first copies those originals back, then
+// merges its own set: consecutive items with different LoRAs never reload the model, and
+// a batch runs at the full speed of merged weights. The worker groups items by LoRA set
+// as it groups them by size, so a sweep re-merges only where the set changes.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "dpinfer/io/lora_ref.h"
+#include "dpinfer/pipeline/loading/lora_keys.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace dpinfer::pipeline {
+
+class LoraMerger {
+ public:
+  /// `facts` name the model in messages and give the UNet's block layout.
+  explicit LoraMerger(LoraModelFacts facts) : facts_(std::move(facts)) {}
+
+  /// Registers a component ("unet") whose Linear and Conv2d weights LoRAs may change.
+  void add_component(const std::string& name, torch::nn::Module& module);
+
+  /// Reads each file of `set` once (kept, converted to its weights' dtype and device) and
+  /// checks it against the registered components. Throws InputError naming the file.
+  void check(const io::LoraSet& set);
+
+  /// Makes the weights those of `set`: nothing when it is the set in place; otherwise the
+  /// touched weights get their original values back and `set` is merged. Returns whether
+  /// any weight changed.
+  bool apply(const io::LoraSet& set);
+
+  /// The set merged now.
+  const io::LoraSet& current() const { return current_; }
+
+  /// A key for what the LoRAs in place do to `component` ("" when none touches it): the
+  /// text-encoder caches key their entries by it.
+  std::string key_for(const std::string& component) const;
+
+ private:
+  struct Factors {
+    LoraLayer layer;
+    at::Tensor down, up;  ///< in the weight's dtype, on its device
+    double alpha = 0;     ///< the file's alpha, or the rank when it has none
+  };
+  struct LoadedFile {
+    std::vector<Factors> layers;
+  };
+  const LoadedFile& load(const std::string& path);
+  at::Tensor weight(const std::string& component, const std::string& module);
+
+  LoraModelFacts facts_;
+  /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
+  std::map<std::string, at::Tensor> weights_;
+  LoraModuleTable table_;
+  std::map<std::string, std::unique_ptr<LoadedFile>> files_;
+  /// "<component>/<module>" -> the weight's values before any LoRA, for the weights touched.
+  std::map<std::string, at::Tensor> originals_;
+  io::LoraSet current_;
+};
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,153 @@
+// Ref: peft 0.17 tuners/lora/layer.py (Linear.get_delta_weight, Conv2d.get_delta_weight, merge,
+// LoraLayer.set_scale) as diffusers 0.36's fuse_lora drives it (loaders/lora_base.py
+// _fuse_lora_apply). The delta is computed the way PEFT computes it, so the merged fp32
+// weights are diffusers' bit for bit (tests/torch/test_lora.cpp).
+#include "dpinfer/pipeline/loading/lora.h"
+
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+/// A LoRA tensor as a CPU tensor of its own dtype; only float types are LoRA factors.
+at::Tensor read_tensor(const io::TensorView& view, const std::string& file) {
+  at::ScalarType dtype;
+  switch (view.dtype) {
+    case io::Dtype::kF32: dtype = at::kFloat; break;
+    case io::Dtype::kF16: dtype = at::kHalf; break;
+    case io::Dtype::kBF16: dtype = at::kBFloat16; break;
+    case io::Dtype::kF64: dtype = at::kDouble; break;
+    default:
+      throw InputError(quote(file) + ": tensor " + quote(view.name, 80) + " is " +
+                       std::string(io::dtype_name(view.dtype)) + "; LoRA weights must be F32, F16, BF16 or F64");
+  }
+  at::Tensor t = at::empty(view.shape, at::TensorOptions().dtype(dtype));
+  if (view.nbytes) std::memcpy(t.data_ptr(), view.data, view.nbytes);
+  return t;
+}
+
+/// The module names whose weights a LoRA may change: Linear [out, in] and Conv2d
+/// [out, in, kh, kw] weights, not the embedding tables (which PEFT treats apart).
+bool is_lora_target(const std::string& module, const at::Tensor& weight) {
+  if (weight.dim() != 2 && weight.dim() != 4) return false;
+  return !ends_with(module, "embedding") && !ends_with(module, "embeddings") && !ends_with(module, "embed_tokens");
+}
+
+/// PEFT's get_delta_weight for one layer, in the weight's dtype (fp32 on the CPU for fp16 and
+/// bf16 weights, then cast back, as PEFT does for slow CPU half matmuls).
+at::Tensor delta_weight(const at::Tensor& down, const at::Tensor& up, const at::Tensor& weight, double scaling) {
+  const bool cast = weight.device().is_cpu() && (weight.scalar_type() == at::kHalf || weight.scalar_type() == at::kBFloat16);
+  const at::Tensor a = cast ? down.to(at::kFloat) : down;  // A: [r, in] or [r, in, kh, kw]
+  const at::Tensor b = cast ? up.to(at::kFloat) : up;      // B: [out, r] or [out, r, 1, 1]
+  at::Tensor delta;
+  if (weight.dim() == 2) {
+    delta = at::matmul(b, a) * scaling;  // [out, in]
+  } else if (weight.size(2) == 1 && weight.size(3) == 1) {
+    // conv2d 1x1: [out, r] @ [r, in], back to [out, in, 1, 1]
+    delta = at::matmul(b.squeeze(3).squeeze(2), a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * scaling;
+  } else {
+    // conv2d(A^T [in, r, kh, kw], B [out, r, 1, 1]) is [in, out, kh, kw]; transposed: [out, in, kh, kw]
+    delta = at::conv2d(a.transpose(0, 1), b).transpose(0, 1) * scaling;
+  }
+  return cast ? delta.to(weight.scalar_type()) : delta;
+}
+
+}  // namespace
+
+void LoraMerger::add_component(const std::string& name, torch::nn::Module& module) {
+  // Tensor handles share the parameters' storage: in-place changes reach the module.
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const std::string& key = item.key();
+    if (!ends_with(key, ".weight")) continue;
+    const std::string module_name = key.substr(0, key.size() - 7);
+    if (!is_lora_target(module_name, item.value())) continue;
+    weights_[name + "/" + module_name] = item.value();
+    table_[name][module_name] = item.value().sizes().vec();
+  }
+}
+
+at::Tensor LoraMerger::weight(const std::string& component, const std::string& module) {
+  auto it = weights_.find(component + "/" + module);
+  if (it == weights_.end()) throw Error("LoRA: " + component + " has no weight " + module + ".weight");
+  return it->second;
+}
+
+const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
+  if (auto it = files_.find(path); it != files_.end()) return *it->second;
+  std::shared_ptr<const io::SafetensorsFile> file;
+  try {
+    file = io::SafetensorsFile::open(path);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(std::string("--lora: ") + e.what());
+  }
+  std::vector<LoraTensorKey> keys;
+  for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
+  auto loaded = std::make_unique<LoadedFile>();
+  for (LoraLayer& layer : map_lora_keys(keys, table_, facts_, path)) {
+    const at::Tensor w = weight(layer.component, layer.module);
+    const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+    Factors f;
+    f.down = read_tensor(*file->find(layer.down_key), path).to(options);
+    f.up = read_tensor(*file->find(layer.up_key), path).to(options);
+    // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
+    f.alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path).to(at::kDouble).item<double>()
+                              : static_cast<double>(layer.rank);
+    if (!std::isfinite(f.alpha))
+      throw InputError(quote(path) + ": " + quote(*layer.alpha_key, 80) + " is not a finite number");
+    f.layer = std::move(layer);
+    loaded->layers.push_back(std::move(f));
+  }
+  return *files_.emplace(path, std::move(loaded)).first->second;
+}
+
+void LoraMerger::check(const io::LoraSet& set) {
+  c10::InferenceMode guard;
+  for (const io::LoraRef& ref : set) load(ref.path);
+}
+
+bool LoraMerger::apply(const io::LoraSet& set) {
+  if (set == current_) return false;
+  c10::InferenceMode guard;
+  for (const io::LoraRef& ref : set) load(ref.path);  // every file read before any weight changes
+  for (auto& [key, original] : originals_) {
+    const size_t slash = key.find('/');
+    weight(key.substr(0, slash), key.substr(slash + 1)).copy_(original);
+  }
+  for (const io::LoraRef& ref : set) {
+    for (const Factors& f : files_.at(ref.path)->layers) {
+      at::Tensor w = weight(f.layer.component, f.layer.module);
+      const std::string key = f.layer.component + "/" + f.layer.module;
+      if (!originals_.count(key)) originals_.emplace(key, w.clone());
+      // PEFT's set_scale: scaling = scale * lora_alpha / r, in Python floats (left to right).
+      const double scaling = ref.scale * f.alpha / static_cast<double>(f.layer.rank);
+      w.add_(delta_weight(f.down, f.up, w, scaling));  // PEFT merge: base_layer.weight.data += delta
+    }
+  }
+  current_ = set;
+  return true;
+}
+
+std::string LoraMerger::key_for(const std::string& component) const {
+  std::string key;
+  for (const io::LoraRef& ref : current_) {
+    auto it = files_.find(ref.path);
+    if (it == files_.end()) continue;
+    bool touches = false;
+    for (const Factors& f : it->second->layers) touches = touches || f.layer.component == component;
+    if (touches) key += fmt::format("{}{}:{}", key.empty() ? "" : "|", ref.path, ref.scale);
+  }
+  return key;
+}
+
+}  // namespace dpinfer::pipeline

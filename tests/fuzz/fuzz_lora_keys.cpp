@@ -1,0 +1,58 @@
+// libFuzzer: the LoRA key conversion (pipeline/loading/lora_keys.h) on the keys and shapes of a
+// safetensors file of arbitrary bytes, framed as fuzz_safetensors frames it (first byte odd:
+// the rest is a JSON header, given its 8-byte length and data[1] & 63 zero bytes of data), against
+// a small SDXL-like module table (layers_per_block 2). What map_lora_keys() returns must name a
+// module of the table whose weight its factors fit; anything else must be a one-line InputError.
+#include <cstdint>
+#include <string>
+
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/loading/lora_keys.h"
+#include "dpinfer/util/error.h"
+#include "fuzz_support.h"
+
+using namespace dpinfer;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static fuzz::MemFile file("lora.safetensors");
+  static const pipeline::LoraModuleTable modules = {
+      {"unet",
+       {{"down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q", {2, 2}},
+        {"down_blocks.0.resnets.1.conv1", {2, 2, 3, 3}},
+        {"down_blocks.0.downsamplers.0.conv", {2, 2, 3, 3}},
+        {"mid_block.attentions.0.proj_in", {2, 2}},
+        {"mid_block.resnets.1.time_emb_proj", {2, 4}},
+        {"up_blocks.0.resnets.2.conv_shortcut", {2, 3, 1, 1}},
+        {"up_blocks.1.upsamplers.0.conv", {2, 2, 3, 3}}}},
+      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}}}},
+      {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {3, 2}}}}};
+  if (size < 2) return 0;
+  std::string bytes;
+  if (data[0] & 1) {
+    const std::string header(reinterpret_cast<const char*>(data) + 2, size - 2);
+    for (int i = 0; i < 8; ++i) bytes += static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 0xFF);
+    bytes += header;
+    bytes.append(data[1] & 63, '\0');
+  } else {
+    bytes.assign(reinterpret_cast<const char*>(data) + 1, size - 1);
+  }
+  std::vector<pipeline::LoraTensorKey> keys;
+  try {
+    auto st = io::SafetensorsFile::open(file.write(bytes.data(), bytes.size()));
+    for (const io::TensorView& t : st->tensors()) keys.push_back({t.name, t.shape});
+  } catch (const Error& e) {
+    fuzz::check_message(e.what());
+    return 0;
+  }
+  try {
+    const auto layers = pipeline::map_lora_keys(keys, modules, {"Stable Diffusion XL", 2}, "lora.safetensors");
+    if (layers.empty()) std::abort();  // none matching is an error, never an empty answer
+    for (const pipeline::LoraLayer& l : layers) {
+      auto component = modules.find(l.component);
+      if (component == modules.end() || !component->second.count(l.module) || l.rank < 1) std::abort();
+    }
+  } catch (const Error& e) {
+    fuzz::check_message(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,123 @@
+// The LoRA key conversion (pipeline/loading/lora_keys.h) on synthetic key lists: every format
+// it reads, the original (SGM) UNet block names, and each refusal in one line.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "dpinfer/io/lora_ref.h"
+#include "dpinfer/pipeline/loading/lora_keys.h"
+#include "dpinfer/util/error.h"
+
+using namespace dpinfer;
+using pipeline::LoraModuleTable;
+using pipeline::LoraTensorKey;
+
+namespace {
+
+// An SDXL-like UNet with layers_per_block 2: down block 1 holds attentions, up block 0 too.
+const LoraModuleTable kModules = {
+    {"unet",
+     {{"down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q", {8, 4}},
+      {"down_blocks.0.resnets.1.conv1", {4, 4, 3, 3}},
+      {"down_blocks.0.downsamplers.0.conv", {4, 4, 3, 3}},
+      {"mid_block.attentions.0.proj_in", {8, 8}},
+      {"mid_block.resnets.1.time_emb_proj", {8, 16}},
+      {"up_blocks.0.attentions.2.proj_out", {8, 8}},
+      {"up_blocks.0.resnets.2.conv_shortcut", {8, 12, 1, 1}},
+      {"up_blocks.1.upsamplers.0.conv", {4, 4, 3, 3}}}},
+    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}},
+    {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
+
+const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2};
+
+nlohmann::json json_of(const char* text) { return nlohmann::json::parse(text); }
+
+std::vector<LoraTensorKey> kohya(const std::string& name, std::vector<int64_t> down, std::vector<int64_t> up) {
+  return {{name + ".lora_down.weight", down}, {name + ".lora_up.weight", up}, {name + ".alpha", {}}};
+}
+
+std::string refusal(const std::vector<LoraTensorKey>& keys) {
+  try {
+    pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::vector<LoraTensorKey>& k) { keys.insert(keys.end(), k.begin(), k.end()); };
+  // input block 5 = down block (5-1)/3 = 1, layer (5-1)%3 = 1; part 1 the attention
+  add(kohya("lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q", {2, 4}, {8, 2}));
+  add(kohya("lora_unet_input_blocks_2_0_in_layers_2", {2, 4, 3, 3}, {4, 2, 1, 1}));  // down 0 resnet 1 conv1
+  add(kohya("lora_unet_input_blocks_3_0_op", {2, 4, 3, 3}, {4, 2, 1, 1}));           // down 0 downsampler
+  add(kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2}));
+  add(kohya("lora_unet_middle_block_2_emb_layers_1", {2, 16}, {8, 2}));
+  add(kohya("lora_unet_output_blocks_2_1_proj_out", {2, 8}, {8, 2}));                  // up 0 attention 2
+  add(kohya("lora_unet_output_blocks_2_0_skip_connection", {2, 12, 1, 1}, {8, 2, 1, 1}));
+  add(kohya("lora_unet_output_blocks_5_1_conv", {2, 4, 3, 3}, {4, 2, 1, 1}));         // up 1 upsampler, no attention
+  add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}));
+  add(kohya("lora_te2_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2}));
+  const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors");
+  ASSERT_EQ(layers.size(), 10u);
+  std::set<std::string> got;
+  for (const auto& l : layers) {
+    got.insert(l.component + ":" + l.module);
+    EXPECT_EQ(l.rank, 2);
+    EXPECT_TRUE(l.alpha_key.has_value());
+  }
+  for (const auto& [component, table] : kModules)
+    for (const auto& [module, shape] : table) EXPECT_TRUE(got.count(component + ":" + module)) << module;
+}
+
+TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {
+  const auto layers = pipeline::map_lora_keys(
+      {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},
+       {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 3}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.down.weight", {1, 6}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.up.weight", {6, 1}},
+       {"lora_unet_down_blocks_0_resnets_1_conv1.lora_down.weight", {2, 4, 3, 3}},
+       {"lora_unet_down_blocks_0_resnets_1_conv1.lora_up.weight", {4, 2, 1, 1}}},
+      kModules, kFacts, "x.safetensors");
+  ASSERT_EQ(layers.size(), 3u);
+  for (const auto& l : layers) EXPECT_FALSE(l.alpha_key.has_value());
+}
+
+TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
+  const std::string shape = refusal(kohya("lora_unet_middle_block_1_proj_in", {2, 7}, {8, 2}));
+  EXPECT_NE(shape.find("x.safetensors"), std::string::npos) << shape;
+  EXPECT_NE(shape.find("do not fit unet.mid_block.attentions.0.proj_in.weight [8, 8]"), std::string::npos) << shape;
+
+  auto partial = kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2});
+  for (const auto& k : kohya("lora_unet_input_blocks_7_1_proj_in", {2, 8}, {8, 2})) partial.push_back(k);
+  const std::string some = refusal(partial);
+  EXPECT_NE(some.find("only 1 of its 2 LoRA layers match"), std::string::npos) << some;
+  EXPECT_NE(some.find("lora_unet_input_blocks_7_1_proj_in"), std::string::npos) << some;
+
+  const std::string none = refusal({{"transformer.blocks.0.attn.to_q.lora_A.weight", {2, 4}},
+                                    {"transformer.blocks.0.attn.to_q.lora_B.weight", {4, 2}}});
+  EXPECT_NE(none.find("none of its 1 LoRA layer(s) match"), std::string::npos) << none;
+  EXPECT_NE(none.find("transformer (DiT)"), std::string::npos) << none;
+
+  EXPECT_NE(refusal({{"lora_unet_x.hada_w1_a", {2, 2}}}).find("LyCORIS LoHa"), std::string::npos);
+  EXPECT_NE(refusal({{"model.diffusion_model.x.weight", {2, 2}}}).find("is it a LoRA?"), std::string::npos);
+  EXPECT_NE(refusal({{"lora_unet_middle_block_1_proj_in.lora_down.weight", {2, 8}}}).find("not its up (B) weight"),
+            std::string::npos);
+  for (const std::string& why : {shape, some, none}) EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+TEST(LoraRef, PathAndScale) {
+  EXPECT_EQ(io::parse_lora_arg("a/b.safetensors:0.8", "--lora"), (io::LoraRef{"a/b.safetensors", 0.8}));
+  EXPECT_EQ(io::parse_lora_arg("a/b.safetensors", "--lora"), (io::LoraRef{"a/b.safetensors", 1.0}));
+  EXPECT_EQ(io::parse_lora_arg("c:d.safetensors:-1", "--lora"), (io::LoraRef{"c:d.safetensors", -1.0}));
+  EXPECT_EQ(io::parse_lora_arg("x:inf", "--lora").path, "x:inf");
+  EXPECT_THROW(io::parse_lora_arg(":0.5", "--lora"), InputError);
+  const io::LoraSet set = io::lora_set_from_json(json_of(R"([{"path": "s.safetensors", "scale": 0.5}, "t.safetensors:2"])"), "l");
+  ASSERT_EQ(set.size(), 2u);
+  EXPECT_EQ(io::lora_set_text(set), "<lora:s:0.5> <lora:t:2>");
+  EXPECT_THROW(io::lora_set_from_json(json_of(R"([{"path": "s", "weight": 1}])"), "l"), InputError);
+  EXPECT_THROW(io::lora_set_from_json(json_of(R"({"path": "s"})"), "l"), InputError);
+}
+
+}  // namespace
