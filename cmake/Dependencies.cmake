@@ -6,6 +6,10 @@
 set(DPINFER_DEPS_DIR "" CACHE PATH "dpinfer: a folder of carried headers and sources to use instead of the system packages")
 find_package(Threads REQUIRED)
 # OpenSSL's libcrypto: SHA-256 for the infotext's Model hash and Lora hashes (worker/model_hashes.cpp).
+# A carried folder (tools/device/prepare_carry.sh) holds it under <dir>/openssl.
+if(DPINFER_DEPS_DIR AND NOT OPENSSL_ROOT_DIR)
+  get_filename_component(OPENSSL_ROOT_DIR "${DPINFER_DEPS_DIR}/openssl" ABSOLUTE)
+endif()
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 if(DPINFER_DEPS_DIR)
   include(CarriedDeps)

@@ -22,10 +22,11 @@ nvidia_extras=(nvidia-cusparselt-cu13==0.8.0 nvidia-cufile==1.15.1.6 nvidia-nvsh
 py_deps=(filelock typing-extensions "setuptools<82" sympy networkx jinja2 fsspec)
 
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) build the fuzz tests of tests/fuzz.
+# libssl-dev: libcrypto's SHA-256 (the infotext's Model hash and Lora hashes).
 # libsentencepiece-dev: the T5 tokenizer (SentencePiece Unigram, spiece.model) of FLUX.1, Chroma and SD3.
 debs=(g++ cmake ninja-build ccache pkg-config libcli11-dev libspdlog-dev libfmt-dev
       nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev libpng-dev python3-venv python3-pip procps iproute2
-      clang libclang-rt-14-dev libsentencepiece-dev)
+      clang libclang-rt-14-dev libsentencepiece-dev libssl-dev)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -15,6 +15,7 @@
 #   sentencepiece/  include/sentencepiece_processor.h (libsentencepiece-dev) and
 #             lib/libsentencepiece.so* (libsentencepiece0): the one compiled library carried,
 #             since the T5 tokenizer links it and the machine has no apt;
+#   openssl/  include/openssl (libssl-dev) and lib/libcrypto.so* (libssl3), for SHA-256;
 #   googletest/  the GoogleTest sources of Debian's googletest package
 #             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
 #   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
@@ -97,6 +98,18 @@ r="$(pkg_root libsentencepiece0)"
 # binaries load, and libsentencepiece.so the linker finds.
 cp -L "$r/usr/lib/x86_64-linux-gnu/libsentencepiece.so.0" "$dest/sentencepiece/lib/libsentencepiece.so.0"
 cp -L "$r/usr/lib/x86_64-linux-gnu/libsentencepiece.so.0" "$dest/sentencepiece/lib/libsentencepiece.so"
+
+# OpenSSL's libcrypto (SHA-256 of the infotext's Model hash and Lora hashes; cmake/Dependencies.cmake
+# points FindOpenSSL at openssl/): the headers of libssl-dev, with its two per-architecture ones
+# moved beside the rest, and libssl3's libcrypto.so.3, which the GPU machine may lack as a -dev
+# package. Plain files, as for SentencePiece; it needs only libc6.
+r="$(pkg_root libssl-dev)"
+mkdir -p "$dest/openssl/include" "$dest/openssl/lib"
+cp -a "$r/usr/include/openssl" "$dest/openssl/include/"
+cp -a "$r"/usr/include/x86_64-linux-gnu/openssl/*.h "$dest/openssl/include/openssl/"
+r="$(pkg_root libssl3)"
+cp -L "$r/usr/lib/x86_64-linux-gnu/libcrypto.so.3" "$dest/openssl/lib/libcrypto.so.3"
+cp -L "$r/usr/lib/x86_64-linux-gnu/libcrypto.so.3" "$dest/openssl/lib/libcrypto.so"
 
 # GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
 r="$(pkg_root googletest)"
