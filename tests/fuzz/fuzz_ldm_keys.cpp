@@ -4,7 +4,7 @@
 // and the module facts (bits 3-5: layers_per_block 0..3 / levels / text layers; bit 6: a text
 // projection); the rest is one tensor per line, "name d0 d1 ...", each dimension a byte of
 // the line after the first space. Checked: no crash, one-line messages, and every part reads
-// inside its source tensor with as many elements as the part's shape has.
+// inside its source tensor with as many elements as the part's shape has, under a non-empty name.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (numel(p.shape) != elements) std::abort();
       if (p.transpose && p.shape.size() != 2) std::abort();
-      fuzz::check_message(p.target.substr(0, 1000));
+      if (p.target.empty()) std::abort();  // names are the file's bytes, printed only through printable()
     }
   } catch (const Error& e) {
     fuzz::check_message(e.what());

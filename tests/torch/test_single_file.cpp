@@ -166,7 +166,7 @@ TEST(SingleFile, BadInputIsOneLineNamingTheFileAndWhatToDo) {
   // A pickle.
   test::write_file(tmp.file("model.ckpt"), "PK\x03\x04");
   EXPECT_CONTAINS(error_of([&] { resolve_model(tmp.file("model.ckpt")); }),
-                  "is a pickle, which dpinfer never loads (it can run code); convert it to safetensors first");
+                  "is a pickle, which dpinfer never loads (it can run code); convert it once in python with diffusers");
   // Not safetensors.
   test::write_file(tmp.file("junk.safetensors"), "not a safetensors file at all");
   EXPECT_CONTAINS(error_of([&] { resolve_model(tmp.file("junk.safetensors")); }),

@@ -111,8 +111,10 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (ext == ".ckpt" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".pkl")
-    throw InputError(where + " is a pickle, which dpinfer never loads (it can run code); convert it to safetensors "
-                     "first, e.g. with diffusers' from_single_file + save_pretrained, or safetensors' convert script");
+    throw InputError(where + " is a pickle, which dpinfer never loads (it can run code); convert it once in python "
+                     "with diffusers: from diffusers import StableDiffusionPipeline; "
+                     "StableDiffusionPipeline.from_single_file('" + path + "').save_pretrained('" +
+                     fs::path(path).replace_extension().string() + "', safe_serialization=True)");
   std::shared_ptr<const io::SafetensorsFile> file;
   try {
     file = io::SafetensorsFile::open(path);
