@@ -363,7 +363,7 @@ int run_cli(int argc, char** argv) {
                    "usage: dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]\n"
                    "       dpinfer launch [OPTIONS] -- CMD [ARGS...]\n"
                    "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
-                   "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--json]   (check that a model loads)\n"
+                   "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--base DIR] [--json]   (check that a model loads)\n"
                    "       dpinfer merge OUT   (merge all manifests into OUT/metadata.jsonl)\n"
                    "       dpinfer status OUT --prompts FILE [--json]   (done/failed/missing items per shard)\n"
                    "       dpinfer --version\n\n"

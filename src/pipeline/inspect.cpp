@@ -11,10 +11,12 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -78,14 +80,24 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   r.variant = c.variant;
   r.fell_back = !variant.empty() && c.variant.empty();
   WeightFiles found;
-  if (!step(report, &r.error, [&] { found = find_weight_files(c.path, c.variant); })) return;
+  KeyConverter convert;
+  r.source = c.source;
+  if (!c.single_file.empty()) {
+    found.files = {c.single_file};
+    if (!step(report, &r.error, [&] { convert = single_file_converter(c); })) return;
+  } else if (!step(report, &r.error, [&] { found = find_weight_files(c.path, c.variant); })) {
+    return;
+  }
   r.files = found.files;
   r.index = found.index;
   bool readable = step(report, &r.error, [&] {
     for (const std::string& path : found.files) {
       auto file = io::SafetensorsFile::open(path);
-      r.bytes += file->file_size();
+      if (c.key_prefix.empty()) r.bytes += file->file_size();
+      for (const io::TensorView& t : file->tensors())
+        if (!c.key_prefix.empty() && starts_with(t.name, c.key_prefix)) r.bytes += t.nbytes;
       for (const io::TensorView& t : file->tensors()) {
+        if (!c.key_prefix.empty() && !starts_with(t.name, c.key_prefix)) continue;  // another component's
         DtypeCount& count = r.dtypes[std::string(io::dtype_name(t.dtype))];
         ++count.tensors;
         count.parameters += t.numel();
@@ -95,7 +107,7 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   });
   if (!readable || !built) return;
   step(report, &r.error, [&] {
-    r.keys = match_keys(*module, found.files, model_class->renames, c.name);
+    r.keys = match_keys(*module, found.files, model_class->renames, c.name, convert);
     if (!r.keys->ok()) throw Error(key_mismatch_message(*r.keys, found.files, c.name));
   });
 }
@@ -117,6 +129,7 @@ ordered_json component_json(const ComponentReport& r) {
   j["class"] = r.class_name;
   j["library"] = r.library;
   j["path"] = r.path;
+  j["source"] = or_null(r.source);
   j["config"] = r.config;
   ordered_json w;
   w["files"] = r.files;
@@ -181,6 +194,7 @@ void component_text(std::ostream& out, const ComponentReport& r) {
   if (!r.library.empty()) out << " (" << r.library << ")";
   out << "\n";
   if (!r.path.empty()) out << "  folder: " << r.path << "\n";
+  if (!r.source.empty()) out << "  from: " << r.source << "\n";
   for (const auto& [key, value] : r.config.items()) out << "  " << key << ": " << fact_text(value) << "\n";
   if (!r.files.empty()) {
     out << "  weights: ";
@@ -238,7 +252,8 @@ const TokenizerReport& InspectReport::tokenizer(const std::string& name) const {
   throw Error("the inspect report has no tokenizer '" + name + "'");
 }
 
-InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler) {
+InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler,
+                            const SingleFileOptions& single_file) {
   InspectReport report;
   report.spec = spec;
   report.variant = variant;
@@ -249,7 +264,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   std::vector<ModelDirError> resolve_errors;
   if (!step(report, nullptr, [&] {
         try {
-          md = resolve_model(spec, variant, &resolve_errors);
+          md = resolve_model(spec, variant, &resolve_errors, single_file);
         } catch (const Error&) {
           // Not served by any family: say what the directory is before the error.
           try {
@@ -266,6 +281,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   const Family& family = *md.family;
   report.root = md.root;
   report.revision = md.revision;
+  report.single_file = md.single_file;
   report.pipeline = string_field(md.model_index, "_class_name", "");
   report.family = family.name;
   report.ignored_components = md.ignored_components;
@@ -376,6 +392,12 @@ ordered_json InspectReport::to_json() const {
   j["revision"] = or_null(revision);
   j["pipeline"] = or_null(pipeline);
   j["family"] = or_null(family);
+  if (single_file)
+    j["single_file"] = {{"path", single_file->path},   {"kind", single_file->kind},
+                        {"label", single_file->label}, {"variant", or_null(single_file->variant)},
+                        {"base", single_file->base},   {"shipped_base", single_file->shipped_base}};
+  else
+    j["single_file"] = nullptr;
   j["ok"] = ok();
   j["error"] = or_null(error);
   if (family.empty()) return j;
@@ -419,6 +441,12 @@ std::string InspectReport::to_text() const {
   if (!revision.empty()) out << "revision: " << revision << "\n";
   out << "pipeline: " << pipeline << "\n";
   if (!family.empty()) out << "family: " << family << "\n";
+  if (single_file) {
+    out << "single file: " << single_file->path << ", " << single_file->label << "\n";
+    if (!single_file->variant.empty()) out << "  detected: " << single_file->variant << "\n";
+    out << "  configs from: " << single_file->base
+        << (single_file->shipped_base ? " (dpinfer's shipped default; --base to use another)" : " (--base)") << "\n";
+  }
   if (!variant.empty()) out << "variant: " << variant << "\n";
   if (!variant_error.empty()) out << "  error: " << variant_error << "\n";
   if (default_size)

@@ -9,7 +9,8 @@ namespace dpinfer::pipeline {
 
 std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
   try {
-    ModelDir model = resolve_model(request.model, request.variant);
+    const SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
+    ModelDir model = resolve_model(request.model, request.variant, nullptr, single_file);
     if (!request.variant.empty())
       for (const Component& c : model.components)
         if (has_weights(c.role) && c.variant.empty())

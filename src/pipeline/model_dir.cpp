@@ -6,6 +6,7 @@
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/single_file/single_file.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
@@ -107,7 +108,18 @@ const Component& ModelDir::at(const std::string& component) const {
   throw Error(quote(root) + " has no '" + component + "' component");
 }
 
-ModelDir resolve_model(const std::string& model_spec, const std::string& variant, std::vector<ModelDirError>* errors) {
+ModelDir resolve_model(const std::string& model_spec, const std::string& variant, std::vector<ModelDirError>* errors,
+                       const SingleFileOptions& single_file) {
+  std::error_code ec;
+  if (fs::is_regular_file(model_spec, ec)) {
+    if (!variant.empty())
+      throw InputError("--variant " + printable(variant, 60) + " does not apply to the single file " + quote(model_spec) +
+                       "; drop it");
+    return resolve_single_file(model_spec, single_file, errors);
+  }
+  if (!single_file.empty())
+    throw InputError("--base, --text-encoder, --text-encoder-2 and --vae complete a single-file checkpoint; " +
+                     quote(model_spec) + " is not a file, drop them");
   ModelIndex index = read_model_index(model_spec);
   ModelDir model;
   model.spec = index.spec;

@@ -27,7 +27,17 @@ struct SettingArgs {
 void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("prompts", o.prompts, "prompts file: .txt (one per line) or .jsonl; - reads stdin")->required();
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
-  app.add_option("--model,-m", o.model, "diffusers directory or hub id (org/name, from the local HF cache); default: the embedded dpinfer-shapes-64");
+  app.add_option("--model,-m", o.model,
+                 "diffusers directory, hub id (org/name, from the local HF cache) or single-file checkpoint "
+                 "(SD 1.x/2.x/SDXL .safetensors in the original layout); default: the embedded dpinfer-shapes-64");
+  app.add_option("--base", o.base,
+                 "for a single-file --model: the diffusers pipeline (directory or hub id) whose configs, tokenizers, "
+                 "scheduler and missing components it uses (default: dpinfer's shipped config of its family)");
+  app.add_option("--text-encoder", o.text_encoder,
+                 "for a single-file --model without one: a text_encoder folder (config.json + safetensors)");
+  app.add_option("--text-encoder-2", o.text_encoder_2,
+                 "for a single-file SDXL --model without one: a text_encoder_2 folder");
+  app.add_option("--vae", o.vae, "for a single-file --model without one: a vae folder (config.json + safetensors)");
   app.add_option("--variant", o.variant, "weights variant, e.g. fp16 (*.fp16.safetensors)");
   app.add_option("--out,-o", o.out, "output directory")->capture_default_str();
   app.add_option("--seed", o.seed, "base seed: item i gets seed + i (see --seed-from)")->capture_default_str();
@@ -165,7 +175,9 @@ nlohmann::json lora_set_json(const io::LoraSet& set) {
 }
 
 nlohmann::json GenerateOptions::to_json() const {
-  nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant}, {"out", out},
+  nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant},
+                      {"base", base}, {"text_encoder", text_encoder}, {"text_encoder_2", text_encoder_2},
+                      {"vae", vae}, {"out", out},
                       {"seed", seed}, {"seed_from", seed_from}, {"negative_prompt", negative_prompt},
                       {"scheduler", scheduler},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},

@@ -99,7 +99,9 @@ int GenerateRun::run() {
     model = default_model_dir();
     if (rank_.rank == 0) log::info("no --model: using the default model {}", model);
   }
-  pipeline::LoadRequest req{model, o_.variant, o_.scheduler, resolve_dtype(o_.dtype, device), device, o_.settings};
+  pipeline::LoadRequest req{model,    o_.variant,      o_.scheduler,      resolve_dtype(o_.dtype, device),
+                            device,   o_.settings,     o_.base,           o_.text_encoder,
+                            o_.text_encoder_2, o_.vae};
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -579,6 +581,7 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                       {"pipeline",
                        {{"family", info.family}, {"pipeline_class", info.pipeline_class}, {"model", info.model_name},
                         {"model_path", info.model_path}, {"model_revision", info.model_revision},
+                        {"single_file", info.single_file},
                         {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
                         {"dtype", info.dtype}, {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.

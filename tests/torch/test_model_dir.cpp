@@ -281,7 +281,7 @@ TEST_F(ModelDir, ExplainsWhatIsNotAPipelineDirectory) {
   write_file(path("v1-5.ckpt"), "x");
   EXPECT_CONTAINS(
       error_of([&] { resolve_model(path("v1-5.ckpt")); }),
-      "is a single-file checkpoint, which dpinfer does not read; convert it once in python with "
+      "is a pickle, which dpinfer never loads (it can run code); convert it once in python with "
       "diffusers: from diffusers import StableDiffusionPipeline; "
       "StableDiffusionPipeline.from_single_file('" +
           path("v1-5.ckpt") + "').save_pretrained('" + path("v1-5") + "', safe_serialization=True)");

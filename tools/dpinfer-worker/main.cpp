@@ -33,6 +33,7 @@ int inspect_main(int argc, char** argv) {
   dpinfer::log::setup(false);
   dpinfer::log::set_prefix("");  // as `dpinfer generate` run alone
   std::string model, variant, scheduler;
+  dpinfer::pipeline::SingleFileOptions single_file;
   bool json = false;
   CLI::App app(
       "Checks that a model would load, reading its configs and the headers of its weight files, and prints "
@@ -40,8 +41,15 @@ int inspect_main(int argc, char** argv) {
       "scheduler, and any missing or unexpected weights.\n\n  dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] "
       "[--json]",
       "dpinfer inspect");
-  app.add_option("MODEL", model, "a diffusers directory (with model_index.json) or a hub id in the Hugging Face cache")
+  app.add_option("MODEL", model,
+                 "a diffusers directory (with model_index.json), a hub id in the Hugging Face cache, or a single-file "
+                 "checkpoint (SD 1.x/2.x/SDXL .safetensors in the original layout)")
       ->required();
+  app.add_option("--base", single_file.base,
+                 "for a single file: the diffusers pipeline whose configs and missing components it uses");
+  app.add_option("--text-encoder", single_file.text_encoder, "for a single file without one: a text_encoder folder");
+  app.add_option("--text-encoder-2", single_file.text_encoder_2, "for an SDXL single file without one: a text_encoder_2 folder");
+  app.add_option("--vae", single_file.vae, "for a single file without one: a vae folder");
   app.add_option("--variant", variant, "inspect the weights `dpinfer generate --variant` would load, e.g. fp16");
   // generate's names, checked by the same make_scheduler() call: a model whose own scheduler
   // class dpinfer lacks still loads with --scheduler, and inspect should say so.
@@ -67,7 +75,7 @@ int inspect_main(int argc, char** argv) {
     return exit_status::kBadInput;
   }
   try {
-    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant, scheduler);
+    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant, scheduler, single_file);
     if (json)
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else

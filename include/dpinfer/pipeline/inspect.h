@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/settings.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 
@@ -29,7 +30,8 @@ struct ComponentReport {
   std::string name;        ///< "unet"
   std::string library;     ///< "diffusers" or "transformers"
   std::string class_name;  ///< "UNet2DConditionModel"
-  std::string path;        ///< its folder
+  std::string path;        ///< its folder (of its config, for a component read from a single file)
+  std::string source;      ///< where it comes from, for a single-file checkpoint (Component::source)
   /// The resolved config's key facts (an empty object when the config did not parse).
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   /// The weight files find_weight_files() picked: absolute paths, and the index read.
@@ -83,6 +85,8 @@ struct InspectReport {
   std::string revision;  ///< the hub cache snapshot's commit, or empty
   std::string pipeline;  ///< model_index.json's _class_name
   std::string family;    ///< the family table's name for it, or empty when none serves it
+  /// Set for a single-file checkpoint: its kind, detected variant and base.
+  std::optional<SingleFileInfo> single_file;
   /// The components with weights: text encoders, then denoisers, then VAEs, each in the
   /// family's order (for Stable Diffusion: text_encoder, unet, vae).
   std::vector<ComponentReport> models;
@@ -120,7 +124,8 @@ struct InspectReport {
 /// first), so the report shows every problem; `error` is the one loading would have
 /// stopped at. Never throws: a step that fails records its error and the report says
 /// what it could.
+/// A single-file `spec` is completed by `single_file` (--base, --text-encoder, --vae).
 InspectReport inspect_model(const std::string& spec, const std::string& variant = "",
-                            const std::string& scheduler = "");
+                            const std::string& scheduler = "", const SingleFileOptions& single_file = {});
 
 }  // namespace dpinfer::pipeline

@@ -20,6 +20,11 @@ struct LoadRequest {
   /// The family's settings for the run (resolve_settings()); an item's own settings go
   /// with its ImageRequest. Unknown keys are bad input.
   nlohmann::json settings = nlohmann::json::object();
+  /// What completes a single-file `model` (model_dir.h SingleFileOptions): base, text encoders, VAE.
+  std::string base;
+  std::string text_encoder;
+  std::string text_encoder_2;
+  std::string vae;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

@@ -5,11 +5,13 @@
 // weights or touches the network.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dpinfer/pipeline/component_role.h"
 #include "dpinfer/pipeline/hub/model_index.h"
+#include "dpinfer/pipeline/single_file/ldm_keys.h"
 
 namespace dpinfer::pipeline {
 
@@ -28,6 +30,35 @@ struct Component {
   /// The weight variant to load this component with ("fp16"), or empty for its default
   /// weights: see resolve_model(). Always empty for the tokenizer and the scheduler.
   std::string variant;
+  /// Set when the weights are read from a single-file checkpoint (single_file/single_file.h):
+  /// its path, the prefix of this component's keys there, and their layout. `path` and
+  /// `config` then come from the base the configs are taken from.
+  std::string single_file;
+  std::string key_prefix;
+  CheckpointLayout layout = CheckpointLayout::kTransformersClip;
+  /// Where the component comes from, for inspect: "single file (model.diffusion_model.*)",
+  /// "--vae DIR", "base DIR"; empty for a plain pipeline directory.
+  std::string source;
+};
+
+/// What a single-file checkpoint was found to be (single_file/single_file.h).
+struct SingleFileInfo {
+  std::string path;     ///< the checkpoint
+  std::string kind;     ///< "sd1", "sd2", "sdxl"
+  std::string label;    ///< "Stable Diffusion 1.x (LDM)", ...
+  std::string variant;  ///< what was detected beyond the family, e.g. "v_prediction (...)"
+  std::string base;     ///< where the configs come from: the --base given, or the shipped default's folder
+  bool shipped_base = false;  ///< `base` is dpinfer's shipped default config
+};
+
+/// The options that complete a single-file checkpoint: --base, --text-encoder(-2), --vae.
+struct SingleFileOptions {
+  std::string base;            ///< a diffusers directory or hub id: its configs, and components the file lacks
+  std::string text_encoder;    ///< a transformers CLIPTextModel folder (config.json + weights)
+  std::string text_encoder_2;  ///< SDXL's second text encoder folder
+  std::string vae;             ///< a diffusers AutoencoderKL folder
+
+  bool empty() const { return base.empty() && text_encoder.empty() && text_encoder_2.empty() && vae.empty(); }
 };
 
 /// A resolved pipeline directory.
@@ -45,6 +76,8 @@ struct ModelDir {
   /// The other components model_index.json names and the family does not use, such as
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;
+  /// Set when `spec` is a single-file checkpoint.
+  std::optional<SingleFileInfo> single_file;
 
   /// The component called `name`, or nullptr (an optional one that is absent).
   const Component* find(const std::string& name) const;
@@ -74,7 +107,10 @@ struct ModelDirError {
 /// others are still read. The first entry is what the call without `errors` throws.
 /// Problems before the components (the path, the cache, model_index.json itself, the
 /// family) still throw.
+///
+/// A `spec` that is a file is a single-file checkpoint: see resolve_single_file(), which
+/// `single_file` completes (and which must be empty for a directory).
 ModelDir resolve_model(const std::string& spec, const std::string& variant = "",
-                       std::vector<ModelDirError>* errors = nullptr);
+                       std::vector<ModelDirError>* errors = nullptr, const SingleFileOptions& single_file = {});
 
 }  // namespace dpinfer::pipeline

@@ -50,6 +50,9 @@ struct PipelineInfo {
   std::string model_name;      ///< e.g. the model directory's name or hub id
   std::string model_path;
   std::string model_revision;  ///< the hub cache snapshot's commit, or empty
+  /// For a single-file checkpoint (then model_path is the file): {"kind", "label", "variant",
+  /// "base", "components": {name: where it comes from}}; null for a pipeline directory.
+  nlohmann::json single_file;
   std::string scheduler_name;  ///< dpinfer's name, e.g. "pndm"
   std::string sampler_label;   ///< AUTOMATIC1111's name, e.g. "PNDM", "DPM++ 2M Karras"
   std::string device;          ///< "cpu", "cuda:1"

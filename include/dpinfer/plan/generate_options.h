@@ -19,6 +19,12 @@ struct GenerateOptions {
   bool jsonl_stdin = false;      ///< stdin holds JSONL (--jsonl)
   std::string model;             ///< directory or hub id; empty: the default model
   std::string variant;           ///< e.g. "fp16"
+  /// What completes a single-file --model (pipeline/single_file/single_file.h): the diffusers
+  /// pipeline whose configs and missing components it uses, and component folders.
+  std::string base;
+  std::string text_encoder;
+  std::string text_encoder_2;
+  std::string vae;
   std::string out = "outputs";
   int64_t seed = 0;
   std::string seed_from = "index";  ///< index or prompt (plan::SeedFrom)

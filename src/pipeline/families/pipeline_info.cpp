@@ -18,6 +18,14 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.model_name = model.name;
   info.model_path = model.root;
   info.model_revision = model.revision;
+  if (model.single_file) {
+    const SingleFileInfo& sf = *model.single_file;
+    info.model_path = sf.path;
+    nlohmann::json components = nlohmann::json::object();
+    for (const Component& c : model.components) components[c.name] = c.source;
+    info.single_file = {{"kind", sf.kind},       {"label", sf.label},          {"variant", sf.variant},
+                        {"base", sf.base},       {"shipped_base", sf.shipped_base}, {"components", components}};
+  }
   info.scheduler_name = scheduler_name;
   info.sampler_label = a1111_sampler_name(scheduler_name);
   info.device = request.device;

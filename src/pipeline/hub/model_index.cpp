@@ -94,14 +94,7 @@ ModelIndex read_model_index(const std::string& spec) {
     if (!root.has_filename() && root.has_parent_path()) root = root.parent_path();  // "sd/"
     model.name = root.filename().string();
   } else if (fs::exists(spec, ec)) {
-    const std::string ext = fs::path(spec).extension().string();
-    if (ext == ".safetensors" || ext == ".ckpt")
-      throw Error("'" + spec +
-                  "' is a single-file checkpoint, which dpinfer does not read; convert it once in "
-                  "python with diffusers: from diffusers import StableDiffusionPipeline; "
-                  "StableDiffusionPipeline.from_single_file('" +
-                  spec + "').save_pretrained('" + fs::path(spec).replace_extension().string() +
-                  "', safe_serialization=True)");
+    // A single-file --model never gets here (resolve_model() reads it); a --base must be a pipeline.
     throw Error("'" + spec + "' is a file; pass a diffusers pipeline directory or a hub id (org/name)");
   } else if (io::is_hub_id(spec.substr(0, spec.rfind('@')))) {
     root = find_in_cache(spec, &model.revision);

@@ -2,10 +2,16 @@
 
 #include <torch/nn/module.h>
 
+#include <algorithm>
+
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 
@@ -20,19 +26,49 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
                                                   const LoadOptions& load_options) {
   const ModelClass* model_class = find_model_class(c.class_name);
   if (!model_class) throw Error("component '" + c.name + "': dpinfer cannot build a " + c.class_name);
-  const std::vector<std::string> files = find_weight_files(c.path, c.variant).files;
+  const std::vector<std::string> files =
+      c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
+  LoadOptions load = load_options;
+  if (!c.single_file.empty()) load.convert = single_file_converter(c);
   {
     // Names and shapes only: the strict key check runs before a byte is allocated.
     std::shared_ptr<torch::nn::Module> shape = model_class->build(c.config, options.device(at::kMeta));
-    const KeyReport report = match_keys(*shape, files, model_class->renames, c.name);
+    const KeyReport report = match_keys(*shape, files, model_class->renames, c.name, load.convert);
     if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
   }
   std::shared_ptr<torch::nn::Module> module = model_class->build(c.config, options);
-  load_weights(*module, files, model_class->renames, c.name, load_options);
+  load_weights(*module, files, model_class->renames, c.name, load);
   module->eval();
   log::debug("{}: {} loaded from {} file(s) as {} on {}", c.name, c.class_name, files.size(),
              c10::toString(options.dtype().toScalarType()), options.device().str());
   return module;
+}
+
+KeyConverter single_file_converter(const Component& c) {
+  LayoutShape shape;
+  switch (c.layout) {
+    case CheckpointLayout::kLdmUNet: {
+      // LDM's UNetModel has one num_res_blocks for every level.
+      const UNetConfig unet = UNetConfig::from_json(c.config);
+      const auto& lpb = unet.layers_per_block;
+      if (lpb.empty() || std::any_of(lpb.begin(), lpb.end(), [&](int64_t n) { return n != lpb[0]; }))
+        throw InputError("component '" + c.name + "': an LDM checkpoint needs one layers_per_block for every level; "
+                         "the config in " + quote(c.path) + " has several");
+      shape.unet_layers_per_block = lpb[0];
+      break;
+    }
+    case CheckpointLayout::kLdmVae:
+      shape.vae_levels = static_cast<int64_t>(AutoencoderKLConfig::from_json(c.config).block_out_channels.size());
+      break;
+    case CheckpointLayout::kTransformersClip:
+    case CheckpointLayout::kOpenClip:
+      shape.text_layers = CLIPTextConfig::from_json(c.config).num_hidden_layers;
+      shape.text_projection = c.class_name == "CLIPTextModelWithProjection";
+      break;
+  }
+  return [layout = c.layout, prefix = c.key_prefix, shape](const std::vector<SourceTensor>& tensors) {
+    return convert_ldm_keys(layout, prefix, shape, tensors);
+  };
 }
 
 }  // namespace dpinfer::pipeline

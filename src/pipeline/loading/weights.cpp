@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -187,11 +188,42 @@ struct Assignment {
   const io::TensorView* view;
   std::string source_key;
   std::optional<float> scale;  ///< a scaled fp8 weight's per-tensor scale
+  bool transpose = false;      ///< a converted part stored [in, out]
 };
+
+/// A converted part of a file tensor as a view of its own (TensorPart): the same bytes, or
+/// a contiguous run of rows of them, under the module's name and shape. `source.name`
+/// stays the file's name of the whole tensor (for messages and fp8 scales) in `source_key`.
+io::TensorView part_view(const io::TensorView& source, const TensorPart& part, const std::string& file) {
+  const std::string where = "'" + file + "': tensor '" + source.name + "'";
+  io::TensorView view = source;
+  view.name = part.target;
+  int64_t numel = source.numel();
+  if (part.rows >= 0) {
+    const int64_t total = source.shape.empty() ? 1 : source.shape[0];
+    if (source.shape.empty() || part.row_begin < 0 || part.rows > total || part.row_begin > total - part.rows)
+      throw InputError(where + " has no rows [" + std::to_string(part.row_begin) + ", " +
+                       std::to_string(part.row_begin + part.rows) + "); the checkpoint is not the layout expected");
+    const int64_t per_row = total == 0 ? 0 : numel / total;
+    const size_t row_bytes = total == 0 ? 0 : source.nbytes / static_cast<size_t>(total);
+    view.data = source.data + static_cast<size_t>(part.row_begin) * row_bytes;
+    view.offset = source.offset + static_cast<size_t>(part.row_begin) * row_bytes;
+    view.nbytes = static_cast<size_t>(part.rows) * row_bytes;
+    numel = per_row * part.rows;
+  }
+  int64_t shaped = 1;
+  for (int64_t d : part.shape) shaped *= d;
+  if (shaped != numel || (part.transpose && part.shape.size() != 2))
+    throw InputError(where + " cannot be read as " + shape_text(part.shape) + " for '" + part.target +
+                     "'; the checkpoint is not the layout expected");
+  view.shape = part.shape;
+  return view;
+}
 
 /// The outcome of matching open files against a module: what is wrong, and where each
 /// module key's values are.
 struct Matching {
+  std::deque<io::TensorView> parts;  ///< converted views (stable addresses)
   KeyReport report;
   std::map<std::string, at::Tensor> state;
   std::map<std::string, Assignment> assigned;
@@ -200,7 +232,7 @@ struct Matching {
 Matching match(const torch::nn::Module& module,
                const std::vector<std::shared_ptr<const io::SafetensorsFile>>& opened,
                const std::vector<std::string>& files, const KeyRenames& renames,
-               const std::string& component) {
+               const std::string& component, const KeyConverter& convert) {
   Matching m;
   std::vector<std::string> order;  // the module's own order, for the missing list
   for (const auto& item : module.named_parameters(/*recurse=*/true))
@@ -221,40 +253,67 @@ Matching match(const torch::nn::Module& module,
 
   for (size_t f = 0; f < opened.size(); ++f) {
     const Fp8Scales scales = find_fp8_scales(*opened[f], files[f]);
-    for (const io::TensorView& view : opened[f]->tensors()) {
-      if (scales.consumed.count(view.name)) continue;
+    // What is matched: the file's tensors, or their converted parts, each with its file name.
+    std::vector<std::pair<const io::TensorView*, bool>> views;  // view, transposed
+    std::vector<std::string> file_names;
+    if (convert) {
+      const std::vector<io::TensorView>& all = opened[f]->tensors();
+      std::vector<SourceTensor> sources;
+      std::vector<size_t> index;  // sources -> all
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (scales.consumed.count(all[i].name)) continue;
+        sources.push_back({all[i].name, all[i].shape});
+        index.push_back(i);
+      }
+      for (const TensorPart& part : convert(sources)) {
+        if (part.source >= index.size()) throw Error("component '" + component + "': key conversion out of range");
+        const io::TensorView& source = all[index[part.source]];
+        m.parts.push_back(part_view(source, part, files[f]));
+        views.emplace_back(&m.parts.back(), part.transpose);
+        file_names.push_back(source.name);
+      }
+    } else {
+      for (const io::TensorView& view : opened[f]->tensors()) {
+        views.emplace_back(&view, false);
+        file_names.push_back(view.name);
+      }
+    }
+    for (size_t v = 0; v < views.size(); ++v) {
+      const io::TensorView& view = *views[v].first;
+      const std::string& file_name = file_names[v];
+      if (scales.consumed.count(file_name)) continue;
       if (is_ignored(view.name, renames)) continue;
       auto tied = alias_of.find(view.name);
       if (tied != alias_of.end() && tied->second.empty()) continue;
       const std::string key = tied != alias_of.end() ? tied->second : target_key(view.name, renames, m.state);
       auto param = m.state.find(key);
       if (param == m.state.end()) {
-        m.report.unexpected.push_back(view.name);
+        m.report.unexpected.push_back(file_name);
         continue;
       }
-      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, view.name, std::nullopt});
+      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].second});
       if (!inserted)
         throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
                     it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
-                    view.name + "' in '" + files[f] +
+                    file_name + "' in '" + files[f] +
                     "'; the checkpoint is inconsistent, re-download it");
       if (!torch_dtype(view.dtype))
-        throw InputError("'" + files[f] + "': tensor '" + view.name + "' is " +
+        throw InputError("'" + files[f] + "': tensor '" + file_name + "' is " +
                          std::string(io::dtype_name(view.dtype)) +
                          ", which dpinfer cannot load; use a checkpoint in f32, f16 or bf16");
       if (is_fp8(view.dtype)) {
         if (!at::isFloatingType(param->second.scalar_type()))
-          throw InputError("'" + files[f] + "': tensor '" + view.name + "' is " +
+          throw InputError("'" + files[f] + "': tensor '" + file_name + "' is " +
                            std::string(io::dtype_name(view.dtype)) + " but the model holds '" + key + "' as " +
                            std::string(c10::toString(param->second.scalar_type())) +
                            ", which fp8 cannot be loaded into; the checkpoint is broken, use an f16/bf16 one");
-        auto scale = scales.by_weight.find(view.name);
+        auto scale = scales.by_weight.find(file_name);
         if (scale != scales.by_weight.end())
           it->second.scale = scale->second;
         else if (scales.scaled) {
           const std::string layer =
-              ends_with(view.name, ".weight") ? view.name.substr(0, view.name.size() - 7) : view.name;
-          throw InputError("'" + files[f] + "': fp8 tensor '" + view.name +
+              ends_with(file_name, ".weight") ? file_name.substr(0, file_name.size() - 7) : file_name;
+          throw InputError("'" + files[f] + "': fp8 tensor '" + file_name +
                            "' has no scale in this scaled fp8 file (expected '" + layer + ".scale_weight' or '" +
                            layer + ".weight_scale'); the file is incomplete, re-download or re-convert it");
         }
@@ -285,11 +344,24 @@ std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vect
 /// the file never sits whole in this process's memory. A CUDA parameter gets each piece
 /// by one host-to-device copy; nothing larger than a piece is staged on the host.
 void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, std::optional<float> scale,
-                 at::Tensor& param, const LoadOptions& options) {
+                 bool transpose, at::Tensor& param, const LoadOptions& options) {
   if (view.nbytes == 0) return;
   const at::ScalarType dtype = *torch_dtype(view.dtype);
   const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
   const size_t item = static_cast<size_t>(io::dtype_bits(view.dtype) / 8);
+  if (transpose) {
+    // A [in, out] projection (open_clip's text_projection): read whole, once, as its
+    // transpose. These are small (1280x1280 for SDXL); nothing else is transposed.
+    // view.shape is the module's [out, in]; the bytes are [in, out].
+    at::Tensor source = at::empty({view.shape[1], view.shape[0]}, source_options);
+    std::memcpy(source.data_ptr(), view.data, view.nbytes);
+    if (scale) source = source.to(at::kFloat).mul_(*scale);
+    if (options.round_through && *options.round_through != source.scalar_type())
+      source = source.to(*options.round_through);
+    param.copy_(source.t());
+    file.release(view.data, view.nbytes);
+    return;
+  }
   const int64_t numel = view.numel();
   const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kCopyChunkBytes / item));
   // Parameters are allocated contiguous (nn/layers.h), so both sides flatten to one row.
@@ -320,8 +392,8 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, st
 }  // namespace
 
 KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
-                     const KeyRenames& renames, const std::string& component) {
-  return match(module, open_all(files, component), files, renames, component).report;
+                     const KeyRenames& renames, const std::string& component, const KeyConverter& convert) {
+  return match(module, open_all(files, component), files, renames, component, convert).report;
 }
 
 std::string key_mismatch_message(const KeyReport& report, const std::vector<std::string>& files,
@@ -347,7 +419,7 @@ std::string key_mismatch_message(const KeyReport& report, const std::vector<std:
 void load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyRenames& renames,
                   const std::string& component, const LoadOptions& options) {
   std::vector<std::shared_ptr<const io::SafetensorsFile>> opened = open_all(files, component);
-  Matching m = match(module, opened, files, renames, component);
+  Matching m = match(module, opened, files, renames, component, options.convert);
   if (!m.report.ok()) throw Error(key_mismatch_message(m.report, files, component));
 
   // Each file front to back, so that the pages it has read can be dropped as it goes.
@@ -360,7 +432,7 @@ void load_weights(torch::nn::Module& module, const std::vector<std::string>& fil
   at::NoGradGuard no_grad;
   for (size_t f = 0; f < opened.size(); ++f) {
     for (const auto& [a, param] : order)
-      if (a->file == f) copy_tensor(*opened[f], *a->view, a->scale, *param, options);
+      if (a->file == f) copy_tensor(*opened[f], *a->view, a->scale, a->transpose, *param, options);
     opened[f].reset();  // unmapped as soon as its tensors are copied
   }
 }

@@ -28,6 +28,10 @@ at::ScalarType parse_dtype(const std::string& dtype);
 std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
                                                   const LoadOptions& load_options = {});
 
+/// The key conversion of a component read from a single-file checkpoint (Component::single_file),
+/// from its layout and config. Throws InputError for a config the layout cannot have.
+KeyConverter single_file_converter(const Component& c);
+
 /// load_component(), as the module type the caller expects.
 template <typename Impl>
 std::shared_ptr<Impl> load_component_as(const Component& c, const at::TensorOptions& options,

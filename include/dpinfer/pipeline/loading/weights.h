@@ -6,6 +6,10 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "dpinfer/pipeline/loading/tensor_parts.h"
+
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -61,8 +65,9 @@ struct KeyReport {
 /// only the files' headers are read. Throws dpinfer::Error for what load_weights() refuses
 /// outright: no files, a file that is not valid safetensors, a key given twice, or a dtype
 /// dpinfer cannot load.
+/// With `convert`, each file's tensors are first mapped by it (a single-file checkpoint).
 KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
-                     const KeyRenames& renames, const std::string& component);
+                     const KeyRenames& renames, const std::string& component, const KeyConverter& convert = {});
 
 /// The one-line error load_weights() throws for a `report` that is not ok(): up to 10
 /// missing, unexpected and mismatched keys each, with their counts.
@@ -75,6 +80,8 @@ struct LoadOptions {
   /// loads a component in fp16 and then upcasts it (SDXL's VAE under force_upcast): the
   /// parameter holds exactly what diffusers' upcast one holds.
   std::optional<at::ScalarType> round_through;
+  /// Set: the files' tensors are read through it (see match_keys()).
+  KeyConverter convert;
 };
 
 /// Loads `files` into `module`, matching every checkpoint key (after `renames`) against

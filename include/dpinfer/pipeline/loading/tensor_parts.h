@@ -1,0 +1,38 @@
+#pragma once
+// Tensors of a checkpoint file read under other names, in parts or reshaped: what a
+// single-file checkpoint's key conversion (single_file/ldm_keys.h) gives load_weights().
+// Free of LibTorch types, so that the conversion can be fuzzed without it.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dpinfer::pipeline {
+
+/// A tensor of a checkpoint file, by name and shape: what a KeyConverter sees.
+struct SourceTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// One module tensor read from a checkpoint tensor under another name: all of it, or the
+/// rows [row_begin, row_begin + rows) of its first dimension (a fused q/k/v split without a
+/// copy: a contiguous range of the file), seen with `shape` (same element count; a 1x1
+/// convolution read as a linear weight), or transposed (2-D only).
+struct TensorPart {
+  size_t source = 0;            ///< index into the SourceTensor list converted
+  std::string target;           ///< the module key
+  int64_t row_begin = 0;
+  int64_t rows = -1;            ///< -1: every row
+  std::vector<int64_t> shape;   ///< the shape the module sees
+  bool transpose = false;       ///< a 2-D tensor stored [in, out] for a module's [out, in]
+};
+
+/// Maps the tensors of one checkpoint file to the module's keys (single_file/ldm_keys.h).
+/// Tensors it gives no part for are not loaded and not reported (other components'
+/// tensors of a single-file checkpoint). Throws InputError for a file it cannot convert.
+using KeyConverter = std::function<std::vector<TensorPart>(const std::vector<SourceTensor>&)>;
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,31 @@
+#pragma once
+// Single-file checkpoints (`--model FILE.safetensors`): Stable Diffusion 1.x, 2.x and SDXL
+// in the original LDM layout, as A1111 and ComfyUI load them. The family is detected from
+// probe keys (as diffusers' loaders/single_file_utils.py infer_diffusers_model_type does),
+// the configs, tokenizers and scheduler come from a base (--base, or the default shipped in
+// configs/single_file/), and each component's weights from the file, or, when the file
+// lacks them, from --text-encoder / --text-encoder-2 / --vae or the base.
+
+#include <string>
+#include <vector>
+
+#include "dpinfer/pipeline/single_file/ldm_detection.h"
+#include "dpinfer/pipeline/model_dir.h"
+
+namespace dpinfer::pipeline {
+
+/// Resolves the single-file checkpoint `path` into a ModelDir whose components' configs come
+/// from the base and whose weights come from the file where it has them (Component::single_file).
+/// Pickled checkpoints (.ckpt, .pt, .pth, .bin) and files that are not safetensors are refused
+/// with one line. A component neither the file, nor its option, nor the base has is an
+/// error naming it and how to supply it (collected in `errors` when given, as resolve_model()).
+ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& options,
+                             std::vector<ModelDirError>* errors = nullptr);
+
+/// The folder of dpinfer's shipped default configs for `kind` ("sd1", "sd2", "sdxl"):
+/// $DPINFER_DATA_DIR/configs/single_file/<kind>, else beside the binaries
+/// (<exe>/../share/dpinfer/configs in the build tree, DATADIR/dpinfer/configs once installed).
+/// Throws InputError naming the places looked at.
+std::string shipped_config_dir(const std::string& kind);
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,107 @@
+#include "dpinfer/pipeline/single_file/ldm_detection.h"
+
+#include <algorithm>
+#include <map>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+constexpr const char* kUNetPrefix = "model.diffusion_model.";
+
+bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
+}
+
+const SourceTensor* find(const std::vector<SourceTensor>& tensors, const std::string& name) {
+  for (const SourceTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+/// "model.diffusion_model.*, first_stage_model.*": the first two dotted parts of the keys, counted.
+std::string prefixes_found(const std::vector<SourceTensor>& tensors) {
+  std::map<std::string, size_t> counts;
+  for (const SourceTensor& t : tensors) {
+    size_t dot = t.name.find('.');
+    if (dot != std::string::npos && t.name.find('.', dot + 1) != std::string::npos &&
+        (starts_with(t.name, "model.") || starts_with(t.name, "cond")))
+      dot = t.name.find('.', dot + 1);
+    ++counts[printable(t.name.substr(0, dot), 60) + (dot == std::string::npos ? "" : ".*")];
+  }
+  std::vector<std::string> items;
+  for (const auto& [prefix, n] : counts) items.push_back(prefix + " (" + std::to_string(n) + ")");
+  return items.empty() ? "no tensors at all" : join_limited(items, 8);
+}
+
+/// Original layouts of families dpinfer loads only as diffusers directories, by one probe key
+/// each (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version).
+std::string other_family(const std::vector<SourceTensor>& tensors) {
+  for (const SourceTensor& t : tensors) {
+    const std::string& k = t.name;
+    if (k.find("double_blocks.") != std::string::npos) return "a FLUX.1 (BFL) transformer";
+    if (k.find("joint_blocks.") != std::string::npos) return "an SD3 (original) transformer";
+    if (k.find("cap_embedder.") != std::string::npos) return "a Z-Image (original) transformer";
+    if (k.find("transformer_blocks.0.img_mod.") != std::string::npos) return "a Qwen-Image (ComfyUI) transformer";
+  }
+  return "";
+}
+
+}  // namespace
+
+const char* ldm_kind_label(const std::string& kind) {
+  if (kind == "sd1") return "Stable Diffusion 1.x";
+  if (kind == "sd2") return "Stable Diffusion 2.x";
+  if (kind == "sdxl") return "Stable Diffusion XL base";
+  return "Stable Diffusion (UNet only)";
+}
+
+LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
+  const std::string where = quote(file);
+  if (!has_prefix(tensors, kUNetPrefix)) {
+    const std::string other = other_family(tensors);
+    if (!other.empty())
+      throw InputError(where + " looks like " + other +
+                       " file, which dpinfer reads only as a diffusers directory; pass that directory as --model");
+    throw InputError(where + " is not a single-file checkpoint dpinfer knows: none of its keys start with " +
+                     std::string(kUNetPrefix) +
+                     " (the LDM UNet of SD 1.x, 2.x and SDXL); its keys: " + prefixes_found(tensors));
+  }
+  // diffusers' infer_diffusers_model_type, in its order.
+  if (const SourceTensor* in = find(tensors, "model.diffusion_model.input_blocks.0.0.weight");
+      in && in->shape.size() == 4 && in->shape[1] == 9)
+    throw InputError(where + " is an inpainting checkpoint (its UNet takes 9 input channels); dpinfer generates "
+                     "text-to-image only, use the base model's checkpoint");
+  if (find(tensors, "edm_mean") || find(tensors, "edm_std"))
+    throw InputError(where + " is a Playground v2.5 checkpoint (edm_mean/edm_std), which dpinfer does not support");
+  LdmDetection d;
+  if (has_prefix(tensors, "conditioner.embedders.1.model.")) {
+    d.kind = "sdxl";
+  } else if (has_prefix(tensors, "conditioner.embedders.0.model.")) {
+    throw InputError(where + " is an SDXL refiner checkpoint (conditioner.embedders.0.model.*, no CLIP-L); dpinfer "
+                     "runs the base model only, use an SDXL base checkpoint");
+  } else if (has_prefix(tensors, "cond_stage_model.model.")) {
+    d.kind = "sd2";
+  } else if (has_prefix(tensors, "cond_stage_model.transformer.")) {
+    d.kind = "sd1";
+  } else if (find(tensors, "model.diffusion_model.label_emb.0.0.weight")) {
+    d.kind = "sdxl";  // text_time conditioning: only SDXL's UNet has it
+  } else if (const SourceTensor* k =
+                 find(tensors, "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight");
+             k && !k->shape.empty()) {
+    // The cross-attention width: CLIP ViT-L's 768 (SD 1.x), OpenCLIP ViT-H's 1024 (SD 2.x);
+    // diffusers probes input_blocks.2.1's, the same width.
+    if (k->shape.back() == 768) d.kind = "sd1";
+    if (k->shape.back() == 1024) d.kind = "sd2";
+  }
+  d.label = ldm_kind_label(d.kind);
+  if (d.kind == "sd2")
+    // diffusers (create_scheduler_from_ldm) picks epsilon only for a pickle whose global_step
+    // is 875000 (SD 2.0-base); a safetensors file has none, so it is v_prediction, SD 2.1's.
+    d.variant = "v_prediction (diffusers' choice for SD 2.x files; an epsilon SD 2.x-base needs --base)";
+  return d;
+}
+
+}  // namespace dpinfer::pipeline

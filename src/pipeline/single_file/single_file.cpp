@@ -1,0 +1,202 @@
+#include "dpinfer/pipeline/single_file/single_file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "dpinfer/io/json_file.h"
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
+#include "dpinfer/util/process.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUNetPrefix = "model.diffusion_model.";
+constexpr const char* kVaePrefix = "first_stage_model.";
+
+/// Where one component's weights sit in a family's LDM checkpoints.
+struct ComponentSlot {
+  std::string component;  ///< "unet", "vae", "text_encoder", "text_encoder_2"
+  std::string prefix;
+  CheckpointLayout layout;
+  std::string option;     ///< the option that supplies it when the file lacks it; empty: none can
+};
+
+/// The slots of each kind (diffusers' single_file_utils.py: convert_ldm_unet_checkpoint's
+/// "model.diffusion_model.", convert_ldm_vae_checkpoint's "first_stage_model.",
+/// convert_ldm_clip_checkpoint's "cond_stage_model.transformer." / "conditioner.embedders.0.transformer.",
+/// convert_open_clip_checkpoint's "cond_stage_model.model." / "conditioner.embedders.1.model.").
+std::vector<ComponentSlot> slots(const std::string& kind) {
+  std::vector<ComponentSlot> s{{"unet", kUNetPrefix, CheckpointLayout::kLdmUNet, ""},
+                               {"vae", kVaePrefix, CheckpointLayout::kLdmVae, "--vae"}};
+  if (kind == "sd1")
+    s.push_back({"text_encoder", "cond_stage_model.transformer.", CheckpointLayout::kTransformersClip, "--text-encoder"});
+  if (kind == "sd2")
+    s.push_back({"text_encoder", "cond_stage_model.model.", CheckpointLayout::kOpenClip, "--text-encoder"});
+  if (kind == "sdxl") {
+    s.push_back({"text_encoder", "conditioner.embedders.0.transformer.", CheckpointLayout::kTransformersClip,
+                 "--text-encoder"});
+    s.push_back({"text_encoder_2", "conditioner.embedders.1.model.", CheckpointLayout::kOpenClip, "--text-encoder-2"});
+  }
+  return s;
+}
+
+bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
+}
+
+/// The family table's pipeline class for a kind.
+const char* pipeline_class_of(const std::string& kind) {
+  return kind == "sdxl" ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline";
+}
+
+/// A family's weights and configs from a diffusers directory (the --vae / --text-encoder folders).
+void take_folder(Component& c, const std::string& folder, const std::string& option) {
+  std::error_code ec;
+  const fs::path dir = fs::absolute(folder, ec);
+  if (!fs::is_directory(dir, ec))
+    throw InputError(option + " " + quote(folder) + ": expected a diffusers/transformers component folder (config.json "
+                     "and its safetensors weights), e.g. a vae/ or text_encoder/ folder");
+  const fs::path config = dir / "config.json";
+  if (!file_exists(config.string()))
+    throw InputError(option + " " + quote(folder) + " has no config.json; give the component's folder");
+  c.config = io::read_json_object_file(config.string());
+  c.path = dir.string();
+  c.source = option + " " + dir.string();
+  find_weight_files(c.path);  // its weights must be there (throws naming the folder)
+}
+
+/// Whether a base component folder has weights of its own.
+bool has_weight_files(const std::string& dir) {
+  try {
+    find_weight_files(dir);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string shipped_config_dir(const std::string& kind) {
+  std::vector<std::string> candidates;
+  if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
+    candidates.push_back(std::string(data) + "/configs/single_file/" + kind);
+  const std::string exe = self_exe_dir();
+  candidates.push_back(exe + "/" + DPINFER_EXE_TO_CONFIGS_DIR + "/single_file/" + kind);  // installed
+  candidates.push_back(exe + "/../share/dpinfer/configs/single_file/" + kind);             // the build tree
+  std::string looked;
+  for (const std::string& dir : candidates) {
+    if (::access((dir + "/model_index.json").c_str(), R_OK) == 0) return fs::weakly_canonical(dir).string();
+    looked += (looked.empty() ? "" : ", ") + dir;
+  }
+  throw InputError("dpinfer's default configs for " + std::string(ldm_kind_label(kind)) + " single files are not installed "
+                   "(looked in " + looked + "); pass --base DIR|org/name, set DPINFER_DATA_DIR, or reinstall dpinfer");
+}
+
+ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& options,
+                             std::vector<ModelDirError>* errors) {
+  const std::string where = quote(path);
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (ext == ".ckpt" || ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".pkl")
+    throw InputError(where + " is a pickle, which dpinfer never loads (it can run code); convert it once in python "
+                     "with diffusers: from diffusers import StableDiffusionPipeline; "
+                     "StableDiffusionPipeline.from_single_file('" + path + "').save_pretrained('" +
+                     fs::path(path).replace_extension().string() + "', safe_serialization=True)");
+  std::shared_ptr<const io::SafetensorsFile> file;
+  try {
+    file = io::SafetensorsFile::open(path);
+  } catch (const Error& e) {
+    throw InputError(where + " is not a safetensors checkpoint (" + one_line(e.what()) +
+                     "); dpinfer reads single files in safetensors format only");
+  }
+  std::vector<SourceTensor> tensors;
+  for (const io::TensorView& v : file->tensors()) tensors.push_back({v.name, v.shape});
+  file.reset();
+  const LdmDetection detected = detect_ldm_checkpoint(tensors, path);
+
+  // The base: its family, configs, tokenizers and scheduler, and the weights the file lacks.
+  SingleFileInfo info;
+  info.path = fs::absolute(path).lexically_normal().string();
+  info.variant = detected.variant;
+  std::string base = options.base;
+  if (base.empty()) {
+    if (detected.kind.empty())
+      throw InputError(where + " holds a Stable Diffusion UNet whose family its keys do not tell (no text encoder, "
+                       "cross-attention width neither 768 nor 1024); pass --base DIR|org/name, a diffusers "
+                       "pipeline of the same architecture");
+    base = shipped_config_dir(detected.kind);
+    info.shipped_base = true;
+  }
+  ModelDir model = resolve_model(base, "", errors);
+  const std::string kind = !detected.kind.empty()                                         ? detected.kind
+                           : model.family->pipeline_classes[0] == "StableDiffusionXLPipeline" ? "sdxl"
+                                                                                              : "sd1";
+  const std::string family_class = pipeline_class_of(kind);
+  if (std::find(model.family->pipeline_classes.begin(), model.family->pipeline_classes.end(), family_class) ==
+      model.family->pipeline_classes.end())
+    throw InputError(where + " is a " + std::string(ldm_kind_label(kind)) + " checkpoint but --base " + quote(base) +
+                     " is a " + model.family->label + " pipeline; give a base of the checkpoint's family");
+  info.kind = kind;
+  info.label = std::string(ldm_kind_label(kind)) + " (LDM single file)";
+  info.base = model.root;
+  model.spec = path;
+  model.name = fs::path(path).stem().string();
+  model.revision.clear();
+
+  for (const ComponentSlot& slot : slots(kind)) {
+    Component* c = nullptr;
+    for (Component& x : model.components)
+      if (x.name == slot.component) c = &x;
+    if (!c) continue;  // resolve_model reported it
+    try {
+      // An option wins over the file (a better VAE for a checkpoint that bakes one in), the
+      // file over the base.
+      const std::string& given = slot.component == "vae"              ? options.vae
+                                 : slot.component == "text_encoder"   ? options.text_encoder
+                                 : slot.component == "text_encoder_2" ? options.text_encoder_2
+                                                                      : std::string();
+      if (!given.empty()) {
+        take_folder(*c, given, slot.option);
+        continue;
+      }
+      if (has_prefix(tensors, slot.prefix)) {
+        c->single_file = info.path;
+        c->key_prefix = slot.prefix;
+        c->layout = slot.layout;
+        c->source = "single file (" + slot.prefix + "*, " + layout_name(slot.layout) + ")";
+        continue;
+      }
+      if (!info.shipped_base && !c->path.empty() && has_weight_files(c->path)) {
+        c->source = "--base " + model.root;
+        continue;
+      }
+      throw InputError(where + " has no " + c->name + " (no " + slot.prefix + "* keys); give it with " + slot.option +
+                       " DIR (a diffusers/transformers " + c->class_name + " folder) or --base DIR|org/name (a " +
+                       family_class + " that has one)");
+    } catch (const Error& e) {
+      if (!errors) throw;
+      errors->push_back({c->name, e.what()});
+    }
+  }
+  if (!options.text_encoder_2.empty() && kind != "sdxl")
+    throw InputError("--text-encoder-2 is for SDXL checkpoints; " + where + " is " + ldm_kind_label(kind));
+  for (Component& c : model.components)
+    if (c.source.empty()) c.source = (info.shipped_base ? "shipped config " : "--base ") + model.root;
+  model.single_file = info;
+  return model;
+}
+
+}  // namespace dpinfer::pipeline
