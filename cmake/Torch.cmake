@@ -14,7 +14,7 @@ if(DPINFER_WITH_TORCH STREQUAL "OFF")
 endif()
 
 if(NOT Torch_DIR)
-  if(DEFINED ENV{DPINFER_VENV})
+  if(NOT "$ENV{DPINFER_VENV}" STREQUAL "")  # set and not empty, as tools/setup.sh reads it
     set(_venv $ENV{DPINFER_VENV})
   else()
     set(_venv ${PROJECT_SOURCE_DIR}/.venv)
