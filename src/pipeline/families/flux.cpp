@@ -216,7 +216,7 @@ class FluxPipeline : public TextToImage {
     const at::Tensor pooled = text_encoder_->forward(clip_ids).pooler_output.to(dtype_);  // [1, hidden]
     // _get_t5_prompt_embeds: max_sequence_length with max_length padding, no attention mask.
     const Encoding t5 = tokenizer_2_->encode(text, max_sequence_length);
-    warn_truncated(text, negative, t5.dropped_tokens, max_sequence_length, "max_sequence_length");
+    warn_truncated(text, negative, t5.dropped_tokens, max_sequence_length, "T5 (max_sequence_length)");
     const at::Tensor t5_ids = at::tensor(t5.ids, at::kLong).view({1, -1}).to(device_);
     return {text_encoder_2_->forward(t5_ids).to(dtype_), pooled};  // [1, L, d_model], [1, hidden]
   }
