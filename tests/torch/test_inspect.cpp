@@ -356,14 +356,14 @@ TEST_F(InspectBroken, PickledWeightsInsteadOfSafetensors) {
 TEST_F(InspectBroken, AnotherPipelineClass) {
   const std::string root = copy("tiny-sd1");
   json index = read_json(root + "/model_index.json");
-  index["_class_name"] = "FluxPipeline";
+  index["_class_name"] = "HunyuanDiTPipeline";
   test::write_file(root + "/model_index.json", index.dump(2));
   const InspectReport r = expect_fails_as_loading(
-      root, "model_index.json': FluxPipeline is not supported yet; supported: StableDiffusionPipeline, "
+      root, "model_index.json': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, "
             "StableDiffusionXLPipeline");
   // What the directory is, though no family serves it.
   EXPECT_EQ(r.root, root);
-  EXPECT_EQ(r.pipeline, "FluxPipeline");
+  EXPECT_EQ(r.pipeline, "HunyuanDiTPipeline");
   EXPECT_TRUE(r.family.empty());
   const json j = as_json(r);
   EXPECT_EQ(j["ok"], false);

@@ -202,11 +202,11 @@ TEST_F(ModelDir, AcceptsNullOrMissingSafetyCheckerAndFeatureExtractor) {
 
 TEST_F(ModelDir, RefusesOtherPipelines) {
   json index = sd_model_index();
-  index["_class_name"] = "FluxPipeline";
+  index["_class_name"] = "HunyuanDiTPipeline";
   make_pipeline(path("flux"), index);
   EXPECT_CONTAINS(error_of([&] { resolve_model(path("flux")); }),
                   "'" + path("flux/model_index.json") +
-                      "': FluxPipeline is not supported yet; supported: StableDiffusionPipeline, "
+                      "': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, "
                       "StableDiffusionXLPipeline");
   index.erase("_class_name");
   make_pipeline(path("none"), index);

@@ -1,5 +1,6 @@
 #include "dpinfer/pipeline/families/family.h"
 
+#include "dpinfer/pipeline/families/flux.h"
 #include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
@@ -17,6 +18,7 @@ using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
 const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
+const std::vector<std::string> kT5Tokenizers{"T5TokenizerFast", "T5Tokenizer"};
 
 // diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
 // the last layer too, so its 2 is diffusers' 1.
@@ -61,6 +63,16 @@ SettingSpec cfg_truncation() {
           "stop guiding once the normalised time (0 at the first step, 1 at the end) passes this (diffusers' "
           "cfg_truncation; above 1: never, the default 1: never)",
           "CFG truncation", 0};
+}
+
+// FluxPipeline's true_cfg_scale: with a negative prompt and a value above 1, a second transformer pass on
+// the negative prompt and neg + s (pos - neg), beside the distilled guidance input. AUTOMATIC1111 has no
+// label for it; this one is dpinfer's.
+SettingSpec true_cfg_scale() {
+  return {"true_cfg_scale", Type::kNumber, 1.0, 0, 1e6,
+          "FluxPipeline's true_cfg_scale: true CFG on the negative prompt when above 1 and a negative prompt is "
+          "given (1: off)",
+          "True CFG scale", 0};
 }
 
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
@@ -157,6 +169,29 @@ const std::vector<Family>& families() {
           z_image_default_size,
           load_z_image,
           check_z_image_components,
+      },
+      {
+          "flux",
+          "FLUX.1",
+          {"FluxPipeline"},
+          {{"transformer", Role::kDenoiser, {"FluxTransformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
+           {"text_encoder_2", Role::kTextEncoder, {"T5EncoderModel"}},
+           {"tokenizer", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_2", Role::kTokenizer, kT5Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(512, "T5 tokens of the prompt (padded to this length; diffusers' "
+                                    "max_sequence_length, at most 512); longer prompts are cut"),
+           true_cfg_scale()},
+          /*default_steps=*/28,
+          /*default_guidance_scale=*/3.5,  // the distilled guidance input; ignored without guidance embeds
+          /*size_multiple=*/16,
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          flux_default_size,
+          load_flux,
+          check_flux_components,
       },
   };
   return table;

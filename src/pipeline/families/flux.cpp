@@ -1,0 +1,256 @@
+// Ref: diffusers/pipelines/flux/pipeline_flux.py FluxPipeline (diffusers 0.36.0): _get_clip_prompt_embeds,
+// _get_t5_prompt_embeds, encode_prompt, _prepare_latent_image_ids, _pack_latents, _unpack_latents,
+// prepare_latents and __call__. tools/fixtures/make_flux_pipelines.py records its goldens.
+#include "dpinfer/pipeline/families/flux.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "denoising.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_config.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
+#include "dpinfer/pipeline/models/transformers/flux_transformer.h"
+#include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
+#include "dpinfer/pipeline/schedulers/flow_match.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
+#include "pipeline_info.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kDefaultSampleSize = 128;
+
+/// [B, C, h, w] latents as 2x2 patches, [B, (h/2)(w/2), 4C]: _pack_latents.
+at::Tensor pack(const at::Tensor& x) {
+  const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  return x.view({b, c, h / 2, 2, w / 2, 2}).permute({0, 2, 4, 1, 3, 5}).reshape({b, (h / 2) * (w / 2), c * 4});
+}
+
+/// The inverse of pack() for latents of h x w: _unpack_latents.
+at::Tensor unpack(const at::Tensor& x, int64_t h, int64_t w) {
+  const int64_t b = x.size(0), c = x.size(2) / 4;
+  return x.view({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
+}
+
+/// _prepare_latent_image_ids(h/2, w/2): [(h/2)(w/2), 3] rows (0, row, column), row-major, in `options`'
+/// dtype (the prompt embeddings' in diffusers).
+at::Tensor latent_image_ids(int64_t rows, int64_t cols, const at::TensorOptions& options) {
+  at::Tensor ids = at::zeros({rows, cols, 3});
+  ids.select(2, 1).add_(at::arange(rows).unsqueeze(1));
+  ids.select(2, 2).add_(at::arange(cols).unsqueeze(0));
+  return ids.reshape({rows * cols, 3}).to(options);
+}
+
+/// check_flux_components() on parsed configs.
+void check_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
+               const AutoencoderKLConfig& vae) {
+  auto mismatch = [](const std::string& what) {
+    throw InputError("transformer config: " + what + "; the components do not belong together");
+  };
+  if (t.joint_attention_dim != t5.d_model)
+    mismatch("joint_attention_dim " + std::to_string(t.joint_attention_dim) + " is not text_encoder_2's (T5) d_model " +
+             std::to_string(t5.d_model));
+  if (t.pooled_projection_dim != clip.hidden_size)
+    mismatch("pooled_projection_dim " + std::to_string(t.pooled_projection_dim) +
+             " is not text_encoder's (CLIP) hidden_size " + std::to_string(clip.hidden_size));
+  if (t.in_channels != 4 * vae.latent_channels || t.out_features() != t.in_channels)
+    mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
+             std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
+             std::to_string(4 * vae.latent_channels) + ")");
+  if (!vae.shift_factor)
+    throw InputError("vae config: shift_factor is missing or null, and FluxPipeline decodes latents / "
+                     "scaling_factor + shift_factor; the VAE is not FLUX.1's");
+}
+
+class FluxPipeline : public TextToImage {
+ public:
+  FluxPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family),
+        dtype_(parse_dtype(r.dtype)),
+        device_(r.device),
+        transformer_config_(FluxTransformerConfig::from_json(md.at("transformer").config)),
+        vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
+        scheduler_config_(md.at("scheduler").config) {
+    check_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config),
+              T5Config::from_json(md.at("text_encoder_2").config), vae_config_);
+    const Component& tok = md.at("tokenizer");
+    const Component& tok2 = md.at("tokenizer_2");
+    tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
+    tokenizer_2_ = find_tokenizer_class(tok2.class_name)->load(tok2.path);
+
+    const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
+                                                                    family_.prediction});
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"), options);
+    text_encoder_2_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_2"), options);
+    transformer_ = load_component_as<FluxTransformer2DModelImpl>(md.at("transformer"), options);
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
+    // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
+    info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
+    // A transformer without guidance embeds is FLUX.1-schnell-like: timestep-distilled for 1 to 4 steps,
+    // with no guidance input. diffusers' __call__ defaults (28 steps, guidance 3.5) are the same for
+    // every FluxPipeline, so a schnell user who passes nothing runs 7 times the steps the model was
+    // distilled for; dpinfer defaults it to BFL's reference 4 steps and records guidance 0 (ignored).
+    if (!transformer_config_.guidance_embeds) {
+      info_.default_steps = 4;
+      info_.default_guidance_scale = 0.0;
+    }
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    const int64_t factor = vae_config_.scale_factor();
+    check_image_size(first.width, first.height, info_.size_multiple, factor);
+    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+    const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
+    c10::InferenceMode guard;
+    const int64_t b = static_cast<int64_t>(batch.size());
+
+    // do_true_cfg: true_cfg_scale > 1 and a negative prompt (dpinfer's empty one is diffusers' None),
+    // decided per image so that an image never depends on its batch-mates.
+    std::vector<int64_t> cfg_rows;
+    std::vector<std::string> prompts, negatives;
+    for (int64_t i = 0; i < b; ++i) {
+      prompts.push_back(batch[i].prompt);
+      if (true_cfg_scale > 1.0 && !batch[i].negative_prompt.empty()) {
+        cfg_rows.push_back(i);
+        negatives.push_back(batch[i].negative_prompt);
+      }
+    }
+    const Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
+    Conditioning uncond;
+    if (!cfg_rows.empty()) uncond = encode(negatives, max_sequence_length, /*negative=*/true);
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
+
+    // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
+    const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
+    BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
+    at::Tensor latents = pack(noise.noise);  // [B, (h/2)(w/2), 4C]
+    const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
+
+    TimestepRequest steps;
+    steps.sigmas = flow_match_linear_sigmas(first.steps);
+    steps.mu = calculate_shift(latents.size(1), scheduler_config_);
+    scheduler_->set_timesteps(steps);
+    const at::Tensor timesteps = scheduler_->timesteps();
+    // guidance = full([1], guidance_scale, float32).expand(B), only for a guidance-distilled transformer
+    at::Tensor guidance;
+    if (transformer_config_.guidance_embeds)
+      guidance = at::full({1}, first.guidance_scale, at::TensorOptions().dtype(at::kFloat).device(device_)).expand({b});
+    at::Tensor rows;
+    if (!cfg_rows.empty() && static_cast<int64_t>(cfg_rows.size()) < b) rows = at::tensor(cfg_rows, at::kLong).to(device_);
+
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
+      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      at::Tensor pred = transformer_->forward(latents, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance);
+      if (!cfg_rows.empty()) {
+        auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
+        const at::Tensor neg = transformer_->forward(pick(latents), uncond.t5, uncond.pooled, pick(timestep),
+                                                     image_ids, text_ids, guidance.defined() ? pick(guidance) : guidance);
+        const at::Tensor pos = pick(pred);
+        const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
+        pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
+      }
+      latents = scheduler_->step(pred, i, latents, noise.generators);
+    }
+    throw_if_cancelled();
+
+    // latents / scaling_factor + shift_factor, in the VAE's dtype
+    at::Tensor z = unpack(latents, h, w).to(dtype_);
+    z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
+  }
+
+ private:
+  /// One side (prompts or negative prompts) of a batch as the transformer takes it.
+  struct Conditioning {
+    at::Tensor t5;      ///< [B, max_sequence_length, d_model]: T5's last hidden state
+    at::Tensor pooled;  ///< [B, hidden]: CLIP's pooled output
+  };
+
+  /// encode_prompt for `texts`: CLIP's pooler_output of the text padded to 77 tokens, and T5's
+  /// last_hidden_state of the text padded to max_sequence_length with no mask; identical texts once.
+  /// Every text is padded to the same length, so an image's conditioning does not depend on its
+  /// batch-mates.
+  Conditioning encode(const std::vector<std::string>& texts, int max_sequence_length, bool negative) {
+    std::map<std::string, std::pair<at::Tensor, at::Tensor>> done;
+    std::vector<at::Tensor> t5_rows, pooled_rows;
+    for (const std::string& text : texts) {
+      auto it = done.find(text);
+      if (it == done.end()) it = done.emplace(text, encode_one(text, max_sequence_length, negative)).first;
+      t5_rows.push_back(it->second.first);
+      pooled_rows.push_back(it->second.second);
+    }
+    return {at::cat(t5_rows), at::cat(pooled_rows)};
+  }
+
+  std::pair<at::Tensor, at::Tensor> encode_one(const std::string& text, int max_sequence_length, bool negative) {
+    // _get_clip_prompt_embeds: tokenizer_max_length (77) with max_length padding, pooler_output.
+    const int clip_length = tokenizer_->model_max_length();
+    const Encoding clip = tokenizer_->encode(text, clip_length);
+    warn_truncated(text, negative, clip.dropped_tokens, clip_length, "CLIP");
+    const at::Tensor clip_ids = at::tensor(clip.ids, at::kLong).view({1, -1}).to(device_);
+    const at::Tensor pooled = text_encoder_->forward(clip_ids).pooler_output.to(dtype_);  // [1, hidden]
+    // _get_t5_prompt_embeds: max_sequence_length with max_length padding, no attention mask.
+    const Encoding t5 = tokenizer_2_->encode(text, max_sequence_length);
+    warn_truncated(text, negative, t5.dropped_tokens, max_sequence_length, "T5 (max_sequence_length)");
+    const at::Tensor t5_ids = at::tensor(t5.ids, at::kLong).view({1, -1}).to(device_);
+    return {text_encoder_2_->forward(t5_ids).to(dtype_), pooled};  // [1, L, d_model], [1, hidden]
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  FluxTransformerConfig transformer_config_;
+  AutoencoderKLConfig vae_config_;
+  json scheduler_config_;
+  std::unique_ptr<Tokenizer> tokenizer_, tokenizer_2_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<CLIPTextModelImpl> text_encoder_;
+  std::shared_ptr<T5EncoderModelImpl> text_encoder_2_;
+  std::shared_ptr<FluxTransformer2DModelImpl> transformer_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+std::array<int64_t, 2> flux_default_size(const ModelDir& model) {
+  const int64_t side = kDefaultSampleSize * AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
+  return {side, side};
+}
+
+void check_flux_components(const ModelDir& md) {
+  check_fit(FluxTransformerConfig::from_json(md.at("transformer").config),
+            CLIPTextConfig::from_json(md.at("text_encoder").config),
+            T5Config::from_json(md.at("text_encoder_2").config), AutoencoderKLConfig::from_json(md.at("vae").config));
+}
+
+std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family) {
+  return std::make_unique<FluxPipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline
