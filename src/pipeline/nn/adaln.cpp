@@ -29,4 +29,14 @@ at::Tensor AdaLayerNormContinuousImpl::forward(const at::Tensor& x, const at::Te
   return at::layer_norm(x, {dim_}, {}, {}, eps_) * (1 + scale).unsqueeze(1) + shift.unsqueeze(1);
 }
 
+// Ref: diffusers/models/normalization.py AdaLayerNormZero and SD35AdaLayerNormZeroX
+AdaLayerNormZeroImpl::AdaLayerNormZeroImpl(int64_t dim, int64_t chunks, const at::TensorOptions& options)
+    : dim_(dim), chunks_(chunks) {
+  linear_ = register_module("linear", Linear(dim, chunks * dim, true, options));
+}
+
+std::vector<at::Tensor> AdaLayerNormZeroImpl::chunks(const at::Tensor& emb) {
+  return linear_(at::silu(emb)).chunk(chunks_, 1);  // [B, dim] each
+}
+
 }  // namespace dpinfer::pipeline::nn

@@ -42,10 +42,10 @@ at::Tensor JointAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ma
 
 // Ref: diffusers/models/attention_processor.py Attention (added_kv_proj_dim, context_pre_only
 // False, qk_norm "rms_norm") and diffusers/models/transformers/transformer_qwenimage.py
-// QwenDoubleStreamAttnProcessor2_0
+// QwenDoubleStreamAttnProcessor2_0; SD3's: diffusers/models/attention_processor.py JointAttnProcessor2_0
 DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions& options,
                                                      const at::TensorOptions& tensor_options)
-    : heads_(options.heads) {
+    : heads_(options.heads), text_first_(options.text_first) {
   const int64_t inner_dim = options.heads * options.dim_head;
   auto linear = [&](const char* name, int64_t in, int64_t out, bool bias) {
     return register_module(name, Linear(in, out, bias, tensor_options));
@@ -67,7 +67,7 @@ DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions
   }
   to_out_0_ = Linear(inner_dim, options.dim, options.out_bias, tensor_options);
   register_module("to_out", torch::nn::ModuleList(to_out_0_));  // to_out.1 is Dropout
-  to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
+  if (!options.context_pre_only) to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
 }
 
 DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::Tensor& image, const at::Tensor& text,
@@ -92,13 +92,26 @@ DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::T
     txt_q = apply_rotary_emb_complex(txt_q, txt_f);
     txt_k = apply_rotary_emb_complex(txt_k, txt_f);
   }
-  const at::Tensor q = at::cat({txt_q, img_q}, 1), k = at::cat({txt_k, img_k}, 1), v = at::cat({txt_v, img_v}, 1);
-  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
-  at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
-                                         mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
-  out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());  // [B, N_txt + N_img, h * d]
-  const int64_t n_txt = text.size(1);
-  return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)), to_add_out_(out.narrow(1, 0, n_txt))};
+  const int64_t n_txt = text.size(1), n_img = image.size(1);
+  at::Tensor out;
+  if (text_first_) {
+    const at::Tensor q = at::cat({txt_q, img_q}, 1), k = at::cat({txt_k, img_k}, 1), v = at::cat({txt_v, img_v}, 1);
+    // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
+    out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
+                                mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  } else {
+    // JointAttnProcessor2_0: each stream heads-first ([B, h, N, d] views), concatenated along the
+    // sequence as [image, text] into contiguous tensors.
+    auto heads_first = [](const at::Tensor& t) { return t.transpose(1, 2); };
+    const at::Tensor q = at::cat({heads_first(img_q), heads_first(txt_q)}, 2);
+    const at::Tensor k = at::cat({heads_first(img_k), heads_first(txt_k)}, 2);
+    const at::Tensor v = at::cat({heads_first(img_v), heads_first(txt_v)}, 2);
+    out = dot_product_attention(q, k, v, mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  }
+  out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(img_q.scalar_type());  // [B, N_txt + N_img, h * d]
+  const at::Tensor image_out = out.narrow(1, text_first_ ? n_txt : 0, n_img);
+  const at::Tensor text_out = out.narrow(1, text_first_ ? 0 : n_img, n_txt);
+  return {to_out_0_(image_out), to_add_out_.is_empty() ? at::Tensor() : to_add_out_(text_out)};
 }
 
 }  // namespace dpinfer::pipeline::nn

@@ -48,4 +48,32 @@ class AdaLayerNormContinuousImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AdaLayerNormContinuous);
 
+/// diffusers' AdaLayerNormZero (6 chunks: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp,
+/// gate_mlp) and SD35AdaLayerNormZeroX (9: those, then shift_msa2, scale_msa2, gate_msa2) with
+/// norm_type "layer_norm", the SD3 blocks' norm1 / norm1_context: linear = Linear(dim, chunks *
+/// dim, bias) on silu(emb); norm = LayerNorm(dim, eps 1e-6) without affine. The block applies
+/// the chunks itself (norm(x) * (1 + scale) + shift), as both diffusers classes do.
+class AdaLayerNormZeroImpl : public torch::nn::Module {
+ public:
+  AdaLayerNormZeroImpl(int64_t dim, int64_t chunks, const at::TensorOptions& options);
+
+  /// emb [B, dim] to `chunks` tensors [B, dim]: chunk(linear(silu(emb)), chunks, dim=1).
+  std::vector<at::Tensor> chunks(const at::Tensor& emb);
+  /// The LayerNorm: x [B, N, dim] to [B, N, dim].
+  at::Tensor norm(const at::Tensor& x) const { return at::layer_norm(x, {dim_}, {}, {}, kEps); }
+
+  static constexpr double kEps = 1e-6;
+
+ private:
+  int64_t dim_, chunks_;
+  Linear linear_{nullptr};
+};
+TORCH_MODULE(AdaLayerNormZero);
+
+/// x * (1 + scale[:, None]) + shift[:, None] for x [B, N, dim], shift and scale [B, dim]: the
+/// modulation of diffusers' AdaLayerNormZero and of the SD3 blocks' MLP inputs.
+inline at::Tensor modulate_tokens(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+  return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+}
+
 }  // namespace dpinfer::pipeline::nn

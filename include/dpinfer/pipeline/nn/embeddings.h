@@ -35,4 +35,18 @@ class TimestepEmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TimestepEmbedding);
 
+/// diffusers' PixArtAlphaTextProjection with act_fn "silu", the pooled-text embedder of the
+/// MMDiTs' CombinedTimestep(Guidance)TextProjEmbeddings (SD3, FLUX.1): linear_1 (in, hidden),
+/// SiLU, linear_2 (hidden, hidden), both with bias.
+class PixArtAlphaTextProjectionImpl : public torch::nn::Module {
+ public:
+  PixArtAlphaTextProjectionImpl(int64_t in_features, int64_t hidden_size, const at::TensorOptions& options);
+  /// [B, in_features] to [B, hidden_size].
+  at::Tensor forward(const at::Tensor& caption);
+
+ private:
+  Linear linear_1_{nullptr}, linear_2_{nullptr};
+};
+TORCH_MODULE(PixArtAlphaTextProjection);
+
 }  // namespace dpinfer::pipeline::nn
