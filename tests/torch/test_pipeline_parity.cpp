@@ -6,7 +6,9 @@
 // make_z_image_pipelines.py for the two tiny Z-Image ones (1 to 50 steps, CFG on and off,
 // cfg_normalization, cfg_truncation, max_sequence_length, batches of three caption lengths),
 // make_qwen_image_pipelines.py for the two tiny Qwen-Image ones (true CFG on and off,
-// max_sequence_length, batches, dynamic shifting), and the cases that
+// max_sequence_length, batches, dynamic shifting), make_sd3_pipelines.py for the tiny SD3 and SD3.5
+// ones (CFG on and off, negative prompts, clip_skip, max_sequence_length, batches of 3, non-square,
+// 1 to 8 steps, some in bf16), and the cases that
 // tools/train/record_goldens.py recorded for the shipped default model.
 // CPU, fp32 (and bf16 for the Z-Image cases recorded in bf16). Acceptance (issue 4): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 and 5 bf16
@@ -161,11 +163,11 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
-                                                                 "tiny-qwen-image-alt"),
+                                                                 "tiny-qwen-image-alt", "tiny-sd3", "tiny-sd3.5"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)
-                             if (ch == '-') ch = '_';
+                             if (ch == '-' || ch == '.') ch = '_';
                            return s;
                          });
 

@@ -2,6 +2,7 @@
 
 #include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
+#include "dpinfer/pipeline/families/stable_diffusion_3.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
 #include "dpinfer/pipeline/families/z_image.h"
 #include "dpinfer/pipeline/model_dir.h"
@@ -17,6 +18,7 @@ using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
 const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
+const std::vector<std::string> kT5Tokenizers{"T5Tokenizer", "T5TokenizerFast"};
 
 // diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
 // the last layer too, so its 2 is diffusers' 1.
@@ -41,8 +43,11 @@ SettingSpec eta() {
 // diffusers' max_sequence_length: Qwen-Image keeps that many of the prompt's text states (after its
 // template drop; QwenImagePipeline.check_inputs refuses more than 1024); Z-Image tokenizes the
 // chat-formatted prompt to that many tokens. AUTOMATIC1111 has no label for it; this one is dpinfer's.
-SettingSpec max_sequence_length(int64_t max, const std::string& help) {
-  return {"max_sequence_length", Type::kInteger, 512, 1, static_cast<double>(max), help, "Max sequence length", 0};
+// SD3: the T5 tokens (StableDiffusion3Pipeline.check_inputs refuses more than 512; its default is 256),
+// which without T5 is the count of zero rows after the CLIP tokens.
+SettingSpec max_sequence_length(int64_t max, const std::string& help, int64_t default_value = 512) {
+  return {"max_sequence_length", Type::kInteger, default_value, 1, static_cast<double>(max), help, "Max sequence length",
+          0};
 }
 
 // The Z-Image settings: ZImagePipeline.__call__'s arguments beyond prompt, size, steps and guidance.
@@ -157,6 +162,32 @@ const std::vector<Family>& families() {
           z_image_default_size,
           load_z_image,
           check_z_image_components,
+      },
+      {
+          "stable-diffusion-3",
+          "Stable Diffusion 3",
+          {"StableDiffusion3Pipeline"},
+          {{"transformer", Role::kDenoiser, {"SD3Transformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
+           {"text_encoder_2", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
+           // T5: optional, as in diffusers (zeros when absent); check_components refuses it until it runs.
+           {"text_encoder_3", Role::kTextEncoder, {"T5EncoderModel"}, /*optional=*/true},
+           {"tokenizer", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_2", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_3", Role::kTokenizer, kT5Tokenizers, /*optional=*/true},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {clip_skip(),
+           max_sequence_length(512, "T5 tokens after the 77 CLIP tokens (diffusers' max_sequence_length, at most "
+                                    "512); without T5, that many zero rows", 256)},
+          /*default_steps=*/28,
+          /*default_guidance_scale=*/7.0,
+          /*size_multiple=*/16,  // vae_scale_factor * patch_size of the real models; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          stable_diffusion_3_default_size,
+          load_stable_diffusion_3,
+          check_stable_diffusion_3_components,
       },
   };
   return table;
