@@ -1,9 +1,10 @@
 // libFuzzer: the model config readers on arbitrary json, as the loader reaches them: the text
 // read by io::read_json_object_file, then Config::from_json. Bits 0-2 of the first byte pick
 // the reader: 0 UNet2DConditionModel, 1 AutoencoderKL, 2 the CLIP text encoders, 3
-// ZImageTransformer2DModel, 4 QwenImageTransformer2DModel and FluxTransformer2DModel, 5
-// AutoencoderKLQwenImage, 6 the decoder-LLM text encoders (Qwen2.5-VL's and Qwen3's readers) and
-// T5EncoderModel, 7 all of them; the rest is the file.
+// ZImageTransformer2DModel, 4 the MMDiT transformers (QwenImageTransformer2DModel,
+// FluxTransformer2DModel and SD3Transformer2DModel), 5 AutoencoderKLQwenImage, 6 the decoder-LLM
+// text encoders (Qwen2.5-VL's and Qwen3's readers) and T5EncoderModel, 7 all of them; the rest is
+// the file.
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
+#include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
@@ -61,6 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (wanted(4)) {
     expect_clean([&] { (void)pipeline::QwenImageTransformerConfig::from_json(config).out_features(); });
     expect_clean([&] { (void)pipeline::FluxTransformerConfig::from_json(config).out_features(); });
+    expect_clean([&] {
+      const auto sd3 = pipeline::SD3TransformerConfig::from_json(config);
+      // What from_json promises the builder: the text stream enters the blocks at their width.
+      if (sd3.caption_projection_dim != sd3.inner_dim()) std::abort();
+    });
   }
   if (wanted(5)) expect_clean([&] { (void)pipeline::AutoencoderKLQwenImageConfig::from_json(config).scale_factor(); });
   if (wanted(6)) {

@@ -426,15 +426,21 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
   if (!variant.empty()) {
     EXPECT_EQ(model.at("text_encoder").variant, variant);
   }
+  // SD3 without T5: text_encoder_3 and tokenizer_3 are null in model_index.json, optional in the family.
+  if (GetParam().rfind("tiny-sd3", 0) == 0) {
+    EXPECT_EQ(model.find("text_encoder_3"), nullptr);
+    EXPECT_EQ(model.find("tokenizer_3"), nullptr);
+    EXPECT_NE(model.find("text_encoder_2"), nullptr);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
                          ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt",
-                                           "tiny-z-image", "tiny-z-image-alt"),
+                                           "tiny-z-image", "tiny-z-image-alt", "tiny-sd3", "tiny-sd3.5"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& ch : name)
-                             if (ch == '-') ch = '_';
+                             if (ch == '-' || ch == '.') ch = '_';
                            return name;
                          });
 

@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/families/flux.h"
 #include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
+#include "dpinfer/pipeline/families/stable_diffusion_3.h"
 #include "dpinfer/pipeline/families/stable_diffusion_xl.h"
 #include "dpinfer/pipeline/families/z_image.h"
 #include "dpinfer/pipeline/model_dir.h"
@@ -43,8 +44,11 @@ SettingSpec eta() {
 // diffusers' max_sequence_length: Qwen-Image keeps that many of the prompt's text states (after its
 // template drop; QwenImagePipeline.check_inputs refuses more than 1024); Z-Image tokenizes the
 // chat-formatted prompt to that many tokens. AUTOMATIC1111 has no label for it; this one is dpinfer's.
-SettingSpec max_sequence_length(int64_t max, const std::string& help) {
-  return {"max_sequence_length", Type::kInteger, 512, 1, static_cast<double>(max), help, "Max sequence length", 0};
+// SD3: the T5 tokens (StableDiffusion3Pipeline.check_inputs refuses more than 512; its default is 256),
+// which without T5 is the count of zero rows after the CLIP tokens.
+SettingSpec max_sequence_length(int64_t max, const std::string& help, int64_t default_value = 512) {
+  return {"max_sequence_length", Type::kInteger, default_value, 1, static_cast<double>(max), help, "Max sequence length",
+          0};
 }
 
 // The Z-Image settings: ZImagePipeline.__call__'s arguments beyond prompt, size, steps and guidance.

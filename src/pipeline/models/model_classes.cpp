@@ -7,6 +7,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer.h"
+#include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 
@@ -208,6 +209,24 @@ nlohmann::ordered_json flux_transformer_facts(const nlohmann::json& config) {
   return j;
 }
 
+nlohmann::ordered_json sd3_transformer_facts(const nlohmann::json& config) {
+  const SD3TransformerConfig c = SD3TransformerConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["num_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["attention_head_dim"] = c.attention_head_dim;
+  j["inner_dim"] = c.inner_dim();
+  j["joint_attention_dim"] = c.joint_attention_dim;
+  j["pooled_projection_dim"] = c.pooled_projection_dim;
+  j["patch_size"] = c.patch_size;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels;
+  j["pos_embed_max_size"] = c.pos_embed_max_size;
+  j["qk_norm"] = c.qk_norm ? nlohmann::ordered_json("rms_norm") : nlohmann::ordered_json(nullptr);
+  j["dual_attention_layers"] = c.dual_attention_layers;
+  return j;
+}
+
 template <typename Impl, typename Config>
 std::shared_ptr<torch::nn::Module> build(const nlohmann::json& config, const at::TensorOptions& options) {
   return std::make_shared<Impl>(Config::from_json(config), options);
@@ -256,6 +275,8 @@ const std::vector<ModelClass>& model_classes() {
        build<QwenImageTransformer2DModelImpl, QwenImageTransformerConfig>, qwen_image_transformer_facts, {}},
       {"FluxTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<FluxTransformer2DModelImpl, FluxTransformerConfig>, flux_transformer_facts, {}},
+      {"SD3Transformer2DModel", "diffusers", ComponentRole::kDenoiser,
+       build<SD3Transformer2DModelImpl, SD3TransformerConfig>, sd3_transformer_facts, {}},
   };
   return table;
 }

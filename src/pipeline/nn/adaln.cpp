@@ -29,19 +29,21 @@ at::Tensor AdaLayerNormContinuousImpl::forward(const at::Tensor& x, const at::Te
   return at::layer_norm(x, {dim_}, {}, {}, eps_) * (1 + scale).unsqueeze(1) + shift.unsqueeze(1);
 }
 
-// Ref: diffusers/models/normalization.py AdaLayerNormZero and AdaLayerNormZeroSingle
+// Ref: diffusers/models/normalization.py AdaLayerNormZero, AdaLayerNormZeroSingle and SD35AdaLayerNormZeroX
 AdaLayerNormZeroImpl::AdaLayerNormZeroImpl(int64_t dim, int64_t chunks, double eps, const at::TensorOptions& options)
     : dim_(dim), chunks_(chunks), eps_(eps) {
   linear_ = register_module("linear", Linear(dim, chunks * dim, true, options));
 }
 
-AdaLayerNormZeroImpl::Output AdaLayerNormZeroImpl::forward(const at::Tensor& x, const at::Tensor& c) {
-  std::vector<at::Tensor> emb = linear_(at::silu(c)).chunk(chunks_, 1);  // [B, dim] each
-  const at::Tensor& shift = emb[0];
-  const at::Tensor& scale = emb[1];
+std::vector<at::Tensor> AdaLayerNormZeroImpl::chunks(const at::Tensor& emb) {
+  return linear_(at::silu(emb)).chunk(chunks_, 1);  // [B, dim] each
+}
+
+AdaLayerNormZeroImpl::Output AdaLayerNormZeroImpl::forward(const at::Tensor& x, const at::Tensor& emb) {
+  std::vector<at::Tensor> e = chunks(emb);
   Output out;
-  out.x = at::layer_norm(x, {dim_}, {}, {}, eps_) * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
-  out.rest.assign(emb.begin() + 2, emb.end());
+  out.x = modulate_tokens(norm(x), /*shift=*/e[0], /*scale=*/e[1]);
+  out.rest.assign(e.begin() + 2, e.end());
   return out;
 }
 

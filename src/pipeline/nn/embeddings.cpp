@@ -40,11 +40,14 @@ at::Tensor TimestepEmbeddingImpl::forward(const at::Tensor& sample, const at::Te
 }
 
 // Ref: diffusers/models/embeddings.py PixArtAlphaTextProjection (act_fn "silu")
-TextProjectionImpl::TextProjectionImpl(int64_t in_features, int64_t out_features, const at::TensorOptions& options) {
-  linear_1_ = register_module("linear_1", Linear(in_features, out_features, true, options));
-  linear_2_ = register_module("linear_2", Linear(out_features, out_features, true, options));
+PixArtAlphaTextProjectionImpl::PixArtAlphaTextProjectionImpl(int64_t in_features, int64_t hidden_size,
+                                                             const at::TensorOptions& options) {
+  linear_1_ = register_module("linear_1", Linear(in_features, hidden_size, true, options));
+  linear_2_ = register_module("linear_2", Linear(hidden_size, hidden_size, true, options));
 }
 
-at::Tensor TextProjectionImpl::forward(const at::Tensor& x) { return linear_2_(at::silu(linear_1_(x))); }
+at::Tensor PixArtAlphaTextProjectionImpl::forward(const at::Tensor& caption) {
+  return linear_2_(at::silu(linear_1_(caption)));
+}
 
 }  // namespace dpinfer::pipeline::nn

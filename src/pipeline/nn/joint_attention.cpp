@@ -60,10 +60,10 @@ at::Tensor JointAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k, 
 
 // Ref: diffusers/models/attention_processor.py Attention (added_kv_proj_dim, context_pre_only
 // False, qk_norm "rms_norm") and diffusers/models/transformers/transformer_qwenimage.py
-// QwenDoubleStreamAttnProcessor2_0
+// QwenDoubleStreamAttnProcessor2_0; SD3's: diffusers/models/attention_processor.py JointAttnProcessor2_0
 DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions& options,
                                                      const at::TensorOptions& tensor_options)
-    : heads_(options.heads) {
+    : heads_(options.heads), text_first_(options.text_first) {
   const int64_t inner_dim = options.heads * options.dim_head;
   auto linear = [&](const char* name, int64_t in, int64_t out, bool bias) {
     return register_module(name, Linear(in, out, bias, tensor_options));
@@ -86,7 +86,7 @@ DoubleStreamAttentionImpl::DoubleStreamAttentionImpl(const JointAttentionOptions
   }
   to_out_0_ = Linear(inner_dim, options.dim, options.out_bias, tensor_options);
   register_module("to_out", torch::nn::ModuleList(to_out_0_));  // to_out.1 is Dropout
-  to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
+  if (!options.context_pre_only) to_add_out_ = linear("to_add_out", inner_dim, options.dim, options.out_bias);
 }
 
 DoubleStreamAttentionImpl::Projected DoubleStreamAttentionImpl::project(const at::Tensor& image,
@@ -110,7 +110,25 @@ DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::attend(const at::Te
   at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
                                          mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
   out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());  // [B, N_txt + N_img, h * d]
-  return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)), to_add_out_(out.narrow(1, 0, n_txt))};
+  const at::Tensor text_out = out.narrow(1, 0, n_txt);
+  return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)),
+          to_add_out_.is_empty() ? at::Tensor() : to_add_out_(text_out)};
+}
+
+// Ref: diffusers/models/attention_processor.py JointAttnProcessor2_0 (SD3): each stream turned
+// heads-first ([B, h, N, d] views) and concatenated along the sequence as [image, text] into
+// contiguous tensors, so that SDPA sees the processor's own layout and strides.
+DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::attend_image_first(const Projected& p,
+                                                                                const at::Tensor& mask) {
+  auto heads_first = [](const at::Tensor& t) { return t.transpose(1, 2); };
+  const at::Tensor q = at::cat({heads_first(p.img_q), heads_first(p.txt_q)}, 2);
+  const at::Tensor k = at::cat({heads_first(p.img_k), heads_first(p.txt_k)}, 2);
+  const at::Tensor v = at::cat({heads_first(p.img_v), heads_first(p.txt_v)}, 2);
+  at::Tensor out = dot_product_attention(q, k, v, mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(p.img_q.scalar_type());  // [B, N_img + N_txt, h * d]
+  const int64_t n_img = p.img_q.size(1), n_txt = p.txt_q.size(1);
+  const at::Tensor text_out = out.narrow(1, n_img, n_txt);
+  return {to_out_0_(out.narrow(1, 0, n_img)), to_add_out_.is_empty() ? at::Tensor() : to_add_out_(text_out)};
 }
 
 DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::Tensor& image, const at::Tensor& text,
@@ -126,6 +144,7 @@ DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::T
     p.txt_q = apply_rotary_emb_complex(p.txt_q, txt_f);
     p.txt_k = apply_rotary_emb_complex(p.txt_k, txt_f);
   }
+  if (!text_first_) return attend_image_first(p, mask);
   return attend(at::cat({p.txt_q, p.img_q}, 1), at::cat({p.txt_k, p.img_k}, 1), at::cat({p.txt_v, p.img_v}, 1), mask,
                 text.size(1));
 }

@@ -48,22 +48,30 @@ class AdaLayerNormContinuousImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AdaLayerNormContinuous);
 
-/// diffusers' AdaLayerNormZero and AdaLayerNormZeroSingle (models/normalization.py; norm_type
-/// "layer_norm", no class embedding), the block norms of Flux: linear = Linear(dim, chunks * dim,
-/// bias) with chunks 6 (AdaLayerNormZero) or 3 (AdaLayerNormZeroSingle); e = chunk(linear(silu(c)),
-/// chunks) gives shift, scale, then the rest; out = LayerNorm(x, eps, no affine) * (1 + scale) +
-/// shift.
+/// diffusers' AdaLayerNormZero (6 chunks: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp,
+/// gate_mlp), AdaLayerNormZeroSingle (3: shift_msa, scale_msa, gate_msa) and SD35AdaLayerNormZeroX
+/// (9: the six, then shift_msa2, scale_msa2, gate_msa2), all with norm_type "layer_norm" and no
+/// class embedding (models/normalization.py): the block norms of Flux (norm1, norm1_context; the
+/// single blocks' norm) and SD3 (norm1, norm1_context). linear = Linear(dim, chunks * dim, bias) on
+/// silu(emb); norm = LayerNorm(dim, eps) without affine. forward() applies the first two chunks
+/// as those diffusers classes do (norm(x) * (1 + scale) + shift); SD3's blocks, which reuse norm(x)
+/// with other chunks (attn2's), call chunks() and norm() themselves.
 class AdaLayerNormZeroImpl : public torch::nn::Module {
  public:
   AdaLayerNormZeroImpl(int64_t dim, int64_t chunks, double eps, const at::TensorOptions& options);
 
   struct Output {
     at::Tensor x;                  ///< [B, N, dim], normalised and modulated
-    std::vector<at::Tensor> rest;  ///< chunks - 2 tensors [B, dim]: gate_msa (and shift_mlp, scale_mlp, gate_mlp)
+    std::vector<at::Tensor> rest;  ///< chunks - 2 tensors [B, dim]: gate_msa (and shift_mlp, scale_mlp, gate_mlp, ...)
   };
 
-  /// x [B, N, dim], c [B, dim].
-  Output forward(const at::Tensor& x, const at::Tensor& c);
+  /// x [B, N, dim], emb [B, dim].
+  Output forward(const at::Tensor& x, const at::Tensor& emb);
+
+  /// emb [B, dim] to `chunks` tensors [B, dim]: chunk(linear(silu(emb)), chunks, dim=1).
+  std::vector<at::Tensor> chunks(const at::Tensor& emb);
+  /// The LayerNorm: x [B, N, dim] to [B, N, dim].
+  at::Tensor norm(const at::Tensor& x) const { return at::layer_norm(x, {dim_}, {}, {}, eps_); }
 
  private:
   int64_t dim_, chunks_;
@@ -71,5 +79,11 @@ class AdaLayerNormZeroImpl : public torch::nn::Module {
   Linear linear_{nullptr};
 };
 TORCH_MODULE(AdaLayerNormZero);
+
+/// x * (1 + scale[:, None]) + shift[:, None] for x [B, N, dim], shift and scale [B, dim]: the
+/// modulation of diffusers' AdaLayerNormZero and of the SD3 blocks' MLP inputs.
+inline at::Tensor modulate_tokens(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+  return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
+}
 
 }  // namespace dpinfer::pipeline::nn

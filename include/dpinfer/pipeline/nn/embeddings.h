@@ -35,17 +35,18 @@ class TimestepEmbeddingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TimestepEmbedding);
 
-/// diffusers' PixArtAlphaTextProjection with act_fn "silu" (models/embeddings.py), the pooled
-/// text projection of Flux's time_text_embed: linear_1, SiLU, linear_2 (hidden = out = `out_features`).
-class TextProjectionImpl : public torch::nn::Module {
+/// diffusers' PixArtAlphaTextProjection with act_fn "silu", the pooled-text embedder of the
+/// MMDiTs' CombinedTimestep(Guidance)TextProjEmbeddings (SD3, Flux): linear_1 (in, hidden),
+/// SiLU, linear_2 (hidden, hidden), both with bias.
+class PixArtAlphaTextProjectionImpl : public torch::nn::Module {
  public:
-  TextProjectionImpl(int64_t in_features, int64_t out_features, const at::TensorOptions& options);
-  /// [B, in_features] to [B, out_features].
-  at::Tensor forward(const at::Tensor& x);
+  PixArtAlphaTextProjectionImpl(int64_t in_features, int64_t hidden_size, const at::TensorOptions& options);
+  /// [B, in_features] to [B, hidden_size].
+  at::Tensor forward(const at::Tensor& caption);
 
  private:
   Linear linear_1_{nullptr}, linear_2_{nullptr};
 };
-TORCH_MODULE(TextProjection);
+TORCH_MODULE(PixArtAlphaTextProjection);
 
 }  // namespace dpinfer::pipeline::nn

@@ -34,6 +34,12 @@ struct JointAttentionOptions {
   /// No to_out: the attention's merged heads are the output (FluxAttention pre_only, the
   /// single-stream blocks of Flux). JointAttention only.
   bool pre_only = false;
+  /// DoubleStreamAttention only. The joint sequence's order: [text, image] (Qwen-Image) or, false,
+  /// [image, text] as SD3's JointAttnProcessor2_0 concatenates it, with its heads-first layout.
+  bool text_first = true;
+  /// DoubleStreamAttention only: diffusers' context_pre_only, the last SD3 block, whose text
+  /// stream ends here: no to_add_out, and no text output.
+  bool context_pre_only = false;
 };
 
 /// diffusers' Attention run by Z-Image's ZSingleStreamAttnProcessor: to_q, to_k, to_v,
@@ -66,19 +72,23 @@ TORCH_MODULE(JointAttention);
 /// norm_added_q, norm_added_k and to_add_out (all Linears with `bias`, the outputs with
 /// `out_bias`); RoPE on each stream's q and k; one SDPA (nn::dot_product_attention, scale
 /// dim_head^-0.5) over the joint sequence [text, image].
+/// With text_first false it is SD3's JointAttnProcessor2_0 instead: q, k, v turned heads-first
+/// [B, h, N, d] and concatenated as [image, text] along the sequence, as that processor does
+/// (the same values; the layout kept so that SDPA sees the same strides); with context_pre_only,
+/// no to_add_out and no text output.
 class DoubleStreamAttentionImpl : public torch::nn::Module {
  public:
   DoubleStreamAttentionImpl(const JointAttentionOptions& options, const at::TensorOptions& tensor_options);
 
   struct Output {
     at::Tensor image;  ///< [B, N_img, dim]
-    at::Tensor text;   ///< [B, N_txt, dim]
+    at::Tensor text;   ///< [B, N_txt, dim]; undefined with context_pre_only
   };
 
   /// image [B, N_img, dim], text [B, N_txt, dim]; image_freqs complex64 [N_img, dim_head/2] and
   /// text_freqs [N_txt, dim_head/2], shared by the batch (both undefined: no RoPE); mask [B,
-  /// N_txt + N_img] bool over the joint sequence (true: a key to attend) or undefined (every
-  /// key attended, as diffusers 0.36 attends them).
+  /// N_txt + N_img] bool over the joint sequence, in its order (true: a key to attend) or
+  /// undefined (every key attended, as diffusers 0.36 attends them).
   Output forward(const at::Tensor& image, const at::Tensor& text, const at::Tensor& image_freqs,
                  const at::Tensor& text_freqs, const at::Tensor& mask);
 
@@ -92,10 +102,14 @@ class DoubleStreamAttentionImpl : public torch::nn::Module {
     at::Tensor img_q, img_k, img_v, txt_q, txt_k, txt_v;  // [B, N, h, d], QK-normed
   };
   Projected project(const at::Tensor& image, const at::Tensor& text);
+  /// q, k, v [B, N_txt + N_img, h, d] in the order [text, image] (Qwen-Image, Flux).
   Output attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
                 int64_t n_txt);
+  /// SD3's JointAttnProcessor2_0 layout: each stream heads-first, joined as [image, text].
+  Output attend_image_first(const Projected& p, const at::Tensor& mask);
 
   int64_t heads_;
+  bool text_first_;
   Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
   Linear add_q_proj_{nullptr}, add_k_proj_{nullptr}, add_v_proj_{nullptr}, to_add_out_{nullptr};
   RMSNorm norm_q_{nullptr}, norm_k_{nullptr}, norm_added_q_{nullptr}, norm_added_k_{nullptr};

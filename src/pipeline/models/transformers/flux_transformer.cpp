@@ -115,8 +115,8 @@ FluxTransformer2DModelImpl::FluxTransformer2DModelImpl(const FluxTransformerConf
   if (c.guidance_embeds)
     guidance_embedder_ = time_text_embed->register_module(
         "guidance_embedder", nn::TimestepEmbedding(kTimestepChannels, dim, std::nullopt, options));
-  text_embedder_ =
-      time_text_embed->register_module("text_embedder", nn::TextProjection(c.pooled_projection_dim, dim, options));
+  text_embedder_ = time_text_embed->register_module(
+      "text_embedder", nn::PixArtAlphaTextProjection(c.pooled_projection_dim, dim, options));
   context_embedder_ = register_module("context_embedder", nn::Linear(c.joint_attention_dim, dim, true, options));
   x_embedder_ = register_module("x_embedder", nn::Linear(c.in_channels, dim, true, options));
   auto blocks = register_module("transformer_blocks", torch::nn::ModuleList());

@@ -106,7 +106,7 @@ class FluxTransformer2DModelImpl : public torch::nn::Module {
   FluxTransformerConfig config_;
   nn::Linear x_embedder_{nullptr}, context_embedder_{nullptr}, proj_out_{nullptr};
   nn::TimestepEmbedding timestep_embedder_{nullptr}, guidance_embedder_{nullptr};
-  nn::TextProjection text_embedder_{nullptr};
+  nn::PixArtAlphaTextProjection text_embedder_{nullptr};
   std::vector<FluxTransformerBlock> blocks_;
   std::vector<FluxSingleTransformerBlock> single_blocks_;
   nn::AdaLayerNormContinuous norm_out_{nullptr};

@@ -1,0 +1,256 @@
+// Ref: diffusers/pipelines/stable_diffusion_3/pipeline_stable_diffusion_3.py StableDiffusion3Pipeline
+// (diffusers 0.36.0). tools/fixtures/make_sd3_pipelines.py records its goldens.
+#include "dpinfer/pipeline/families/stable_diffusion_3.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "denoising.h"
+#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
+#include "dpinfer/pipeline/schedulers/flow_match.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "pipeline_info.h"
+
+namespace dpinfer::pipeline {
+
+std::array<int64_t, 2> stable_diffusion_3_default_size(const ModelDir& model) {
+  // default_sample_size * vae_scale_factor
+  const int64_t side = SD3TransformerConfig::from_json(model.at("transformer").config).sample_size *
+                       AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
+  return {side, side};
+}
+
+namespace {
+
+using nlohmann::json;
+
+std::unique_ptr<Tokenizer> load_tokenizer(const ModelDir& md, const char* name) {
+  const Component& tok = md.at(name);
+  return find_tokenizer_class(tok.class_name)->load(tok.path);
+}
+
+/// check_stable_diffusion_3_components() on parsed configs and loaded tokenizers.
+void check_fit(const ModelDir& md, const SD3TransformerConfig& tc, const CLIPTextConfig& te1,
+               const CLIPTextConfig& te2, const AutoencoderKLConfig& vae, const Tokenizer& tok1,
+               const Tokenizer& tok2) {
+  // Until the T5 encoder lands, a model with one would run without it and give other images than
+  // diffusers: refuse it rather than ignore it.
+  if (md.find("text_encoder_3") || md.find("tokenizer_3"))
+    throw InputError("model_index.json: this model has a T5 text encoder (text_encoder_3 / tokenizer_3), which "
+                     "this dpinfer build does not run yet; to run it without T5, as diffusers does with "
+                     "text_encoder_3=None, set both entries to [null, null] in a copy of the model folder");
+  if (tc.in_channels != vae.latent_channels)
+    throw InputError("transformer config: in_channels " + std::to_string(tc.in_channels) +
+                     " is not the VAE's latent_channels " + std::to_string(vae.latent_channels) +
+                     "; the components do not belong together");
+  if (tc.pooled_projection_dim != te1.projection_dim + te2.projection_dim)
+    throw InputError("transformer config: pooled_projection_dim " + std::to_string(tc.pooled_projection_dim) +
+                     " is not the text encoders' projection_dim together (" + std::to_string(te1.projection_dim) +
+                     " + " + std::to_string(te2.projection_dim) + "); the components do not belong together");
+  if (!vae.shift_factor)
+    throw InputError("vae config: shift_factor is missing or null, and StableDiffusion3Pipeline decodes latents / "
+                     "scaling_factor + shift_factor; the VAE is not SD3's");
+  // Both CLIPs are tokenized to tokenizer's model_max_length (the pipeline's tokenizer_max_length).
+  const int max_length = tok1.model_max_length();
+  for (const auto& [name, te] : {std::pair{"text_encoder", &te1}, std::pair{"text_encoder_2", &te2}})
+    if (max_length > te->max_position_embeddings)
+      throw InputError(std::string("tokenizer: model_max_length ") + std::to_string(max_length) + " is more than " +
+                       name + "'s max_position_embeddings " + std::to_string(te->max_position_embeddings) +
+                       "; the components do not belong together");
+  for (const auto& [name, tok, te] : {std::tuple{"tokenizer", &tok1, &te1}, std::tuple{"tokenizer_2", &tok2, &te2}})
+    if (static_cast<int64_t>(tok->vocab_size()) > te->vocab_size)
+      throw InputError(std::string(name) + ": " + std::to_string(tok->vocab_size()) +
+                       " tokens, more than its text encoder's vocab_size " + std::to_string(te->vocab_size) +
+                       "; the components do not belong together");
+}
+
+/// One side (positive or negative) of a batch's prompt embeddings.
+struct PromptEmbeds {
+  at::Tensor hidden;  ///< [B, 77 + max_sequence_length, joint_attention_dim]
+  at::Tensor pooled;  ///< [B, pooled_projection_dim]
+};
+
+class StableDiffusion3Pipeline : public TextToImage {
+ public:
+  StableDiffusion3Pipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family),
+        dtype_(parse_dtype(r.dtype)),
+        device_(r.device),
+        transformer_config_(SD3TransformerConfig::from_json(md.at("transformer").config)),
+        vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
+        scheduler_config_(md.at("scheduler").config) {
+    const CLIPTextConfig te1 = CLIPTextConfig::from_json(md.at("text_encoder").config);
+    const CLIPTextConfig te2 = CLIPTextConfig::from_json(md.at("text_encoder_2").config);
+    tokenizers_.push_back(load_tokenizer(md, "tokenizer"));
+    tokenizers_.push_back(load_tokenizer(md, "tokenizer_2"));
+    check_fit(md, transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1]);
+    te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
+    const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    check_settings(settings);
+    scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
+                                                                    family_.prediction});
+
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    text_encoder_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder"), options);
+    text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
+    transformer_ = load_component_as<SD3Transformer2DModelImpl>(md.at("transformer"), options);
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
+    // check_inputs: height and width must be multiples of vae_scale_factor * patch_size (16 for SD3).
+    info_.size_multiple = static_cast<int>(vae_config_.scale_factor() * transformer_config_.patch_size);
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  void check_settings(const json& settings) const override {
+    const int64_t clip_skip = settings.value("clip_skip", int64_t{0});
+    if (clip_skip >= te_layers_)
+      throw InputError("clip_skip " + std::to_string(clip_skip) + ": the text encoders have " +
+                       std::to_string(te_layers_ + 1) + " hidden states and SD3 starts from the penultimate; use 0.." +
+                       std::to_string(te_layers_ - 1));
+  }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    const int64_t factor = vae_config_.scale_factor();
+    check_image_size(first.width, first.height, info_.size_multiple, factor);
+    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+    check_settings(settings);
+    const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
+    const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    c10::InferenceMode guard;
+
+    // do_classifier_free_guidance: guidance_scale > 1. The negative side is always encoded (the
+    // default negative prompt is ""), from the penultimate layer whatever clip_skip says, and
+    // batched first: [negative, positive].
+    const double guidance = first.guidance_scale;
+    const bool cfg = guidance > 1.0;
+    const PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip, max_sequence_length);
+    at::Tensor hidden = cond.hidden, pooled = cond.pooled;
+    if (cfg) {
+      const PromptEmbeds uncond = encode(batch, /*negative=*/true, 0, max_sequence_length);
+      hidden = at::cat({uncond.hidden, hidden});
+      pooled = at::cat({uncond.pooled, pooled});
+    }
+
+    // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.
+    const int64_t h = first.height / factor, w = first.width / factor;
+    BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, dtype_, device_);
+    at::Tensor latents = noise.noise;
+
+    // retrieve_timesteps(num_inference_steps) without sigmas: the scheduler spaces and shifts them
+    // itself (SD3's double shift); mu only for a config with dynamic shifting, from (h / p) (w / p).
+    TimestepRequest request;
+    request.steps = first.steps;
+    if (dynamic_shifting()) {
+      const int64_t p = transformer_config_.patch_size;
+      request.mu = calculate_shift((h / p) * (w / p), scheduler_config_);
+    }
+    scheduler_->set_timesteps(request);
+    const at::Tensor timesteps = scheduler_->timesteps();
+
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      const at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
+      const at::Tensor t = timesteps[i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
+      at::Tensor pred = transformer_->forward(x, hidden, pooled, t);
+      if (cfg) pred = guided(pred, guidance, 0.0);  // uncond + s (text - uncond)
+      latents = scheduler_->step(pred, i, latents, noise.generators);
+    }
+    throw_if_cancelled();
+    const at::Tensor z = latents / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    return to_rgb(vae_->decode(z));  // [B, 3, H, W]
+  }
+
+ private:
+  bool dynamic_shifting() const {
+    auto it = scheduler_config_.find("use_dynamic_shifting");
+    return it != scheduler_config_.end() && it->is_boolean() && it->get<bool>();
+  }
+
+  /// The token ids of `texts` for CLIP tokenizer `k`, [N, tokenizer_max_length].
+  at::Tensor token_ids(const std::vector<std::string>& texts, size_t k, bool negative) const {
+    const int max_len = tokenizers_[0]->model_max_length();  // the pipeline's tokenizer_max_length, for both
+    std::vector<int64_t> ids;
+    for (const std::string& text : texts) {
+      Encoding e = tokenizers_[k]->encode(text, max_len);
+      if (k == 0) warn_truncated(text, negative, e.dropped_tokens, max_len, "CLIP");
+      ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+    }
+    return at::tensor(ids, at::kLong).view({static_cast<int64_t>(texts.size()), -1}).to(device_);
+  }
+
+  /// One side's embeddings through the cache: each distinct text not cached under this side,
+  /// clip_skip and max_sequence_length is encoded once.
+  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip, int64_t max_seq) {
+    std::vector<std::string> texts;
+    for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
+    const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(skip) +
+                            " max_sequence_length=" + std::to_string(max_seq);
+    std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      PromptEmbeds e = encode_texts(distinct, negative, skip, max_seq);
+      return std::vector<at::Tensor>{e.hidden, e.pooled};
+    });
+    return {rows[0], rows[1]};
+  }
+
+  /// Ref: StableDiffusion3Pipeline.encode_prompt, _get_clip_prompt_embeds, _get_t5_prompt_embeds.
+  /// Each CLIP's hidden_states[-(skip + 2)] (no final layer norm), side by side, padded with zero
+  /// channels to joint_attention_dim (or cut to it when wider: F.pad with a negative width), then
+  /// T5's states along the sequence: without text_encoder_3, zeros [N, max_seq, joint_attention_dim].
+  /// pooled = both CLIPs' text_embeds side by side.
+  PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip, int64_t max_seq) {
+    auto e1 = text_encoder_->encode_for_sdxl(token_ids(texts, 0, negative), skip);
+    auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(texts, 1, negative), skip);
+    at::Tensor clip = at::cat({e1.hidden.to(dtype_), e2.hidden.to(dtype_)}, -1);  // [N, 77, D1 + D2]
+    const int64_t joint = transformer_config_.joint_attention_dim;
+    clip = clip.size(-1) <= joint ? at::constant_pad_nd(clip, {0, joint - clip.size(-1)}, 0)
+                                  : clip.narrow(-1, 0, joint).contiguous();
+    const at::Tensor t5 = at::zeros({clip.size(0), max_seq, joint}, clip.options());
+    return {at::cat({clip, t5}, -2), at::cat({e1.text_embeds, e2.text_embeds}, -1)};
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  SD3TransformerConfig transformer_config_;
+  AutoencoderKLConfig vae_config_;
+  json scheduler_config_;
+  std::vector<std::unique_ptr<Tokenizer>> tokenizers_;
+  int64_t te_layers_ = 0;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_, text_encoder_2_;
+  std::shared_ptr<SD3Transformer2DModelImpl> transformer_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+void check_stable_diffusion_3_components(const ModelDir& md) {
+  check_fit(md, SD3TransformerConfig::from_json(md.at("transformer").config),
+            CLIPTextConfig::from_json(md.at("text_encoder").config),
+            CLIPTextConfig::from_json(md.at("text_encoder_2").config),
+            AutoencoderKLConfig::from_json(md.at("vae").config),
+            *load_tokenizer(md, "tokenizer"), *load_tokenizer(md, "tokenizer_2"));
+}
+
+std::unique_ptr<TextToImage> load_stable_diffusion_3(const ModelDir& model, const LoadRequest& request,
+                                                     const Family& family) {
+  return std::make_unique<StableDiffusion3Pipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline
