@@ -197,6 +197,32 @@ const std::vector<Family>& families() {
           load_flux,
           check_flux_components,
       },
+      {
+          "stable-diffusion-3",
+          "Stable Diffusion 3",
+          {"StableDiffusion3Pipeline"},
+          {{"transformer", Role::kDenoiser, {"SD3Transformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
+           {"text_encoder_2", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
+           // T5: optional, as in diffusers (zeros when absent); check_components refuses it until it runs.
+           {"text_encoder_3", Role::kTextEncoder, {"T5EncoderModel"}, /*optional=*/true},
+           {"tokenizer", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_2", Role::kTokenizer, kClipTokenizers},
+           {"tokenizer_3", Role::kTokenizer, kT5Tokenizers, /*optional=*/true},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {clip_skip(),
+           max_sequence_length(512, "T5 tokens after the 77 CLIP tokens (diffusers' max_sequence_length, at most "
+                                    "512); without T5, that many zero rows", 256)},
+          /*default_steps=*/28,
+          /*default_guidance_scale=*/7.0,
+          /*size_multiple=*/16,  // vae_scale_factor * patch_size of the real models; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          stable_diffusion_3_default_size,
+          load_stable_diffusion_3,
+          check_stable_diffusion_3_components,
+      },
   };
   return table;
 }
