@@ -25,6 +25,14 @@
 #              step scales with its blocks (x3 for the real 60)
 #   qwen_peer  diffusers_peer.py on the Qwen-Image files and settings (QwenImagePipeline with
 #              true_cfg_scale)
+#   flux       (not in the default list either) dpinfer_bench: FLUX.1-dev-shaped pipeline
+#              (configs/models/flux-dev-shape: the real T5-XXL encoder, CLIP-L, the 16-channel VAE,
+#              and the transformer cut to GPU_CHECK_FLUX_LAYERS of its 19 double-stream blocks,
+#              default 6, with twice as many of its 38 single-stream ones, so that the random
+#              weights, about 17 GB in bf16, fit the machine's time), 1024x1024, 28 steps,
+#              distilled guidance 3.5, T5 padded to 512 tokens, batch 1, bf16 on cuda:0; the
+#              transformer's time per step scales about x3.1 for the real 19 + 38 blocks
+#   flux_peer  diffusers_peer.py on the FLUX.1 files and settings (FluxPipeline)
 # then a short summary, printed last. Runs in the repository root; needs no network.
 # Steps run in the order GPU_CHECK_STEPS lists them. Every step runs even when an earlier
 # one failed (unless it needs what that one makes), and none starts once GPU_CHECK_BUDGET_S
@@ -33,8 +41,10 @@
 #
 # Writes under $OUT (else out/gpu-check), at most 8 files, all of which come back:
 #   summary.txt  build.log  cuda_tests.log  cuda_tests.json  bench.log (SD1.5 bench and
-#   peer)  sdxl.log (SDXL bench and peer)  [qwen.log (Qwen-Image bench and peer)]  bench.json (every bench and peer report of the
-#   call, {"sd15": {"dpinfer": ..., "diffusers": ...}, "sdxl": {...}})
+#   peer)  sdxl.log (SDXL bench and peer)  [qwen.log (Qwen-Image bench and peer)]  [flux.log (FLUX.1
+#   bench and peer)]  bench.json (every bench and peer report of the call, {"sd15": {"dpinfer": ...,
+#   "diffusers": ...}, "sdxl": {...}}). `run` brings back 8 files at most: a call with every step that
+#   writes a log and both qwen and flux makes 9, so ask for those two in separate calls.
 #
 # Environment (all optional):
 #   GPU_CHECK_STEPS     steps to run, in this order (default: "facts configure build tests
@@ -51,6 +61,12 @@
 #   GPU_CHECK_QWEN_LAYERS the Qwen-Image transformer's blocks (default 20 of the real 60)
 #   GPU_CHECK_QWEN_TE_LAYERS the text encoder's layers (default 28, the real count; fewer only for
 #                       a dry run on a machine without the memory)
+#   GPU_CHECK_FLUX_LAYERS the FLUX.1 transformer's double-stream blocks (default 6 of the real 19),
+#                       and twice that many single-stream ones (of 38)
+#   GPU_CHECK_FLUX_T5_LAYERS T5's layers (default 24, the real count; fewer only for a dry run)
+#   GPU_CHECK_FLUX_ARGS replaces the FLUX.1 benchmark's arguments (default: GPU_CHECK_BENCH_ARGS
+#                       when set, else "--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024
+#                       --height 1024 --steps 28 --guidance-scale 3.5 --batch-sizes 1 --warmup 1 --repeats 2")
 #   GPU_CHECK_QWEN_ARGS replaces the Qwen-Image benchmark's arguments (default: GPU_CHECK_BENCH_ARGS
 #                       when set, else "--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024
 #                       --height 1024 --steps 20 --guidance-scale 4.0 --negative-prompt ' '
@@ -59,7 +75,8 @@
 #                       set, else "--device cuda:0 --dtype fp16 --width 1024 --height 1024
 #                       --steps 20 --guidance-scale 5.0 --batch-sizes 1,4 --warmup 1 --repeats 3")
 set -uo pipefail
-: "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}" "${GPU_CHECK_QWEN_ARGS:=}"
+: "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}" "${GPU_CHECK_QWEN_ARGS:=}" "${GPU_CHECK_FLUX_ARGS:=}"
+: "${GPU_CHECK_FLUX_LAYERS:=6}" "${GPU_CHECK_FLUX_T5_LAYERS:=24}"
 : "${GPU_CHECK_QWEN_LAYERS:=20}" "${GPU_CHECK_QWEN_TE_LAYERS:=28}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -214,6 +231,37 @@ PY
     --images "$work/qwen_images" --json "$work/qwen_dpinfer.json"
 }
 
+# flux: the FLUX.1-dev shape with its transformer cut to GPU_CHECK_FLUX_LAYERS double-stream and
+# twice as many single-stream blocks, written to $tmp (links followed), then dpinfer_bench on it.
+flux() {
+  local double=$GPU_CHECK_FLUX_LAYERS single=$((2 * GPU_CHECK_FLUX_LAYERS)) t5=$GPU_CHECK_FLUX_T5_LAYERS
+  local key="L${double}-S${single}-T${t5}"
+  local shape="$tmp/flux-dev-shape-$key"
+  rm -rf "$shape" && cp -rL "$root/configs/models/flux-dev-shape" "$shape" || return
+  "$py" - "$shape" "$double" "$single" "$t5" <<'PY' || return
+import json, sys
+shape, double, single, t5 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for rel, values in (("transformer/config.json", {"num_layers": double, "num_single_layers": single}),
+                    ("text_encoder_2/config.json", {"num_layers": t5})):
+    with open(f"{shape}/{rel}") as f:
+        c = json.load(f)
+    c.update(values)
+    with open(f"{shape}/{rel}", "w") as f:
+        json.dump(c, f, indent=1)
+print(f"flux-dev shape with {double} of 19 double-stream, {single} of 38 single-stream blocks and {t5} of 24 T5 layers: {shape}")
+PY
+  local args=(--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024 --height 1024 --steps 28
+              --guidance-scale 3.5 --batch-sizes 1 --warmup 1 --repeats 2)
+  # shellcheck disable=SC2206  # word splitting wanted
+  [ -n "${GPU_CHECK_BENCH_ARGS:-}" ] && args=($GPU_CHECK_BENCH_ARGS --weights-dtype bf16)
+  # shellcheck disable=SC2206
+  [ -n "${GPU_CHECK_FLUX_ARGS:-}" ] && args=($GPU_CHECK_FLUX_ARGS)
+  rm -rf "$work/flux_images"
+  "$build/tools/bench/dpinfer_bench" --shape "$shape" "${args[@]}" \
+    --model-dir "$tmp/dpinfer-flux-$key-random" \
+    --images "$work/flux_images" --json "$work/flux_dpinfer.json"
+}
+
 # peer KEY: diffusers_peer.py on what bench_shape KEY wrote. Installs the carried wheels into
 # /tmp/site once per machine (a python3 that has diffusers already, as on a dry run, is used
 # as it is when there are none).
@@ -237,8 +285,9 @@ peer() {
 }
 
 export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS \
-  GPU_CHECK_QWEN_ARGS GPU_CHECK_QWEN_LAYERS GPU_CHECK_QWEN_TE_LAYERS
-export -f facts configure bench_shape bench sdxl qwen peer
+  GPU_CHECK_QWEN_ARGS GPU_CHECK_QWEN_LAYERS GPU_CHECK_QWEN_TE_LAYERS GPU_CHECK_FLUX_ARGS GPU_CHECK_FLUX_LAYERS \
+  GPU_CHECK_FLUX_T5_LAYERS
+export -f facts configure bench_shape bench sdxl qwen flux peer
 
 # A step that runs again replaces its earlier report (from an earlier call on this machine),
 # and a new bench report makes the old peer report stale.
@@ -248,6 +297,8 @@ want sdxl && rm -f "$work/sdxl_dpinfer.json"
 { want sdxl || want sdxl_peer; } && rm -f "$work/sdxl_diffusers.json"
 want qwen && rm -f "$work/qwen_dpinfer.json"
 { want qwen || want qwen_peer; } && rm -f "$work/qwen_diffusers.json"
+want flux && rm -f "$work/flux_dpinfer.json"
+{ want flux || want flux_peer; } && rm -f "$work/flux_diffusers.json"
 
 # run_bench NAME LOG NEED MAX: the bench step NAME (bench, sdxl: the functions above).
 run_bench() {
@@ -293,7 +344,10 @@ for s in $steps; do
     # Qwen-Image: writing ~28 GB of random weights alone takes minutes.
     qwen) run_bench qwen "$out/qwen.log" 240 420 ;;
     qwen_peer) run_peer qwen_peer qwen "$out/qwen.log" 120 300 ;;
-    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer qwen qwen_peer)") ;;
+    # FLUX.1: about 17 GB of random weights to write first.
+    flux) run_bench flux "$out/flux.log" 240 420 ;;
+    flux_peer) run_peer flux_peer flux "$out/flux.log" 120 300 ;;
+    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer qwen qwen_peer flux flux_peer)") ;;
   esac
 done
 
@@ -303,7 +357,7 @@ rm -f "$out/bench.json"
 import json, os, sys
 work, dest = sys.argv[1], sys.argv[2]
 merged = {}
-for key in ("sd15", "sdxl", "qwen"):
+for key in ("sd15", "sdxl", "qwen", "flux"):
     for side in ("dpinfer", "diffusers"):
         p = os.path.join(work, f"{key}_{side}.json")
         if os.path.exists(p):
@@ -350,7 +404,8 @@ PY
     grep -h "^\[ schedulers \]" "$out/cuda_tests.log" | sed 's/^/  /'
   fi
   for pair in "bench.log:SD1.5 (configs/models/sd15-shape)" "sdxl.log:SDXL base (configs/models/sdxl-shape)" \
-              "qwen.log:Qwen-Image (configs/models/qwen-image-shape, ${GPU_CHECK_QWEN_LAYERS} of 60 blocks)"; do
+              "qwen.log:Qwen-Image (configs/models/qwen-image-shape, ${GPU_CHECK_QWEN_LAYERS} of 60 blocks)" \
+              "flux.log:FLUX.1-dev (configs/models/flux-dev-shape, ${GPU_CHECK_FLUX_LAYERS} of 19 + $((2 * GPU_CHECK_FLUX_LAYERS)) of 38 blocks)"; do
     log="$out/${pair%%:*}"
     [ -f "$log" ] || continue
     echo "--- dpinfer_bench, ${pair#*:}"
