@@ -426,17 +426,24 @@ TEST_P(ModelDirPipelines, ResolvesAndFindsValidWeights) {
   if (!variant.empty()) {
     EXPECT_EQ(model.at("text_encoder").variant, variant);
   }
-  // SD3 without T5: text_encoder_3 and tokenizer_3 are null in model_index.json, optional in the family.
+  // SD3 without T5: text_encoder_3 and tokenizer_3 are null in model_index.json, optional in the family;
+  // tiny-sd3.5-t5 has them, as real SD3 folders do.
   if (GetParam().rfind("tiny-sd3", 0) == 0) {
-    EXPECT_EQ(model.find("text_encoder_3"), nullptr);
-    EXPECT_EQ(model.find("tokenizer_3"), nullptr);
+    const bool t5 = GetParam() == "tiny-sd3.5-t5";
+    EXPECT_EQ(model.find("text_encoder_3") != nullptr, t5);
+    EXPECT_EQ(model.find("tokenizer_3") != nullptr, t5);
     EXPECT_NE(model.find("text_encoder_2"), nullptr);
+    if (t5) {
+      EXPECT_EQ(model.at("text_encoder_3").class_name, "T5EncoderModel");
+      EXPECT_EQ(model.at("tokenizer_3").class_name, "T5TokenizerFast");
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
                          ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt",
-                                           "tiny-z-image", "tiny-z-image-alt", "tiny-sd3", "tiny-sd3.5"),
+                                           "tiny-z-image", "tiny-z-image-alt", "tiny-sd3", "tiny-sd3.5",
+                                           "tiny-sd3.5-t5"),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            for (char& ch : name)

@@ -10,8 +10,9 @@
 // tiny-flux-schnell (1 to 28 steps, distilled guidance, true CFG, non-square and wide sizes, batches
 // of 3 images and of 3 prompts, max_sequence_length 16 and 48, dynamic and static shift),
 // make_sd3_pipelines.py for the tiny SD3 and SD3.5
-// ones (CFG on and off, negative prompts, clip_skip, max_sequence_length, batches of 3, non-square,
-// 1 to 8 steps, some in bf16), and the cases that
+// ones, without T5 and (tiny-sd3.5-t5) with it (CFG on and off, negative prompts, clip_skip,
+// max_sequence_length 16, 48 and 256, a long prompt cut by T5, batches of 3, non-square, 1 to 8
+// steps, some in bf16), and the cases that
 // tools/train/record_goldens.py recorded for the shipped default model.
 // CPU, fp32 (and bf16 for the Z-Image cases recorded in bf16). Acceptance (issue 4): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 and 5 bf16
@@ -167,7 +168,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",
-                                                                 "tiny-flux-schnell", "tiny-sd3", "tiny-sd3.5"),
+                                                                 "tiny-flux-schnell", "tiny-sd3", "tiny-sd3.5",
+                                                                 "tiny-sd3.5-t5"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

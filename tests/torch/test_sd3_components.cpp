@@ -1,10 +1,13 @@
-// SD3's text side against transformers and diffusers, on the two tiny SD3 pipelines
+// SD3's text side against transformers and diffusers, on the three tiny SD3 pipelines
 // (tools/fixtures/make_sd3_pipelines.py, clip.safetensors): both CLIPTextModelWithProjection
 // encoders as StableDiffusion3Pipeline._get_clip_prompt_embeds uses them (the token ids of both
 // CLIP tokenizers, hidden_states[-2] and [-3] without the final norm, the projected pooled
-// output), loaded the way the pipeline loads them; and the layout of encode_prompt's result
-// without T5 that the family reproduces (both CLIPs side by side, zero-padded or, when wider, cut
-// to joint_attention_dim, then max_sequence_length zero rows), checked on diffusers' own output.
+// output), loaded the way the pipeline loads them; with T5 (tiny-sd3.5-t5), T5 as
+// _get_t5_prompt_embeds uses it (tokenizer_3's ids at max_sequence_length 16 and 256, the
+// encoder's last_hidden_state without a mask); and the layout of encode_prompt's result that the
+// family reproduces (both CLIPs side by side, zero-padded or, when wider, cut to T5's width
+// joint_attention_dim, then max_sequence_length rows of T5's states, or zeros without T5),
+// checked on diffusers' own output.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
@@ -15,6 +18,7 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "torch/model_goldens.h"
@@ -60,7 +64,17 @@ TEST_P(SD3Components, ClipEncodersAndPromptLayoutMatchDiffusers) {
       if (skip == 0) expect_close(enc.text_embeds, golden[key + ".pooled"], what + " text_embeds");
     }
   }
-  // encode_prompt without T5: [cat(L, G) padded or cut to joint_attention_dim; zeros], pooled cat(L, G).
+  // T5, when the model has it: loaded as the pipeline loads it, in fp32.
+  const bool has_t5 = model.find("text_encoder_3") != nullptr;
+  EXPECT_EQ(has_t5, name == "tiny-sd3.5-t5");
+  std::shared_ptr<T5EncoderModelImpl> t5;
+  std::unique_ptr<Tokenizer> t5_tokenizer;
+  if (has_t5) {
+    t5 = load_component_as<T5EncoderModelImpl>(model.at("text_encoder_3"), at::TensorOptions().dtype(at::kFloat));
+    const Component& tok = model.at("tokenizer_3");
+    t5_tokenizer = find_tokenizer_class(tok.class_name)->load(tok.path);
+  }
+  // encode_prompt: [cat(L, G) padded or cut to joint_attention_dim; T5's states or zeros], pooled cat(L, G).
   const int64_t joint = SD3TransformerConfig::from_json(model.at("transformer").config).joint_attention_dim;
   for (const json& c : doc.at("clip").at("encode_prompt")) {
     const std::string key = c.at("key").get<std::string>();
@@ -70,7 +84,15 @@ TEST_P(SD3Components, ClipEncodersAndPromptLayoutMatchDiffusers) {
         at::cat({golden["clip0." + text_key + ".hidden_skip0"], golden["clip1." + text_key + ".hidden_skip0"]}, -1);
     clip = clip.size(-1) <= joint ? at::constant_pad_nd(clip, {0, joint - clip.size(-1)}, 0)
                                   : clip.narrow(-1, 0, joint);
-    const at::Tensor expected = at::cat({clip, at::zeros({1, max_seq, joint})}, 1);
+    at::Tensor t5_states = at::zeros({1, max_seq, joint});
+    if (has_t5) {
+      const at::Tensor ids = golden[key + ".t5_ids"];
+      const Encoding e = t5_tokenizer->encode(texts.at(c.at("text").get<size_t>()), static_cast<int>(max_seq));
+      EXPECT_TRUE(at::equal(at::tensor(e.ids, at::kLong).view({1, -1}), ids)) << name << " " << key << " T5 ids";
+      expect_close(t5->forward(ids), golden[key + ".t5_hidden"], name + " " + key + " T5 last_hidden_state");
+      t5_states = golden[key + ".t5_hidden"];
+    }
+    const at::Tensor expected = at::cat({clip, t5_states}, 1);
     const at::Tensor got = golden[key + ".prompt_embeds"];
     ASSERT_EQ(got.sizes(), expected.sizes()) << key;
     EXPECT_TRUE(at::equal(got, expected)) << name << " " << key;
@@ -80,7 +102,7 @@ TEST_P(SD3Components, ClipEncodersAndPromptLayoutMatchDiffusers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, SD3Components, ::testing::Values("tiny-sd3", "tiny-sd3.5"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, SD3Components, ::testing::Values("tiny-sd3", "tiny-sd3.5", "tiny-sd3.5-t5"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

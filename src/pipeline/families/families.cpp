@@ -204,7 +204,7 @@ const std::vector<Family>& families() {
           {{"transformer", Role::kDenoiser, {"SD3Transformer2DModel"}},
            {"text_encoder", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
            {"text_encoder_2", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
-           // T5: optional, as in diffusers (zeros when absent); check_components refuses it until it runs.
+           // T5: optional, as in diffusers (zeros when absent); every real SD3 / SD3.5 folder has it.
            {"text_encoder_3", Role::kTextEncoder, {"T5EncoderModel"}, /*optional=*/true},
            {"tokenizer", Role::kTokenizer, kClipTokenizers},
            {"tokenizer_2", Role::kTokenizer, kClipTokenizers},

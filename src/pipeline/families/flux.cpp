@@ -25,6 +25,7 @@
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "pipeline_info.h"
+#include "t5_prompt.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -84,12 +85,13 @@ class FluxPipeline : public TextToImage {
         transformer_config_(FluxTransformerConfig::from_json(md.at("transformer").config)),
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
-    check_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config),
-              T5Config::from_json(md.at("text_encoder_2").config), vae_config_);
+    const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
+    check_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config), t5, vae_config_);
     const Component& tok = md.at("tokenizer");
     const Component& tok2 = md.at("tokenizer_2");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
     tokenizer_2_ = find_tokenizer_class(tok2.class_name)->load(tok2.path);
+    check_t5_tokenizer_fits(*tokenizer_2_, t5, "tokenizer_2", "text_encoder_2");
 
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
@@ -215,10 +217,9 @@ class FluxPipeline : public TextToImage {
     const at::Tensor clip_ids = at::tensor(clip.ids, at::kLong).view({1, -1}).to(device_);
     const at::Tensor pooled = text_encoder_->forward(clip_ids).pooler_output.to(dtype_);  // [1, hidden]
     // _get_t5_prompt_embeds: max_sequence_length with max_length padding, no attention mask.
-    const Encoding t5 = tokenizer_2_->encode(text, max_sequence_length);
-    warn_truncated(text, negative, t5.dropped_tokens, max_sequence_length, "T5 (max_sequence_length)");
-    const at::Tensor t5_ids = at::tensor(t5.ids, at::kLong).view({1, -1}).to(device_);
-    return {text_encoder_2_->forward(t5_ids).to(dtype_), pooled};  // [1, L, d_model], [1, hidden]
+    const at::Tensor t5 =
+        t5_prompt_embeds(*text_encoder_2_, *tokenizer_2_, {text}, max_sequence_length, negative, device_, dtype_);
+    return {t5, pooled};  // [1, L, d_model], [1, hidden]
   }
 
   const Family& family_;
@@ -244,9 +245,12 @@ std::array<int64_t, 2> flux_default_size(const ModelDir& model) {
 }
 
 void check_flux_components(const ModelDir& md) {
+  const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
   check_fit(FluxTransformerConfig::from_json(md.at("transformer").config),
-            CLIPTextConfig::from_json(md.at("text_encoder").config),
-            T5Config::from_json(md.at("text_encoder_2").config), AutoencoderKLConfig::from_json(md.at("vae").config));
+            CLIPTextConfig::from_json(md.at("text_encoder").config), t5,
+            AutoencoderKLConfig::from_json(md.at("vae").config));
+  const Component& tok2 = md.at("tokenizer_2");
+  check_t5_tokenizer_fits(*find_tokenizer_class(tok2.class_name)->load(tok2.path), t5, "tokenizer_2", "text_encoder_2");
 }
 
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family) {

@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/families/stable_diffusion_3.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,15 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_config.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "pipeline_info.h"
+#include "t5_prompt.h"
 
 namespace dpinfer::pipeline {
 
@@ -39,16 +43,42 @@ std::unique_ptr<Tokenizer> load_tokenizer(const ModelDir& md, const char* name) 
   return find_tokenizer_class(tok.class_name)->load(tok.path);
 }
 
+/// Whether the model has T5: text_encoder_3 and tokenizer_3 both, or neither (diffusers' text_encoder_3=None,
+/// whose states are zeros). One without the other is refused: diffusers would fail on the first prompt.
+bool has_t5(const ModelDir& md) {
+  const bool encoder = md.find("text_encoder_3") != nullptr, tokenizer = md.find("tokenizer_3") != nullptr;
+  if (encoder != tokenizer)
+    throw InputError(std::string("model_index.json: ") + (encoder ? "text_encoder_3" : "tokenizer_3") +
+                     " (T5) is set but " + (encoder ? "tokenizer_3" : "text_encoder_3") +
+                     " is missing or null; give both, or set both to [null, null] to run without T5");
+  return encoder;
+}
+
+/// The optional T5 pair's config and tokenizer: both set, or both empty without T5.
+struct T5Parts {
+  std::optional<T5Config> config;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+T5Parts load_t5_parts(const ModelDir& md) {
+  T5Parts t5;
+  if (has_t5(md)) {
+    t5.config = T5Config::from_json(md.at("text_encoder_3").config);
+    t5.tokenizer = load_tokenizer(md, "tokenizer_3");
+  }
+  return t5;
+}
+
 /// check_stable_diffusion_3_components() on parsed configs and loaded tokenizers.
-void check_fit(const ModelDir& md, const SD3TransformerConfig& tc, const CLIPTextConfig& te1,
-               const CLIPTextConfig& te2, const AutoencoderKLConfig& vae, const Tokenizer& tok1,
-               const Tokenizer& tok2) {
-  // Until the T5 encoder lands, a model with one would run without it and give other images than
-  // diffusers: refuse it rather than ignore it.
-  if (md.find("text_encoder_3") || md.find("tokenizer_3"))
-    throw InputError("model_index.json: this model has a T5 text encoder (text_encoder_3 / tokenizer_3), which "
-                     "this dpinfer build does not run yet; to run it without T5, as diffusers does with "
-                     "text_encoder_3=None, set both entries to [null, null] in a copy of the model folder");
+void check_fit(const SD3TransformerConfig& tc, const CLIPTextConfig& te1, const CLIPTextConfig& te2,
+               const AutoencoderKLConfig& vae, const Tokenizer& tok1, const Tokenizer& tok2, const T5Parts& t5) {
+  // encode_prompt pads the CLIP states to T5's width and concatenates them with T5's along the sequence;
+  // the transformer's context_embedder takes joint_attention_dim channels.
+  if (t5.config && t5.config->d_model != tc.joint_attention_dim)
+    throw InputError("transformer config: joint_attention_dim " + std::to_string(tc.joint_attention_dim) +
+                     " is not text_encoder_3's (T5) d_model " + std::to_string(t5.config->d_model) +
+                     "; the components do not belong together");
+  if (t5.config) check_t5_tokenizer_fits(*t5.tokenizer, *t5.config, "tokenizer_3", "text_encoder_3");
   if (tc.in_channels != vae.latent_channels)
     throw InputError("transformer config: in_channels " + std::to_string(tc.in_channels) +
                      " is not the VAE's latent_channels " + std::to_string(vae.latent_channels) +
@@ -93,7 +123,9 @@ class StableDiffusion3Pipeline : public TextToImage {
     const CLIPTextConfig te2 = CLIPTextConfig::from_json(md.at("text_encoder_2").config);
     tokenizers_.push_back(load_tokenizer(md, "tokenizer"));
     tokenizers_.push_back(load_tokenizer(md, "tokenizer_2"));
-    check_fit(md, transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1]);
+    T5Parts t5 = load_t5_parts(md);
+    check_fit(transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1], t5);
+    tokenizer_3_ = std::move(t5.tokenizer);
     te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     check_settings(settings);
@@ -104,6 +136,7 @@ class StableDiffusion3Pipeline : public TextToImage {
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     text_encoder_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder"), options);
     text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
+    if (t5.config) text_encoder_3_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_3"), options);
     transformer_ = load_component_as<SD3Transformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
@@ -208,8 +241,10 @@ class StableDiffusion3Pipeline : public TextToImage {
 
   /// Ref: StableDiffusion3Pipeline.encode_prompt, _get_clip_prompt_embeds, _get_t5_prompt_embeds.
   /// Each CLIP's hidden_states[-(skip + 2)] (no final layer norm), side by side, padded with zero
-  /// channels to joint_attention_dim (or cut to it when wider: F.pad with a negative width), then
-  /// T5's states along the sequence: without text_encoder_3, zeros [N, max_seq, joint_attention_dim].
+  /// channels to T5's width (joint_attention_dim, which check_fit() makes T5's d_model; or cut to it
+  /// when wider: F.pad with a negative width), then T5's states along the sequence: the text's
+  /// last_hidden_state at max_seq tokens, no mask (prompt_3 and negative_prompt_3 default to the
+  /// prompt and the negative prompt); without text_encoder_3, zeros [N, max_seq, joint_attention_dim].
   /// pooled = both CLIPs' text_embeds side by side.
   PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip, int64_t max_seq) {
     auto e1 = text_encoder_->encode_for_sdxl(token_ids(texts, 0, negative), skip);
@@ -218,7 +253,9 @@ class StableDiffusion3Pipeline : public TextToImage {
     const int64_t joint = transformer_config_.joint_attention_dim;
     clip = clip.size(-1) <= joint ? at::constant_pad_nd(clip, {0, joint - clip.size(-1)}, 0)
                                   : clip.narrow(-1, 0, joint).contiguous();
-    const at::Tensor t5 = at::zeros({clip.size(0), max_seq, joint}, clip.options());
+    const at::Tensor t5 = text_encoder_3_ ? t5_prompt_embeds(*text_encoder_3_, *tokenizer_3_, texts,
+                                                             static_cast<int>(max_seq), negative, device_, dtype_)
+                                          : at::zeros({clip.size(0), max_seq, joint}, clip.options());
     return {at::cat({clip, t5}, -2), at::cat({e1.text_embeds, e2.text_embeds}, -1)};
   }
 
@@ -228,10 +265,12 @@ class StableDiffusion3Pipeline : public TextToImage {
   SD3TransformerConfig transformer_config_;
   AutoencoderKLConfig vae_config_;
   json scheduler_config_;
-  std::vector<std::unique_ptr<Tokenizer>> tokenizers_;
+  std::vector<std::unique_ptr<Tokenizer>> tokenizers_;  // the two CLIPs'
+  std::unique_ptr<Tokenizer> tokenizer_3_;              // T5's, or null without T5
   int64_t te_layers_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
   std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_, text_encoder_2_;
+  std::shared_ptr<T5EncoderModelImpl> text_encoder_3_;  // null without T5
   std::shared_ptr<SD3Transformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
@@ -241,11 +280,11 @@ class StableDiffusion3Pipeline : public TextToImage {
 }  // namespace
 
 void check_stable_diffusion_3_components(const ModelDir& md) {
-  check_fit(md, SD3TransformerConfig::from_json(md.at("transformer").config),
+  check_fit(SD3TransformerConfig::from_json(md.at("transformer").config),
             CLIPTextConfig::from_json(md.at("text_encoder").config),
             CLIPTextConfig::from_json(md.at("text_encoder_2").config),
-            AutoencoderKLConfig::from_json(md.at("vae").config),
-            *load_tokenizer(md, "tokenizer"), *load_tokenizer(md, "tokenizer_2"));
+            AutoencoderKLConfig::from_json(md.at("vae").config), *load_tokenizer(md, "tokenizer"),
+            *load_tokenizer(md, "tokenizer_2"), load_t5_parts(md));
 }
 
 std::unique_ptr<TextToImage> load_stable_diffusion_3(const ModelDir& model, const LoadRequest& request,

@@ -20,8 +20,9 @@ namespace dpinfer::pipeline {
 std::array<int64_t, 2> flux_default_size(const ModelDir& model);
 
 /// The family's check_components: the transformer's joint_attention_dim is T5's d_model, its
-/// pooled_projection_dim CLIP's hidden_size, its in_channels four times the VAE's latent_channels, and the
-/// VAE has a shift_factor. Throws InputError naming the mismatch.
+/// pooled_projection_dim CLIP's hidden_size, its in_channels four times the VAE's latent_channels, the
+/// VAE has a shift_factor, and the T5 tokenizer's ids fit T5's vocabulary. Throws InputError naming the
+/// mismatch.
 void check_flux_components(const ModelDir& model);
 
 /// The family's load function (families.cpp).

@@ -20,8 +20,9 @@ std::array<int64_t, 2> stable_diffusion_3_default_size(const ModelDir& model);
 
 /// The family's check_components: the transformer's in_channels are the VAE's latent_channels, its
 /// pooled_projection_dim is the two CLIPs' projection_dim together, the VAE has a shift_factor, the
-/// CLIP tokenizers fit their encoders, and there is no T5 (text_encoder_3), which this build does not
-/// run yet. Throws InputError naming the mismatch.
+/// CLIP tokenizers fit their encoders, and T5 is either absent (text_encoder_3 and tokenizer_3 both null:
+/// zeros for its states, as diffusers) or complete, its d_model the transformer's joint_attention_dim and
+/// its tokenizer within its vocabulary. Throws InputError naming the mismatch.
 void check_stable_diffusion_3_components(const ModelDir& model);
 
 /// The family's load function (families.cpp).
