@@ -1,0 +1,25 @@
+#pragma once
+// The Chroma family: diffusers' ChromaPipeline (Chroma1-HD, Chroma1-Base and their fine-tunes): T5 alone,
+// encoded with its attention mask and passed on with all padding but one token masked, the
+// ChromaTransformer2DModel (FLUX.1-schnell's blocks with the modulation approximator) on 2x2-packed
+// latents with FLUX.1's RoPE ids, real classifier-free guidance on the negative prompt, flow matching
+// with FLUX.1's dynamic shift, and the 16-channel AutoencoderKL with shift_factor.
+
+#include <memory>
+
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/model_dir.h"
+
+namespace dpinfer::pipeline {
+
+/// The family's check_components: the transformer's joint_attention_dim is T5's d_model, its
+/// in_channels four times the VAE's latent_channels, and the VAE has a shift_factor. Throws InputError
+/// naming the mismatch.
+void check_chroma_components(const ModelDir& model);
+
+/// The family's load function (families.cpp). ChromaPipeline's default size is FluxPipeline's
+/// (flux_default_size).
+std::unique_ptr<TextToImage> load_chroma(const ModelDir& model, const LoadRequest& request, const Family& family);
+
+}  // namespace dpinfer::pipeline
