@@ -1,5 +1,7 @@
-// The Chroma family beyond its image goldens (test_pipeline_parity.cpp): its row, and the refusal of
-// components that do not belong together, before any weights load, by load and by inspect alike.
+// The Chroma family beyond its image goldens (test_pipeline_parity.cpp): its row, the prompt encoding
+// against _get_t5_prompt_embeds (T5 with the tokenizer's mask, the transformer's text mask), and the
+// refusal of components that do not belong together, before any weights load, by load and by inspect
+// alike.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,11 +10,20 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "dpinfer/pipeline/families/chroma.h"
 #include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
+#include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -39,6 +50,37 @@ TEST(ChromaFamily, RowHasDiffusersDefaultsAndSettings) {
   EXPECT_EQ(f->size_multiple, 16);
   ASSERT_EQ(f->settings.size(), 1u);
   EXPECT_EQ(f->settings[0].name, "max_sequence_length");
+}
+
+// components.safetensors of make_chroma_pipelines.py: per text and max_sequence_length 512 and 16, the
+// T5 ids, the tokenizer's mask, _get_t5_prompt_embeds' states (T5 given that mask) and its text mask.
+TEST(ChromaFamily, PromptEncodingMatchesGetT5PromptEmbeds) {
+  c10::InferenceMode guard;
+  for (const std::string name : {"tiny-chroma", "tiny-chroma-alt"}) {
+    const ModelDir md = resolve_model(kPipelines + "/" + name);
+    const std::unique_ptr<Tokenizer> tokenizer =
+        find_tokenizer_class(md.at("tokenizer").class_name)->load(md.at("tokenizer").path);
+    auto t5 = load_component_as<T5EncoderModelImpl>(md.at("text_encoder"), at::TensorOptions().dtype(at::kFloat));
+    const test::GoldenFile golden(kPipelines + "/" + name + ".golden/components.safetensors");
+    const json doc = read_json(kPipelines + "/" + name + ".golden/cases.json");
+    ASSERT_FALSE(doc.at("components").empty());
+    for (size_t i = 0; i < doc.at("components").size(); ++i) {
+      const json& rec = doc.at("components")[i];
+      for (const auto& [length, keys] : rec.at("t5").items()) {
+        const std::string what = name + " text " + std::to_string(i) + " at " + length;
+        const Encoding e = tokenizer->encode(rec.at("text").get<std::string>(), std::stoi(length));
+        const at::Tensor ids = at::tensor(e.ids, at::kLong).view({1, -1});
+        const at::Tensor mask = at::tensor(e.attention_mask, at::kLong).view({1, -1});
+        EXPECT_TRUE(at::equal(ids, golden[keys.at("ids").get<std::string>()])) << what;
+        EXPECT_TRUE(at::equal(mask, golden[keys.at("tokenizer_mask").get<std::string>()])) << what;
+        const at::Tensor states = golden[keys.at("last_hidden_state").get<std::string>()];
+        const at::Tensor out = t5->forward(ids, mask);
+        test::expect_close(out, states, what, test::kParityTolerance);
+        EXPECT_TRUE(at::equal(chroma_text_mask(mask, at::kFloat), golden[keys.at("transformer_mask").get<std::string>()]))
+            << what;
+      }
+    }
+  }
 }
 
 /// What loading a copy of tiny-chroma whose weight files are garbage, with `edit` applied, fails

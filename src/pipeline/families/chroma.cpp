@@ -167,11 +167,7 @@ class ChromaPipeline : public TextToImage {
     const at::Tensor ids = at::tensor(t5.ids, at::kLong).view({1, -1}).to(device_);
     const at::Tensor tokenizer_mask = at::tensor(t5.attention_mask, at::kLong).view({1, -1}).to(device_);
     const at::Tensor embeds = text_encoder_->forward(ids, tokenizer_mask).to(dtype_);  // [1, L, d_model]
-    // Chroma keeps the first padding token: mask = (arange(L) <= seq_len).to(dtype), seq_len the real
-    // tokens (with </s>).
-    const at::Tensor seq_len = tokenizer_mask.sum(1, /*keepdim=*/true);  // [1, 1]
-    const at::Tensor positions = at::arange(tokenizer_mask.size(1), tokenizer_mask.options()).unsqueeze(0);
-    return {embeds, positions.le(seq_len).to(dtype_)};
+    return {embeds, chroma_text_mask(tokenizer_mask, dtype_)};
   }
 
   const Family& family_;
@@ -189,6 +185,14 @@ class ChromaPipeline : public TextToImage {
 };
 
 }  // namespace
+
+at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dtype) {
+  // Chroma keeps the first padding token: (arange(L) <= seq_len).to(dtype), seq_len the real tokens
+  // (with </s>).
+  const at::Tensor seq_len = tokenizer_mask.sum(1, /*keepdim=*/true);  // [B, 1]
+  const at::Tensor positions = at::arange(tokenizer_mask.size(1), tokenizer_mask.options()).unsqueeze(0);
+  return positions.le(seq_len).to(dtype);  // [B, L]
+}
 
 void check_chroma_components(const ModelDir& md) {
   check_fit(ChromaTransformerConfig::from_json(md.at("transformer").config),

@@ -7,11 +7,18 @@
 
 #include <memory>
 
+#include <ATen/ATen.h>
+
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/model_dir.h"
 
 namespace dpinfer::pipeline {
+
+/// ChromaPipeline._get_t5_prompt_embeds' text mask for the transformer: from the tokenizer's attention
+/// mask [B, L] (1 for tokens, </s> included, 0 for padding), (arange(L) <= seq_len) in `dtype`, so that
+/// the prompt's tokens and the first padding token are kept.
+at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dtype);
 
 /// The family's check_components: the transformer's joint_attention_dim is T5's d_model, its
 /// in_channels four times the VAE's latent_channels, and the VAE has a shift_factor. Throws InputError
