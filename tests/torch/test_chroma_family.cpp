@@ -76,8 +76,8 @@ TEST(ChromaFamily, PromptEncodingMatchesGetT5PromptEmbeds) {
         const at::Tensor states = golden[keys.at("last_hidden_state").get<std::string>()];
         const at::Tensor out = t5->forward(ids, mask);
         test::expect_close(out, states, what, test::kParityTolerance);
-        EXPECT_TRUE(at::equal(chroma_text_mask(mask, at::kFloat), golden[keys.at("transformer_mask").get<std::string>()]))
-            << what;
+        const at::Tensor text_mask = golden[keys.at("transformer_mask").get<std::string>()];
+        EXPECT_TRUE(at::equal(chroma_text_mask(mask, at::kFloat), text_mask)) << what;
       }
     }
   }
