@@ -131,6 +131,8 @@ TEST(ChromaFamily, ComponentsThatDoNotBelongTogetherAreRefusedBeforeWeightsLoad)
       {"shift factor", "vae/config.json", [](json& j) { j["shift_factor"] = nullptr; },
        "vae config: shift_factor is missing or null, and ChromaPipeline decodes latents / scaling_factor + "
        "shift_factor"},
+      {"vocabulary", "text_encoder/config.json", [](json& j) { j["vocab_size"] = 10; },
+       "more than text_encoder's (T5) vocab_size 10"},
       {"approximator", "transformer/config.json", [](json& j) { j["approximator_num_channels"] = 18; },
        "transformer config: approximator_num_channels = 18 must be a multiple of 4"},
   };

@@ -25,6 +25,7 @@
 #include "dpinfer/util/error.h"
 #include "flux_latents.h"
 #include "pipeline_info.h"
+#include "t5_prompt.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -57,9 +58,11 @@ class ChromaPipeline : public TextToImage {
         transformer_config_(ChromaTransformerConfig::from_json(md.at("transformer").config)),
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
-    check_fit(transformer_config_, T5Config::from_json(md.at("text_encoder").config), vae_config_);
+    const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
+    check_fit(transformer_config_, t5, vae_config_);
     const Component& tok = md.at("tokenizer");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
+    check_t5_tokenizer_fits(*tokenizer_, t5, "tokenizer", "text_encoder");
 
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
@@ -195,8 +198,11 @@ at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dty
 }
 
 void check_chroma_components(const ModelDir& md) {
-  check_fit(ChromaTransformerConfig::from_json(md.at("transformer").config),
-            T5Config::from_json(md.at("text_encoder").config), AutoencoderKLConfig::from_json(md.at("vae").config));
+  const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
+  check_fit(ChromaTransformerConfig::from_json(md.at("transformer").config), t5,
+            AutoencoderKLConfig::from_json(md.at("vae").config));
+  const Component& tok = md.at("tokenizer");
+  check_t5_tokenizer_fits(*find_tokenizer_class(tok.class_name)->load(tok.path), t5, "tokenizer", "text_encoder");
 }
 
 std::unique_ptr<TextToImage> load_chroma(const ModelDir& model, const LoadRequest& request, const Family& family) {

@@ -21,8 +21,8 @@ namespace dpinfer::pipeline {
 at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dtype);
 
 /// The family's check_components: the transformer's joint_attention_dim is T5's d_model, its
-/// in_channels four times the VAE's latent_channels, and the VAE has a shift_factor. Throws InputError
-/// naming the mismatch.
+/// in_channels four times the VAE's latent_channels, the VAE has a shift_factor, and every id of the T5
+/// tokenizer is a row of T5's embedding. Throws InputError naming the mismatch.
 void check_chroma_components(const ModelDir& model);
 
 /// The family's load function (families.cpp). ChromaPipeline's default size is FluxPipeline's
