@@ -2,7 +2,7 @@
 // read by io::read_json_object_file, then Config::from_json. Bits 0-2 of the first byte pick
 // the reader: 0 UNet2DConditionModel, 1 AutoencoderKL, 2 the CLIP text encoders, 3
 // ZImageTransformer2DModel, 4 the MMDiT transformers (QwenImageTransformer2DModel,
-// FluxTransformer2DModel and SD3Transformer2DModel), 5 AutoencoderKLQwenImage, 6 the decoder-LLM
+// FluxTransformer2DModel, ChromaTransformer2DModel and SD3Transformer2DModel), 5 AutoencoderKLQwenImage, 6 the decoder-LLM
 // text encoders (Qwen2.5-VL's and Qwen3's readers) and T5EncoderModel, 7 all of them; the rest is
 // the file.
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
+#include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
@@ -63,6 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (wanted(4)) {
     expect_clean([&] { (void)pipeline::QwenImageTransformerConfig::from_json(config).out_features(); });
     expect_clean([&] { (void)pipeline::FluxTransformerConfig::from_json(config).out_features(); });
+    expect_clean([&] {
+      const auto chroma = pipeline::ChromaTransformerConfig::from_json(config);
+      // What from_json promises the approximator: four sinusoid blocks fill its input.
+      if (chroma.approximator_num_channels % 4 != 0 || chroma.mod_index_length() < 2) std::abort();
+    });
     expect_clean([&] {
       const auto sd3 = pipeline::SD3TransformerConfig::from_json(config);
       // What from_json promises the builder: the text stream enters the blocks at their width.

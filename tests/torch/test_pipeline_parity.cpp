@@ -9,6 +9,10 @@
 // max_sequence_length, batches, dynamic shifting), make_flux_pipelines.py for tiny-flux-dev and
 // tiny-flux-schnell (1 to 28 steps, distilled guidance, true CFG, non-square and wide sizes, batches
 // of 3 images and of 3 prompts, max_sequence_length 16 and 48, dynamic and static shift),
+// make_chroma_pipelines.py for tiny-chroma and tiny-chroma-alt (1 to 35 steps, CFG with the empty and
+// with a negative prompt, guidance 1 without CFG, the padding mask at max_sequence_length 8 to 512, a
+// truncated prompt, non-square, batches of 3 images and of 3 prompts with their own negatives, three
+// cases again in bf16),
 // make_sd3_pipelines.py for the tiny SD3 and SD3.5
 // ones, without T5 and (tiny-sd3.5-t5) with it (CFG on and off, negative prompts, clip_skip,
 // max_sequence_length 16, 48 and 256, a long prompt cut by T5, batches of 3, non-square, 1 to 8
@@ -168,7 +172,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",
-                                                                 "tiny-flux-schnell", "tiny-sd3", "tiny-sd3.5",
+                                                                 "tiny-flux-schnell", "tiny-chroma",
+                                                                 "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
                                                                  "tiny-sd3.5-t5"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;

@@ -1,3 +1,4 @@
+#include "dpinfer/pipeline/families/chroma.h"
 #include "dpinfer/pipeline/families/family.h"
 
 #include "dpinfer/pipeline/families/flux.h"
@@ -196,6 +197,26 @@ const std::vector<Family>& families() {
           flux_default_size,
           load_flux,
           check_flux_components,
+      },
+      {
+          "chroma",
+          "Chroma",
+          {"ChromaPipeline"},
+          {{"transformer", Role::kDenoiser, {"ChromaTransformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"T5EncoderModel"}},
+           {"tokenizer", Role::kTokenizer, kT5Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKL"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(512, "T5 tokens of the prompt (padded to this length, the padding masked but for one "
+                                    "token; diffusers' max_sequence_length, at most 512); longer prompts are cut")},
+          /*default_steps=*/35,
+          /*default_guidance_scale=*/5.0,  // real CFG, on above 1, with the negative prompt or ""
+          /*size_multiple=*/16,
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          flux_default_size,
+          load_chroma,
+          check_chroma_components,
       },
       {
           "stable-diffusion-3",

@@ -11,6 +11,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "denoising.h"
+#include "flux_latents.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
@@ -33,27 +34,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kDefaultSampleSize = 128;
-
-/// [B, C, h, w] latents as 2x2 patches, [B, (h/2)(w/2), 4C]: _pack_latents.
-at::Tensor pack(const at::Tensor& x) {
-  const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  return x.view({b, c, h / 2, 2, w / 2, 2}).permute({0, 2, 4, 1, 3, 5}).reshape({b, (h / 2) * (w / 2), c * 4});
-}
-
-/// The inverse of pack() for latents of h x w: _unpack_latents.
-at::Tensor unpack(const at::Tensor& x, int64_t h, int64_t w) {
-  const int64_t b = x.size(0), c = x.size(2) / 4;
-  return x.view({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
-}
-
-/// _prepare_latent_image_ids(h/2, w/2): [(h/2)(w/2), 3] rows (0, row, column), row-major, in `options`'
-/// dtype (the prompt embeddings' in diffusers).
-at::Tensor latent_image_ids(int64_t rows, int64_t cols, const at::TensorOptions& options) {
-  at::Tensor ids = at::zeros({rows, cols, 3});
-  ids.select(2, 1).add_(at::arange(rows).unsqueeze(1));
-  ids.select(2, 2).add_(at::arange(cols).unsqueeze(0));
-  return ids.reshape({rows * cols, 3}).to(options);
-}
 
 /// check_flux_components() on parsed configs.
 void check_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
@@ -148,7 +128,7 @@ class FluxPipeline : public TextToImage {
     // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
     BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
-    at::Tensor latents = pack(noise.noise);  // [B, (h/2)(w/2), 4C]
+    at::Tensor latents = pack_latents(noise.noise);  // [B, (h/2)(w/2), 4C]
     const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
 
     TimestepRequest steps;
@@ -181,7 +161,7 @@ class FluxPipeline : public TextToImage {
     throw_if_cancelled();
 
     // latents / scaling_factor + shift_factor, in the VAE's dtype
-    at::Tensor z = unpack(latents, h, w).to(dtype_);
+    at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
     z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }

@@ -5,6 +5,7 @@
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
+#include "dpinfer/pipeline/models/transformers/chroma_transformer.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
@@ -209,6 +210,25 @@ nlohmann::ordered_json flux_transformer_facts(const nlohmann::json& config) {
   return j;
 }
 
+nlohmann::ordered_json chroma_transformer_facts(const nlohmann::json& config) {
+  const ChromaTransformerConfig c = ChromaTransformerConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["num_layers"] = c.num_layers;
+  j["num_single_layers"] = c.num_single_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["attention_head_dim"] = c.attention_head_dim;
+  j["inner_dim"] = c.inner_dim();
+  j["joint_attention_dim"] = c.joint_attention_dim;
+  j["patch_size"] = c.patch_size;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels;
+  j["axes_dims_rope"] = c.axes_dims_rope;
+  j["approximator_num_channels"] = c.approximator_num_channels;
+  j["approximator_hidden_dim"] = c.approximator_hidden_dim;
+  j["approximator_layers"] = c.approximator_layers;
+  return j;
+}
+
 nlohmann::ordered_json sd3_transformer_facts(const nlohmann::json& config) {
   const SD3TransformerConfig c = SD3TransformerConfig::from_json(config);
   nlohmann::ordered_json j;
@@ -275,6 +295,8 @@ const std::vector<ModelClass>& model_classes() {
        build<QwenImageTransformer2DModelImpl, QwenImageTransformerConfig>, qwen_image_transformer_facts, {}},
       {"FluxTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<FluxTransformer2DModelImpl, FluxTransformerConfig>, flux_transformer_facts, {}},
+      {"ChromaTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
+       build<ChromaTransformer2DModelImpl, ChromaTransformerConfig>, chroma_transformer_facts, {}},
       {"SD3Transformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<SD3Transformer2DModelImpl, SD3TransformerConfig>, sd3_transformer_facts, {}},
   };

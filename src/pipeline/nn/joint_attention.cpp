@@ -36,24 +36,26 @@ at::Tensor JointAttentionImpl::forward(const at::Tensor& x, const at::Tensor& ma
     q = apply_rotary_emb_complex(q, freqs);
     k = apply_rotary_emb_complex(k, freqs);
   }
-  return attend(q, k, v, mask);
+  // diffusers' native backend: the key mask [B, N] as [B, 1, 1, N].
+  return attend(q, k, v, mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
 }
 
 // Ref: diffusers/models/transformers/transformer_flux.py FluxAttnProcessor (no encoder_hidden_states)
-at::Tensor JointAttentionImpl::forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs) {
+at::Tensor JointAttentionImpl::forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs,
+                                                 const at::Tensor& attn_mask) {
   auto split_heads = [&](const at::Tensor& t) { return t.unflatten(-1, {heads_, -1}); };  // [B, N, h, d]
   at::Tensor q = split_heads(to_q_(x)), k = split_heads(to_k_(x)), v = split_heads(to_v_(x));
   if (!norm_q_.is_empty()) q = norm_q_(q);
   if (!norm_k_.is_empty()) k = norm_k_(k);
-  return attend(apply_rotary_emb_real(q, freqs), apply_rotary_emb_real(k, freqs), v, {});
+  return attend(apply_rotary_emb_real(q, freqs), apply_rotary_emb_real(k, freqs), v, attn_mask);
 }
 
 at::Tensor JointAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& mask) {
+                                      const at::Tensor& attn_mask) {
   const at::ScalarType dtype = q.scalar_type();
-  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
-  at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
-                                         mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views.
+  at::Tensor out =
+      dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), attn_mask);
   out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(dtype);  // [B, N, h * d]
   return to_out_0_.is_empty() ? out : to_out_0_(out);
 }
@@ -104,11 +106,11 @@ DoubleStreamAttentionImpl::Projected DoubleStreamAttentionImpl::project(const at
 }
 
 DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k,
-                                                                    const at::Tensor& v, const at::Tensor& mask,
+                                                                    const at::Tensor& v, const at::Tensor& attn_mask,
                                                                     int64_t n_txt) {
-  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views, the mask [B, 1, 1, N].
-  at::Tensor out = dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}),
-                                         mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor());
+  // diffusers' native backend: [B, N, h, d] permuted to [B, h, N, d] views.
+  at::Tensor out =
+      dot_product_attention(q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3}), attn_mask);
   out = out.permute({0, 2, 1, 3}).flatten(2, 3).to(q.scalar_type());  // [B, N_txt + N_img, h * d]
   const at::Tensor text_out = out.narrow(1, 0, n_txt);
   return {to_out_0_(out.narrow(1, n_txt, out.size(1) - n_txt)),
@@ -145,18 +147,20 @@ DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward(const at::T
     p.txt_k = apply_rotary_emb_complex(p.txt_k, txt_f);
   }
   if (!text_first_) return attend_image_first(p, mask);
-  return attend(at::cat({p.txt_q, p.img_q}, 1), at::cat({p.txt_k, p.img_k}, 1), at::cat({p.txt_v, p.img_v}, 1), mask,
-                text.size(1));
+  // diffusers' native backend: the key mask [B, N] as [B, 1, 1, N].
+  return attend(at::cat({p.txt_q, p.img_q}, 1), at::cat({p.txt_k, p.img_k}, 1), at::cat({p.txt_v, p.img_v}, 1),
+                mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : at::Tensor(), text.size(1));
 }
 
 // Ref: diffusers/models/transformers/transformer_flux.py FluxAttnProcessor (with encoder_hidden_states)
 DoubleStreamAttentionImpl::Output DoubleStreamAttentionImpl::forward_real_rope(const at::Tensor& image,
                                                                                const at::Tensor& text,
-                                                                               const RotaryCosSin& freqs) {
+                                                                               const RotaryCosSin& freqs,
+                                                                               const at::Tensor& attn_mask) {
   const Projected p = project(image, text);
   const at::Tensor q = apply_rotary_emb_real(at::cat({p.txt_q, p.img_q}, 1), freqs);
   const at::Tensor k = apply_rotary_emb_real(at::cat({p.txt_k, p.img_k}, 1), freqs);
-  return attend(q, k, at::cat({p.txt_v, p.img_v}, 1), {}, text.size(1));
+  return attend(q, k, at::cat({p.txt_v, p.img_v}, 1), attn_mask, text.size(1));
 }
 
 }  // namespace dpinfer::pipeline::nn

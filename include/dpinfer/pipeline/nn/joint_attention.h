@@ -54,11 +54,14 @@ class JointAttentionImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const at::Tensor& freqs);
 
   /// The same with Flux's real RoPE (FluxAttnProcessor without encoder_hidden_states): freqs
-  /// over the N tokens, no mask. (Not a forward() overload: ModuleHolder's operator() needs one.)
-  at::Tensor forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs);
+  /// over the N tokens; attn_mask undefined (Flux) or SDPA's attn_mask as the processor passes it,
+  /// broadcastable to [B, h, N, N] (Chroma's [B, 1, N, N]: bool, or float added to the scores).
+  /// (Not a forward() overload: ModuleHolder's operator() needs one.)
+  at::Tensor forward_real_rope(const at::Tensor& x, const RotaryCosSin& freqs, const at::Tensor& attn_mask = {});
 
  private:
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask);
+  /// attn_mask: SDPA's, already broadcastable to [B, h, N, N], or undefined.
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& attn_mask);
 
   int64_t heads_;
   Linear to_q_{nullptr}, to_k_{nullptr}, to_v_{nullptr}, to_out_0_{nullptr};
@@ -93,17 +96,20 @@ class DoubleStreamAttentionImpl : public torch::nn::Module {
                  const at::Tensor& text_freqs, const at::Tensor& mask);
 
   /// FluxAttnProcessor's order: the projections and QK norms per stream, then the joint sequence
-  /// [text, image] rotated by `freqs` (Flux's real RoPE, [N_txt + N_img, dim_head]), one SDPA with
-  /// no mask, and the two streams' output projections.
-  Output forward_real_rope(const at::Tensor& image, const at::Tensor& text, const RotaryCosSin& freqs);
+  /// [text, image] rotated by `freqs` (Flux's real RoPE, [N_txt + N_img, dim_head]), one SDPA, and
+  /// the two streams' output projections. attn_mask: undefined (Flux) or SDPA's attn_mask as the
+  /// processor passes it, broadcastable to [B, h, N, N] (Chroma's [B, 1, N, N] over [text, image]).
+  Output forward_real_rope(const at::Tensor& image, const at::Tensor& text, const RotaryCosSin& freqs,
+                           const at::Tensor& attn_mask = {});
 
  private:
   struct Projected {
     at::Tensor img_q, img_k, img_v, txt_q, txt_k, txt_v;  // [B, N, h, d], QK-normed
   };
   Projected project(const at::Tensor& image, const at::Tensor& text);
-  /// q, k, v [B, N_txt + N_img, h, d] in the order [text, image] (Qwen-Image, Flux).
-  Output attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+  /// q, k, v [B, N_txt + N_img, h, d] in the order [text, image] (Qwen-Image, Flux); attn_mask
+  /// SDPA's, broadcastable to [B, h, N, N], or undefined.
+  Output attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& attn_mask,
                 int64_t n_txt);
   /// SD3's JointAttnProcessor2_0 layout: each stream heads-first, joined as [image, text].
   Output attend_image_first(const Projected& p, const at::Tensor& mask);

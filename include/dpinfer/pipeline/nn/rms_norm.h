@@ -4,6 +4,7 @@
 // norm of Flux's attention.
 
 #include <cstdint>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -27,6 +28,9 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, bool elementwise_affine, const at::TensorOptions& options,
               RMSNormKind kind = RMSNormKind::kDiffusers);
+  /// torch.nn.RMSNorm(dim) with eps None, as Chroma's approximator builds its norms: at::rms_norm
+  /// is given no eps and uses the machine epsilon of the input's type, as torch does.
+  RMSNormImpl(int64_t dim, std::nullopt_t, bool elementwise_affine, const at::TensorOptions& options);
   /// [..., dim] to [..., dim].
   at::Tensor forward(const at::Tensor& x) const;
 
@@ -34,7 +38,7 @@ class RMSNormImpl : public torch::nn::Module {
 
  private:
   int64_t dim_;
-  double eps_;
+  std::optional<double> eps_;  // unset only for kTorch: torch's default
   RMSNormKind kind_;
 };
 TORCH_MODULE(RMSNorm);

@@ -55,11 +55,15 @@ void check_ids(const at::Tensor& ids, int64_t length, const char* name) {
 
 }  // namespace
 
-// Ref: diffusers/models/transformers/transformer_flux.py FluxTransformerBlock
+// Ref: diffusers/models/transformers/transformer_flux.py FluxTransformerBlock; transformer_chroma.py
+// ChromaTransformerBlock (Modulation::kGiven)
 FluxTransformerBlockImpl::FluxTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim,
-                                                   const at::TensorOptions& options) {
-  norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, 6, kEps, options));
-  norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kEps, options));
+                                                   const at::TensorOptions& options, Modulation modulation)
+    : dim_(dim) {
+  if (modulation == Modulation::kLinear) {
+    norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, 6, kEps, options));
+    norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kEps, options));
+  }
   attn_ = register_module("attn", nn::DoubleStreamAttention(attention_options(dim, heads, head_dim, false), options));
   norm2_ = register_module("norm2", nn::LayerNorm(dim, kEps, false, options));
   ff_ = register_module("ff", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
@@ -71,22 +75,48 @@ FluxTransformerBlockImpl::FluxTransformerBlockImpl(int64_t dim, int64_t heads, i
 FluxTransformerBlockImpl::Output FluxTransformerBlockImpl::forward(const at::Tensor& image, const at::Tensor& text,
                                                                    const at::Tensor& temb,
                                                                    const nn::RotaryCosSin& freqs) {
-  // rest: gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, dim].
-  const nn::AdaLayerNormZeroImpl::Output im = norm1_(image, temb), tm = norm1_context_(text, temb);
-  const nn::DoubleStreamAttentionImpl::Output a = attn_->forward_real_rope(im.x, tm.x, freqs);
-  at::Tensor img = image + im.rest[0].unsqueeze(1) * a.image;
-  img = img + im.rest[3].unsqueeze(1) * ff_(modulate(norm2_(img), im.rest[1], im.rest[2]));
-  at::Tensor txt = text + tm.rest[0].unsqueeze(1) * a.text;
-  txt = txt + tm.rest[3].unsqueeze(1) * ff_context_(modulate(norm2_context_(txt), tm.rest[1], tm.rest[2]));
+  TORCH_CHECK(!norm1_.is_empty(), "FluxTransformerBlock: a Chroma block takes forward_modulated()");
+  return run(image, text, norm1_->chunks(temb), norm1_context_->chunks(temb), freqs, {});
+}
+
+FluxTransformerBlockImpl::Output FluxTransformerBlockImpl::forward_modulated(const at::Tensor& image,
+                                                                             const at::Tensor& text,
+                                                                             const at::Tensor& mod,
+                                                                             const nn::RotaryCosSin& freqs,
+                                                                             const at::Tensor& attn_mask) {
+  // ChromaTransformerBlock: temb_img, temb_txt = temb[:, :6], temb[:, 6:], each chunked into six
+  // [B, dim] vectors by ChromaAdaLayerNormZeroPruned (emb.flatten(1, 2).chunk(6, dim=1)).
+  return run(image, text, mod.narrow(1, 0, 6).unbind(1), mod.narrow(1, 6, 6).unbind(1), freqs, attn_mask);
+}
+
+FluxTransformerBlockImpl::Output FluxTransformerBlockImpl::run(const at::Tensor& image, const at::Tensor& text,
+                                                               const std::vector<at::Tensor>& im,
+                                                               const std::vector<at::Tensor>& tm,
+                                                               const nn::RotaryCosSin& freqs,
+                                                               const at::Tensor& attn_mask) {
+  // im / tm: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, dim]; norm1 is
+  // AdaLayerNormZero's LayerNorm (eps 1e-6, no affine) modulated by the first two.
+  auto norm1 = [&](const at::Tensor& x, const std::vector<at::Tensor>& m) {
+    return nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kEps), m[0], m[1]);
+  };
+  const nn::DoubleStreamAttentionImpl::Output a =
+      attn_->forward_real_rope(norm1(image, im), norm1(text, tm), freqs, attn_mask);
+  at::Tensor img = image + im[2].unsqueeze(1) * a.image;
+  img = img + im[5].unsqueeze(1) * ff_(modulate(norm2_(img), im[3], im[4]));
+  at::Tensor txt = text + tm[2].unsqueeze(1) * a.text;
+  txt = txt + tm[5].unsqueeze(1) * ff_context_(modulate(norm2_context_(txt), tm[3], tm[4]));
   if (txt.scalar_type() == at::kHalf) txt = txt.clip(-65504, 65504);
   return {img, txt};
 }
 
-// Ref: transformer_flux.py FluxSingleTransformerBlock
+// Ref: transformer_flux.py FluxSingleTransformerBlock; transformer_chroma.py ChromaSingleTransformerBlock
+// (Modulation::kGiven)
 FluxSingleTransformerBlockImpl::FluxSingleTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim,
-                                                               const at::TensorOptions& options) {
+                                                               const at::TensorOptions& options,
+                                                               Modulation modulation)
+    : dim_(dim) {
   const int64_t mlp_hidden_dim = 4 * dim;  // int(dim * mlp_ratio), mlp_ratio 4.0
-  norm_ = register_module("norm", nn::AdaLayerNormZero(dim, 3, kEps, options));
+  if (modulation == Modulation::kLinear) norm_ = register_module("norm", nn::AdaLayerNormZero(dim, 3, kEps, options));
   proj_mlp_ = register_module("proj_mlp", nn::Linear(dim, mlp_hidden_dim, true, options));
   proj_out_ = register_module("proj_out", nn::Linear(dim + mlp_hidden_dim, dim, true, options));
   attn_ = register_module("attn", nn::JointAttention(attention_options(dim, heads, head_dim, true), options));
@@ -94,10 +124,25 @@ FluxSingleTransformerBlockImpl::FluxSingleTransformerBlockImpl(int64_t dim, int6
 
 at::Tensor FluxSingleTransformerBlockImpl::forward(const at::Tensor& x, const at::Tensor& temb,
                                                    const nn::RotaryCosSin& freqs) {
-  const nn::AdaLayerNormZeroImpl::Output n = norm_(x, temb);  // rest: gate [B, dim]
-  const at::Tensor mlp = at::gelu(proj_mlp_(n.x), "tanh");
-  const at::Tensor attn = attn_->forward_real_rope(n.x, freqs);
-  at::Tensor out = x + n.rest[0].unsqueeze(1) * proj_out_(at::cat({attn, mlp}, 2));
+  TORCH_CHECK(!norm_.is_empty(), "FluxSingleTransformerBlock: a Chroma block takes forward_modulated()");
+  const std::vector<at::Tensor> m = norm_->chunks(temb);  // shift_msa, scale_msa, gate [B, dim]
+  return run(x, m[0], m[1], m[2], freqs, {});
+}
+
+at::Tensor FluxSingleTransformerBlockImpl::forward_modulated(const at::Tensor& x, const at::Tensor& mod,
+                                                             const nn::RotaryCosSin& freqs,
+                                                             const at::Tensor& attn_mask) {
+  // ChromaAdaLayerNormZeroSinglePruned: shift_msa, scale_msa, gate_msa = emb.flatten(1, 2).chunk(3, dim=1).
+  return run(x, mod.select(1, 0), mod.select(1, 1), mod.select(1, 2), freqs, attn_mask);
+}
+
+at::Tensor FluxSingleTransformerBlockImpl::run(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale,
+                                               const at::Tensor& gate, const nn::RotaryCosSin& freqs,
+                                               const at::Tensor& attn_mask) {
+  const at::Tensor n = nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kEps), shift, scale);
+  const at::Tensor mlp = at::gelu(proj_mlp_(n), "tanh");
+  const at::Tensor attn = attn_->forward_real_rope(n, freqs, attn_mask);
+  at::Tensor out = x + gate.unsqueeze(1) * proj_out_(at::cat({attn, mlp}, 2));
   if (out.scalar_type() == at::kHalf) out = out.clip(-65504, 65504);
   return out;
 }

@@ -29,20 +29,43 @@ namespace dpinfer::pipeline {
 ///   x += gate_msa * attn(...)                                   (joint over both streams)
 ///   x += gate_mlp * ff(norm2(x) * (1 + scale_mlp) + shift_mlp)   (GELU-tanh, 4x)
 /// A float16 text stream is clipped to +-65504 as diffusers clips it (the image stream is not).
+///
+/// With Modulation::kGiven it is Chroma's ChromaTransformerBlock (transformer_chroma.py) instead:
+/// the same block whose norm1 / norm1_context (ChromaAdaLayerNormZeroPruned) have no Linear and take
+/// the six modulation vectors ready-made from the model's approximator, and whose joint attention
+/// takes an attention mask.
 class FluxTransformerBlockImpl : public torch::nn::Module {
  public:
-  FluxTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim, const at::TensorOptions& options);
+  /// Where the AdaLN-Zero modulation comes from.
+  enum class Modulation {
+    kLinear,  ///< Flux: norm1.linear(silu(temb)) per stream
+    kGiven,   ///< Chroma: passed in, no parameters (the "pruned" norms)
+  };
+
+  FluxTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim, const at::TensorOptions& options,
+                           Modulation modulation = Modulation::kLinear);
 
   struct Output {
     at::Tensor image;  ///< [B, N_img, dim]
     at::Tensor text;   ///< [B, N_txt, dim]
   };
 
-  /// image [B, N_img, dim], text [B, N_txt, dim], temb [B, dim]; freqs over [text, image].
+  /// Flux: image [B, N_img, dim], text [B, N_txt, dim], temb [B, dim]; freqs over [text, image].
   Output forward(const at::Tensor& image, const at::Tensor& text, const at::Tensor& temb,
                  const nn::RotaryCosSin& freqs);
 
+  /// Chroma (Modulation::kGiven): mod [B, 12, dim], the image stream's shift_msa, scale_msa, gate_msa,
+  /// shift_mlp, scale_mlp, gate_mlp then the text stream's; attn_mask SDPA's [B, 1, N, N] over [text,
+  /// image] or undefined.
+  Output forward_modulated(const at::Tensor& image, const at::Tensor& text, const at::Tensor& mod,
+                           const nn::RotaryCosSin& freqs, const at::Tensor& attn_mask);
+
  private:
+  /// The block after the modulation vectors (6 per stream, [B, dim] each, in AdaLayerNormZero's order).
+  Output run(const at::Tensor& image, const at::Tensor& text, const std::vector<at::Tensor>& img_mod,
+             const std::vector<at::Tensor>& txt_mod, const nn::RotaryCosSin& freqs, const at::Tensor& attn_mask);
+
+  int64_t dim_;
   nn::AdaLayerNormZero norm1_{nullptr}, norm1_context_{nullptr};
   nn::DoubleStreamAttention attn_{nullptr};
   nn::LayerNorm norm2_{nullptr}, norm2_context_{nullptr};
@@ -54,14 +77,28 @@ TORCH_MODULE(FluxTransformerBlock);
 /// AdaLayerNormZeroSingle (norm) gives n = the modulated norm(x) and gate; then
 ///   x += gate * proj_out(cat(attn(n), gelu_tanh(proj_mlp(n))))
 /// where attn has no output projection (pre_only). float16 results are clipped to +-65504.
+/// With Modulation::kGiven it is Chroma's ChromaSingleTransformerBlock: norm
+/// (ChromaAdaLayerNormZeroSinglePruned) has no Linear and the attention takes a mask.
 class FluxSingleTransformerBlockImpl : public torch::nn::Module {
  public:
-  FluxSingleTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim, const at::TensorOptions& options);
+  using Modulation = FluxTransformerBlockImpl::Modulation;
 
-  /// x [B, N_txt + N_img, dim], temb [B, dim], freqs over the N_txt + N_img tokens.
+  FluxSingleTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim, const at::TensorOptions& options,
+                                 Modulation modulation = Modulation::kLinear);
+
+  /// Flux: x [B, N_txt + N_img, dim], temb [B, dim], freqs over the N_txt + N_img tokens.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& temb, const nn::RotaryCosSin& freqs);
 
+  /// Chroma (Modulation::kGiven): mod [B, 3, dim] (shift_msa, scale_msa, gate_msa); attn_mask SDPA's
+  /// [B, 1, N, N] or undefined.
+  at::Tensor forward_modulated(const at::Tensor& x, const at::Tensor& mod, const nn::RotaryCosSin& freqs,
+                               const at::Tensor& attn_mask);
+
  private:
+  at::Tensor run(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale, const at::Tensor& gate,
+                 const nn::RotaryCosSin& freqs, const at::Tensor& attn_mask);
+
+  int64_t dim_;
   nn::AdaLayerNormZero norm_{nullptr};
   nn::Linear proj_mlp_{nullptr}, proj_out_{nullptr};
   nn::JointAttention attn_{nullptr};

@@ -1,0 +1,212 @@
+// Ref: diffusers/pipelines/chroma/pipeline_chroma.py ChromaPipeline (diffusers 0.36.0): _get_t5_prompt_embeds,
+// encode_prompt, prepare_latents, _prepare_attention_mask and __call__ (the latent layout is FluxPipeline's:
+// flux_latents.h). tools/fixtures/make_chroma_pipelines.py records its goldens.
+#include "dpinfer/pipeline/families/chroma.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "denoising.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/families/flux.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_config.h"
+#include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
+#include "dpinfer/pipeline/models/transformers/chroma_transformer.h"
+#include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
+#include "dpinfer/pipeline/schedulers/flow_match.h"
+#include "dpinfer/pipeline/text/tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "flux_latents.h"
+#include "pipeline_info.h"
+#include "t5_prompt.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using nlohmann::json;
+
+/// check_chroma_components() on parsed configs.
+void check_fit(const ChromaTransformerConfig& t, const T5Config& t5, const AutoencoderKLConfig& vae) {
+  auto mismatch = [](const std::string& what) {
+    throw InputError("transformer config: " + what + "; the components do not belong together");
+  };
+  if (t.joint_attention_dim != t5.d_model)
+    mismatch("joint_attention_dim " + std::to_string(t.joint_attention_dim) + " is not text_encoder's (T5) d_model " +
+             std::to_string(t5.d_model));
+  if (t.in_channels != 4 * vae.latent_channels || t.out_features() != t.in_channels)
+    mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
+             std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
+             std::to_string(4 * vae.latent_channels) + ")");
+  if (!vae.shift_factor)
+    throw InputError("vae config: shift_factor is missing or null, and ChromaPipeline decodes latents / "
+                     "scaling_factor + shift_factor; the VAE is not FLUX.1's");
+}
+
+class ChromaPipeline : public TextToImage {
+ public:
+  ChromaPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family),
+        dtype_(parse_dtype(r.dtype)),
+        device_(r.device),
+        transformer_config_(ChromaTransformerConfig::from_json(md.at("transformer").config)),
+        vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
+        scheduler_config_(md.at("scheduler").config) {
+    const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
+    check_fit(transformer_config_, t5, vae_config_);
+    const Component& tok = md.at("tokenizer");
+    tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
+    check_t5_tokenizer_fits(*tokenizer_, t5, "tokenizer", "text_encoder");
+
+    const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
+                                                                    family_.prediction});
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    text_encoder_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder"), options);
+    transformer_ = load_component_as<ChromaTransformer2DModelImpl>(md.at("transformer"), options);
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
+    // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for Chroma).
+    info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    const int64_t factor = vae_config_.scale_factor();
+    check_image_size(first.width, first.height, info_.size_multiple, factor);
+    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
+    const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    // do_classifier_free_guidance: guidance_scale > 1, with the negative prompt or "" (negative_prompt or "").
+    const double guidance_scale = first.guidance_scale;
+    const bool cfg = guidance_scale > 1.0;
+    c10::InferenceMode guard;
+    const int64_t b = static_cast<int64_t>(batch.size());
+
+    std::vector<std::string> prompts, negatives;
+    for (const ImageRequest& request : batch) {
+      prompts.push_back(request.prompt);
+      negatives.push_back(request.negative_prompt);
+    }
+    const Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
+    Conditioning uncond;
+    if (cfg) uncond = encode(negatives, max_sequence_length, /*negative=*/true);
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
+
+    // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
+    const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
+    BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
+    at::Tensor latents = pack_latents(noise.noise);  // [B, (h/2)(w/2), 4C]
+    const int64_t image_len = latents.size(1);
+    const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
+
+    TimestepRequest steps;
+    steps.sigmas = flow_match_linear_sigmas(first.steps);
+    steps.mu = calculate_shift(image_len, scheduler_config_);
+    scheduler_->set_timesteps(steps);
+    const at::Tensor timesteps = scheduler_->timesteps();
+    // _prepare_attention_mask: the text mask then ones for the image tokens, [B, L_txt + L_img]; torch.cat
+    // of the float text mask and a bool one is float, in the prompt dtype.
+    auto joint_mask = [&](const at::Tensor& text_mask) {
+      return at::cat({text_mask, at::ones({b, image_len}, text_mask.options())}, 1);
+    };
+    const at::Tensor mask = joint_mask(cond.mask);
+    const at::Tensor uncond_mask = cfg ? joint_mask(uncond.mask) : at::Tensor();
+
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
+      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      at::Tensor pred = transformer_->forward(latents, cond.t5, timestep, image_ids, text_ids, mask);
+      if (cfg) {
+        const at::Tensor neg = transformer_->forward(latents, uncond.t5, timestep, image_ids, text_ids, uncond_mask);
+        pred = neg + guidance_scale * (pred - neg);
+      }
+      latents = scheduler_->step(pred, i, latents, noise.generators);
+    }
+    throw_if_cancelled();
+
+    // latents / scaling_factor + shift_factor, in the VAE's dtype
+    at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
+    z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
+  }
+
+ private:
+  /// One side (prompts or negative prompts) of a batch as the transformer takes it.
+  struct Conditioning {
+    at::Tensor t5;    ///< [B, max_sequence_length, d_model]: T5's last hidden state, in the run dtype
+    at::Tensor mask;  ///< [B, max_sequence_length]: 1 for the tokens and one padding token, else 0
+  };
+
+  /// _get_t5_prompt_embeds for `texts`, identical texts once. Every text is padded to the same length
+  /// and T5 attends within its own row, so an image's conditioning does not depend on its batch-mates.
+  Conditioning encode(const std::vector<std::string>& texts, int max_sequence_length, bool negative) {
+    std::map<std::string, std::pair<at::Tensor, at::Tensor>> done;
+    std::vector<at::Tensor> t5_rows, mask_rows;
+    for (const std::string& text : texts) {
+      auto it = done.find(text);
+      if (it == done.end()) it = done.emplace(text, encode_one(text, max_sequence_length, negative)).first;
+      t5_rows.push_back(it->second.first);
+      mask_rows.push_back(it->second.second);
+    }
+    return {at::cat(t5_rows), at::cat(mask_rows)};
+  }
+
+  std::pair<at::Tensor, at::Tensor> encode_one(const std::string& text, int max_sequence_length, bool negative) {
+    // max_length padding with truncation; unlike FLUX.1, T5 sees the tokenizer's attention mask.
+    const Encoding t5 = tokenizer_->encode(text, max_sequence_length);
+    warn_truncated(text, negative, t5.dropped_tokens, max_sequence_length, "T5 (max_sequence_length)");
+    const at::Tensor ids = at::tensor(t5.ids, at::kLong).view({1, -1}).to(device_);
+    const at::Tensor tokenizer_mask = at::tensor(t5.attention_mask, at::kLong).view({1, -1}).to(device_);
+    const at::Tensor embeds = text_encoder_->forward(ids, tokenizer_mask).to(dtype_);  // [1, L, d_model]
+    return {embeds, chroma_text_mask(tokenizer_mask, dtype_)};
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  ChromaTransformerConfig transformer_config_;
+  AutoencoderKLConfig vae_config_;
+  json scheduler_config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<T5EncoderModelImpl> text_encoder_;
+  std::shared_ptr<ChromaTransformer2DModelImpl> transformer_;
+  std::shared_ptr<AutoencoderKLImpl> vae_;
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dtype) {
+  // Chroma keeps the first padding token: (arange(L) <= seq_len).to(dtype), seq_len the real tokens
+  // (with </s>).
+  const at::Tensor seq_len = tokenizer_mask.sum(1, /*keepdim=*/true);  // [B, 1]
+  const at::Tensor positions = at::arange(tokenizer_mask.size(1), tokenizer_mask.options()).unsqueeze(0);
+  return positions.le(seq_len).to(dtype);  // [B, L]
+}
+
+void check_chroma_components(const ModelDir& md) {
+  const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
+  check_fit(ChromaTransformerConfig::from_json(md.at("transformer").config), t5,
+            AutoencoderKLConfig::from_json(md.at("vae").config));
+  const Component& tok = md.at("tokenizer");
+  check_t5_tokenizer_fits(*find_tokenizer_class(tok.class_name)->load(tok.path), t5, "tokenizer", "text_encoder");
+}
+
+std::unique_ptr<TextToImage> load_chroma(const ModelDir& model, const LoadRequest& request, const Family& family) {
+  return std::make_unique<ChromaPipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline

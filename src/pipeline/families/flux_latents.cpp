@@ -1,0 +1,24 @@
+// Ref: diffusers/pipelines/flux/pipeline_flux.py FluxPipeline._pack_latents, _unpack_latents and
+// _prepare_latent_image_ids (ChromaPipeline's are copies of them).
+#include "flux_latents.h"
+
+namespace dpinfer::pipeline {
+
+at::Tensor pack_latents(const at::Tensor& x) {
+  const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  return x.view({b, c, h / 2, 2, w / 2, 2}).permute({0, 2, 4, 1, 3, 5}).reshape({b, (h / 2) * (w / 2), c * 4});
+}
+
+at::Tensor unpack_latents(const at::Tensor& x, int64_t h, int64_t w) {
+  const int64_t b = x.size(0), c = x.size(2) / 4;
+  return x.view({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
+}
+
+at::Tensor latent_image_ids(int64_t rows, int64_t cols, const at::TensorOptions& options) {
+  at::Tensor ids = at::zeros({rows, cols, 3});
+  ids.select(2, 1).add_(at::arange(rows).unsqueeze(1));
+  ids.select(2, 2).add_(at::arange(cols).unsqueeze(0));
+  return ids.reshape({rows * cols, 3}).to(options);
+}
+
+}  // namespace dpinfer::pipeline
