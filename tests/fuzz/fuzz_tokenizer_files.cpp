@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -30,14 +31,25 @@ using namespace dpinfer;
 
 namespace {
 
-/// A folder made once per process, its files rewritten (or removed) for each input.
-const std::string& folder() {
-  static const std::string dir = [] {
+/// A folder made once per process, its files rewritten (or removed) for each input, and
+/// removed when the process exits (libFuzzer's -max_total_time ends with exit(), which runs
+/// static destructors; a crash leaves it for the finding's reproduction).
+struct TempFolder {
+  std::string path;
+  TempFolder() {
     char templ[] = "/tmp/dpinfer-fuzz-tokenizer-XXXXXX";
     if (!::mkdtemp(templ)) std::abort();
-    return std::string(templ) + "/";
-  }();
-  return dir;
+    path = std::string(templ) + "/";
+  }
+  ~TempFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+const std::string& folder() {
+  static const TempFolder dir;
+  return dir.path;
 }
 
 void put(const std::string& name, const std::string& text) {
