@@ -102,6 +102,8 @@ TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
 
   EXPECT_NE(refusal({{"lora_unet_x.hada_w1_a", {2, 2}}}).find("LyCORIS LoHa"), std::string::npos);
   EXPECT_NE(refusal({{"model.diffusion_model.x.weight", {2, 2}}}).find("is it a LoRA?"), std::string::npos);
+  // A file of no tensors (fuzz_lora_keys found the header "{}" reading the first of no unmatched layers).
+  EXPECT_NE(refusal({}).find("x.safetensors': no tensors"), std::string::npos) << refusal({});
   EXPECT_NE(refusal({{"lora_unet_middle_block_1_proj_in.lora_down.weight", {2, 8}}}).find("not its up (B) weight"),
             std::string::npos);
   for (const std::string& why : {shape, some, none}) EXPECT_EQ(why.find('\n'), std::string::npos) << why;

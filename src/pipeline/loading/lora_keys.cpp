@@ -192,6 +192,9 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   if (!not_lora.empty())
     throw InputError(where + ": " + std::to_string(not_lora.size()) + " key(s) that are not LoRA weights, e.g. " +
                      quote(not_lora.front(), 80) + "; dpinfer reads kohya, PEFT and LoCon LoRA files");
+  if (groups.empty())  // a file of no tensors at all (found by fuzz_lora_keys: a header of "{}")
+    throw InputError(where + ": no tensors (expected kohya .lora_down/.lora_up or PEFT .lora_A/.lora_B weights); "
+                     "is it a LoRA?");
 
   // Underscored module names for the kohya keys, per component.
   std::map<std::string, std::map<std::string, std::string>> underscored;
