@@ -40,6 +40,21 @@ nlohmann::json checked(const SettingSpec& spec, const nlohmann::json& value, con
       if (!value.is_number()) fail("must be a number");
       range(value.get<double>());
       return value.get<double>();
+    case SettingSpec::Type::kIntegerList: {
+      constexpr size_t kMaxItems = 1000;
+      const std::string want = fmt::format("must be a list of at most {} integers in {:g}..{:g}, e.g. [7, 8, 9]",
+                                           kMaxItems, spec.min, spec.max);
+      if (!value.is_array() || value.size() > kMaxItems) fail(want);
+      nlohmann::json out = nlohmann::json::array();
+      for (const nlohmann::json& item : value) {
+        if (!item.is_number_integer()) fail(want);
+        if (item.is_number_unsigned() && item.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) fail(want);
+        const int64_t v = item.get<int64_t>();
+        if (static_cast<double>(v) < spec.min || static_cast<double>(v) > spec.max) fail(want);
+        out.push_back(v);
+      }
+      return out;
+    }
   }
   return value;
 }
@@ -77,9 +92,17 @@ std::string settings_infotext(const std::vector<SettingSpec>& specs, const nlohm
     const nlohmann::json& v = settings[spec.name];
     if (v == spec.default_value) continue;
     std::string text;
-    if (v.is_number_integer()) text = std::to_string(v.get<int64_t>() + spec.infotext_offset);
-    else if (v.is_number()) text = fmt::format("{:g}", v.get<double>() + spec.infotext_offset);
-    else text = v.dump();
+    if (v.is_number_integer()) {
+      text = std::to_string(v.get<int64_t>() + spec.infotext_offset);
+    } else if (v.is_number()) {
+      text = fmt::format("{:g}", v.get<double>() + spec.infotext_offset);
+    } else if (v.is_array()) {
+      // AUTOMATIC1111 quotes a value that holds a comma: "7,8,9".
+      for (const nlohmann::json& item : v) text += (text.empty() ? "" : ",") + std::to_string(item.get<int64_t>());
+      text = "\"" + text + "\"";
+    } else {
+      text = v.dump();
+    }
     out += ", " + spec.infotext_label + ": " + text;
   }
   return out;

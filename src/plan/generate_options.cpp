@@ -258,7 +258,7 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     const size_t eq = kv.find('=');
     if (eq == 0 || eq == std::string::npos)
       throw UsageError("--set " + quote(kv, 60) + ": expected KEY=VALUE, e.g. --set clip_skip=1");
-    // A number or true/false as JSON reads them; anything else is the string, for the
+    // A number, true/false or a list as JSON reads them; anything else is the string, for the
     // family's check to refuse by name.
     nlohmann::json value;
     try {
@@ -266,7 +266,7 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     } catch (const io::JsonSyntaxError&) {
       value = kv.substr(eq + 1);
     }
-    if (value.is_structured()) value = kv.substr(eq + 1);
+    if (value.is_object()) value = kv.substr(eq + 1);  // a list stays a list (skip_guidance_layers=[7,8,9])
     o.settings[kv.substr(0, eq)] = value;
   }
   if (config_loras && settings.lora.size() > config_loras)

@@ -114,6 +114,45 @@ TEST(SD3E2E, TheWorkersImageIsDiffusersOwn) {
   EXPECT_EQ(rec["clip_skip"], 0);
 }
 
+// SD3.5's skip-layer guidance through `dpinfer launch` (2 ranks) with list-valued --set: diffusers'
+// "slg_wide_window" case (blocks [0, 2], scale 1.5, start 0, stop 1, 4 steps, seed 41, with NEG); the
+// record and the infotext carry the settings; a block the transformer lacks is refused in one line.
+TEST(SD3E2E, SkipLayerGuidanceThroughLaunchIsDiffusersOwn) {
+  TempDir dir;
+  write_file(dir.file("p.jsonl"), json({{"prompt", kPrompt}, {"negative_prompt", kNegative}, {"seed", 41}}).dump() +
+                                      "\n" + json({{"prompt", "a red cube"}, {"seed", 42}}).dump() + "\n");
+  RunResult r = run({DPINFER_BINARY, "launch", "--nproc-per-node", "2", dir.file("p.jsonl"), "--model", kModel,
+                     "--steps", "4", "--set", "skip_guidance_layers=[0,2]", "--set", "skip_layer_guidance_scale=1.5",
+                     "--set", "skip_layer_guidance_start=0", "--set", "skip_layer_guidance_stop=1", "--out",
+                     dir.file("out")},
+                    kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedPng png = read_png(dir.file("out/000000.png"));
+  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
+                                                   "/pipelines/tiny-sd3.5.golden/images.safetensors");
+  const dpinfer::io::TensorView* want = golden->find("slg_wide_window");
+  ASSERT_NE(want, nullptr);
+  ASSERT_EQ(want->nbytes, png.pixels.size());
+  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes,
+                         "slg_wide_window");
+  const json rec = json::parse(png.texts.at("dpinfer"));
+  EXPECT_EQ(rec["skip_guidance_layers"], json::array({0, 2}));
+  EXPECT_EQ(rec["skip_layer_guidance_scale"], 1.5);
+  EXPECT_TRUE(contains(png.texts.at("parameters"), "SLG layers: \"0,2\", SLG scale: 1.5")) << png.texts.at("parameters");
+
+  write_file(dir.file("bad.jsonl"), "{\"prompt\": \"x\", \"settings\": {\"skip_guidance_layers\": [3]}}\n");
+  RunResult bad = run({DPINFER_WORKER_BINARY, "generate", dir.file("bad.jsonl"), "--model", kModel, "--steps", "1",
+                       "--out", dir.file("bad")},
+                      kEnv, 300s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "skip_guidance_layers: 3 is not a block of the transformer, which has 3")) << bad.err;
+  RunResult wrong = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "1",
+                         "--set", "skip_guidance_layers=7", "--out", dir.file("wrong")},
+                        kEnv, 300s);
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.err;
+  EXPECT_TRUE(contains(wrong.err, "must be a list of at most 1000 integers")) << wrong.err;
+}
+
 // One batch of three, three batches of one, and three ranks give the same images, without T5 and with it.
 TEST(SD3E2E, AnImageDoesNotDependOnItsBatchOrRank) { expect_batch_and_rank_independence(kModel); }
 

@@ -14,7 +14,9 @@ namespace dpinfer::pipeline {
 
 /// One setting of a family.
 struct SettingSpec {
-  enum class Type { kInteger, kNumber, kBoolean };
+  /// kIntegerList: a JSON array of integers, each within min..max (SD3's skip_guidance_layers);
+  /// --set takes it as JSON, e.g. skip_guidance_layers=[7,8,9].
+  enum class Type { kInteger, kNumber, kBoolean, kIntegerList };
 
   std::string name;               ///< "clip_skip": the --set key, the JSONL key and the record field
   Type type = Type::kNumber;

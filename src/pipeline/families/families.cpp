@@ -70,6 +70,34 @@ SettingSpec cfg_truncation() {
           "CFG truncation", 0};
 }
 
+// SD3.5's skip-layer guidance: StableDiffusion3Pipeline.__call__'s skip_guidance_layers,
+// skip_layer_guidance_scale, _start and _stop (diffusers' defaults; SD3.5 Medium's model card
+// recommends layers [7, 8, 9]). Off while the layer list is empty. The infotext labels are dpinfer's.
+std::vector<SettingSpec> skip_layer_guidance() {
+  return {
+      {"skip_guidance_layers", Type::kIntegerList, nlohmann::json::array(), 0, 1000,
+       "transformer blocks to skip in an extra pass on the prompt that steers away from it (diffusers' "
+       "skip_guidance_layers, e.g. [7,8,9] for SD3.5 Medium; []: off; only with CFG)",
+       "SLG layers", 0},
+      {"skip_layer_guidance_scale", Type::kNumber, 2.8, 0, 1e6,
+       "the skip-layer guidance's weight (diffusers' skip_layer_guidance_scale)", "SLG scale", 0},
+      {"skip_layer_guidance_start", Type::kNumber, 0.01, 0, 1,
+       "skip-layer guidance runs at steps i with start * steps < i < stop * steps (diffusers' "
+       "skip_layer_guidance_start)",
+       "SLG start", 0},
+      {"skip_layer_guidance_stop", Type::kNumber, 0.2, 0, 1,
+       "the end of that range (diffusers' skip_layer_guidance_stop)", "SLG stop", 0},
+  };
+}
+
+std::vector<SettingSpec> stable_diffusion_3_settings() {
+  std::vector<SettingSpec> specs{
+      clip_skip(), max_sequence_length(512, "T5 tokens after the 77 CLIP tokens (diffusers' max_sequence_length, at "
+                                            "most 512); without T5, that many zero rows", 256)};
+  for (SettingSpec& s : skip_layer_guidance()) specs.push_back(std::move(s));
+  return specs;
+}
+
 // FluxPipeline's true_cfg_scale: with a negative prompt and a value above 1, a second transformer pass on
 // the negative prompt and neg + s (pos - neg), beside the distilled guidance input. AUTOMATIC1111 has no
 // label for it; this one is dpinfer's.
@@ -232,9 +260,7 @@ const std::vector<Family>& families() {
            {"tokenizer_3", Role::kTokenizer, kT5Tokenizers, /*optional=*/true},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {clip_skip(),
-           max_sequence_length(512, "T5 tokens after the 77 CLIP tokens (diffusers' max_sequence_length, at most "
-                                    "512); without T5, that many zero rows", 256)},
+          stable_diffusion_3_settings(),
           /*default_steps=*/28,
           /*default_guidance_scale=*/7.0,
           /*size_multiple=*/16,  // vae_scale_factor * patch_size of the real models; each model checks its own

@@ -147,6 +147,12 @@ class StableDiffusion3Pipeline : public TextToImage {
   const PipelineInfo& info() const override { return info_; }
 
   void check_settings(const json& settings) const override {
+    if (settings.contains("skip_guidance_layers"))
+      for (const json& layer : settings["skip_guidance_layers"])
+        if (layer.get<int64_t>() >= transformer_config_.num_layers)
+          throw InputError("skip_guidance_layers: " + std::to_string(layer.get<int64_t>()) + " is not a block of the "
+                           "transformer, which has " + std::to_string(transformer_config_.num_layers) +
+                           " (transformer_blocks 0.." + std::to_string(transformer_config_.num_layers - 1) + ")");
     const int64_t clip_skip = settings.value("clip_skip", int64_t{0});
     if (clip_skip >= te_layers_)
       throw InputError("clip_skip " + std::to_string(clip_skip) + ": the text encoders have " +
@@ -163,6 +169,10 @@ class StableDiffusion3Pipeline : public TextToImage {
     check_settings(settings);
     const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
     const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    const std::vector<int64_t> skip_layers = settings["skip_guidance_layers"].get<std::vector<int64_t>>();
+    const double slg_scale = settings["skip_layer_guidance_scale"].get<double>();
+    const double slg_start = settings["skip_layer_guidance_start"].get<double>();
+    const double slg_stop = settings["skip_layer_guidance_stop"].get<double>();
     c10::InferenceMode guard;
 
     // do_classifier_free_guidance: guidance_scale > 1. The negative side is always encoded (the
@@ -199,7 +209,18 @@ class StableDiffusion3Pipeline : public TextToImage {
       const at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
       const at::Tensor t = timesteps[i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
       at::Tensor pred = transformer_->forward(x, hidden, pooled, t);
+      // Skip-layer guidance (SD3.5): with CFG, at steps start * steps < i < stop * steps, a pass on the
+      // prompt alone without the listed blocks, and pred += (text - skipped) * scale.
+      const double steps = static_cast<double>(first.steps);
+      const bool slg = cfg && !skip_layers.empty() && static_cast<double>(i) > steps * slg_start &&
+                       static_cast<double>(i) < steps * slg_stop;
+      const at::Tensor text_pred = slg ? pred.chunk(2)[1] : at::Tensor();
       if (cfg) pred = guided(pred, guidance, 0.0);  // uncond + s (text - uncond)
+      if (slg) {
+        const at::Tensor skipped = transformer_->forward(latents, cond.hidden, cond.pooled,
+                                                         timesteps[i].to(device_).expand({latents.size(0)}), skip_layers);
+        pred = pred + (text_pred - skipped) * slg_scale;
+      }
       latents = scheduler_->step(pred, i, latents, noise.generators);
     }
     throw_if_cancelled();

@@ -1,5 +1,6 @@
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -133,9 +134,10 @@ SD3Transformer2DModelImpl::SD3Transformer2DModelImpl(const SD3TransformerConfig&
       register_module("proj_out", nn::Linear(dim, c.patch_size * c.patch_size * c.out_channels, true, options));
 }
 
-// Ref: transformer_sd3.py SD3Transformer2DModel.forward (no skip_layers, controlnet or IP-adapter)
+// Ref: transformer_sd3.py SD3Transformer2DModel.forward (skip_layers; no controlnet or IP-adapter)
 at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
-                                              const at::Tensor& pooled_projections, const at::Tensor& timestep) {
+                                              const at::Tensor& pooled_projections, const at::Tensor& timestep,
+                                              const std::vector<int64_t>& skip_layers) {
   const SD3TransformerConfig& c = config_;
   const std::string what(kWhat);
   const int64_t p = c.patch_size;
@@ -167,7 +169,10 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
   const at::Tensor temb = timestep_embedder_(nn::timestep_embedding(t, kTimestepChannels, true, 0.0).to(dtype)) +
                           text_embedder_(pooled);  // [B, dim]
   at::Tensor text = context_embedder_(encoder_hidden_states.to(device, dtype));  // [B, L, dim]
-  for (auto& block : blocks_) {
+  for (size_t index = 0; index < blocks_.size(); ++index) {
+    // is_skip: the block is left out and both streams pass through unchanged.
+    if (std::find(skip_layers.begin(), skip_layers.end(), static_cast<int64_t>(index)) != skip_layers.end()) continue;
+    auto& block = blocks_[index];
     SD3JointTransformerBlockImpl::Output o = block(image, text, temb);
     image = std::move(o.image);
     text = std::move(o.text);

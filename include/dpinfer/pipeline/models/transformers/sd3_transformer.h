@@ -88,10 +88,13 @@ class SD3Transformer2DModelImpl : public torch::nn::Module {
   /// - encoder_hidden_states [B, L, joint_attention_dim]: the prompt embeddings.
   /// - pooled_projections [B, pooled_projection_dim].
   /// - timestep [B] or 0-d: the scheduler's timestep (sigma * 1000), projected in float32.
+  /// - skip_layers: indices of transformer_blocks to leave out (diffusers' skip_layers, which SD3.5's
+  ///   skip-layer guidance passes); an index past the last block skips nothing, as in diffusers.
   /// Inputs are cast to the weights' dtype and device. Returns [B, out_channels, H, W] in the
   /// weights' dtype. Throws dpinfer::Error for inputs that do not fit.
   at::Tensor forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
-                     const at::Tensor& pooled_projections, const at::Tensor& timestep);
+                     const at::Tensor& pooled_projections, const at::Tensor& timestep,
+                     const std::vector<int64_t>& skip_layers = {});
 
   const SD3TransformerConfig& config() const { return config_; }
 
