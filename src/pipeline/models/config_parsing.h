@@ -1,6 +1,7 @@
 #pragma once
 // Pieces shared by the model config parsers (models/*/*_config.cpp).
 
+#include <cstdint>
 #include <string>
 
 #include "dpinfer/io/config_reader.h"
@@ -40,6 +41,22 @@ auto config_from_file(const std::string& path, const std::string& component, Par
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (in '" + path + "')");
   }
+}
+
+/// `value` (the config field `field`), or an error unless min <= value <= max: the bound that keeps a
+/// corrupt config failing here and not in the allocator.
+inline int64_t bounded_integer(const io::ConfigReader& r, const std::string& field, int64_t value, int64_t min,
+                               int64_t max) {
+  if (value < min || value > max)
+    throw r.error(field, "= " + std::to_string(value) + " must be in [" + std::to_string(min) + ", " +
+                             std::to_string(max) + "]");
+  return value;
+}
+
+/// The integer field `name` (`fallback` when absent), bounded_integer().
+inline int64_t bounded_integer_field(const io::ConfigReader& r, const std::string& name, int64_t fallback,
+                                     int64_t min, int64_t max) {
+  return bounded_integer(r, name, r.integer(name, fallback), min, max);
 }
 
 /// Throws unless `value` (the config field `field`) is divisible by `by` (named `by_name`).

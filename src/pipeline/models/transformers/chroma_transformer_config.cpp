@@ -16,14 +16,6 @@ constexpr const char* kTransformer = "transformer config";
 constexpr int64_t kMaxWidth = 1 << 16;
 constexpr int64_t kMaxLayers = 1024;
 
-int64_t field(const ConfigReader& r, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
-  const int64_t value = r.integer(name, fallback);
-  if (value < min || value > max)
-    throw r.error(name, "= " + std::to_string(value) + " must be in [" + std::to_string(min) + ", " +
-                            std::to_string(max) + "]");
-  return value;
-}
-
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_chroma.py ChromaTransformer2DModel.__init__
@@ -42,7 +34,8 @@ ChromaTransformerConfig ChromaTransformerConfig::from_json(const json& j) {
   c.joint_attention_dim = flux.joint_attention_dim;
   c.axes_dims_rope = flux.axes_dims_rope;
   ConfigReader r(j, kTransformer);
-  c.approximator_num_channels = field(r, "approximator_num_channels", c.approximator_num_channels, 4, kMaxWidth);
+  c.approximator_num_channels =
+      bounded_integer_field(r, "approximator_num_channels", c.approximator_num_channels, 4, kMaxWidth);
   // ChromaCombinedTimestepTextProjEmbeddings(num_channels=approximator_num_channels // 4): two
   // Timesteps of that width and a mod_proj of twice it must fill the approximator's in_proj (diffusers
   // fails in the forward otherwise).
@@ -50,8 +43,9 @@ ChromaTransformerConfig ChromaTransformerConfig::from_json(const json& j) {
     throw r.error("approximator_num_channels", "= " + std::to_string(c.approximator_num_channels) +
                                                    " must be a multiple of 4 (the approximator's input: timestep, "
                                                    "guidance and twice-as-wide modulation-index sinusoids)");
-  c.approximator_hidden_dim = field(r, "approximator_hidden_dim", c.approximator_hidden_dim, 1, kMaxWidth);
-  c.approximator_layers = field(r, "approximator_layers", c.approximator_layers, 0, kMaxLayers);
+  c.approximator_hidden_dim =
+      bounded_integer_field(r, "approximator_hidden_dim", c.approximator_hidden_dim, 1, kMaxWidth);
+  c.approximator_layers = bounded_integer_field(r, "approximator_layers", c.approximator_layers, 0, kMaxLayers);
   return c;
 }
 

@@ -17,38 +17,27 @@ constexpr int64_t kMaxWidth = 1 << 16;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxPatch = 64;
 
-int64_t bounded(const ConfigReader& r, const std::string& field, int64_t value, int64_t min, int64_t max) {
-  if (value < min || value > max)
-    throw r.error(field, "= " + std::to_string(value) + " must be in [" + std::to_string(min) + ", " +
-                             std::to_string(max) + "]");
-  return value;
-}
-
-int64_t field(const ConfigReader& r, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
-  return bounded(r, name, r.integer(name, fallback), min, max);
-}
-
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_flux.py FluxTransformer2DModel.__init__
 FluxTransformerConfig FluxTransformerConfig::from_json(const json& j) {
   ConfigReader r(j, kTransformer);
   FluxTransformerConfig c;
-  c.patch_size = field(r, "patch_size", c.patch_size, 1, kMaxPatch);
-  c.in_channels = field(r, "in_channels", c.in_channels, 1, kMaxWidth);
+  c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
+  c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
   // self.out_channels = out_channels or in_channels: null, 0 and absent all mean in_channels.
   c.out_channels = j.contains("out_channels") ? r.integer("out_channels", 0) : 0;
   if (c.out_channels == 0) c.out_channels = c.in_channels;
-  bounded(r, "out_channels", c.out_channels, 1, kMaxWidth);
-  c.num_layers = field(r, "num_layers", c.num_layers, 0, kMaxLayers);
-  c.num_single_layers = field(r, "num_single_layers", c.num_single_layers, 0, kMaxLayers);
-  c.attention_head_dim = field(r, "attention_head_dim", c.attention_head_dim, 1, kMaxWidth);
-  c.num_attention_heads = field(r, "num_attention_heads", c.num_attention_heads, 1, kMaxWidth);
+  bounded_integer(r, "out_channels", c.out_channels, 1, kMaxWidth);
+  c.num_layers = bounded_integer_field(r, "num_layers", c.num_layers, 0, kMaxLayers);
+  c.num_single_layers = bounded_integer_field(r, "num_single_layers", c.num_single_layers, 0, kMaxLayers);
+  c.attention_head_dim = bounded_integer_field(r, "attention_head_dim", c.attention_head_dim, 1, kMaxWidth);
+  c.num_attention_heads = bounded_integer_field(r, "num_attention_heads", c.num_attention_heads, 1, kMaxWidth);
   if (c.inner_dim() > kMaxWidth)
     throw r.error("num_attention_heads", "* attention_head_dim = " + std::to_string(c.inner_dim()) +
                                              " must be at most " + std::to_string(kMaxWidth));
-  c.joint_attention_dim = field(r, "joint_attention_dim", c.joint_attention_dim, 1, kMaxWidth);
-  c.pooled_projection_dim = field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, kMaxWidth);
+  c.joint_attention_dim = bounded_integer_field(r, "joint_attention_dim", c.joint_attention_dim, 1, kMaxWidth);
+  c.pooled_projection_dim = bounded_integer_field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, kMaxWidth);
   c.guidance_embeds = r.boolean("guidance_embeds", c.guidance_embeds);
   c.axes_dims_rope = r.integers("axes_dims_rope", c.axes_dims_rope);
   // FluxPipeline's ids have three columns (0, row, column); FluxPosEmbed reads one width per column.
@@ -58,7 +47,7 @@ FluxTransformerConfig FluxTransformerConfig::from_json(const json& j) {
   int64_t sum = 0;
   for (size_t i = 0; i < c.axes_dims_rope.size(); ++i) {
     const std::string name = ConfigReader::indexed("axes_dims_rope", i);
-    bounded(r, name, c.axes_dims_rope[i], 1, kMaxWidth);
+    bounded_integer(r, name, c.axes_dims_rope[i], 1, kMaxWidth);
     if (c.axes_dims_rope[i] % 2 != 0) throw r.error(name, "= " + std::to_string(c.axes_dims_rope[i]) + " must be even");
     sum += c.axes_dims_rope[i];
   }

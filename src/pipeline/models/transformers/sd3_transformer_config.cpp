@@ -20,17 +20,6 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxPatch = 64;
 constexpr int64_t kMaxPositions = 4096;
 
-int64_t bounded(const ConfigReader& r, const std::string& field, int64_t value, int64_t min, int64_t max) {
-  if (value < min || value > max)
-    throw r.error(field, "= " + std::to_string(value) + " must be in [" + std::to_string(min) + ", " +
-                             std::to_string(max) + "]");
-  return value;
-}
-
-int64_t field(const ConfigReader& r, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
-  return bounded(r, name, r.integer(name, fallback), min, max);
-}
-
 }  // namespace
 
 bool SD3TransformerConfig::is_dual_attention_layer(int64_t index) const {
@@ -41,39 +30,39 @@ bool SD3TransformerConfig::is_dual_attention_layer(int64_t index) const {
 SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
   ConfigReader r(j, kTransformer);
   SD3TransformerConfig c;
-  c.sample_size = field(r, "sample_size", c.sample_size, 1, kMaxWidth);
-  c.patch_size = field(r, "patch_size", c.patch_size, 1, kMaxPatch);
-  c.in_channels = field(r, "in_channels", c.in_channels, 1, kMaxWidth);
+  c.sample_size = bounded_integer_field(r, "sample_size", c.sample_size, 1, kMaxWidth);
+  c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
+  c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
   // self.out_channels = out_channels if out_channels is not None else in_channels
   if (j.contains("out_channels")) c.out_channels = r.integer("out_channels", c.in_channels);
-  bounded(r, "out_channels", c.out_channels, 1, kMaxWidth);
-  c.num_layers = field(r, "num_layers", c.num_layers, 1, kMaxLayers);
-  c.attention_head_dim = field(r, "attention_head_dim", c.attention_head_dim, 1, kMaxWidth);
-  c.num_attention_heads = field(r, "num_attention_heads", c.num_attention_heads, 1, kMaxWidth);
+  bounded_integer(r, "out_channels", c.out_channels, 1, kMaxWidth);
+  c.num_layers = bounded_integer_field(r, "num_layers", c.num_layers, 1, kMaxLayers);
+  c.attention_head_dim = bounded_integer_field(r, "attention_head_dim", c.attention_head_dim, 1, kMaxWidth);
+  c.num_attention_heads = bounded_integer_field(r, "num_attention_heads", c.num_attention_heads, 1, kMaxWidth);
   if (c.inner_dim() > kMaxWidth)
     throw r.error("num_attention_heads", "* attention_head_dim = " + std::to_string(c.inner_dim()) +
                                              " must be at most " + std::to_string(kMaxWidth));
-  c.joint_attention_dim = field(r, "joint_attention_dim", c.joint_attention_dim, 1, kMaxWidth);
-  c.caption_projection_dim = field(r, "caption_projection_dim", c.caption_projection_dim, 1, kMaxWidth);
+  c.joint_attention_dim = bounded_integer_field(r, "joint_attention_dim", c.joint_attention_dim, 1, kMaxWidth);
+  c.caption_projection_dim = bounded_integer_field(r, "caption_projection_dim", c.caption_projection_dim, 1, kMaxWidth);
   // The text stream enters the blocks (Attention(added_kv_proj_dim=dim), AdaLayerNormZero(dim)) at
   // inner_dim: diffusers fails in the first block's matmul otherwise.
   if (c.caption_projection_dim != c.inner_dim())
     throw r.error("caption_projection_dim", "= " + std::to_string(c.caption_projection_dim) +
                                                 " must be num_attention_heads * attention_head_dim = " +
                                                 std::to_string(c.inner_dim()) + ", the width of the blocks");
-  c.pooled_projection_dim = field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, kMaxWidth);
+  c.pooled_projection_dim = bounded_integer_field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, kMaxWidth);
   // PatchEmbed builds an uncropped table of sample_size / patch_size positions when this is null;
   // every SD3 and SD3.5 checkpoint sets it, and dpinfer reads the cropped table from the weights.
   if (j.contains("pos_embed_max_size") && j["pos_embed_max_size"].is_null())
     throw r.error("pos_embed_max_size", "is null; dpinfer runs SD3 transformers with a cropped position table "
                                         "(pos_embed_max_size set), as SD3 and SD3.5 ship them");
-  c.pos_embed_max_size = field(r, "pos_embed_max_size", c.pos_embed_max_size, 1, kMaxPositions);
+  c.pos_embed_max_size = bounded_integer_field(r, "pos_embed_max_size", c.pos_embed_max_size, 1, kMaxPositions);
   if (r.has("dual_attention_layers")) {
     const json& v = j["dual_attention_layers"];
     if (!v.is_array()) throw r.error("dual_attention_layers", "must be a list of block indices");
     if (!v.empty()) c.dual_attention_layers = r.integers("dual_attention_layers", {});
     for (size_t i = 0; i < c.dual_attention_layers.size(); ++i)
-      bounded(r, ConfigReader::indexed("dual_attention_layers", i), c.dual_attention_layers[i], 0, kMaxLayers);
+      bounded_integer(r, ConfigReader::indexed("dual_attention_layers", i), c.dual_attention_layers[i], 0, kMaxLayers);
   }
   const std::string qk_norm = r.string("qk_norm", "");
   if (!qk_norm.empty() && qk_norm != "rms_norm") throw r.unsupported("qk_norm", j["qk_norm"], "null, \"rms_norm\"");
