@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -76,9 +77,7 @@ TEST_P(ChromaTransformer, ForwardMatchesDiffusers) {
       std::printf("  %-58s max |diff| %.3e (max |ref| %.3e)\n", what.c_str(), max_abs(out, expected),
                   expected.to(at::kDouble).abs().max().item<double>());
       // On CPU the same arithmetic in the same order: float32 is bit for bit diffusers'.
-      if (dtype == at::kFloat) {
-        EXPECT_TRUE(at::equal(out, expected)) << what;
-      }
+      if (dtype == at::kFloat) test::expect_bit_identical_on_recording_cpu(out, expected, what);
     }
   }
 }

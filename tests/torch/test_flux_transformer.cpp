@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -82,9 +83,7 @@ TEST_P(FluxTransformer, ForwardMatchesDiffusers) {
       std::printf("  %-58s max |diff| %.3e (max |ref| %.3e)\n", what.c_str(), max_abs(out, expected),
                   expected.to(at::kDouble).abs().max().item<double>());
       // On CPU the same arithmetic in the same order: float32 is bit for bit diffusers'.
-      if (dtype == at::kFloat) {
-        EXPECT_TRUE(at::equal(out, expected)) << what;
-      }
+      if (dtype == at::kFloat) test::expect_bit_identical_on_recording_cpu(out, expected, what);
     }
   }
 }
@@ -103,8 +102,8 @@ TEST_P(FluxTransformer, PosEmbedMatchesDiffusers) {
     const std::string what = name + " rope " + rc.at("name").get<std::string>();
     ASSERT_EQ(f.cos.sizes(), cos.sizes()) << what;
     EXPECT_EQ(f.cos.scalar_type(), at::kFloat) << what;
-    EXPECT_TRUE(at::equal(f.cos, cos)) << what << " cos max |diff| " << max_abs(f.cos, cos);
-    EXPECT_TRUE(at::equal(f.sin, sin)) << what << " sin max |diff| " << max_abs(f.sin, sin);
+    test::expect_bit_identical_on_recording_cpu(f.cos, cos, what + " cos");
+    test::expect_bit_identical_on_recording_cpu(f.sin, sin, what + " sin");
   }
 }
 

@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/ms_rope.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -35,8 +36,8 @@ using test::GoldenFile;
 using test::model_fixture_dir;
 
 // The bfloat16 runs compare a bfloat16 forward with diffusers' bfloat16 forward. On CPU (one or
-// more threads) both are bit for bit equal: max |diff| 0 in every case, as in float32, where
-// at::equal asserts it. The bfloat16 bound, one bfloat16 rounding step (2^-8), leaves room for a
+// more threads) both are bit for bit equal: max |diff| 0 in every case, as in float32, where the
+// test asserts it on the CPU that recorded the golden (fixture_cpu.h). The bfloat16 bound, one bfloat16 rounding step (2^-8), leaves room for a
 // matmul that sums in another order on another machine.
 constexpr double kBf16Tolerance = 4e-3;
 
@@ -104,10 +105,9 @@ TEST_P(QwenImageTransformer, ForwardMatchesDiffusers) {
       expect_close(out, expected, what, dtype == at::kFloat ? test::kParityTolerance : kBf16Tolerance);
       std::printf("  %-58s max |diff| %.3e (max |ref| %.3e)\n", what.c_str(), max_abs(out, expected),
                   expected.to(at::kDouble).abs().max().item<double>());
-      // On CPU the same arithmetic in the same order: float32 is bit for bit diffusers'.
-      if (dtype == at::kFloat) {
-        EXPECT_TRUE(at::equal(out, expected)) << what;
-      }
+      // On CPU the same arithmetic in the same order: float32 is bit for bit diffusers' on the
+      // CPU that recorded the golden (fixture_cpu.h).
+      if (dtype == at::kFloat) test::expect_bit_identical_on_recording_cpu(out, expected, what);
     }
   }
 }
@@ -132,16 +132,15 @@ TEST_P(QwenImageTransformer, MSRopeAndTimestepProjectionMatchDiffusers) {
     const std::string what = name + " rope " + rc.at("name").get<std::string>();
     ASSERT_EQ(image.sizes(), expected_image.sizes()) << what;
     ASSERT_EQ(text.sizes(), expected_text.sizes()) << what;
-    EXPECT_TRUE(at::equal(image, expected_image)) << what << " image max |diff| " << max_abs(image, expected_image);
-    EXPECT_TRUE(at::equal(text, expected_text)) << what << " text max |diff| " << max_abs(text, expected_text);
+    test::expect_bit_identical_on_recording_cpu(image, expected_image, what + " image");
+    test::expect_bit_identical_on_recording_cpu(text, expected_text, what + " text");
   }
   // Timesteps(256, flip_sin_to_cos, shift 0, scale 1000): scale applied after t * f, float32, bit for bit;
   // and on t rounded to bfloat16, as the model rounds it in a bfloat16 run.
   for (const auto& [t_name, proj_name] :
        {std::pair{"temb.t", "temb.proj"}, std::pair{"temb.t_bf16", "temb.proj_bf16"}}) {
     const at::Tensor proj = nn::timestep_embedding(golden[t_name], 256, true, 0.0, 1000.0);
-    EXPECT_TRUE(at::equal(proj, golden[proj_name])) << name << " " << proj_name << " max |diff| "
-                                                    << max_abs(proj, golden[proj_name]);
+    test::expect_bit_identical_on_recording_cpu(proj, golden[proj_name], name + " " + proj_name);
   }
 }
 

@@ -23,6 +23,7 @@
 #include "dpinfer/pipeline/nn/patchify.h"
 #include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -103,12 +104,10 @@ TEST_P(ZImageTransformer, RopeAndTimestepFeaturesMatchDiffusers) {
   const at::Tensor freqs = rope(golden["rope.ids"]);
   ASSERT_EQ(freqs.scalar_type(), at::kComplexFloat);
   const at::Tensor expected_freqs = golden["rope.freqs"];
-  EXPECT_TRUE(at::equal(at::view_as_real(freqs), expected_freqs))
-      << name << " rope max |diff| " << max_abs(at::view_as_real(freqs), expected_freqs);
+  test::expect_bit_identical_on_recording_cpu(at::view_as_real(freqs), expected_freqs, name + " rope");
   // TimestepEmbedder.timestep_embedding(t * t_scale, 256): cos first, float32, bit for bit.
   const at::Tensor temb = nn::timestep_embedding(golden["temb.t"], 256, true, 0.0);
-  EXPECT_TRUE(at::equal(temb, golden["temb.freq"]))
-      << name << " temb max |diff| " << max_abs(temb, golden["temb.freq"]);
+  test::expect_bit_identical_on_recording_cpu(temb, golden["temb.freq"], name + " temb");
 }
 
 // diffusers pads each caption to a multiple of 32 with cap_pad_token (attended like real tokens) and

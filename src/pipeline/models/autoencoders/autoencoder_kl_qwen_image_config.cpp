@@ -20,12 +20,6 @@ constexpr int64_t kMaxMult = 64;
 constexpr int64_t kMaxLevels = 8;
 constexpr int64_t kMaxResBlocks = 64;
 
-int64_t bounded(const ConfigReader& r, const std::string& field, int64_t value, int64_t max) {
-  if (value <= 0 || value > max)
-    throw r.error(field, "= " + std::to_string(value) + " must be in [1, " + std::to_string(max) + "]");
-  return value;
-}
-
 /// A list of `n` finite numbers (z_dim of them), or the default when absent.
 std::vector<double> per_channel(const ConfigReader& r, const std::string& key, std::vector<double> fallback,
                                 size_t n, bool positive) {
@@ -46,15 +40,15 @@ std::vector<double> per_channel(const ConfigReader& r, const std::string& key, s
 AutoencoderKLQwenImageConfig AutoencoderKLQwenImageConfig::from_json(const json& j) {
   ConfigReader r(j, kVAE);
   AutoencoderKLQwenImageConfig c;
-  c.base_dim = bounded(r, "base_dim", r.integer("base_dim", c.base_dim), kMaxWidth);
-  c.z_dim = bounded(r, "z_dim", r.integer("z_dim", c.z_dim), kMaxWidth);
+  c.base_dim = bounded_integer_field(r, "base_dim", c.base_dim, 1, kMaxWidth);
+  c.z_dim = bounded_integer_field(r, "z_dim", c.z_dim, 1, kMaxWidth);
   c.dim_mult = r.integers("dim_mult", c.dim_mult);
   if (static_cast<int64_t>(c.dim_mult.size()) > kMaxLevels)
     throw r.error("dim_mult", "has " + std::to_string(c.dim_mult.size()) + " levels, at most " +
                                   std::to_string(kMaxLevels) + " are supported");
   for (size_t i = 0; i < c.dim_mult.size(); ++i)
-    bounded(r, ConfigReader::indexed("dim_mult", i), c.dim_mult[i], kMaxMult);
-  c.num_res_blocks = bounded(r, "num_res_blocks", r.integer("num_res_blocks", c.num_res_blocks), kMaxResBlocks);
+    bounded_integer(r, ConfigReader::indexed("dim_mult", i), c.dim_mult[i], 1, kMaxMult);
+  c.num_res_blocks = bounded_integer_field(r, "num_res_blocks", c.num_res_blocks, 1, kMaxResBlocks);
   c.attn_scales = r.numbers("attn_scales").value_or(c.attn_scales);
 
   // diffusers indexes temperal_downsample[i] for each level transition and takes

@@ -18,12 +18,6 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxPatch = 64;
 constexpr int64_t kMaxAxisLen = 1 << 20;
 
-int64_t bounded(const ConfigReader& r, const std::string& field, int64_t value, int64_t max) {
-  if (value <= 0 || value > max)
-    throw r.error(field, "= " + std::to_string(value) + " must be in [1, " + std::to_string(max) + "]");
-  return value;
-}
-
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_z_image.py ZImageTransformer2DModel.__init__
@@ -37,29 +31,23 @@ ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
                                           std::to_string(c.all_patch_size.size()) + "), got " +
                                           std::to_string(c.all_f_patch_size.size()));
   for (size_t i = 0; i < c.all_patch_size.size(); ++i) {
-    bounded(r, ConfigReader::indexed("all_patch_size", i), c.all_patch_size[i], kMaxPatch);
-    bounded(r, ConfigReader::indexed("all_f_patch_size", i), c.all_f_patch_size[i], kMaxPatch);
+    bounded_integer(r, ConfigReader::indexed("all_patch_size", i), c.all_patch_size[i], 1, kMaxPatch);
+    bounded_integer(r, ConfigReader::indexed("all_f_patch_size", i), c.all_f_patch_size[i], 1, kMaxPatch);
     for (size_t k = 0; k < i; ++k)
       if (c.all_patch_size[k] == c.all_patch_size[i] && c.all_f_patch_size[k] == c.all_f_patch_size[i])
         throw r.error(ConfigReader::indexed("all_patch_size", i), "repeats the patch size pair of entry " +
                                                                       std::to_string(k));
   }
-  c.in_channels = bounded(r, "in_channels", r.integer("in_channels", c.in_channels), kMaxWidth);
-  c.dim = bounded(r, "dim", r.integer("dim", c.dim), kMaxWidth);
-  c.n_layers = r.integer("n_layers", c.n_layers);
-  if (c.n_layers < 0 || c.n_layers > kMaxLayers)
-    throw r.error("n_layers",
-                  "= " + std::to_string(c.n_layers) + " must be in [0, " + std::to_string(kMaxLayers) + "]");
-  c.n_refiner_layers = r.integer("n_refiner_layers", c.n_refiner_layers);
-  if (c.n_refiner_layers < 0 || c.n_refiner_layers > kMaxLayers)
-    throw r.error("n_refiner_layers", "= " + std::to_string(c.n_refiner_layers) + " must be in [0, " +
-                                          std::to_string(kMaxLayers) + "]");
-  c.n_heads = bounded(r, "n_heads", r.integer("n_heads", c.n_heads), kMaxWidth);
-  c.n_kv_heads = bounded(r, "n_kv_heads", r.integer("n_kv_heads", c.n_kv_heads), kMaxWidth);
+  c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
+  c.dim = bounded_integer_field(r, "dim", c.dim, 1, kMaxWidth);
+  c.n_layers = bounded_integer_field(r, "n_layers", c.n_layers, 0, kMaxLayers);
+  c.n_refiner_layers = bounded_integer_field(r, "n_refiner_layers", c.n_refiner_layers, 0, kMaxLayers);
+  c.n_heads = bounded_integer_field(r, "n_heads", c.n_heads, 1, kMaxWidth);
+  c.n_kv_heads = bounded_integer_field(r, "n_kv_heads", c.n_kv_heads, 1, kMaxWidth);
   c.norm_eps = r.number("norm_eps", c.norm_eps);
   if (!(c.norm_eps > 0)) throw r.error("norm_eps", "must be positive");
   c.qk_norm = r.boolean("qk_norm", c.qk_norm);
-  c.cap_feat_dim = bounded(r, "cap_feat_dim", r.integer("cap_feat_dim", c.cap_feat_dim), kMaxWidth);
+  c.cap_feat_dim = bounded_integer_field(r, "cap_feat_dim", c.cap_feat_dim, 1, kMaxWidth);
   c.rope_theta = r.number("rope_theta", c.rope_theta);
   if (!(c.rope_theta > 0)) throw r.error("rope_theta", "must be positive");
   c.t_scale = r.number("t_scale", c.t_scale);
@@ -76,9 +64,9 @@ ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
   int64_t sum = 0;
   for (size_t i = 0; i < c.axes_dims.size(); ++i) {
     const std::string field = ConfigReader::indexed("axes_dims", i);
-    bounded(r, field, c.axes_dims[i], kMaxWidth);
+    bounded_integer(r, field, c.axes_dims[i], 1, kMaxWidth);
     if (c.axes_dims[i] % 2 != 0) throw r.error(field, "= " + std::to_string(c.axes_dims[i]) + " must be even");
-    bounded(r, ConfigReader::indexed("axes_lens", i), c.axes_lens[i], kMaxAxisLen);
+    bounded_integer(r, ConfigReader::indexed("axes_lens", i), c.axes_lens[i], 1, kMaxAxisLen);
     sum += c.axes_dims[i];
   }
   if (sum != c.head_dim())

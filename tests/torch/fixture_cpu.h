@@ -1,0 +1,33 @@
+#pragma once
+// Bit identity with a golden holds only on a CPU that does float arithmetic in the order of the
+// machine that recorded it. PyTorch's CPU kernels (MKL's sgemm, oneDNN's bf16 matmuls, SLEEF's
+// vector sin/cos) choose their blocking, and so the order of a reduction's sums, by the CPU they
+// run on: the same torch 2.11 wheel gives float32 results an ulp apart on an AVX-512 AMD EPYC and
+// on the machine that recorded most of tests/data, while dpinfer matches diffusers bit for bit on
+// either. Tests therefore assert bit identity where this CPU computes as the recording machine
+// did, which a canary computation tells (tools/fixtures/cpu_canary.py), and the parity bound
+// elsewhere.
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace dpinfer::test {
+
+/// tiny-sd1's CLIP text encoder with the weights F8_E4M3 holds (tests/data/models/tiny-sd1-te-e4m3,
+/// exact in float32), run in float32 on one thread by dpinfer on the golden token ids: its
+/// last_hidden_state [1, 77, 32], as tools/fixtures/cpu_canary.py computes it with torch.
+at::Tensor clip_last_hidden_state(const std::string& fixture);
+at::Tensor cpu_canary();
+
+/// Whether this CPU computes as the machine that recorded `recorded_canary` (a golden's
+/// "cpu_canary"); an undefined tensor means the machine that recorded the goldens that have none
+/// (make_fp8_fixtures.py's tiny-sd1-te-e4m3.last_hidden_state). Computed once.
+bool recorded_on_this_cpu(const at::Tensor& recorded_canary = at::Tensor());
+
+/// EXPECTs `actual` and `expected` bit-identical where recorded_on_this_cpu(`recorded_canary`);
+/// elsewhere within the parity bound (model_goldens.h expect_close), saying why.
+void expect_bit_identical_on_recording_cpu(const at::Tensor& actual, const at::Tensor& expected,
+                                           const std::string& what, const at::Tensor& recorded_canary = at::Tensor());
+
+}  // namespace dpinfer::test
