@@ -313,7 +313,8 @@ Matching match(const torch::nn::Module& module,
         m.report.unexpected.push_back(file_name);
         continue;
       }
-      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].transpose, {}, {}});
+      auto [it, inserted] =
+          m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].transpose, {}, {}});
       if (!inserted && piece && !it->second.pieces.empty() && it->second.file == f &&
           it->second.source_key == file_name && it->second.shape == views[v].whole_shape) {
         it->second.pieces.emplace_back(&view, views[v].target_row);  // the tiling is checked below
