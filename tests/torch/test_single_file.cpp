@@ -421,6 +421,25 @@ TEST(SingleFile, FluxBflRefusalsAreOneLine) {
   EXPECT_CONTAINS(schnell.root, "flux-schnell");
   EXPECT_EQ(schnell.at("transformer").config["num_layers"], 2);
   EXPECT_EQ(schnell.at("transformer").config["guidance_embeds"], false);
+
+  // With the shipped default, a --text-encoder-2 folder that holds T5's spiece.model beside its
+  // weights gives tokenizer_2 too; with --vae and --text-encoder nothing is missing.
+  test::TempDir tmp;
+  const std::string t5 = tmp.file("t5");
+  fs::create_directories(t5);
+  for (const char* f : {"text_encoder_2/config.json", "text_encoder_2/model.safetensors", "tokenizer_2/spiece.model",
+                        "tokenizer_2/tokenizer_config.json", "tokenizer_2/special_tokens_map.json"})
+    fs::copy_file(kPipelines + "/tiny-flux-dev/" + f, t5 + "/" + fs::path(f).filename().string());
+  SingleFileOptions parts;
+  parts.vae = kPipelines + "/tiny-flux-dev/vae";
+  parts.text_encoder = kPipelines + "/tiny-flux-dev/text_encoder";
+  parts.text_encoder_2 = t5;
+  errors.clear();
+  const ModelDir complete = resolve_model(dev, "", &errors, parts);
+  EXPECT_TRUE(errors.empty()) << errors.at(0).message;
+  EXPECT_EQ(complete.at("tokenizer_2").path, t5);
+  EXPECT_EQ(complete.at("tokenizer_2").source, "--text-encoder-2 " + t5);
+  EXPECT_EQ(complete.at("text_encoder_2").source, "--text-encoder-2 " + t5);
 }
 
 // The shipped FLUX.1-dev config is the real architecture: the BFL keys and shapes of FLUX.1-dev's

@@ -277,13 +277,28 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
     throw InputError("--text-encoder-2 is for SDXL and FLUX.1 checkpoints; " + where + " is " + kind_label(kind));
   if (is_flux(kind) && info.shipped_base) {
     // The shipped FLUX.1 configs' tokenizer_2 is the offline stand-in T5 vocabulary of
-    // configs/models/flux-dev-shape, not T5's: prompts would be tokenized wrongly.
-    const std::string message =
-        where + " is a " + kind_label(kind) + " transformer only, and dpinfer ships no T5 vocabulary for its "
-        "tokenizer_2; give --base DIR|org/name, a diffusers FLUX.1 pipeline (its tokenizers and scheduler, and "
-        "the VAE and text encoders unless --vae/--text-encoder/--text-encoder-2 give them)";
-    if (!errors) throw InputError(message);
-    errors->push_back({"tokenizer_2", message});
+    // configs/models/flux-dev-shape, not T5's: prompts would be tokenized wrongly. T5's own
+    // comes from a --text-encoder-2 folder that holds it beside the weights (transformers'
+    // T5 folders such as google/t5-v1_1-xxl ship spiece.model there), else from --base.
+    Component* tokenizer = nullptr;
+    for (Component& x : model.components)
+      if (x.name == "tokenizer_2") tokenizer = &x;
+    const fs::path t5 = options.text_encoder_2.empty() ? fs::path() : fs::absolute(options.text_encoder_2);
+    if (tokenizer && !t5.empty() && file_exists((t5 / "spiece.model").string())) {
+      tokenizer->path = t5.string();
+      const fs::path config = t5 / "tokenizer_config.json";
+      tokenizer->config =
+          file_exists(config.string()) ? io::read_json_object_file(config.string()) : nlohmann::json::object();
+      tokenizer->source = "--text-encoder-2 " + t5.string();
+    } else {
+      const std::string message =
+          where + " is a " + kind_label(kind) + " transformer only, and dpinfer ships no T5 vocabulary for its "
+          "tokenizer_2; give --base DIR|org/name, a diffusers FLUX.1 pipeline (its tokenizers and scheduler, and the "
+          "VAE and text encoders unless --vae/--text-encoder/--text-encoder-2 give them), or a --text-encoder-2 DIR "
+          "that holds T5's spiece.model beside its weights";
+      if (!errors) throw InputError(message);
+      errors->push_back({"tokenizer_2", message});
+    }
   }
   for (Component& c : model.components)
     if (c.source.empty()) c.source = (info.shipped_base ? "shipped config " : "--base ") + model.root;
