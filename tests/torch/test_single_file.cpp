@@ -1,11 +1,14 @@
-// Single-file checkpoints (SD 1.x, 2.x, SDXL in the LDM layout): the tiny pipelines converted by
-// tools/fixtures/make_single_file_fixtures.py (checked there against diffusers' from_single_file)
-// load to exactly the directory's tensors and give the directory's pixels bit for bit; the
-// shipped default configs build modules whose keys and shapes are exactly those of the real
-// architectures' checkpoints; and bad input is refused in one line.
+// Single-file checkpoints (SD 1.x, 2.x, SDXL in the LDM layout; FLUX.1 transformers in Black Forest
+// Labs' layout; Qwen-Image transformers as ComfyUI splits them; Z-Image transformers in their
+// original layout): the tiny pipelines converted by tools/fixtures/make_single_file_fixtures.py and
+// make_dit_single_file_fixtures.py (checked there against diffusers' own conversion) load to
+// exactly the directory's tensors and give the directory's pixels bit for bit; the shipped default
+// configs build modules whose keys and shapes are exactly those of the real architectures'
+// checkpoints; and bad input is refused in one line.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,8 +20,11 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/single_file/dit_detection.h"
+#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/ldm_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
+#include "dpinfer/pipeline/single_file/z_image_keys.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
 
@@ -49,6 +55,20 @@ std::string error_of(const std::function<void()>& fn) {
     const std::string h_ = (haystack);                                        \
     EXPECT_NE(h_.find(needle), std::string::npos) << h_ << "\n  lacks: " << (needle); \
   } while (0)
+
+/// While alive, the shipped default configs are this checkout's (DPINFER_DATA_DIR = the repository).
+class CheckoutDataDir {
+ public:
+  CheckoutDataDir() : was_set_(std::getenv("DPINFER_DATA_DIR") != nullptr) {
+    if (was_set_) saved_ = std::getenv("DPINFER_DATA_DIR");
+    ::setenv("DPINFER_DATA_DIR", (kData + "/../..").c_str(), 1);
+  }
+  ~CheckoutDataDir() { was_set_ ? ::setenv("DPINFER_DATA_DIR", saved_.c_str(), 1) : ::unsetenv("DPINFER_DATA_DIR"); }
+
+ private:
+  bool was_set_;
+  std::string saved_;
+};
 
 std::map<std::string, at::Tensor> state_of(const torch::nn::Module& m) {
   std::map<std::string, at::Tensor> out;
@@ -198,7 +218,8 @@ TEST(SingleFile, DetectionRefusesKindsItDoesNotRun) {
   EXPECT_CONTAINS(detect({{"model.diffusion_model.input_blocks.0.0.weight", {320, 9, 3, 3}}}), "inpainting");
   EXPECT_CONTAINS(detect({{"model.diffusion_model.out.0.weight", {4}}, {"conditioner.embedders.0.model.ln_final.weight", {4}}}),
                   "SDXL refiner");
-  EXPECT_CONTAINS(detect({{"double_blocks.0.img_attn.qkv.weight", {9, 3}}}), "FLUX.1 (BFL)");
+  EXPECT_CONTAINS(detect({{"joint_blocks.0.x_block.attn.qkv.weight", {9, 3}}}), "an SD3 (original) transformer file, "
+                                                                               "which dpinfer reads only as a diffusers directory");
   const auto k = [](int64_t width) {
     return std::vector<SourceTensor>{
         {"model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", {320, width}}};
@@ -275,6 +296,316 @@ TEST(SingleFile, InspectSaysItIsASingleFileAndWhereEachComponentComesFrom) {
   EXPECT_CONTAINS(text, "single file: ");
   EXPECT_CONTAINS(text, "Stable Diffusion 2.x (LDM single file)");
   EXPECT_CONTAINS(text, "detected: v_prediction");
+}
+
+// ---- FLUX.1 transformers in Black Forest Labs' layout.
+
+struct TinyFlux {
+  const char* file;  // tests/data/single_file/<file>.safetensors
+  const char* pipeline;
+  const char* kind;
+  const char* prefix;
+};
+const std::vector<TinyFlux> kTinyFlux = {{"tiny-flux-dev-bfl", "tiny-flux-dev", "flux-dev", ""},
+                                         {"tiny-flux-schnell-comfy", "tiny-flux-schnell", "flux-schnell",
+                                          "model.diffusion_model."}};
+
+TEST(SingleFile, FluxBflFilesAreDetectedAndTakeTheRestFromTheBase) {
+  for (const TinyFlux& t : kTinyFlux) {
+    SingleFileOptions o;
+    o.base = kPipelines + "/" + t.pipeline;
+    const ModelDir md = resolve_model(kSingle + "/" + t.file + ".safetensors", "", nullptr, o);
+    ASSERT_TRUE(md.single_file) << t.file;
+    EXPECT_EQ(md.single_file->kind, t.kind);
+    EXPECT_EQ(md.name, t.file);
+    EXPECT_EQ(md.at("transformer").source, "single file (" + std::string(t.prefix) + "*, BFL FLUX.1)");
+    EXPECT_EQ(md.at("transformer").key_prefix, t.prefix);
+    for (const char* c : {"vae", "text_encoder", "text_encoder_2"}) {
+      EXPECT_TRUE(md.at(c).single_file.empty()) << c;
+      EXPECT_CONTAINS(md.at(c).source, "--base ");
+    }
+  }
+}
+
+// The transformer read from the BFL file (fused q/k/v and q/k/v/mlp rows, the final AdaLN's halves
+// swapped) equals the directory's, bit for bit.
+TEST(SingleFile, FluxBflTransformerIsTheDirectorysExactly) {
+  for (const TinyFlux& t : kTinyFlux) {
+    SingleFileOptions o;
+    o.base = kPipelines + "/" + t.pipeline;
+    const ModelDir single = resolve_model(kSingle + "/" + t.file + ".safetensors", "", nullptr, o);
+    const ModelDir dir = resolve_model(kPipelines + "/" + t.pipeline);
+    auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+    auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+    const auto sa = state_of(*a), sb = state_of(*b);
+    ASSERT_EQ(sa.size(), sb.size()) << t.file;
+    for (const auto& [key, value] : sb) {
+      ASSERT_TRUE(sa.count(key)) << key;
+      EXPECT_TRUE(torch::equal(sa.at(key), value)) << t.file << " " << key;
+    }
+  }
+}
+
+TEST(SingleFile, FluxBflPixelsAreTheDirectorysBitForBit) {
+  for (const TinyFlux& t : kTinyFlux) {
+    LoadRequest single, dir;
+    single.model = kSingle + "/" + t.file + ".safetensors";
+    single.base = kPipelines + "/" + t.pipeline;
+    dir.model = kPipelines + "/" + t.pipeline;
+    EXPECT_EQ(pixels(single, 2), pixels(dir, 2)) << t.file;
+  }
+  // The VAE and both text encoders as folders of their own, with the base for the configs.
+  LoadRequest r;
+  r.model = kSingle + "/tiny-flux-dev-bfl.safetensors";
+  r.base = kPipelines + "/tiny-flux-dev";
+  r.vae = kPipelines + "/tiny-flux-dev/vae";
+  r.text_encoder = kPipelines + "/tiny-flux-dev/text_encoder";
+  r.text_encoder_2 = kPipelines + "/tiny-flux-dev/text_encoder_2";
+  LoadRequest dir;
+  dir.model = kPipelines + "/tiny-flux-dev";
+  EXPECT_EQ(pixels(r, 2), pixels(dir, 2));
+}
+
+TEST(SingleFile, FluxBflRefusalsAreOneLine) {
+  auto detect = [](std::vector<SourceTensor> t) {
+    return error_of([&] { detect_dit_checkpoint(t, "f.safetensors"); });
+  };
+  const SourceTensor probe{"double_blocks.0.img_attn.norm.key_norm.scale", {128}};
+  const SourceTensor guidance{"guidance_in.in_layer.bias", {3072}};
+  EXPECT_CONTAINS(detect({probe, guidance, {"img_in.weight", {3072, 384}}}),
+                  "InputError: 'f.safetensors' is a FLUX.1 Fill transformer (img_in takes 384 channels");
+  EXPECT_CONTAINS(detect({probe, guidance, {"img_in.weight", {3072, 128}}}), "is a FLUX.1 Depth transformer");
+  EXPECT_CONTAINS(detect({{"model.diffusion_model.single_stream_modulation.lin.weight", {9, 3}}}),
+                  "is a FLUX.2 transformer, which dpinfer does not run");
+  EXPECT_EQ(detect_dit_checkpoint({probe, guidance, {"img_in.weight", {3072, 64}}}, "f")->kind, "flux-dev");
+  EXPECT_EQ(detect_dit_checkpoint({probe, {"img_in.weight", {3072, 64}}}, "f")->kind, "flux-schnell");
+  EXPECT_FALSE(detect_dit_checkpoint({{"model.diffusion_model.out.0.weight", {4}}}, "f"));
+
+  const std::string dev = kSingle + "/tiny-flux-dev-bfl.safetensors";
+  // A base whose transformer config is another architecture (schnell: no guidance, 2 + 2 blocks).
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-flux-schnell";
+  std::string e = error_of([&] { resolve_model(dev, "", nullptr, o); });
+  EXPECT_CONTAINS(e, "InputError: '" + dev + "''s keys say num_layers 1, num_single_layers 1, guidance_embeds true "
+                     "but --base '");
+  EXPECT_CONTAINS(e, "'s transformer config has num_layers 2, num_single_layers 2, guidance_embeds false; "
+                     "give the base the file belongs to");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // A base of another family.
+  o.base = kPipelines + "/tiny-sd1";
+  EXPECT_CONTAINS(error_of([&] { resolve_model(dev, "", nullptr, o); }),
+                  "is a FLUX.1 [dev] checkpoint but --base");
+  // The shipped default (this checkout's configs/single_file): no VAE, no text encoders and no T5
+  // vocabulary; each is named with how to give it.
+  const CheckoutDataDir data_dir;
+  std::vector<ModelDirError> errors;
+  const ModelDir md = resolve_model(dev, "", &errors, {});
+  std::map<std::string, std::string> by_component;
+  for (const ModelDirError& x : errors) by_component[x.component] = x.message;
+  EXPECT_CONTAINS(by_component["vae"], "'" + dev + "' is a FLUX.1 [dev] transformer only, without a vae; give it with "
+                                       "--vae DIR (a diffusers/transformers AutoencoderKL folder) or --base DIR|org/name "
+                                       "(a FluxPipeline that has one)");
+  EXPECT_CONTAINS(by_component["text_encoder_2"], "give it with --text-encoder-2 DIR");
+  EXPECT_CONTAINS(by_component["tokenizer_2"], "dpinfer ships no T5 vocabulary for its tokenizer_2; give --base");
+  for (const auto& [c, message] : by_component) EXPECT_EQ(message.find('\n'), std::string::npos) << c;
+  EXPECT_CONTAINS(error_of([&] { resolve_model(dev); }), "without a vae; give it with --vae DIR");
+  // The shipped config's transformer is made the file's: blocks and guidance from its keys.
+  ASSERT_TRUE(md.single_file && md.single_file->shipped_base);
+  const json& config = md.at("transformer").config;
+  EXPECT_EQ(config["num_layers"], 1);
+  EXPECT_EQ(config["num_single_layers"], 1);
+  EXPECT_EQ(config["guidance_embeds"], true);
+  errors.clear();
+  const ModelDir schnell = resolve_model(kSingle + "/tiny-flux-schnell-comfy.safetensors", "", &errors, {});
+  EXPECT_EQ(schnell.single_file->kind, "flux-schnell");
+  EXPECT_CONTAINS(schnell.root, "flux-schnell");
+  EXPECT_EQ(schnell.at("transformer").config["num_layers"], 2);
+  EXPECT_EQ(schnell.at("transformer").config["guidance_embeds"], false);
+
+  // With the shipped default, a --text-encoder-2 folder that holds T5's spiece.model beside its
+  // weights gives tokenizer_2 too; with --vae and --text-encoder nothing is missing.
+  test::TempDir tmp;
+  const std::string t5 = tmp.file("t5");
+  fs::create_directories(t5);
+  for (const char* f : {"text_encoder_2/config.json", "text_encoder_2/model.safetensors", "tokenizer_2/spiece.model",
+                        "tokenizer_2/tokenizer_config.json", "tokenizer_2/special_tokens_map.json"})
+    fs::copy_file(kPipelines + "/tiny-flux-dev/" + f, t5 + "/" + fs::path(f).filename().string());
+  SingleFileOptions parts;
+  parts.vae = kPipelines + "/tiny-flux-dev/vae";
+  parts.text_encoder = kPipelines + "/tiny-flux-dev/text_encoder";
+  parts.text_encoder_2 = t5;
+  errors.clear();
+  const ModelDir complete = resolve_model(dev, "", &errors, parts);
+  EXPECT_TRUE(errors.empty()) << errors.at(0).message;
+  EXPECT_EQ(complete.at("tokenizer_2").path, t5);
+  EXPECT_EQ(complete.at("tokenizer_2").source, "--text-encoder-2 " + t5);
+  EXPECT_EQ(complete.at("text_encoder_2").source, "--text-encoder-2 " + t5);
+}
+
+// The shipped FLUX.1-dev config is the real architecture: the BFL keys and shapes of FLUX.1-dev's
+// transformer (keys/flux-dev.json, from diffusers' module on the meta device) convert to exactly the
+// keys and shapes of the module dpinfer builds from configs/single_file/flux-dev, pieces included.
+TEST(SingleFile, ShippedFluxConfigMatchesTheRealArchitectureKeyForKey) {
+  std::ifstream in(kSingle + "/keys/flux-dev.json");
+  const json rows = json::parse(in);
+  std::vector<SourceTensor> tensors;
+  for (const json& row : rows) tensors.push_back({row[0].get<std::string>(), row[1].get<std::vector<int64_t>>()});
+  const FluxBflBlocks blocks = count_flux_bfl_blocks("", tensors);
+  EXPECT_EQ(blocks.double_blocks, 19);
+  EXPECT_EQ(blocks.single_blocks, 38);
+  EXPECT_TRUE(blocks.guidance);
+  const ModelDir base = resolve_model(kConfigs + "/flux-dev");
+  Component c = base.at("transformer");
+  c.single_file = "keys.json";
+  c.layout = CheckpointLayout::kFluxBfl;
+  const std::vector<TensorPart> parts = single_file_converter(c)(tensors);
+  auto module = find_model_class(c.class_name)->build(c.config, at::TensorOptions().device(at::kMeta));
+  std::map<std::string, std::vector<int64_t>> want;
+  for (const auto& [key, t] : state_of(*module)) want[key] = t.sizes().vec();
+  std::map<std::string, std::vector<int64_t>> got;
+  std::map<std::string, int64_t> rows_filled;
+  for (const TensorPart& p : parts) {
+    got[p.target] = p.shape;
+    rows_filled[p.target] += p.target_row >= 0 ? p.rows : (p.shape.empty() ? 1 : p.shape[0]);
+  }
+  EXPECT_EQ(got, want);
+  for (const auto& [key, shape] : want) EXPECT_EQ(rows_filled[key], shape.empty() ? 1 : shape[0]) << key;
+  // Fused: 19 x 4 qkv tensors (weight and bias of two streams) in thirds, 38 x 2 linear1 in four,
+  // the final AdaLN's 2 tensors in two pieces.
+  EXPECT_EQ(parts.size(), tensors.size() + 19 * 4 * 2 + 38 * 2 * 3 + 2);
+}
+
+// ---- Qwen-Image as ComfyUI splits it: diffusers' names under "model.diffusion_model.".
+
+TEST(SingleFile, QwenImageComfyFileIsTheDirectorysBitForBit) {
+  const std::string file = kSingle + "/tiny-qwen-image-comfy.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-qwen-image";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  ASSERT_TRUE(single.single_file);
+  EXPECT_EQ(single.single_file->kind, "qwen-image");
+  EXPECT_EQ(single.at("transformer").source, "single file (model.diffusion_model.*, diffusers names)");
+  EXPECT_CONTAINS(single.at("vae").source, "--base ");
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-qwen-image");
+  auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+  auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+  const auto sa = state_of(*a), sb = state_of(*b);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (const auto& [key, value] : sb) {
+    ASSERT_TRUE(sa.count(key)) << key;
+    EXPECT_TRUE(torch::equal(sa.at(key), value)) << key;
+  }
+  LoadRequest r, d;
+  r.model = file;
+  r.base = o.base;
+  r.vae = kPipelines + "/tiny-qwen-image/vae";
+  r.text_encoder = kPipelines + "/tiny-qwen-image/text_encoder";
+  d.model = kPipelines + "/tiny-qwen-image";
+  EXPECT_EQ(pixels(r, 2), pixels(d, 2));
+}
+
+TEST(SingleFile, QwenImageRefusalsAreOneLine) {
+  const std::string file = kSingle + "/tiny-qwen-image-comfy.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-qwen-image-alt";  // 3 blocks; the file has 2
+  const std::string e = error_of([&] { resolve_model(file, "", nullptr, o); });
+  EXPECT_CONTAINS(e, "InputError: '" + file + "''s keys say num_layers 2 but --base '");
+  EXPECT_CONTAINS(e, "'s transformer config has num_layers 3; give the base the file belongs to");
+  o.base = kPipelines + "/tiny-flux-dev";
+  EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }), "is a Qwen-Image checkpoint but --base");
+  o = {};
+  o.text_encoder_2 = kPipelines + "/tiny-flux-dev/text_encoder_2";
+  o.base = kPipelines + "/tiny-qwen-image";
+  EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }),
+                  "--text-encoder-2 is for SDXL and FLUX.1 checkpoints; '" + file + "' is Qwen-Image");
+  // The shipped default (Qwen/Qwen-Image's configs, the real Qwen2 vocabulary): the VAE and text
+  // encoder are named with how to give them, and num_layers is the file's.
+  const CheckoutDataDir data_dir;
+  std::vector<ModelDirError> errors;
+  const ModelDir md = resolve_model(file, "", &errors, {});
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].component, "vae");
+  EXPECT_CONTAINS(errors[0].message, "is a Qwen-Image transformer only, without a vae; give it with --vae DIR");
+  EXPECT_EQ(errors[1].component, "text_encoder");
+  EXPECT_CONTAINS(errors[1].message, "give it with --text-encoder DIR");
+  EXPECT_EQ(md.at("transformer").config["num_layers"], 2);
+  EXPECT_EQ(md.at("transformer").config["num_attention_heads"], 24);
+}
+
+// ---- Z-Image in its original layout (fused attention.qkv, x_embedder, final_layer).
+
+TEST(SingleFile, ZImageOriginalFileIsTheDirectorysBitForBit) {
+  const std::string file = kSingle + "/tiny-z-image-original.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-z-image";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  ASSERT_TRUE(single.single_file);
+  EXPECT_EQ(single.single_file->kind, "z-image-turbo");
+  EXPECT_EQ(single.at("transformer").source, "single file (*, Z-Image original)");
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-z-image");
+  auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+  auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
+  const auto sa = state_of(*a), sb = state_of(*b);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (const auto& [key, value] : sb) {
+    ASSERT_TRUE(sa.count(key)) << key;
+    EXPECT_TRUE(torch::equal(sa.at(key), value)) << key;
+  }
+  LoadRequest r, d;
+  r.model = file;
+  r.base = o.base;
+  d.model = kPipelines + "/tiny-z-image";
+  EXPECT_EQ(pixels(r, 2), pixels(d, 2));
+}
+
+TEST(SingleFile, ZImageRefusalsAreOneLine) {
+  const std::string file = kSingle + "/tiny-z-image-original.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-z-image-alt";  // 2 refiner blocks; the file has 1
+  EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }),
+                  "'s keys say n_layers 2, n_refiner_layers 1 but --base '");
+  // Lumina 2's original blocks keep their modulation at adaLN_modulation.1: not Z-Image.
+  EXPECT_CONTAINS(error_of([&] {
+                    detect_ldm_checkpoint({{"cap_embedder.0.weight", {2304}}, {"layers.0.attention.qkv.weight", {9, 3}},
+                                           {"layers.0.adaLN_modulation.1.weight", {9, 3}}},
+                                          "l.safetensors");
+                  }),
+                  "InputError: 'l.safetensors' looks like a Lumina 2 transformer");
+  EXPECT_FALSE(detect_dit_checkpoint({{"cap_embedder.0.weight", {2304}}, {"layers.0.attention.qkv.weight", {9, 3}},
+                                      {"layers.0.adaLN_modulation.1.weight", {9, 3}}},
+                                     "l"));
+  // The shipped default (Tongyi-MAI/Z-Image-Turbo's configs): VAE and text encoder named with how to give them.
+  const CheckoutDataDir data_dir;
+  std::vector<ModelDirError> errors;
+  const ModelDir md = resolve_model(file, "", &errors, {});
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_CONTAINS(errors[0].message, "is a Z-Image transformer only, without a vae; give it with --vae DIR");
+  EXPECT_CONTAINS(errors[1].message, "without a text_encoder; give it with --text-encoder DIR");
+  EXPECT_EQ(md.at("transformer").config["n_refiner_layers"], 1);
+  EXPECT_EQ(md.at("transformer").config["dim"], 3840);
+}
+
+// The shipped Z-Image-Turbo config is the real architecture: its original keys and shapes
+// (keys/z-image-turbo.json, from diffusers' module on the meta device) convert to exactly the keys and
+// shapes of the module dpinfer builds from configs/single_file/z-image-turbo.
+TEST(SingleFile, ShippedZImageConfigMatchesTheRealArchitectureKeyForKey) {
+  std::ifstream in(kSingle + "/keys/z-image-turbo.json");
+  const json rows = json::parse(in);
+  std::vector<SourceTensor> tensors;
+  for (const json& row : rows) tensors.push_back({row[0].get<std::string>(), row[1].get<std::vector<int64_t>>()});
+  const ModelDir base = resolve_model(kConfigs + "/z-image-turbo");
+  Component c = base.at("transformer");
+  c.single_file = "keys.json";
+  c.layout = CheckpointLayout::kZImageOriginal;
+  const std::vector<TensorPart> parts = single_file_converter(c)(tensors);
+  auto module = find_model_class(c.class_name)->build(c.config, at::TensorOptions().device(at::kMeta));
+  std::map<std::string, std::vector<int64_t>> want;
+  for (const auto& [key, t] : state_of(*module)) want[key] = t.sizes().vec();
+  std::map<std::string, std::vector<int64_t>> got;
+  for (const TensorPart& p : parts) got[p.target] = p.shape;
+  EXPECT_EQ(got.size(), parts.size());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(parts.size(), tensors.size() + 2 * (30 + 2 + 2));  // each block's qkv in thirds
 }
 
 }  // namespace

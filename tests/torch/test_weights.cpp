@@ -282,6 +282,61 @@ TEST_F(Weights, RefusesAKeyGivenTwice) {
                   "'fc.bias' is given twice");
 }
 
+// A converter's pieces (TensorPart::target_row) fill one module tensor from row ranges of a
+// file tensor in another order, as FLUX.1's BFL final_layer.adaLN_modulation.1 (shift, scale)
+// becomes diffusers' norm_out.linear (scale, shift); converted to the parameter's dtype.
+TEST_F(Weights, ConverterPiecesFillOneTensorInAnotherRowOrder) {
+  const torch::Tensor fused = values("fused", {4, 2});  // rows 0..3
+  Tensors file_tensors{{"fused", fused.to(torch::kHalf)}};
+  for (const auto& [name, t] : tiny_tensors(torch::kHalf))
+    if (name != "attn.to_q.weight") file_tensors.emplace_back("orig." + name, t);
+  write_safetensors(file("pieces.safetensors"), file_tensors);
+  // attn.to_q.weight [2,2] is the file's rows 3 then 1 of "fused"; the other keys are "orig.<key>", whole.
+  auto convert = [](std::vector<std::pair<int64_t, int64_t>> q_pieces) {
+    return [q_pieces](const std::vector<SourceTensor>& tensors) {
+      std::vector<TensorPart> parts;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const SourceTensor& t = tensors[i];
+        if (t.name == "fused") {
+          for (const auto& [source_row, target_row] : q_pieces) {
+            TensorPart p{i, "attn.to_q.weight", source_row, 1, {2, 2}};
+            p.target_row = target_row;
+            parts.push_back(p);
+          }
+        } else {
+          parts.push_back({i, t.name.substr(5), 0, -1, t.shape});  // "orig.<key>" whole
+        }
+      }
+      return parts;
+    };
+  };
+  TinyModel model;
+  LoadOptions load;
+  load.convert = convert({{3, 0}, {1, 1}});
+  EXPECT_TRUE(match_keys(*model, {file("pieces.safetensors")}, {}, "tiny", load.convert).ok());
+  load_weights(*model, {file("pieces.safetensors")}, {}, "tiny", load);
+  const torch::Tensor want = torch::cat({fused.slice(0, 3, 4), fused.slice(0, 1, 2)}).to(torch::kHalf).to(torch::kFloat);
+  EXPECT_TRUE(torch::equal(model->attn->to_q->weight, want)) << model->attn->to_q->weight;
+  EXPECT_TRUE(torch::equal(model->fc->bias, values("fc.bias", {2}, torch::kHalf).to(torch::kFloat)));
+
+  // Pieces that overlap, or leave a row unfilled, are a mismatch reported before anything is written.
+  for (const auto& bad : {std::vector<std::pair<int64_t, int64_t>>{{3, 0}, {1, 0}},
+                          std::vector<std::pair<int64_t, int64_t>>{{3, 1}}}) {
+    TinyModel fresh;
+    const KeyReport report = match_keys(*fresh, {file("pieces.safetensors")}, {}, "tiny", convert(bad));
+    ASSERT_EQ(report.mismatched.size(), 1u);
+    EXPECT_CONTAINS(report.mismatched[0], "attn.to_q.weight is [2,2] but its pieces from 'fused' do not fill its rows once each");
+    LoadOptions o;
+    o.convert = convert(bad);
+    EXPECT_CONTAINS(error_of([&] { load_weights(*fresh, {file("pieces.safetensors")}, {}, "tiny", o); }),
+                    "do not fill its rows once each");
+  }
+  // A piece past the end of its module tensor is refused in one line naming the file tensor.
+  TinyModel fresh;
+  EXPECT_CONTAINS(error_of([&] { match_keys(*fresh, {file("pieces.safetensors")}, {}, "tiny", convert({{3, 2}})); }),
+                  "tensor 'fused' rows [3, 4) cannot be rows [2, 3) of [2,2] for 'attn.to_q.weight'");
+}
+
 TEST_F(Weights, IgnoresKeysLikePositionIds) {
   struct Embeddings : torch::nn::Module {
     Embeddings() {

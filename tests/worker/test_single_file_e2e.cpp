@@ -1,5 +1,6 @@
 // Single-file checkpoints through the commands a user runs: `dpinfer-worker generate` and
 // `dpinfer launch` on tiny-sd1/tiny-sdxl in the LDM layout (tools/fixtures/make_single_file_fixtures.py)
+// and on tiny-flux-dev's transformer in Black Forest Labs' layout (make_dit_single_file_fixtures.py)
 // make the directory's images bit for bit, run.json says where each component came from,
 // `dpinfer inspect` reports the file, and bad input exits 2 with one line.
 #include <gtest/gtest.h>
@@ -100,4 +101,36 @@ TEST(SingleFileE2E, BadInputExitsTwoWithOneLine) {
   r = generate(dir, "c", {"--model", dir.file("m.ckpt")});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "is a pickle, which dpinfer never loads")) << r.err;
+}
+
+TEST(SingleFileE2E, FluxBflFileMakesTheDirectorysImages) {
+  TempDir dir;
+  write_prompts(dir);
+  const std::string file = kData + "/single_file/tiny-flux-dev-bfl.safetensors";
+  RunResult a = generate(dir, "file", {"--model", file, "--base", kData + "/pipelines/tiny-flux-dev"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  RunResult b = generate(dir, "dir", {"--model", kData + "/pipelines/tiny-flux-dev"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto pixels = png_pixels_in(dir.file("file"));
+  ASSERT_EQ(pixels.size(), 3u);
+  EXPECT_EQ(pixels, png_pixels_in(dir.file("dir")));
+  const json p = json::parse(read_file(dir.file("file/run.json")))["pipeline"];
+  EXPECT_EQ(p["model"], "tiny-flux-dev-bfl");
+  EXPECT_EQ(p["single_file"]["kind"], "flux-dev");
+  EXPECT_EQ(p["single_file"]["components"]["transformer"], "single file (*, BFL FLUX.1)");
+
+  // ComfyUI's prefix, schnell: inspect reports the file and its keys as matching the base.
+  RunResult inspect = run({DPINFER_BINARY, "inspect", kData + "/single_file/tiny-flux-schnell-comfy.safetensors",
+                           "--base", kData + "/pipelines/tiny-flux-schnell", "--json"},
+                          kEnv, 120s);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const json report = json::parse(inspect.out);
+  EXPECT_EQ(report["single_file"]["kind"], "flux-schnell");
+  EXPECT_EQ(report["components"]["transformer"]["source"], "single file (model.diffusion_model.*, BFL FLUX.1)");
+  EXPECT_TRUE(report["components"]["transformer"]["keys"]["ok"].get<bool>());
+
+  // Without --base: the shipped default has no VAE, text encoders or T5 vocabulary; exit 2, one line.
+  RunResult r = generate(dir, "c", {"--model", file});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "is a FLUX.1 [dev] transformer only, without a vae; give it with --vae DIR")) << r.err;
 }

@@ -8,6 +8,10 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
+#include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
+#include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
+#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+#include "dpinfer/pipeline/single_file/z_image_keys.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
@@ -45,6 +49,21 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
 }
 
 KeyConverter single_file_converter(const Component& c) {
+  if (c.layout == CheckpointLayout::kFluxBfl) {
+    // single_blocks.N.linear1 splits at the attention's width (diffusers' inner_dim).
+    const FluxTransformerConfig flux = FluxTransformerConfig::from_json(c.config);
+    return [prefix = c.key_prefix, inner = flux.inner_dim()](
+               const std::vector<SourceTensor>& tensors) { return convert_flux_bfl_keys(prefix, inner, tensors); };
+  }
+  if (c.layout == CheckpointLayout::kZImageOriginal) {
+    // all_x_embedder / all_final_layer are keyed "<patch_size>-<f_patch_size>"; the original
+    // file has one of each, the config's first (Z-Image: "2-1", as diffusers' converter writes).
+    const ZImageTransformerConfig z = ZImageTransformerConfig::from_json(c.config);
+    const std::string patch = std::to_string(z.all_patch_size.at(0)) + "-" + std::to_string(z.all_f_patch_size.at(0));
+    return [prefix = c.key_prefix, patch](const std::vector<SourceTensor>& tensors) {
+      return convert_z_image_keys(prefix, patch, tensors);
+    };
+  }
   LayoutShape shape;
   switch (c.layout) {
     case CheckpointLayout::kLdmUNet: {
@@ -65,6 +84,11 @@ KeyConverter single_file_converter(const Component& c) {
       shape.text_layers = CLIPTextConfig::from_json(c.config).num_hidden_layers;
       shape.text_projection = c.class_name == "CLIPTextModelWithProjection";
       break;
+    case CheckpointLayout::kFluxBfl:
+    case CheckpointLayout::kZImageOriginal:
+      break;  // above
+    case CheckpointLayout::kDiffusersNames:
+      break;  // the names as they are
   }
   return [layout = c.layout, prefix = c.key_prefix, shape](const std::vector<SourceTensor>& tensors) {
     return convert_ldm_keys(layout, prefix, shape, tensors);

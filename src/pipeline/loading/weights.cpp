@@ -189,6 +189,10 @@ struct Assignment {
   std::string source_key;
   std::optional<float> scale;  ///< a scaled fp8 weight's per-tensor scale
   bool transpose = false;      ///< a converted part stored [in, out]
+  /// A module tensor filled by pieces (TensorPart::target_row): each piece's view (of
+  /// `file`) and the row of the module tensor it starts at; `view` is the first piece.
+  std::vector<std::pair<const io::TensorView*, int64_t>> pieces;
+  std::vector<int64_t> shape;  ///< the whole module tensor's shape, for pieces
 };
 
 /// A converted part of a file tensor as a view of its own (TensorPart): the same bytes, or
@@ -213,10 +217,21 @@ io::TensorView part_view(const io::TensorView& source, const TensorPart& part, c
   }
   int64_t shaped = 1;
   for (int64_t d : part.shape) shaped *= d;
-  if (shaped != numel || (part.transpose && part.shape.size() != 2))
+  if ((part.target_row < 0 && shaped != numel) || (part.transpose && part.shape.size() != 2))
     throw InputError(where + " cannot be read as " + shape_text(part.shape) + " for '" + part.target +
                      "'; the checkpoint is not the layout expected");
   view.shape = part.shape;
+  if (part.target_row >= 0) {
+    // A piece: `rows` rows of the module tensor `shape`, from row `target_row` on.
+    if (part.rows < 0 || part.transpose || part.shape.empty() || part.target_row > part.shape[0] - part.rows ||
+        numel != (part.shape[0] == 0 ? 0 : shaped / part.shape[0]) * part.rows)
+      throw InputError(where + " rows [" + std::to_string(part.row_begin) + ", " +
+                       std::to_string(part.row_begin + part.rows) + ") cannot be rows [" +
+                       std::to_string(part.target_row) + ", " + std::to_string(part.target_row + part.rows) +
+                       ") of " + shape_text(part.shape) + " for '" + part.target +
+                       "'; the checkpoint is not the layout expected");
+    view.shape[0] = part.rows;
+  }
   return view;
 }
 
@@ -254,7 +269,13 @@ Matching match(const torch::nn::Module& module,
   for (size_t f = 0; f < opened.size(); ++f) {
     const Fp8Scales scales = find_fp8_scales(*opened[f], files[f]);
     // What is matched: the file's tensors, or their converted parts, each with its file name.
-    std::vector<std::pair<const io::TensorView*, bool>> views;  // view, transposed
+    struct Matched {
+      const io::TensorView* view;
+      bool transpose = false;
+      int64_t target_row = -1;           ///< a piece's row in the module tensor
+      std::vector<int64_t> whole_shape;  ///< a piece's module tensor shape
+    };
+    std::vector<Matched> views;
     std::vector<std::string> file_names;
     if (convert) {
       const std::vector<io::TensorView>& all = opened[f]->tensors();
@@ -269,17 +290,18 @@ Matching match(const torch::nn::Module& module,
         if (part.source >= index.size()) throw Error("component '" + component + "': key conversion out of range");
         const io::TensorView& source = all[index[part.source]];
         m.parts.push_back(part_view(source, part, files[f]));
-        views.emplace_back(&m.parts.back(), part.transpose);
+        views.push_back({&m.parts.back(), part.transpose, part.target_row, part.shape});
         file_names.push_back(source.name);
       }
     } else {
       for (const io::TensorView& view : opened[f]->tensors()) {
-        views.emplace_back(&view, false);
+        views.push_back({&view, false, -1, {}});
         file_names.push_back(view.name);
       }
     }
     for (size_t v = 0; v < views.size(); ++v) {
-      const io::TensorView& view = *views[v].first;
+      const io::TensorView& view = *views[v].view;
+      const bool piece = views[v].target_row >= 0;
       const std::string& file_name = file_names[v];
       if (scales.consumed.count(file_name)) continue;
       if (is_ignored(view.name, renames)) continue;
@@ -291,7 +313,17 @@ Matching match(const torch::nn::Module& module,
         m.report.unexpected.push_back(file_name);
         continue;
       }
-      auto [it, inserted] = m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].second});
+      auto [it, inserted] =
+          m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].transpose, {}, {}});
+      if (!inserted && piece && !it->second.pieces.empty() && it->second.file == f &&
+          it->second.source_key == file_name && it->second.shape == views[v].whole_shape) {
+        it->second.pieces.emplace_back(&view, views[v].target_row);  // the tiling is checked below
+        continue;
+      }
+      if (piece && inserted) {
+        it->second.pieces.emplace_back(&view, views[v].target_row);
+        it->second.shape = views[v].whole_shape;
+      }
       if (!inserted)
         throw Error("component '" + component + "': '" + key + "' is given twice, as '" +
                     it->second.source_key + "' in '" + files[it->second.file] + "' and as '" +
@@ -318,12 +350,27 @@ Matching match(const torch::nn::Module& module,
                            layer + ".weight_scale'); the file is incomplete, re-download or re-convert it");
         }
       }
-      if (param->second.sizes() != at::IntArrayRef(view.shape))
-        m.report.mismatched.push_back(key + " is " + shape_text(view.shape) + " in the file but " +
+      const std::vector<int64_t>& shape = piece ? views[v].whole_shape : view.shape;
+      if (param->second.sizes() != at::IntArrayRef(shape))
+        m.report.mismatched.push_back(key + " is " + shape_text(shape) + " in the file but " +
                                       shape_text(param->second.sizes()) + " in the model");
       else
         ++m.report.matched;
     }
+  }
+  // A module tensor filled by pieces gets each of its rows exactly once.
+  for (auto& [key, a] : m.assigned) {
+    if (a.pieces.empty()) continue;
+    std::sort(a.pieces.begin(), a.pieces.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    int64_t next = 0;
+    bool tiled = true;
+    for (const auto& [piece, row] : a.pieces) {
+      tiled = tiled && row == next;
+      next = row + piece->shape[0];
+    }
+    if (!tiled || next != a.shape[0])
+      m.report.mismatched.push_back(key + " is " + shape_text(a.shape) + " but its pieces from '" + a.source_key +
+                                    "' do not fill its rows once each");
   }
   for (const std::string& key : order)
     if (!m.assigned.count(key) && !is_ignored(key, renames)) m.report.missing.push_back(key);
@@ -422,17 +469,27 @@ void load_weights(torch::nn::Module& module, const std::vector<std::string>& fil
   Matching m = match(module, opened, files, renames, component, options.convert);
   if (!m.report.ok()) throw Error(key_mismatch_message(m.report, files, component));
 
-  // Each file front to back, so that the pages it has read can be dropped as it goes.
-  std::vector<std::pair<const Assignment*, at::Tensor*>> order;
-  for (auto& [key, a] : m.assigned) order.emplace_back(&a, &m.state.at(key));
-  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
-    return std::make_pair(x.first->file, x.first->view->offset) < std::make_pair(y.first->file, y.first->view->offset);
+  // Each file front to back, so that the pages it has read can be dropped as it goes. A
+  // module tensor filled by pieces is copied piece by piece into its rows.
+  struct Copy {
+    const Assignment* a;
+    const io::TensorView* view;
+    at::Tensor target;
+  };
+  std::vector<Copy> order;
+  for (auto& [key, a] : m.assigned) {
+    at::Tensor& param = m.state.at(key);
+    if (a.pieces.empty()) order.push_back({&a, a.view, param});
+    for (const auto& [piece, row] : a.pieces) order.push_back({&a, piece, param.narrow(0, row, piece->shape[0])});
+  }
+  std::sort(order.begin(), order.end(), [](const Copy& x, const Copy& y) {
+    return std::make_pair(x.a->file, x.view->offset) < std::make_pair(y.a->file, y.view->offset);
   });
 
   at::NoGradGuard no_grad;
   for (size_t f = 0; f < opened.size(); ++f) {
-    for (const auto& [a, param] : order)
-      if (a->file == f) copy_tensor(*opened[f], *a->view, a->scale, a->transpose, *param, options);
+    for (Copy& c : order)
+      if (c.a->file == f) copy_tensor(*opened[f], *c.view, c.a->scale, c.a->transpose, c.target, options);
     opened[f].reset();  // unmapped as soon as its tensors are copied
   }
 }

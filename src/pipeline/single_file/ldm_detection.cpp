@@ -37,14 +37,13 @@ std::string prefixes_found(const std::vector<SourceTensor>& tensors) {
 }
 
 /// Original layouts of families dpinfer loads only as diffusers directories, by one probe key
-/// each (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version).
+/// each (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version). FLUX.1's
+/// BFL files, Qwen-Image's ComfyUI files and Z-Image's original files are detect_dit_checkpoint()'s
+/// (dit_detection.h), which runs first.
 std::string other_family(const std::vector<SourceTensor>& tensors) {
   for (const SourceTensor& t : tensors) {
     const std::string& k = t.name;
-    if (k.find("double_blocks.") != std::string::npos) return "a FLUX.1 (BFL) transformer";
     if (k.find("joint_blocks.") != std::string::npos) return "an SD3 (original) transformer";
-    if (k.find("cap_embedder.") != std::string::npos) return "a Z-Image (original) transformer";
-    if (k.find("transformer_blocks.0.img_mod.") != std::string::npos) return "a Qwen-Image (ComfyUI) transformer";
   }
   return "";
 }
@@ -61,6 +60,11 @@ const char* ldm_kind_label(const std::string& kind) {
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
   const std::string where = quote(file);
   if (!has_prefix(tensors, kUNetPrefix)) {
+    // detect_dit_checkpoint() took Z-Image's original files; what else has cap_embedder is Lumina 2's.
+    if (std::any_of(tensors.begin(), tensors.end(),
+                    [](const SourceTensor& t) { return t.name.find("cap_embedder.") != std::string::npos; }))
+      throw InputError(where + " looks like a Lumina 2 transformer (cap_embedder.*, without Z-Image's blocks), which "
+                       "dpinfer does not run");
     const std::string other = other_family(tensors);
     if (!other.empty())
       throw InputError(where + " looks like " + other +

@@ -5,11 +5,17 @@
 
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
+#include "key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
-using Renames = std::vector<std::pair<std::string, std::string>>;
+using key_rules::indexed;
+using key_rules::rename;
+using key_rules::Renames;
+using key_rules::row_range;
+using key_rules::shape_text;
+using key_rules::whole;
 
 // ---- The tables: LDM module path -> diffusers module path (a prefix of the rest of the key).
 
@@ -39,52 +45,6 @@ const Renames kOpenClipTop{{"token_embedding", "text_model.embeddings.token_embe
                            {"ln_final", "text_model.final_layer_norm"}};
 const Renames kOpenClipLayer{{"ln_1", "layer_norm1"},     {"ln_2", "layer_norm2"},  {"mlp.c_fc", "mlp.fc1"},
                              {"mlp.c_proj", "mlp.fc2"}, {"attn.out_proj", "self_attn.out_proj"}};
-
-// ---- Helpers.
-
-/// `rest` with its leading module path renamed by the first entry of `table` it starts
-/// with ("in_layers.0.weight" -> "norm1.weight"); nullopt when none does.
-std::optional<std::string> rename(const std::string& rest, const Renames& table) {
-  for (const auto& [from, to] : table)
-    if (rest.size() > from.size() && rest.compare(0, from.size(), from) == 0 && rest[from.size()] == '.')
-      return to + rest.substr(from.size());
-  return std::nullopt;
-}
-
-/// The decimal number `text` holds (at most 9 digits, no sign), or nullopt.
-std::optional<int64_t> parse_index(const std::string& text) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
-  int64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  return value;
-}
-
-/// Splits "<name>.<N>.<rest>" after `head` ("input_blocks."): N and rest.
-std::optional<std::pair<int64_t, std::string>> indexed(const std::string& key, const std::string& head) {
-  if (!starts_with(key, head)) return std::nullopt;
-  const size_t dot = key.find('.', head.size());
-  if (dot == std::string::npos) return std::nullopt;
-  const std::optional<int64_t> n = parse_index(key.substr(head.size(), dot - head.size()));
-  if (!n) return std::nullopt;
-  return std::make_pair(*n, key.substr(dot + 1));
-}
-
-TensorPart whole(size_t source, std::string target, const std::vector<int64_t>& shape) {
-  TensorPart p;
-  p.source = source;
-  p.target = std::move(target);
-  p.shape = shape;
-  return p;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // ---- UNet.
 
@@ -178,6 +138,9 @@ const char* layout_name(CheckpointLayout layout) {
     case CheckpointLayout::kLdmVae: return "LDM VAE";
     case CheckpointLayout::kTransformersClip: return "transformers CLIP";
     case CheckpointLayout::kOpenClip: return "OpenCLIP";
+    case CheckpointLayout::kFluxBfl: return "BFL FLUX.1";
+    case CheckpointLayout::kDiffusersNames: return "diffusers names";
+    case CheckpointLayout::kZImageOriginal: return "Z-Image original";
   }
   return "?";
 }
@@ -191,6 +154,15 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
     const std::string key = t.name.substr(prefix.size());
     const std::string where = "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
     switch (layout) {
+      case CheckpointLayout::kFluxBfl:
+      case CheckpointLayout::kZImageOriginal:
+        throw Error(std::string("convert_ldm_keys: the ") + layout_name(layout) +
+                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h)");
+      case CheckpointLayout::kDiffusersNames:
+        // diffusers 0.36.0 reads a Qwen-Image file as is (single_file_model.py's mapping for
+        // QwenImageTransformer2DModel is the identity); ComfyUI may save the same keys under its prefix.
+        parts.push_back(whole(s, key, t.shape));
+        break;
       case CheckpointLayout::kLdmUNet: {
         if (shape.unet_layers_per_block < 1)
           throw InputError("the UNet config's layers_per_block must be at least 1 for an LDM checkpoint");
@@ -258,14 +230,8 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
           const int64_t rows = t.shape[0] / 3;
           const std::string leaf = inner == "attn.in_proj_weight" ? "weight" : "bias";
           const char* names[] = {"q_proj", "k_proj", "v_proj"};
-          for (int64_t k = 0; k < 3; ++k) {
-            std::vector<int64_t> part_shape = t.shape;
-            part_shape[0] = rows;
-            TensorPart p = whole(s, base + "self_attn." + names[k] + "." + leaf, part_shape);
-            p.row_begin = k * rows;
-            p.rows = rows;
-            parts.push_back(std::move(p));
-          }
+          for (int64_t k = 0; k < 3; ++k)
+            parts.push_back(row_range(s, base + "self_attn." + names[k] + "." + leaf, t.shape, k * rows, rows));
           break;
         }
         auto r = rename(inner, kOpenClipLayer);

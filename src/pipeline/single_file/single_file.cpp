@@ -12,10 +12,13 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/single_file/dit_detection.h"
+#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
 #include "dpinfer/util/process.h"
 #include "dpinfer/util/strings.h"
+#include "key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -25,19 +28,42 @@ namespace fs = std::filesystem;
 constexpr const char* kUNetPrefix = "model.diffusion_model.";
 constexpr const char* kVaePrefix = "first_stage_model.";
 
-/// Where one component's weights sit in a family's LDM checkpoints.
+/// Where one component's weights sit in a family's single files.
 struct ComponentSlot {
-  std::string component;  ///< "unet", "vae", "text_encoder", "text_encoder_2"
+  std::string component;  ///< "unet", "transformer", "vae", "text_encoder", "text_encoder_2"
   std::string prefix;
   CheckpointLayout layout;
   std::string option;     ///< the option that supplies it when the file lacks it; empty: none can
+  bool in_file = true;    ///< false: the family's files never hold it (a DiT file is the transformer only)
 };
+
+bool is_flux(const std::string& kind) { return kind == "flux-dev" || kind == "flux-schnell"; }
+bool is_qwen_image(const std::string& kind) { return kind == "qwen-image"; }
+bool is_z_image(const std::string& kind) { return kind == "z-image-turbo"; }
+
+/// "Stable Diffusion 1.x", "FLUX.1 [dev]", ... for a kind.
+std::string kind_label(const std::string& kind) {
+  const char* dit = dit_kind_label(kind);
+  return dit ? dit : ldm_kind_label(kind);
+}
 
 /// The slots of each kind (diffusers' single_file_utils.py: convert_ldm_unet_checkpoint's
 /// "model.diffusion_model.", convert_ldm_vae_checkpoint's "first_stage_model.",
 /// convert_ldm_clip_checkpoint's "cond_stage_model.transformer." / "conditioner.embedders.0.transformer.",
 /// convert_open_clip_checkpoint's "cond_stage_model.model." / "conditioner.embedders.1.model.").
-std::vector<ComponentSlot> slots(const std::string& kind) {
+/// A DiT file (FLUX.1 BFL, Qwen-Image, Z-Image) holds the transformer only, under `prefix`; the rest
+/// comes from options or the base.
+std::vector<ComponentSlot> slots(const std::string& kind, const std::string& prefix) {
+  if (is_qwen_image(kind) || is_z_image(kind))
+    return {{"transformer", prefix,
+             is_z_image(kind) ? CheckpointLayout::kZImageOriginal : CheckpointLayout::kDiffusersNames, ""},
+            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
+            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false}};
+  if (is_flux(kind))
+    return {{"transformer", prefix, CheckpointLayout::kFluxBfl, ""},
+            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
+            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false},
+            {"text_encoder_2", "", CheckpointLayout::kTransformersClip, "--text-encoder-2", false}};
   std::vector<ComponentSlot> s{{"unet", kUNetPrefix, CheckpointLayout::kLdmUNet, ""},
                                {"vae", kVaePrefix, CheckpointLayout::kLdmVae, "--vae"}};
   if (kind == "sd1")
@@ -58,6 +84,9 @@ bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& pre
 
 /// The family table's pipeline class for a kind.
 const char* pipeline_class_of(const std::string& kind) {
+  if (is_flux(kind)) return "FluxPipeline";
+  if (is_qwen_image(kind)) return "QwenImagePipeline";
+  if (is_z_image(kind)) return "ZImagePipeline";
   return kind == "sdxl" ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline";
 }
 
@@ -87,6 +116,54 @@ bool has_weight_files(const std::string& dir) {
   }
 }
 
+/// What a DiT transformer file's keys say of its config: (config field, value) pairs.
+using ConfigFacts = std::vector<std::pair<std::string, nlohmann::json>>;
+
+/// How many blocks "<head>N." the keys under `prefix` have (the highest N + 1).
+int64_t count_blocks(const std::string& prefix, const std::string& head, const std::vector<SourceTensor>& tensors) {
+  int64_t n = 0;
+  for (const SourceTensor& t : tensors)
+    if (t.name.size() > prefix.size() && t.name.compare(0, prefix.size(), prefix) == 0)
+      if (auto block = key_rules::indexed(t.name.substr(prefix.size()), head)) n = std::max(n, block->first + 1);
+  return n;
+}
+
+/// FLUX.1 (BFL): its blocks and guidance embeds, as convert_flux_transformer_checkpoint_to_diffusers
+/// derives them; Qwen-Image: its blocks (transformer_blocks.N); Z-Image: its main and refiner blocks.
+ConfigFacts config_facts(const std::string& kind, const std::string& prefix, const std::vector<SourceTensor>& tensors) {
+  if (is_flux(kind)) {
+    const FluxBflBlocks b = count_flux_bfl_blocks(prefix, tensors);
+    return {{"num_layers", b.double_blocks}, {"num_single_layers", b.single_blocks}, {"guidance_embeds", b.guidance}};
+  }
+  if (is_z_image(kind))
+    return {{"n_layers", count_blocks(prefix, "layers.", tensors)},
+            {"n_refiner_layers", count_blocks(prefix, "noise_refiner.", tensors)}};
+  return {{"num_layers", count_blocks(prefix, "transformer_blocks.", tensors)}};
+}
+
+/// A DiT transformer file's architecture against its config: the shipped default's config is made
+/// the file's (diffusers takes these from the Hub's config; a fine-tune may change them), a --base
+/// config must agree with it (one line naming both otherwise).
+void fit_config(Component& c, const ConfigFacts& facts, bool shipped, const std::string& where,
+                const std::string& base) {
+  if (shipped) {
+    for (const auto& [field, value] : facts) c.config[field] = value;
+    return;
+  }
+  bool agree = true;
+  std::string file_says, base_says;
+  for (const auto& [field, value] : facts) {
+    if (!c.config.contains(field)) continue;  // the class default; the strict key check still applies
+    const nlohmann::json& given = c.config[field];
+    agree = agree && given == value;
+    file_says += (file_says.empty() ? "" : ", ") + field + " " + value.dump();
+    base_says += (base_says.empty() ? "" : ", ") + field + " " + printable(given.dump(), 40);
+  }
+  if (!agree)
+    throw InputError(where + "'s keys say " + file_says + " but --base " + quote(base) + "'s transformer config has " +
+                     base_says + "; give the base the file belongs to");
+}
+
 }  // namespace
 
 std::string shipped_config_dir(const std::string& kind) {
@@ -101,7 +178,7 @@ std::string shipped_config_dir(const std::string& kind) {
     if (::access((dir + "/model_index.json").c_str(), R_OK) == 0) return fs::weakly_canonical(dir).string();
     looked += (looked.empty() ? "" : ", ") + dir;
   }
-  throw InputError("dpinfer's default configs for " + std::string(ldm_kind_label(kind)) + " single files are not installed "
+  throw InputError("dpinfer's default configs for " + kind_label(kind) + " single files are not installed "
                    "(looked in " + looked + "); pass --base DIR|org/name, set DPINFER_DATA_DIR, or reinstall dpinfer");
 }
 
@@ -125,7 +202,9 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   std::vector<SourceTensor> tensors;
   for (const io::TensorView& v : file->tensors()) tensors.push_back({v.name, v.shape});
   file.reset();
-  const LdmDetection detected = detect_ldm_checkpoint(tensors, path);
+  const std::optional<DitDetection> dit = detect_dit_checkpoint(tensors, path);
+  const LdmDetection detected =
+      dit ? LdmDetection{dit->kind, dit->label, ""} : detect_ldm_checkpoint(tensors, path);
 
   // The base: its family, configs, tokenizers and scheduler, and the weights the file lacks.
   SingleFileInfo info;
@@ -147,16 +226,17 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   const std::string family_class = pipeline_class_of(kind);
   if (std::find(model.family->pipeline_classes.begin(), model.family->pipeline_classes.end(), family_class) ==
       model.family->pipeline_classes.end())
-    throw InputError(where + " is a " + std::string(ldm_kind_label(kind)) + " checkpoint but --base " + quote(base) +
+    throw InputError(where + " is a " + kind_label(kind) + " checkpoint but --base " + quote(base) +
                      " is a " + model.family->label + " pipeline; give a base of the checkpoint's family");
   info.kind = kind;
-  info.label = std::string(ldm_kind_label(kind)) + " (LDM single file)";
+  info.label = kind_label(kind) + (dit ? " (" + std::string(layout_name(dit->layout)) + " transformer file)"
+                                       : std::string(" (LDM single file)"));
   info.base = model.root;
   model.spec = path;
   model.name = fs::path(path).stem().string();
   model.revision.clear();
 
-  for (const ComponentSlot& slot : slots(kind)) {
+  for (const ComponentSlot& slot : slots(kind, dit ? dit->prefix : "")) {
     Component* c = nullptr;
     for (Component& x : model.components)
       if (x.name == slot.component) c = &x;
@@ -172,7 +252,8 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
         take_folder(*c, given, slot.option);
         continue;
       }
-      if (has_prefix(tensors, slot.prefix)) {
+      if (slot.in_file && has_prefix(tensors, slot.prefix)) {
+        if (dit) fit_config(*c, config_facts(kind, slot.prefix, tensors), info.shipped_base, where, model.root);
         c->single_file = info.path;
         c->key_prefix = slot.prefix;
         c->layout = slot.layout;
@@ -183,16 +264,42 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
         c->source = "--base " + model.root;
         continue;
       }
-      throw InputError(where + " has no " + c->name + " (no " + slot.prefix + "* keys); give it with " + slot.option +
-                       " DIR (a diffusers/transformers " + c->class_name + " folder) or --base DIR|org/name (a " +
-                       family_class + " that has one)");
+      const std::string lacks = slot.in_file ? " has no " + c->name + " (no " + slot.prefix + "* keys)"
+                                             : " is a " + kind_label(kind) + " transformer only, without a " + c->name;
+      throw InputError(where + lacks + "; give it with " + slot.option + " DIR (a diffusers/transformers " +
+                       c->class_name + " folder) or --base DIR|org/name (a " + family_class + " that has one)");
     } catch (const Error& e) {
       if (!errors) throw;
       errors->push_back({c->name, e.what()});
     }
   }
-  if (!options.text_encoder_2.empty() && kind != "sdxl")
-    throw InputError("--text-encoder-2 is for SDXL checkpoints; " + where + " is " + ldm_kind_label(kind));
+  if (!options.text_encoder_2.empty() && kind != "sdxl" && !is_flux(kind))
+    throw InputError("--text-encoder-2 is for SDXL and FLUX.1 checkpoints; " + where + " is " + kind_label(kind));
+  if (is_flux(kind) && info.shipped_base) {
+    // The shipped FLUX.1 configs' tokenizer_2 is the offline stand-in T5 vocabulary of
+    // configs/models/flux-dev-shape, not T5's: prompts would be tokenized wrongly. T5's own
+    // comes from a --text-encoder-2 folder that holds it beside the weights (transformers'
+    // T5 folders such as google/t5-v1_1-xxl ship spiece.model there), else from --base.
+    Component* tokenizer = nullptr;
+    for (Component& x : model.components)
+      if (x.name == "tokenizer_2") tokenizer = &x;
+    const fs::path t5 = options.text_encoder_2.empty() ? fs::path() : fs::absolute(options.text_encoder_2);
+    if (tokenizer && !t5.empty() && file_exists((t5 / "spiece.model").string())) {
+      tokenizer->path = t5.string();
+      const fs::path config = t5 / "tokenizer_config.json";
+      tokenizer->config =
+          file_exists(config.string()) ? io::read_json_object_file(config.string()) : nlohmann::json::object();
+      tokenizer->source = "--text-encoder-2 " + t5.string();
+    } else {
+      const std::string message =
+          where + " is a " + kind_label(kind) + " transformer only, and dpinfer ships no T5 vocabulary for its "
+          "tokenizer_2; give --base DIR|org/name, a diffusers FLUX.1 pipeline (its tokenizers and scheduler, and the "
+          "VAE and text encoders unless --vae/--text-encoder/--text-encoder-2 give them), or a --text-encoder-2 DIR "
+          "that holds T5's spiece.model beside its weights";
+      if (!errors) throw InputError(message);
+      errors->push_back({"tokenizer_2", message});
+    }
+  }
   for (Component& c : model.components)
     if (c.source.empty()) c.source = (info.shipped_base ? "shipped config " : "--base ") + model.root;
   model.single_file = info;

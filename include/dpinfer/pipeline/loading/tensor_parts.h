@@ -21,13 +21,20 @@ struct SourceTensor {
 /// rows [row_begin, row_begin + rows) of its first dimension (a fused q/k/v split without a
 /// copy: a contiguous range of the file), seen with `shape` (same element count; a 1x1
 /// convolution read as a linear weight), or transposed (2-D only).
+///
+/// A part with `target_row` set is one piece of a module tensor that several parts fill:
+/// its rows land at [target_row, target_row + rows) of the module tensor, whose whole shape
+/// `shape` then is (every piece of a target gives the same). The pieces must tile the module
+/// tensor's rows exactly. This reorders row blocks without copying a tensor whole: BFL's
+/// final_layer.adaLN_modulation.1 stores (shift, scale), diffusers' norm_out.linear (scale, shift).
 struct TensorPart {
   size_t source = 0;            ///< index into the SourceTensor list converted
   std::string target;           ///< the module key
   int64_t row_begin = 0;
   int64_t rows = -1;            ///< -1: every row
-  std::vector<int64_t> shape;   ///< the shape the module sees
+  std::vector<int64_t> shape;   ///< the shape the module sees (of the whole module tensor, for a piece)
   bool transpose = false;       ///< a 2-D tensor stored [in, out] for a module's [out, in]
+  int64_t target_row = -1;      ///< >= 0: a piece, at this row of the module tensor (needs rows >= 0)
 };
 
 /// Maps the tensors of one checkpoint file to the module's keys (single_file/ldm_keys.h).

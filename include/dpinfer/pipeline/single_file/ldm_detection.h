@@ -20,7 +20,8 @@ struct LdmDetection {
 /// Detects the family of the checkpoint `file` from its tensors' names and shapes. Throws
 /// InputError (one line naming the file) for a checkpoint of no known family (listing the
 /// probe keys looked for and the key prefixes found) and for the kinds dpinfer refuses
-/// (inpainting, SDXL refiner, FLUX/SD3/Z-Image/Qwen-Image original files).
+/// (inpainting, SDXL refiner, SD3 and Lumina 2 original files; FLUX.1 BFL, Qwen-Image and Z-Image
+/// files are detect_dit_checkpoint()'s).
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file);
 
 /// "Stable Diffusion 1.x", "Stable Diffusion 2.x", "Stable Diffusion XL base" for a kind.

@@ -21,9 +21,13 @@ enum class CheckpointLayout {
   kLdmVae,            ///< ldm AutoencoderKL: encoder.down.N.block.M, mid.attn_1 as 1x1 convs
   kTransformersClip,  ///< a transformers CLIPTextModel under a prefix (SD 1.x, SDXL's first)
   kOpenClip,          ///< open_clip's text tower: resblocks, fused attn.in_proj, text_projection [in, out]
+  kFluxBfl,           ///< Black Forest Labs' FLUX.1 transformer (single_file/flux_bfl_keys.h)
+  kDiffusersNames,    ///< the module's own diffusers names, under a prefix or none (ComfyUI's Qwen-Image files)
+  kZImageOriginal,    ///< Z-Image's original transformer (single_file/z_image_keys.h)
 };
 
-/// "LDM UNet", "LDM VAE", "transformers CLIP", "OpenCLIP".
+/// "LDM UNet", "LDM VAE", "transformers CLIP", "OpenCLIP", "BFL FLUX.1", "diffusers names",
+/// "Z-Image original".
 const char* layout_name(CheckpointLayout layout);
 
 /// What the conversion needs to know of the module the keys go to (from its config).
@@ -34,7 +38,8 @@ struct LayoutShape {
   bool text_projection = false;       ///< the text encoder has text_projection (CLIPTextModelWithProjection)
 };
 
-/// The parts of `tensors` whose names start with `prefix`, under the module's names;
+/// The parts of `tensors` whose names start with `prefix`, under the module's names (for
+/// kDiffusersNames, the names without the prefix, whole);
 /// tensors outside `prefix` get none. A key the rules do not know keeps its name without
 /// the prefix, for the strict loader to report as unexpected. Throws InputError (one line
 /// naming the key) for a tensor a rule needs of another shape: an in_proj whose rows do

@@ -1,0 +1,87 @@
+#include "dpinfer/pipeline/single_file/dit_detection.h"
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+constexpr const char* kComfyPrefix = "model.diffusion_model.";
+
+const SourceTensor* find(const std::vector<SourceTensor>& tensors, const std::string& name) {
+  for (const SourceTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+/// The prefix ("" or ComfyUI's) under which `probe` is a key of `tensors`, or nullopt.
+std::optional<std::string> prefix_of(const std::vector<SourceTensor>& tensors, const std::string& probe) {
+  for (const char* prefix : {"", kComfyPrefix})
+    if (find(tensors, prefix + probe)) return std::string(prefix);
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* dit_kind_label(const std::string& kind) {
+  if (kind == "flux-dev") return "FLUX.1 [dev]";
+  if (kind == "flux-schnell") return "FLUX.1 [schnell]";
+  if (kind == "qwen-image") return "Qwen-Image";
+  if (kind == "z-image-turbo") return "Z-Image";
+  return nullptr;
+}
+
+std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
+  const std::string where = quote(file);
+  // infer_diffusers_model_type checks FLUX.2 before FLUX.1 (CHECKPOINT_KEY_NAMES["flux2"]).
+  if (prefix_of(tensors, "single_stream_modulation.lin.weight"))
+    throw InputError(where + " is a FLUX.2 transformer, which dpinfer does not run; FLUX.1 [dev] and [schnell] "
+                     "files load with --model FILE --base DIR");
+  // diffusers 0.36.0 has no probe for Qwen-Image (from_single_file needs the class named): the
+  // modulation of its first block and the text input's RMSNorm, which FLUX.1's diffusers names lack.
+  if (const auto qwen = prefix_of(tensors, "transformer_blocks.0.img_mod.1.weight");
+      qwen && find(tensors, *qwen + "txt_norm.weight")) {
+    DitDetection d;
+    d.kind = "qwen-image";
+    d.label = dit_kind_label(d.kind);
+    d.prefix = *qwen;
+    d.layout = CheckpointLayout::kDiffusersNames;
+    return d;
+  }
+  // diffusers' probe is cap_embedder.0.weight of 2560 rows (Qwen3-4B's width; Lumina 2 otherwise).
+  // The blocks tell the two apart at any width: Z-Image's ZImageTransformerBlock keeps its
+  // modulation Linear at adaLN_modulation.0, Lumina 2's original at .1 (convert_lumina2_to_diffusers).
+  if (const auto z = prefix_of(tensors, "cap_embedder.0.weight");
+      z && find(tensors, *z + "layers.0.attention.qkv.weight") && find(tensors, *z + "layers.0.adaLN_modulation.0.weight")) {
+    DitDetection d;
+    d.kind = "z-image-turbo";
+    d.label = dit_kind_label(d.kind);
+    d.prefix = *z;
+    d.layout = CheckpointLayout::kZImageOriginal;
+    return d;
+  }
+  const std::optional<std::string> flux = prefix_of(tensors, "double_blocks.0.img_attn.norm.key_norm.scale");
+  if (!flux) return std::nullopt;
+  DitDetection d;
+  d.prefix = *flux;
+  d.layout = CheckpointLayout::kFluxBfl;
+  if (find(tensors, d.prefix + "guidance_in.in_layer.bias")) {
+    // The guidance-distilled family: img_in's input channels tell Fill (latents, masked image
+    // and mask: 384) and Depth (latents and the control image: 128) from dev (64).
+    const SourceTensor* img_in = find(tensors, d.prefix + "img_in.weight");
+    const int64_t channels = img_in && img_in->shape.size() == 2 ? img_in->shape[1] : 0;
+    if (channels == 384)
+      throw InputError(where + " is a FLUX.1 Fill transformer (img_in takes 384 channels: latents, masked image "
+                       "and mask); dpinfer generates text-to-image only, use FLUX.1 [dev] or [schnell]");
+    if (channels == 128)
+      throw InputError(where + " is a FLUX.1 Depth transformer (img_in takes 128 channels: latents and the "
+                       "control image); dpinfer generates text-to-image only, use FLUX.1 [dev] or [schnell]");
+    d.kind = "flux-dev";
+  } else {
+    d.kind = "flux-schnell";
+  }
+  d.label = dit_kind_label(d.kind);
+  return d;
+}
+
+}  // namespace dpinfer::pipeline

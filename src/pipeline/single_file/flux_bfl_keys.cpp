@@ -1,0 +1,170 @@
+#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+#include "key_rules.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using key_rules::indexed;
+using key_rules::rename;
+using key_rules::Renames;
+using key_rules::row_range;
+using key_rules::shape_text;
+using key_rules::whole;
+
+// ---- The tables: BFL module path -> diffusers module path (diffusers 0.36.0,
+// loaders/single_file_utils.py convert_flux_transformer_checkpoint_to_diffusers). An entry
+// renames the module path the rest of the key starts with; the QK norms are whole keys,
+// since BFL's RMSNorm calls its weight "scale".
+
+// flux/model.py Flux's own layers -> FluxTransformer2DModel.
+const Renames kTop{{"time_in.in_layer", "time_text_embed.timestep_embedder.linear_1"},
+                   {"time_in.out_layer", "time_text_embed.timestep_embedder.linear_2"},
+                   {"vector_in.in_layer", "time_text_embed.text_embedder.linear_1"},
+                   {"vector_in.out_layer", "time_text_embed.text_embedder.linear_2"},
+                   {"guidance_in.in_layer", "time_text_embed.guidance_embedder.linear_1"},
+                   {"guidance_in.out_layer", "time_text_embed.guidance_embedder.linear_2"},
+                   {"txt_in", "context_embedder"},
+                   {"img_in", "x_embedder"},
+                   {"final_layer.linear", "proj_out"}};
+
+// DoubleStreamBlock -> FluxTransformerBlock (transformer_blocks.N).
+const Renames kDouble{{"img_mod.lin", "norm1.linear"},
+                      {"txt_mod.lin", "norm1_context.linear"},
+                      {"img_mlp.0", "ff.net.0.proj"},
+                      {"img_mlp.2", "ff.net.2"},
+                      {"txt_mlp.0", "ff_context.net.0.proj"},
+                      {"txt_mlp.2", "ff_context.net.2"},
+                      {"img_attn.proj", "attn.to_out.0"},
+                      {"txt_attn.proj", "attn.to_add_out"}};
+
+// SingleStreamBlock -> FluxSingleTransformerBlock (single_transformer_blocks.N).
+const Renames kSingle{{"modulation.lin", "norm.linear"}, {"linear2", "proj_out"}};
+
+// The QK norms, whole keys (QKNorm's RMSNorm "scale" -> diffusers' RMSNorm "weight").
+const Renames kDoubleNorms{{"img_attn.norm.query_norm.scale", "attn.norm_q.weight"},
+                           {"img_attn.norm.key_norm.scale", "attn.norm_k.weight"},
+                           {"txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"},
+                           {"txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"}};
+const Renames kSingleNorms{{"norm.query_norm.scale", "attn.norm_q.weight"},
+                           {"norm.key_norm.scale", "attn.norm_k.weight"}};
+
+/// The fused projections of a double block and the modules their thirds go to, in the file's order.
+struct Fused {
+  const char* from;
+  const char* to[3];
+};
+const Fused kDoubleFused[] = {{"img_attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
+                              {"txt_attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
+// A single block's linear1: q, k, v (inner_dim rows each), then proj_mlp (the rest, inner_dim * mlp_ratio).
+const char* const kLinear1Thirds[] = {"attn.to_q", "attn.to_k", "attn.to_v"};
+
+/// `key` renamed by the entry of `table` that is exactly it, or nullopt.
+std::optional<std::string> exact(const std::string& key, const Renames& table) {
+  for (const auto& [from, to] : table)
+    if (key == from) return to;
+  return std::nullopt;
+}
+
+/// The leaf ("weight", "bias") of `rest` when it is "<module>.<leaf>" for `module`, else "".
+std::string leaf_of(const std::string& rest, const std::string& module) {
+  if (rest.size() <= module.size() + 1 || rest.compare(0, module.size(), module) != 0 || rest[module.size()] != '.')
+    return "";
+  const std::string leaf = rest.substr(module.size() + 1);
+  return leaf == "weight" || leaf == "bias" ? leaf : "";
+}
+
+}  // namespace
+
+FluxBflBlocks count_flux_bfl_blocks(const std::string& prefix, const std::vector<SourceTensor>& tensors) {
+  FluxBflBlocks b;
+  for (const SourceTensor& t : tensors) {
+    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string key = t.name.substr(prefix.size());
+    if (auto d = indexed(key, "double_blocks.")) b.double_blocks = std::max(b.double_blocks, d->first + 1);
+    if (auto s = indexed(key, "single_blocks.")) b.single_blocks = std::max(b.single_blocks, s->first + 1);
+    if (starts_with(key, "guidance_in.")) b.guidance = true;
+  }
+  return b;
+}
+
+std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t inner_dim,
+                                              const std::vector<SourceTensor>& tensors) {
+  if (inner_dim < 1) throw InputError("the FLUX.1 transformer config's inner dimension must be at least 1");
+  std::vector<TensorPart> parts;
+  for (size_t s = 0; s < tensors.size(); ++s) {
+    const SourceTensor& t = tensors[s];
+    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string key = t.name.substr(prefix.size());
+    const std::string where = "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
+
+    if (const std::string leaf = leaf_of(key, "final_layer.adaLN_modulation.1"); !leaf.empty()) {
+      // LastLayer's adaLN_modulation gives (shift, scale); diffusers' AdaLayerNormContinuous
+      // reads (scale, shift): swap_scale_shift. Two pieces of norm_out.linear, from the file's
+      // two halves in the other order.
+      if (t.shape.empty() || t.shape[0] % 2 != 0)
+        throw InputError(where + ": the final AdaLN modulation needs a first dimension divisible by 2 (shift, scale)");
+      const int64_t half = t.shape[0] / 2;
+      for (const auto& [from, to] : {std::pair<int64_t, int64_t>{half, 0}, {0, half}}) {
+        TensorPart p = row_range(s, "norm_out.linear." + leaf, t.shape, from, half);
+        p.shape = t.shape;
+        p.target_row = to;
+        parts.push_back(std::move(p));
+      }
+      continue;
+    }
+    if (auto top = rename(key, kTop)) {
+      parts.push_back(whole(s, *top, t.shape));
+      continue;
+    }
+    if (auto block = indexed(key, "double_blocks.")) {
+      const auto& [n, rest] = *block;
+      const std::string base = "transformer_blocks." + std::to_string(n) + ".";
+      bool fused = false;
+      for (const Fused& f : kDoubleFused) {
+        const std::string leaf = leaf_of(rest, f.from);
+        if (leaf.empty()) continue;
+        if (t.shape.empty() || t.shape[0] % 3 != 0)
+          throw InputError(where + ": a fused q/k/v projection needs a first dimension divisible by 3");
+        const int64_t rows = t.shape[0] / 3;
+        for (int64_t k = 0; k < 3; ++k)
+          parts.push_back(row_range(s, base + f.to[k] + "." + leaf, t.shape, k * rows, rows));
+        fused = true;
+      }
+      if (fused) continue;
+      auto r = exact(rest, kDoubleNorms);
+      if (!r) r = rename(rest, kDouble);
+      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      continue;
+    }
+    if (auto block = indexed(key, "single_blocks.")) {
+      const auto& [n, rest] = *block;
+      const std::string base = "single_transformer_blocks." + std::to_string(n) + ".";
+      if (const std::string leaf = leaf_of(rest, "linear1"); !leaf.empty()) {
+        if (t.shape.empty() || t.shape[0] <= 3 * inner_dim)
+          throw InputError(where + ": linear1 holds q, k and v (" + std::to_string(inner_dim) +
+                           " rows each, the config's num_attention_heads * attention_head_dim) and then the MLP's "
+                           "projection, so more than " + std::to_string(3 * inner_dim) +
+                           " rows; the file does not belong to this config");
+        for (int64_t k = 0; k < 3; ++k)
+          parts.push_back(row_range(s, base + kLinear1Thirds[k] + "." + leaf, t.shape, k * inner_dim, inner_dim));
+        parts.push_back(row_range(s, base + "proj_mlp." + leaf, t.shape, 3 * inner_dim, t.shape[0] - 3 * inner_dim));
+        continue;
+      }
+      auto r = exact(rest, kSingleNorms);
+      if (!r) r = rename(rest, kSingle);
+      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      continue;
+    }
+    parts.push_back(whole(s, key, t.shape));
+  }
+  return parts;
+}
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,69 @@
+#include "dpinfer/pipeline/single_file/z_image_keys.h"
+
+#include <optional>
+#include <utility>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+#include "key_rules.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using key_rules::indexed;
+using key_rules::rename;
+using key_rules::Renames;
+using key_rules::row_range;
+using key_rules::shape_text;
+using key_rules::whole;
+
+// A block's modules (layers.N, noise_refiner.N, context_refiner.N): original -> diffusers
+// (Z_IMAGE_KEYS_RENAME_DICT of convert_z_image_transformer_checkpoint_to_diffusers).
+const Renames kBlock{{"attention.out", "attention.to_out.0"},
+                     {"attention.q_norm", "attention.norm_q"},
+                     {"attention.k_norm", "attention.norm_k"}};
+
+constexpr const char* kBlockLists[] = {"layers.", "noise_refiner.", "context_refiner."};
+constexpr const char* kQkvThirds[] = {"attention.to_q.weight", "attention.to_k.weight", "attention.to_v.weight"};
+
+}  // namespace
+
+std::vector<TensorPart> convert_z_image_keys(const std::string& prefix, const std::string& patch,
+                                             const std::vector<SourceTensor>& tensors) {
+  // The patch-size slots diffusers' ModuleDicts use: x_embedder -> all_x_embedder.<patch>.
+  const Renames top{{"x_embedder", "all_x_embedder." + patch}, {"final_layer", "all_final_layer." + patch}};
+  std::vector<TensorPart> parts;
+  for (size_t s = 0; s < tensors.size(); ++s) {
+    const SourceTensor& t = tensors[s];
+    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string key = t.name.substr(prefix.size());
+    if (auto r = rename(key, top)) {
+      parts.push_back(whole(s, *r, t.shape));
+      continue;
+    }
+    std::optional<std::pair<int64_t, std::string>> block;
+    std::string list;
+    for (const char* head : kBlockLists)
+      if (!block && (block = indexed(key, head))) list = head;
+    if (!block) {
+      parts.push_back(whole(s, key, t.shape));
+      continue;
+    }
+    const std::string base = list + std::to_string(block->first) + ".";
+    const std::string& rest = block->second;
+    if (rest == "attention.qkv.weight") {
+      // convert_z_image_fused_attention: torch.chunk(qkv, 3) -> to_q, to_k, to_v.
+      if (t.shape.empty() || t.shape[0] % 3 != 0)
+        throw InputError("tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape) +
+                         ": a fused q/k/v projection needs a first dimension divisible by 3");
+      const int64_t rows = t.shape[0] / 3;
+      for (int64_t k = 0; k < 3; ++k) parts.push_back(row_range(s, base + kQkvThirds[k], t.shape, k * rows, rows));
+      continue;
+    }
+    auto r = rename(rest, kBlock);
+    parts.push_back(whole(s, r ? base + *r : key, t.shape));
+  }
+  return parts;
+}
+
+}  // namespace dpinfer::pipeline
