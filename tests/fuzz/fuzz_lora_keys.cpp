@@ -1,7 +1,8 @@
 // libFuzzer: the LoRA key conversion (pipeline/loading/lora_keys.h) on the keys and shapes of a
 // safetensors file of arbitrary bytes, framed as fuzz_safetensors frames it (first byte odd:
 // the rest is a JSON header, given its 8-byte length and data[1] & 63 zero bytes of data), against
-// a small SDXL-like module table (layers_per_block 2). What map_lora_keys() returns must name a
+// a small SDXL-like module table (layers_per_block 2), then against a small transformer table with each
+// DiT family's key rules (lora_key_rules). What map_lora_keys() returns must name a
 // module of the table whose weight its factors fit; anything else must be a one-line InputError.
 #include <cstdint>
 #include <string>
@@ -44,15 +45,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_message(e.what());
     return 0;
   }
-  try {
-    const auto layers = pipeline::map_lora_keys(keys, modules, {"Stable Diffusion XL", 2}, "lora.safetensors");
-    if (layers.empty()) std::abort();  // none matching is an error, never an empty answer
-    for (const pipeline::LoraLayer& l : layers) {
-      auto component = modules.find(l.component);
-      if (component == modules.end() || !component->second.count(l.module) || l.rank < 1) std::abort();
+  // The same keys against the UNet table with the UNet families' rules, and against a transformer
+  // table with each DiT family's (Z-Image's: non-diffusers names, the "out" rename; FLUX.1's: refusals).
+  const auto check = [&](const pipeline::LoraModuleTable& table, const pipeline::LoraModelFacts& facts) {
+    try {
+      const auto layers = pipeline::map_lora_keys(keys, table, facts, "lora.safetensors");
+      if (layers.empty()) std::abort();  // none matching is an error, never an empty answer
+      for (const pipeline::LoraLayer& l : layers) {
+        auto component = table.find(l.component);
+        if (component == table.end() || !component->second.count(l.module) || l.rank < 1) std::abort();
+      }
+    } catch (const Error& e) {
+      fuzz::check_message(e.what());
     }
-  } catch (const Error& e) {
-    fuzz::check_message(e.what());
-  }
+  };
+  check(modules, {"Stable Diffusion XL", 2, {}});
+  static const pipeline::LoraModuleTable dit = {
+      {"transformer",
+       {{"layers.0.attention.to_out.0", {2, 2}}, {"transformer_blocks.0.attn.to_q", {2, 2}}, {"x_embedder", {2, 4}}}},
+      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}}}}};
+  for (const char* family : {"z-image", "qwen-image", "flux", "stable-diffusion-3"})
+    check(dit, {family, 2, pipeline::lora_key_rules(family)});
   return 0;
 }

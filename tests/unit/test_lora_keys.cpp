@@ -28,7 +28,7 @@ const LoraModuleTable kModules = {
     {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}},
     {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
 
-const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2};
+const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, {}};
 
 nlohmann::json json_of(const char* text) { return nlohmann::json::parse(text); }
 
@@ -107,6 +107,115 @@ TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
   EXPECT_NE(refusal({{"lora_unet_middle_block_1_proj_in.lora_down.weight", {2, 8}}}).find("not its up (B) weight"),
             std::string::npos);
   for (const std::string& why : {shape, some, none}) EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+// ---- The DiT families' rules (lora_key_rules) ----
+
+// A FLUX.1-like transformer and CLIP; Qwen-Image's and Z-Image's transformers.
+const LoraModuleTable kFlux = {
+    {"transformer",
+     {{"transformer_blocks.0.attn.to_q", {8, 8}}, {"single_transformer_blocks.0.proj_mlp", {16, 8}}}},
+    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}}};
+const LoraModuleTable kQwen = {
+    {"transformer", {{"transformer_blocks.0.attn.to_q", {8, 8}}, {"transformer_blocks.0.img_mlp.net.0.proj", {16, 8}},
+                     {"transformer_blocks.0.attn.add_q_proj", {8, 8}}}}};
+const LoraModuleTable kZImage = {
+    {"transformer", {{"layers.0.attention.to_out.0", {8, 8}}, {"layers.0.feed_forward.w1", {16, 8}},
+                     {"all_x_embedder.2-1", {8, 4}}}}};
+
+pipeline::LoraModelFacts facts_of(const std::string& family, const std::string& label) {
+  return {label, 2, pipeline::lora_key_rules(family)};
+}
+
+std::string refusal_in(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
+                       const pipeline::LoraModelFacts& facts) {
+  try {
+    pipeline::map_lora_keys(keys, modules, facts, "x.safetensors");
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(DitLoraKeys, FluxReadsDiffusersNamesWithTheirAlphas) {
+  const auto layers = pipeline::map_lora_keys(
+      {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+       {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
+       {"transformer.transformer_blocks.0.attn.to_q.alpha", {}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight", {1, 6}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_B.weight", {6, 1}}},
+      kFlux, facts_of("flux", "FLUX.1"), "x.safetensors");
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].component, "text_encoder");
+  EXPECT_EQ(layers[1].module, "transformer_blocks.0.attn.to_q");
+  EXPECT_TRUE(layers[1].alpha_key.has_value());
+  EXPECT_FALSE(layers[1].alpha_in_factors);
+}
+
+TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
+  // diffusion_model. + lora_down/lora_up + alpha: alpha / rank into the factors.
+  auto keys = kohya("diffusion_model.transformer_blocks.0.attn.to_q", {4, 8}, {8, 4});
+  // lora_unet_ with the module's underscores (convert_key's protected n-grams: img_mlp, add_q_proj).
+  for (const auto& k : kohya("lora_unet_transformer_blocks_0_img_mlp_net_0_proj", {4, 8}, {16, 4})) keys.push_back(k);
+  for (const auto& k : kohya("lora_unet_transformer_blocks_0_attn_add_q_proj", {4, 8}, {8, 4})) keys.push_back(k);
+  auto layers = pipeline::map_lora_keys(keys, kQwen, facts_of("qwen-image", "Qwen-Image"), "x.safetensors");
+  ASSERT_EQ(layers.size(), 3u);
+  for (const auto& l : layers) {
+    EXPECT_EQ(l.component, "transformer");
+    EXPECT_TRUE(l.alpha_in_factors) << l.module;
+  }
+  // Bare module names with PEFT's "default." adapter name, lora_A/lora_B: the alpha is dropped.
+  layers = pipeline::map_lora_keys({{"transformer_blocks.0.attn.to_q.lora_A.default.weight", {2, 8}},
+                                    {"transformer_blocks.0.attn.to_q.lora_B.default.weight", {8, 2}},
+                                    {"transformer_blocks.0.attn.to_q.alpha", {}}},
+                                   kQwen, facts_of("qwen-image", "Qwen-Image"), "x.safetensors");
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
+  EXPECT_EQ(layers[0].down_key, "transformer_blocks.0.attn.to_q.lora_A.default.weight");  // the file's own key
+  EXPECT_FALSE(layers[0].alpha_key.has_value());
+  EXPECT_FALSE(layers[0].alpha_in_factors);
+}
+
+TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
+  auto keys = kohya("diffusion_model.layers.0.attention.out", {4, 8}, {8, 4});
+  for (const auto& k : kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4})) keys.push_back(k);
+  keys.push_back({"transformer.all_x_embedder.2-1.lora_A.weight", {2, 4}});
+  keys.push_back({"transformer.all_x_embedder.2-1.lora_B.weight", {8, 2}});
+  const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of("z-image", "Z-Image"), "x.safetensors");
+  std::set<std::string> got;
+  for (const auto& l : layers) got.insert(l.module);
+  EXPECT_EQ(got, (std::set<std::string>{"layers.0.attention.to_out.0", "layers.0.feed_forward.w1",
+                                         "all_x_embedder.2-1"}));
+  // The rename is Z-Image's, and for lora_down/lora_up layers only (normalize_out_key's pattern).
+  EXPECT_NE(refusal_in({{"transformer.layers.0.attention.out.lora_A.weight", {2, 8}},
+                        {"transformer.layers.0.attention.out.lora_B.weight", {8, 2}}},
+                       kZImage, facts_of("z-image", "Z-Image"))
+                .find("none of its 1 LoRA layer(s) match"),
+            std::string::npos);
+}
+
+TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
+  const auto flux = facts_of("flux", "FLUX.1");
+  const std::string bfl = refusal_in(kohya("lora_unet_double_blocks_0_img_attn_qkv", {2, 8}, {24, 2}), kFlux, flux);
+  EXPECT_NE(bfl.find("BFL's FLUX.1 block names"), std::string::npos) << bfl;
+  EXPECT_NE(bfl.find("does not read yet"), std::string::npos) << bfl;
+  EXPECT_NE(bfl.find("transformer.<module>.lora_A.weight"), std::string::npos) << bfl;
+  const std::string sd3 =
+      refusal_in({{"lora_unet_joint_blocks_0_x_block_attn_qkv.lora_down.weight", {2, 8}}}, kFlux,
+                 facts_of("stable-diffusion-3", "Stable Diffusion 3"));
+  EXPECT_NE(sd3.find("original SD3 MMDiT names"), std::string::npos) << sd3;
+  // SDXL's kohya and PEFT LoRAs, whose text-encoder layers would fit FLUX.1's CLIP by name.
+  for (const auto& keys : {kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}),
+                           std::vector<LoraTensorKey>{{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},
+                                                      {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 3}}}}) {
+    const std::string unet = refusal_in(keys, kFlux, flux);
+    EXPECT_NE(unet.find("a LoRA for a UNet model"), std::string::npos) << unet;
+  }
+  // Qwen-Image's lora_unet_ is its own transformer's prefix, but SDXL's block names match nothing there.
+  const std::string sdxl_on_qwen = refusal_in(kohya("lora_unet_input_blocks_4_1_proj_in", {2, 8}, {8, 2}), kQwen,
+                                              facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(sdxl_on_qwen.find("none of its 1 LoRA layer(s) match"), std::string::npos) << sdxl_on_qwen;
 }
 
 TEST(LoraRef, PathAndScale) {

@@ -6,6 +6,7 @@
 // family and its settings.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -129,6 +130,67 @@ TEST(FluxE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
                                     "' line 1: 'clip_skip' is not a setting of FLUX.1 models; their settings: "
                                     "max_sequence_length, true_cfg_scale"))
       << bad.err;
+}
+
+// Issue 14's LoRAs on a DiT: one process, a JSONL file whose consecutive lines use different LoRA
+// sets (two with scales, another at 0.75, none, one), batched where they may be. Each image is
+// diffusers' with those LoRAs fused (tools/fixtures/make_dit_lora_fixtures.py), the pipeline loads
+// once, and the image without LoRA is the model's own. A kohya FLUX.1 LoRA is refused in one line.
+TEST(FluxE2E, JsonlLinesWithDifferentLoraSetsInOneProcessAreDiffusersOwn) {
+  TempDir dir;
+  const std::string loras = std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/";
+  const auto line = [&](const json& set) {
+    json j = {{"prompt", kPrompt}, {"seed", 3}};
+    if (!set.empty()) j["loras"] = set;
+    return j.dump() + "\n";
+  };
+  write_file(dir.file("p.jsonl"),
+             line(json::array({{{"path", loras + "flux-peft.safetensors"}, {"scale", 0.5}},
+                               {{"path", loras + "flux-alpha.safetensors"}, {"scale", -0.75}}})) +
+                 line(json::array({loras + "flux-alpha.safetensors:0.75"})) + line(json::array()) +
+                 line(json::array({loras + "flux-peft.safetensors"})));
+  const std::vector<std::string> args = {DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kDev,
+                                         "--steps", "3", "--guidance-scale", "3.5", "--width", "16", "--height", "16",
+                                         "--batch-size", "4", "--out", dir.file("out"), "-v"};
+  RunResult r = run(args, kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t loads = 0;
+  for (size_t at = r.err.find("pipeline loaded"); at != std::string::npos; at = r.err.find("pipeline loaded", at + 1))
+    ++loads;
+  EXPECT_EQ(loads, 1u) << r.err;
+  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-flux-dev-lora.golden/images.safetensors");
+  const std::vector<std::string> cases = {"two", "other_scaled", "", "one"};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    DecodedPng png = read_png(dir.file("out/00000" + std::to_string(i) + ".png"));
+    if (cases[i].empty()) {
+      // The LoRAs merged before it were taken out: the model's own image.
+      write_file(dir.file("plain.txt"), std::string(kPrompt) + "\n");
+      RunResult p = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "3",
+                         "--guidance-scale", "3.5", "--width", "16", "--height", "16", "--seed", "3", "--out",
+                         dir.file("plain")},
+                        kEnv, 300s);
+      ASSERT_EQ(p.exit_code, 0) << p.err;
+      EXPECT_EQ(read_png(dir.file("plain/000000.png")).pixels, png.pixels);
+      continue;
+    }
+    const dpinfer::io::TensorView* want = golden->find(cases[i]);
+    ASSERT_NE(want, nullptr);
+    ASSERT_EQ(want->nbytes, png.pixels.size());
+    expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, cases[i]);
+  }
+  const std::vector<json> rows = read_jsonl(dir.file("out/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["loras"][1]["name"], "flux-alpha");
+  EXPECT_EQ(rows[0]["loras"][1]["scale"], -0.75);
+
+  RunResult kohya = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "1",
+                         "--width", "16", "--height", "16", "--lora", loras + "kohya-flux.safetensors", "--out",
+                         dir.file("kohya")},
+                        kEnv, 300s);
+  EXPECT_EQ(kohya.exit_code, 2) << kohya.err;
+  EXPECT_TRUE(contains(kohya.err, "kohya-flux.safetensors': a LoRA in BFL's FLUX.1 block names")) << kohya.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("kohya/000000.png")));
 }
 
 // A schnell-like model (no guidance embeds) defaults to 4 steps and records guidance 0: golden case

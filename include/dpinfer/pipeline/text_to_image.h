@@ -105,7 +105,7 @@ class TextToImage {
   virtual void check_loras(const io::LoraSet& loras) {
     if (!loras.empty())
       throw InputError(loras.front().path + ": " + info().family_label +
-                       " models take no LoRA in dpinfer yet (Stable Diffusion 1.x/2.x and SDXL do); drop --lora");
+                       " models take no LoRA in dpinfer yet; drop --lora");
   }
   /// Makes one image per request, as one batch. All requests share steps,
   /// guidance_scale, width, height and settings. Each image depends only on its own request

@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "flux_latents.h"
+#include "lora_pipeline.h"
 #include "pipeline_info.h"
 #include "t5_prompt.h"
 
@@ -49,7 +50,7 @@ void check_fit(const ChromaTransformerConfig& t, const T5Config& t5, const Autoe
                      "scaling_factor + shift_factor; the VAE is not FLUX.1's");
 }
 
-class ChromaPipeline : public TextToImage {
+class ChromaPipeline : public LoraPipeline {
  public:
   ChromaPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
@@ -72,6 +73,9 @@ class ChromaPipeline : public TextToImage {
     text_encoder_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<ChromaTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    // ChromaPipeline loads LoRAs with FluxLoraLoaderMixin, whose text-encoder path reads CLIP names
+    // only (_load_lora_into_text_encoder: convert_state_dict_to_peft refuses T5's): the transformer.
+    start_loras(family_).add_component("transformer", *transformer_);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for Chroma).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -86,6 +90,7 @@ class ChromaPipeline : public TextToImage {
     check_image_size(first.width, first.height, info_.size_multiple, factor);
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    use_loras(batch);
     // do_classifier_free_guidance: guidance_scale > 1, with the negative prompt or "" (negative_prompt or "").
     const double guidance_scale = first.guidance_scale;
     const bool cfg = guidance_scale > 1.0;

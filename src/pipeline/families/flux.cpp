@@ -25,6 +25,7 @@
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "lora_pipeline.h"
 #include "pipeline_info.h"
 #include "t5_prompt.h"
 
@@ -56,7 +57,7 @@ void check_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const
                      "scaling_factor + shift_factor; the VAE is not FLUX.1's");
 }
 
-class FluxPipeline : public TextToImage {
+class FluxPipeline : public LoraPipeline {
  public:
   FluxPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
@@ -82,6 +83,10 @@ class FluxPipeline : public TextToImage {
     text_encoder_2_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_2"), options);
     transformer_ = load_component_as<FluxTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    // FluxLoraLoaderMixin._lora_loadable_modules: the transformer and CLIP (not T5).
+    LoraMerger& merger = start_loras(family_);
+    merger.add_component("transformer", *transformer_);
+    merger.add_component("text_encoder", *text_encoder_);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -105,6 +110,7 @@ class FluxPipeline : public TextToImage {
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
     const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
+    use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
 

@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "lora_pipeline.h"
 #include "pipeline_info.h"
 
 namespace dpinfer::pipeline {
@@ -84,7 +85,7 @@ void check_fit(const QwenImageTransformerConfig& t, const DecoderLLMConfig& te, 
                      "diffusers 0.36 cannot run either; use a model with guidance_embeds false");
 }
 
-class QwenImagePipeline : public TextToImage {
+class QwenImagePipeline : public LoraPipeline {
  public:
   QwenImagePipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
@@ -106,6 +107,7 @@ class QwenImagePipeline : public TextToImage {
     text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<QwenImageTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLQwenImageImpl>(md.at("vae"), options);
+    start_loras(family_).add_component("transformer", *transformer_);  // QwenImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -120,6 +122,7 @@ class QwenImagePipeline : public TextToImage {
     check_image_size(first.width, first.height, info_.size_multiple, factor);
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
 

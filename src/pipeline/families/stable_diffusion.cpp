@@ -33,7 +33,7 @@ class StableDiffusionPipeline : public UNetPipeline {
     text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"),
                                                          at::TensorOptions().dtype(dtype_).device(device_));
     load_unet_and_vae(md, r, dtype_);
-    loras_->add_component("text_encoder", *text_encoder_);
+    loras().add_component("text_encoder", *text_encoder_);
   }
 
   void check_settings(const json& settings) const override {
@@ -66,7 +66,7 @@ class StableDiffusionPipeline : public UNetPipeline {
     // The side is in the key only so that a truncation warning names the right one.
     // The LoRAs merged into the text encoder change its output: they key the entries too.
     const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(clip_skip) +
-                            " loras=" + loras_->key_for("text_encoder");
+                            " loras=" + lora_key("text_encoder");
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       return std::vector<at::Tensor>{encode_texts(distinct, negative, clip_skip)};
     })[0];

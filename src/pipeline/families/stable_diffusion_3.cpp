@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
+#include "lora_pipeline.h"
 #include "pipeline_info.h"
 #include "t5_prompt.h"
 
@@ -110,7 +111,7 @@ struct PromptEmbeds {
   at::Tensor pooled;  ///< [B, pooled_projection_dim]
 };
 
-class StableDiffusion3Pipeline : public TextToImage {
+class StableDiffusion3Pipeline : public LoraPipeline {
  public:
   StableDiffusion3Pipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
@@ -139,6 +140,11 @@ class StableDiffusion3Pipeline : public TextToImage {
     if (t5.config) text_encoder_3_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_3"), options);
     transformer_ = load_component_as<SD3Transformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    // SD3LoraLoaderMixin._lora_loadable_modules: the transformer and both CLIPs (not T5).
+    LoraMerger& merger = start_loras(family_);
+    merger.add_component("transformer", *transformer_);
+    merger.add_component("text_encoder", *text_encoder_);
+    merger.add_component("text_encoder_2", *text_encoder_2_);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * patch_size (16 for SD3).
     info_.size_multiple = static_cast<int>(vae_config_.scale_factor() * transformer_config_.patch_size);
@@ -173,6 +179,7 @@ class StableDiffusion3Pipeline : public TextToImage {
     const double slg_scale = settings["skip_layer_guidance_scale"].get<double>();
     const double slg_start = settings["skip_layer_guidance_start"].get<double>();
     const double slg_stop = settings["skip_layer_guidance_stop"].get<double>();
+    use_loras(batch);
     c10::InferenceMode guard;
 
     // do_classifier_free_guidance: guidance_scale > 1. The negative side is always encoded (the
@@ -251,8 +258,10 @@ class StableDiffusion3Pipeline : public TextToImage {
   PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip, int64_t max_seq) {
     std::vector<std::string> texts;
     for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
+    // The LoRAs merged into the CLIPs change their output: they key the entries too.
     const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(skip) +
-                            " max_sequence_length=" + std::to_string(max_seq);
+                            " max_sequence_length=" + std::to_string(max_seq) + " loras=" + lora_key("text_encoder") +
+                            ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       PromptEmbeds e = encode_texts(distinct, negative, skip, max_seq);
       return std::vector<at::Tensor>{e.hidden, e.pooled};

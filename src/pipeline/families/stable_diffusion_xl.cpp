@@ -48,8 +48,8 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
     vae_dtype_ = dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_;
     load_unet_and_vae(md, r, vae_dtype_);
-    loras_->add_component("text_encoder", *text_encoder_);
-    loras_->add_component("text_encoder_2", *text_encoder_2_);
+    loras().add_component("text_encoder", *text_encoder_);
+    loras().add_component("text_encoder_2", *text_encoder_2_);
   }
 
   void check_settings(const json& settings) const override {
@@ -129,7 +129,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     // The side is in the key only so that a truncation warning names the right one.
     // The LoRAs merged into the text encoders change their output: they key the entries too.
     const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(skip) +
-                            " loras=" + loras_->key_for("text_encoder") + ";" + loras_->key_for("text_encoder_2");
+                            " loras=" + lora_key("text_encoder") + ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       PromptEmbeds e = encode_texts(distinct, negative, skip);
       return std::vector<at::Tensor>{e.hidden, e.pooled};

@@ -35,8 +35,7 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
   // diffusers maps the original block numbers with the config's one layers_per_block
   // (_maybe_map_sgm_blocks_to_diffusers); SD and SDXL configs give one number.
-  loras_ = std::make_unique<LoraMerger>(LoraModelFacts{family_.label, unet_config_.layers_per_block.front()});
-  loras_->add_component("unet", *unet_);
+  start_loras(family_, unet_config_.layers_per_block.front()).add_component("unet", *unet_);
 }
 
 UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& batch) const {

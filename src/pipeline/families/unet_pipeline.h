@@ -13,18 +13,17 @@
 #include "denoising.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/load.h"
-#include "dpinfer/pipeline/loading/lora.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 #include "dpinfer/pipeline/text_to_image.h"
+#include "lora_pipeline.h"
 
 namespace dpinfer::pipeline {
 
-class UNetPipeline : public TextToImage {
+class UNetPipeline : public LoraPipeline {
  public:
   const PipelineInfo& info() const override { return info_; }
-  void check_loras(const io::LoraSet& loras) override { loras_->check(loras); }
 
  protected:
   /// Reads the unet and vae configs; loads nothing.
@@ -39,10 +38,6 @@ class UNetPipeline : public TextToImage {
   /// it; the weights are then rounded through the model dtype, as diffusers' upcast does),
   /// and fills info(). Call last in the derived constructor, under InferenceMode.
   void load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype);
-
-  /// Puts the batch's LoRAs in place (loading/lora.h): a no-op when they are the set merged
-  /// already. Call first in generate(), before the text encoders run.
-  void use_loras(const std::vector<ImageRequest>& batch) { loras_->apply(batch.front().loras); }
 
   /// One batch's resolved settings and scheduler, after the size and settings checks.
   struct Batch {
@@ -67,9 +62,6 @@ class UNetPipeline : public TextToImage {
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;
   PipelineInfo info_;
-  /// The LoRAs merged into the UNet and the text encoders (the derived class registers its
-  /// encoders); made by load_unet_and_vae().
-  std::unique_ptr<LoraMerger> loras_;
 };
 
 }  // namespace dpinfer::pipeline

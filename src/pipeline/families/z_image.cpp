@@ -19,6 +19,7 @@
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
 #include "dpinfer/util/error.h"
+#include "lora_pipeline.h"
 #include "pipeline_info.h"
 
 namespace dpinfer::pipeline {
@@ -87,7 +88,7 @@ Captions concatenated(const Captions& a, const Captions& b) {
   return out;
 }
 
-class ZImagePipeline : public TextToImage {
+class ZImagePipeline : public LoraPipeline {
  public:
   ZImagePipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
@@ -109,6 +110,7 @@ class ZImagePipeline : public TextToImage {
     text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<ZImageTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    start_loras(family_).add_component("transformer", *transformer_);  // ZImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
     // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.
     info_.size_multiple = static_cast<int>(size_multiple());
@@ -125,6 +127,7 @@ class ZImagePipeline : public TextToImage {
     const int max_length = settings["max_sequence_length"].get<int>();
     const double cfg_normalization = settings["cfg_normalization"].get<double>();
     const double cfg_truncation = settings["cfg_truncation"].get<double>();
+    use_loras(batch);
 
     c10::InferenceMode guard;
     const auto b = static_cast<int64_t>(batch.size());

@@ -39,6 +39,8 @@ at::Tensor read_tensor(const io::TensorView& view, const std::string& file) {
 /// [out, in, kh, kw] weights, not the embedding tables (which PEFT treats apart).
 bool is_lora_target(const std::string& module, const at::Tensor& weight) {
   if (weight.dim() != 2 && weight.dim() != 4) return false;
+  // T5's token table ("shared") and relative_attention_bias are nn.Embedding too (Chroma's text_encoder).
+  if (module == "shared" || ends_with(module, ".shared") || ends_with(module, "relative_attention_bias")) return false;
   return !ends_with(module, "embedding") && !ends_with(module, "embeddings") && !ends_with(module, "embed_tokens");
 }
 
@@ -98,13 +100,29 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     const at::Tensor w = weight(layer.component, layer.module);
     const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
     Factors f;
-    f.down = read_tensor(*file->find(layer.down_key), path).to(options);
-    f.up = read_tensor(*file->find(layer.up_key), path).to(options);
+    at::Tensor down = read_tensor(*file->find(layer.down_key), path);
+    at::Tensor up = read_tensor(*file->find(layer.up_key), path);
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
     f.alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path).to(at::kDouble).item<double>()
                               : static_cast<double>(layer.rank);
     if (!std::isfinite(f.alpha))
       throw InputError(quote(path) + ": " + quote(*layer.alpha_key, 80) + " is not a finite number");
+    if (layer.alpha_in_factors) {
+      // Ref: _convert_non_diffusers_qwen_lora_to_diffusers / _z_image_ (lora_conversion_utils.py),
+      // get_alpha_scales: alpha / rank split between the factors, in the file's dtype; the
+      // adapter's own alpha is then its rank.
+      double scale_down = f.alpha / static_cast<double>(layer.rank), scale_up = 1.0;
+      while (scale_down * 2 < scale_up) {
+        scale_down *= 2;
+        scale_up /= 2;
+      }
+      down = down * scale_down;
+      up = up * scale_up;
+      f.alpha = static_cast<double>(layer.rank);
+    }
+    // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
+    f.down = down.to(options);
+    f.up = up.to(options);
     f.layer = std::move(layer);
     loaded->layers.push_back(std::move(f));
   }

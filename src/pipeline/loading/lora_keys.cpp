@@ -124,10 +124,68 @@ std::string sgm_to_diffusers(const std::string& name, int64_t lpb) {
 struct Group {
   std::string component;  ///< empty for a kohya name with an unknown prefix
   std::string name;       ///< kohya: underscored; PEFT: dotted
-  bool kohya = false;
+  std::string prefix;     ///< how its keys start, for messages: "lora_unet_", "transformer."
+  bool kohya = false;     ///< an underscored module name
+  bool down_up = false;   ///< lora_down/lora_up factors (kohya's names), not lora_A/lora_B
+  bool non_diffusers = false;  ///< a Qwen-Image / Z-Image transformer layer outside diffusers' names
   std::optional<std::string> down, up, alpha;
   std::string first_key;
 };
+
+/// `name` with its last part (after the last '.' or, underscored, '_') renamed by `renames`, or
+/// "" when no rename applies.
+std::string rename_last_part(const std::string& name, bool underscored,
+                             const std::vector<std::pair<std::string, std::string>>& renames) {
+  const char sep = underscored ? '_' : '.';
+  for (const auto& [from, to] : renames) {
+    if (name != from && !ends_with(name, std::string(1, sep) + from)) continue;
+    std::string target = to;
+    if (underscored) std::replace(target.begin(), target.end(), '.', '_');
+    return name.substr(0, name.size() - from.size()) + target;
+  }
+  return "";
+}
+
+/// Sorts one key's base name (its suffix cut) into a Group's component and name.
+void classify(Group& g, const std::string& base, const LoraKeyRules& rules, const LoraModuleTable& modules) {
+  static const std::string kDiffusionModel = "diffusion_model.";
+  if (rules.non_diffusers_transformer && starts_with(base, kDiffusionModel)) {
+    // _convert_non_diffusers_*_lora_to_diffusers: removeprefix("diffusion_model.")
+    g.component = "transformer";
+    g.name = base.substr(kDiffusionModel.size());
+    g.prefix = kDiffusionModel;
+    g.non_diffusers = true;
+    return;
+  }
+  if (base.find('.') == std::string::npos && starts_with(base, "lora_")) {
+    g.kohya = true;
+    g.name = base;
+    g.prefix = base.substr(0, base.find('_', 5) + 1);
+    for (const KohyaPrefix& k : kKohyaPrefixes)
+      if (starts_with(base, k.prefix)) {
+        g.name = base.substr(std::char_traits<char>::length(k.prefix));
+        if (rules.kohya_unet) {
+          g.component = k.component;
+        } else if (rules.non_diffusers_transformer && std::string(k.prefix) == "lora_unet_") {
+          g.component = "transformer";  // removeprefix("lora_unet_"), then '_' back to '.'
+          g.non_diffusers = true;
+        }
+        break;
+      }
+    return;
+  }
+  const size_t dot = base.find('.');
+  g.component = dot == std::string::npos ? std::string() : base.substr(0, dot);
+  g.name = dot == std::string::npos ? base : base.substr(dot + 1);
+  g.prefix = g.component + ".";
+  if (rules.non_diffusers_transformer && !modules.count(g.component)) {
+    // No prefix: the transformer's module itself (the converters' keys before "transformer." is added).
+    g.component = "transformer";
+    g.name = base;
+    g.prefix = dot == std::string::npos ? base : base.substr(0, dot + 1);
+    g.non_diffusers = true;
+  }
+}
 
 const char* strip_suffix(const std::string& key, std::initializer_list<const char*> suffixes, std::string* base) {
   for (const char* s : suffixes)
@@ -140,21 +198,61 @@ const char* strip_suffix(const std::string& key, std::initializer_list<const cha
 
 }  // namespace
 
+LoraKeyRules lora_key_rules(const std::string& family) {
+  // FLUX.1 and Chroma (ChromaPipeline uses FluxLoraLoaderMixin): diffusers 0.36's lora_state_dict
+  // converts kohya (any lora_down key), XLabs ("processor") and BFL-named files with fused qkv
+  // projections; dpinfer reads the diffusers names only so far.
+  const std::vector<std::pair<std::string, std::string>> bfl = {
+      {"double_blocks", "LoRA in BFL's FLUX.1 block names (double_blocks/single_blocks, kohya or ai-toolkit)"},
+      {"single_blocks", "LoRA in BFL's FLUX.1 block names (double_blocks/single_blocks, kohya or ai-toolkit)"},
+      {"lora_transformer_", "kohya LoRA in diffusers' underscored FLUX.1 names (lora_transformer_)"},
+      {".processor.", "XLabs FLUX.1 LoRA"}};
+  const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
+                                ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
+  LoraKeyRules rules;
+  if (family == "flux" || family == "chroma") {
+    rules.kohya_unet = false;
+    rules.refused = bfl;
+    rules.reads = peft_only;
+  } else if (family == "stable-diffusion-3") {
+    // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
+    rules.kohya_unet = false;
+    rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
+    rules.reads = peft_only;
+  } else if (family == "qwen-image" || family == "z-image") {
+    rules.kohya_unet = false;
+    rules.non_diffusers_transformer = true;
+    // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
+    if (family == "z-image") rules.last_part_renames = {{"out", "to_out.0"}};
+  }
+  return rules;
+}
+
 std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
                                      const LoraModelFacts& facts, const std::string& file) {
   const std::string where = quote(file);
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, Group> groups;  // by base name: kohya "lora_unet_x" or PEFT "unet.x"
   std::vector<std::string> not_lora;
+  const LoraKeyRules& rules = facts.rules;
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
     for (const Unsupported& u : kUnsupported)
       if (t.key.find(u.piece) != std::string::npos)
         throw InputError(where + ": a " + std::string(u.what) + " file (key " + quote(t.key, 80) +
                          "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+    for (const auto& [piece, what] : rules.refused)
+      if (t.key.find(piece) != std::string::npos)
+        throw InputError(where + ": a " + what + " (key " + quote(t.key, 80) + "), which dpinfer does not read yet; " +
+                         rules.reads);
+    // The converters' has_default: "default." (PEFT's adapter name) is dropped from every key.
+    std::string key = t.key;
+    if (rules.non_diffusers_transformer)
+      for (size_t at = key.find("default."); at != std::string::npos; at = key.find("default.", at))
+        key.erase(at, 8);
     std::string base;
-    const char* suffix = strip_suffix(t.key, {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight",
-                                              ".lora_B.weight", ".lora.down.weight", ".lora.up.weight"},
+    const char* suffix = strip_suffix(key, {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight",
+                                            ".lora_B.weight", ".lora.down.weight", ".lora.up.weight"},
                                       &base);
     if (!suffix || base.empty()) {
       not_lora.push_back(t.key);
@@ -163,23 +261,10 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     Group& g = groups[base];
     if (g.first_key.empty()) {
       g.first_key = t.key;
-      if (base.find('.') == std::string::npos && starts_with(base, "lora_")) {
-        g.kohya = true;
-        g.name = base;
-        for (const KohyaPrefix& k : kKohyaPrefixes)
-          if (starts_with(base, k.prefix)) {
-            g.component = k.component;
-            g.name = base.substr(std::char_traits<char>::length(k.prefix));
-            break;
-          }
-      } else if (const size_t dot = base.find('.'); dot != std::string::npos) {
-        g.component = base.substr(0, dot);
-        g.name = base.substr(dot + 1);
-      } else {
-        g.name = base;
-      }
+      classify(g, base, rules, modules);
     }
     const std::string s = suffix;
+    if (s == ".lora_down.weight" || s == ".lora_up.weight") g.down_up = true;
     std::optional<std::string>& slot = s == ".alpha" ? g.alpha
                                        : (s == ".lora_down.weight" || s == kPeftDown[0] || s == kPeftDown[1]) ? g.down
                                                                                                               : g.up;
@@ -205,6 +290,16 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
       underscored[component][u] = module;
     }
 
+  // A UNet family's LoRA (unet., or kohya names this family does not read) on a transformer model:
+  // said first, before its text-encoder layers meet this model's text encoders by name.
+  if (!modules.count("unet"))
+    for (const auto& [base, g] : groups)
+      if (g.prefix == "unet." || (g.kohya && g.component.empty() && starts_with(g.prefix, "lora_unet_")) ||
+          (g.kohya && starts_with(g.prefix, "lora_te")))
+        throw InputError(where + ": a LoRA for a UNet model (Stable Diffusion 1.x/2.x or SDXL; key " +
+                         quote(g.first_key, 80) + "), not for this " + facts.family_label +
+                         " model: use a LoRA made for " + facts.family_label);
+
   std::vector<LoraLayer> layers;
   std::vector<std::string> unmatched;
   std::set<std::string> prefixes;
@@ -213,16 +308,23 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
       throw InputError(where + ": layer " + quote(base, 80) + " has its " + (g.down ? "down (A)" : "up (B)") +
                        " weight but not its " + (g.down ? "up (B)" : "down (A)") + " weight; the file is incomplete");
     }
-    prefixes.insert(g.kohya ? base.substr(0, base.find('_', 5) + 1) : g.component + ".");
+    prefixes.insert(g.prefix);
     std::string module;
     if (auto comp = modules.find(g.component); comp != modules.end()) {
+      // Z-Image's normalize_out_key renames the last part of lora_down/lora_up layers only.
+      const bool renames = g.non_diffusers && g.down_up;
       if (g.kohya) {
         const auto& names = underscored[g.component];
         std::string name = g.name;
         if (g.component == "unet") name = sgm_to_diffusers(name, facts.layers_per_block);
-        if (auto it = names.find(name); it != names.end()) module = it->second;
+        auto it = names.find(name);
+        if (it == names.end() && renames) it = names.find(rename_last_part(name, true, rules.last_part_renames));
+        if (it != names.end()) module = it->second;
       } else if (comp->second.count(g.name)) {
         module = g.name;
+      } else if (renames) {
+        const std::string renamed = rename_last_part(g.name, false, rules.last_part_renames);
+        if (comp->second.count(renamed)) module = renamed;
       }
     }
     if (module.empty()) {
@@ -252,7 +354,12 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
         throw InputError(where + ": " + quote(*g.alpha, 80) + " has shape " + shape_text(a) +
                          "; an alpha is one number");
     }
-    layers.push_back({g.component, module, *g.down, *g.up, g.alpha, down[0]});
+    // The converters: a lora_down/lora_up layer's alpha goes into its factors; a lora_A/lora_B
+    // layer's alpha is popped and dropped (its scaling is the LoRA's scale alone).
+    LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
+    if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
+    if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
+    layers.push_back(std::move(layer));
   }
   std::string found;
   for (const std::string& p : prefixes) found += (found.empty() ? "" : ", ") + p;
@@ -262,8 +369,8 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     throw InputError(where + ": none of its " + std::to_string(groups.size()) + " LoRA layer(s) match a weight of this " +
                      facts.family_label + " model (its keys start with " + found + ", e.g. " +
                      quote(unmatched.front(), 80) + ")" +
-                     (dit ? "; it is a LoRA for a transformer (DiT) model, not for a UNet one"
-                          : "; it is a LoRA for another model or family") +
+                     (dit && modules.count("unet") ? "; it is a LoRA for a transformer (DiT) model, not for a UNet one"
+                                                   : "; it is a LoRA for another model or family") +
                      ": use a LoRA made for " + facts.family_label);
   }
   if (!unmatched.empty()) {

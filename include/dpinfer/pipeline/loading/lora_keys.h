@@ -14,13 +14,19 @@
 //    as diffusers' _maybe_map_sgm_blocks_to_diffusers does (lora_conversion_utils.py).
 //  - diffusers / PEFT: "<component>.<module>.lora_A.weight" / ".lora_B.weight" (also the
 //    older ".lora.down.weight" / ".lora.up.weight"), component unet, text_encoder,
-//    text_encoder_2 or transformer; an optional "<component>.<module>.alpha".
-// Not read (refused by name): LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and the Tucker
+//    text_encoder_2 or transformer; an optional "<component>.<module>.alpha". Every family.
+//  - kohya / A1111 / LoCon (above): the UNet families only (LoraKeyRules::kohya_unet).
+//  - Qwen-Image's and Z-Image's non-diffusers transformer files (LoraKeyRules::non_diffusers_transformer),
+//    renamed as diffusers 0.36's _convert_non_diffusers_qwen_lora_to_diffusers and
+//    _convert_non_diffusers_z_image_lora_to_diffusers rename them (lora_conversion_utils.py).
+// Not read (refused by name): the formats a family's LoraKeyRules::refused names (kohya FLUX.1,
+// BFL block names, XLabs, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and the Tucker
 // "lora_mid" of LoCon's CP decomposition.
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -44,12 +50,42 @@ struct LoraLayer {
   std::string up_key;     ///< B / lora_up: [out, r] or [out, r, 1, 1]
   std::optional<std::string> alpha_key;  ///< a 0-d or 1-element tensor; none: alpha = rank
   int64_t rank = 0;
+  /// alpha / rank goes into the factors when they are read (down * s_down, up * s_up, the split
+  /// of diffusers' get_alpha_scales), and the merge then scales by the LoRA's scale alone: Qwen-Image's
+  /// and Z-Image's lora_down/lora_up files, as diffusers converts them.
+  bool alpha_in_factors = false;
 };
+
+/// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
+/// family reads. The default is the UNet families' (Stable Diffusion 1.x/2.x, SDXL).
+struct LoraKeyRules {
+  /// kohya / A1111 / LoCon keys (lora_unet_, lora_te_, lora_te1_, lora_te2_), the UNet in the
+  /// original block names too. Off for the DiT families: a kohya file there matches nothing.
+  bool kohya_unet = true;
+  /// Qwen-Image's and Z-Image's transformer files outside diffusers' names, as diffusers 0.36's
+  /// _convert_non_diffusers_{qwen,z_image}_lora_to_diffusers read them: keys that start with
+  /// "diffusion_model.", "lora_unet_" (the module with '_' for '.') or the module itself are the
+  /// transformer's; "default." is dropped; a lora_down/lora_up pair carries alpha / rank in its
+  /// factors (LoraLayer::alpha_in_factors); the alphas of lora_A/lora_B layers are dropped.
+  bool non_diffusers_transformer = false;
+  /// For those files' lora_down/lora_up layers: a module's last part and what it becomes
+  /// (Z-Image's normalize_out_key: "out" -> "to_out.0").
+  std::vector<std::pair<std::string, std::string>> last_part_renames;
+  /// Formats of this family that dpinfer does not read (yet): a piece of a key, what it is.
+  std::vector<std::pair<std::string, std::string>> refused;
+  /// What to use instead of a refused format, for the message.
+  std::string reads;
+};
+
+/// The rules for the family that families() names `family` ("flux", "qwen-image", ...); the
+/// UNet families' (the default) for "stable-diffusion" and "stable-diffusion-xl".
+LoraKeyRules lora_key_rules(const std::string& family);
 
 /// What the model's structure adds to the key conversion.
 struct LoraModelFacts {
   std::string family_label;  ///< for messages: "Stable Diffusion XL"
   int64_t layers_per_block = 2;  ///< the UNet's, for the SGM block numbers
+  LoraKeyRules rules;
 };
 
 /// The layers of a LoRA file named `file` (for messages) with the tensors `keys`, mapped onto
