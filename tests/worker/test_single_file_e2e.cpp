@@ -58,6 +58,10 @@ TEST(SingleFileE2E, Sd1FileMakesTheDirectorysImages) {
   EXPECT_EQ(p["single_file"]["components"]["vae"], "single file (first_stage_model.*, LDM VAE)");
   EXPECT_EQ(run_json["options"]["base"], kData + "/pipelines/tiny-sd1");
   EXPECT_TRUE(json::parse(read_file(dir.file("dir/run.json")))["pipeline"]["single_file"].is_null());
+  // A1111's Model hash: the checkpoint file's SHA-256, not the base's UNet.
+  const std::string meta = read_file(dir.file("file/metadata.jsonl"));
+  EXPECT_EQ(json::parse(meta.substr(0, meta.find('\n')))["model_hash"], "daa0d0e785")
+      << "sha256sum tests/data/single_file/tiny-sd1.safetensors";
 }
 
 TEST(SingleFileE2E, SdxlFileOnTwoRanksMakesTheDirectorysImages) {
@@ -118,6 +122,9 @@ TEST(SingleFileE2E, FluxBflFileMakesTheDirectorysImages) {
   EXPECT_EQ(p["model"], "tiny-flux-dev-bfl");
   EXPECT_EQ(p["single_file"]["kind"], "flux-dev");
   EXPECT_EQ(p["single_file"]["components"]["transformer"], "single file (*, BFL FLUX.1)");
+  const std::string meta = read_file(dir.file("file/metadata.jsonl"));
+  EXPECT_EQ(json::parse(meta.substr(0, meta.find('\n')))["model_hash"], "8e852a7e4d")
+      << "sha256sum tests/data/single_file/tiny-flux-dev-bfl.safetensors";
 
   // ComfyUI's prefix, schnell: inspect reports the file and its keys as matching the base.
   RunResult inspect = run({DPINFER_BINARY, "inspect", kData + "/single_file/tiny-flux-schnell-comfy.safetensors",

@@ -1,7 +1,6 @@
 #include "pipeline_info.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
@@ -40,9 +39,8 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.ignored_components = model.ignored_components;
   // The files of `Model hash` (worker/model_hashes.h): a single-file checkpoint itself, else
   // the denoiser's weight files, as this run loads them.
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(model.root, ec)) {
-    info.hash_files = {model.root};
+  if (model.single_file) {
+    info.hash_files = {model.single_file->path};
   } else {
     for (const Component& c : model.components)
       if (c.role == ComponentRole::kDenoiser) {
