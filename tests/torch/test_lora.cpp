@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <set>
 #include <map>
@@ -28,6 +30,7 @@
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 #include "support/image_compare.h"
+#include "support/temp_dir.h"
 
 using namespace dpinfer;
 using nlohmann::json;
@@ -355,6 +358,45 @@ TEST(DitLoraBadInput, ALoraThatMatchesOnlyPartOfTheModelSaysHowMuch) {
   EXPECT_NE(why.find("flux-partial.safetensors"), std::string::npos) << why;
   EXPECT_NE(why.find("1 match nothing"), std::string::npos) << why;
   EXPECT_NE(why.find("transformer.transformer_blocks.7.attn.to_q.lora_"), std::string::npos) << why;
+}
+
+/// `source` (a safetensors file) copied to `target` with `metadata` as its header's __metadata__.
+void copy_with_metadata(const std::string& source, const std::string& target, const json& metadata) {
+  std::ifstream in(source, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  json header = json::parse(bytes.substr(8, n));
+  header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  const uint64_t size = text.size();
+  std::ofstream out(target, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&size), 8);
+  out << text << bytes.substr(8 + n);
+}
+
+TEST(DitLoraBadInput, MetadataWithAlphaOtherThanRankIsRefusedNotMergedAtAnotherScale) {
+  // diffusers' save_lora_weights records the PEFT config; load_lora_adapter scales by its
+  // lora_alpha / r. flux-peft is rank 2 with no .alpha tensors.
+  test::TempDir dir;
+  const std::string file = dir.file("flux-meta.safetensors");
+  const auto with = [&](const json& adapter) {
+    copy_with_metadata(kDitLoras + "flux-peft.safetensors", file,
+                       {{"format", "pt"}, {"lora_adapter_metadata", adapter.dump()}});
+    return dit_refusal("tiny-flux-dev", file);
+  };
+  EXPECT_EQ(with({{"transformer.r", 2}, {"transformer.lora_alpha", 2}, {"transformer.rank_pattern", json::object()},
+                  {"transformer.alpha_pattern", json::object()}}),
+            "(accepted)");
+  EXPECT_EQ(with({{"transformer.r", 2}, {"transformer.lora_alpha", 2},
+                  {"transformer.rank_pattern", {{"proj_out", 4}}}, {"transformer.alpha_pattern", {{"proj_out", 4}}}}),
+            "(accepted)");
+  std::string why = with({{"transformer.r", 2}, {"transformer.lora_alpha", 1}});
+  EXPECT_NE(why.find("flux-meta.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why.find("transformer's lora_alpha 1 for rank 2"), std::string::npos) << why;
+  why = with({{"transformer.r", 2}, {"transformer.lora_alpha", 2}, {"transformer.rank_pattern", {{"proj_out", 4}}}});
+  EXPECT_NE(why.find("rank_pattern 'proj_out'"), std::string::npos) << why;
 }
 
 TEST(DitLoraBadInput, KohyaFluxIsRefusedAsNotYetRead) {
