@@ -14,10 +14,12 @@
 
 namespace dpinfer::test {
 
-/// tiny-sd1's CLIP text encoder with the weights F8_E4M3 holds (tests/data/models/tiny-sd1-te-e4m3,
-/// exact in float32), run in float32 on one thread by dpinfer on the golden token ids: its
-/// last_hidden_state [1, 77, 32], as tools/fixtures/cpu_canary.py computes it with torch.
+/// The CLIP text encoder of model fixture `fixture` (tiny-sd1's, in some fp8 storage) run by dpinfer
+/// in float32 on tiny-sd1-te-fp8.golden's token ids: its last_hidden_state [1, 77, 32].
 at::Tensor clip_last_hidden_state(const std::string& fixture);
+
+/// clip_last_hidden_state("tiny-sd1-te-e4m3") on one thread (weights F8_E4M3 holds, exact in
+/// float32), as tools/fixtures/cpu_canary.py computes it with torch. Computed once.
 at::Tensor cpu_canary();
 
 /// Whether this CPU computes as the machine that recorded `recorded_canary` (a golden's

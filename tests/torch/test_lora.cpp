@@ -37,6 +37,18 @@ using nlohmann::json;
 
 namespace {
 
+/// A weight a LoRA merged into: diffusers' `want` bit for bit where this CPU computes as the one
+/// that recorded it (`recorded_canary`, fixture_cpu.h); elsewhere B @ A sums in this CPU's order,
+/// and the delta itself is held to the parity bound.
+void expect_merged_weight(const at::Tensor& value, const at::Tensor& want, const at::Tensor& original,
+                          const std::string& key, const at::Tensor& recorded_canary) {
+  if (test::recorded_on_this_cpu(recorded_canary)) {
+    ASSERT_TRUE(at::equal(value, want)) << key << ": max |diff| " << (value - want).abs().max().item<double>();
+  } else {
+    test::expect_close(value - original, want - original, key + " LoRA delta");
+  }
+}
+
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::string kLoras = kData + "/loras/";
 
@@ -101,12 +113,7 @@ TEST_P(LoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
     for (const auto& [key, value] : now) {
       if (merged.count(key)) {
         const at::Tensor want = golden[cs["name"].get<std::string>() + "/" + key];
-        if (test::recorded_on_this_cpu()) {
-          ASSERT_TRUE(at::equal(value, want)) << key << ": max |diff| " << (value - want).abs().max().item<double>();
-        } else {
-          // B @ A sums in this CPU's order (fixture_cpu.h): the delta itself within the parity bound.
-          test::expect_close(value - original.at(key), want - original.at(key), key + " LoRA delta");
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_merged_weight(value, want, original.at(key), key, at::Tensor()));
         ++changed;
       } else {
         ASSERT_TRUE(at::equal(value, original.at(key))) << key << " changed, but diffusers leaves it";
@@ -251,12 +258,7 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
       if (!want) continue;  // the first case's values are not recorded (its image is)
       ASSERT_EQ(want->nbytes, static_cast<size_t>(value.numel()) * 4) << key;
       const at::Tensor w = at::from_blob(const_cast<std::byte*>(want->data), value.sizes(), at::kFloat);
-      if (test::recorded_on_this_cpu(canary)) {
-        ASSERT_TRUE(at::equal(value, w)) << key << ": max |diff| " << (value - w).abs().max().item<double>();
-      } else {
-        // B @ A sums in this CPU's order (fixture_cpu.h): the delta itself within the parity bound.
-        test::expect_close(value - original.at(key), w - original.at(key), key + " LoRA delta");
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_merged_weight(value, w, original.at(key), key, canary));
       ++compared;
     }
     EXPECT_EQ(changed, merged.size());

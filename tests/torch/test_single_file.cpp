@@ -77,6 +77,19 @@ std::map<std::string, at::Tensor> state_of(const torch::nn::Module& m) {
   return out;
 }
 
+/// Component `c` loaded from the single file and from the directory: the same tensors, bit for bit.
+void expect_component_is_the_directorys(const ModelDir& single, const ModelDir& dir, const std::string& c,
+                                        const std::string& what) {
+  auto a = load_component(single.at(c), at::TensorOptions().dtype(at::kFloat));
+  auto b = load_component(dir.at(c), at::TensorOptions().dtype(at::kFloat));
+  const auto sa = state_of(*a), sb = state_of(*b);
+  ASSERT_EQ(sa.size(), sb.size()) << what << " " << c;
+  for (const auto& [key, value] : sb) {
+    ASSERT_TRUE(sa.count(key)) << what << " " << key;
+    EXPECT_TRUE(torch::equal(sa.at(key), value)) << what << " " << c << " " << key;
+  }
+}
+
 struct Tiny {
   const char* name;
   const char* kind;
@@ -111,16 +124,7 @@ TEST(SingleFile, LoadedStateDictsAreTheDirectorysExactly) {
     o.base = kPipelines + "/" + t.name;
     const ModelDir single = resolve_model(kSingle + "/" + t.name + ".safetensors", "", nullptr, o);
     const ModelDir dir = resolve_model(kPipelines + "/" + t.name);
-    for (const char* c : t.components) {
-      auto a = load_component(single.at(c), at::TensorOptions().dtype(at::kFloat));
-      auto b = load_component(dir.at(c), at::TensorOptions().dtype(at::kFloat));
-      const auto sa = state_of(*a), sb = state_of(*b);
-      ASSERT_EQ(sa.size(), sb.size()) << t.name << " " << c;
-      for (const auto& [key, value] : sb) {
-        ASSERT_TRUE(sa.count(key)) << key;
-        EXPECT_TRUE(torch::equal(sa.at(key), value)) << t.name << " " << c << " " << key;
-      }
-    }
+    for (const char* c : t.components) expect_component_is_the_directorys(single, dir, c, t.name);
   }
 }
 
@@ -335,14 +339,7 @@ TEST(SingleFile, FluxBflTransformerIsTheDirectorysExactly) {
     o.base = kPipelines + "/" + t.pipeline;
     const ModelDir single = resolve_model(kSingle + "/" + t.file + ".safetensors", "", nullptr, o);
     const ModelDir dir = resolve_model(kPipelines + "/" + t.pipeline);
-    auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-    auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-    const auto sa = state_of(*a), sb = state_of(*b);
-    ASSERT_EQ(sa.size(), sb.size()) << t.file;
-    for (const auto& [key, value] : sb) {
-      ASSERT_TRUE(sa.count(key)) << key;
-      EXPECT_TRUE(torch::equal(sa.at(key), value)) << t.file << " " << key;
-    }
+    expect_component_is_the_directorys(single, dir, "transformer", t.file);
   }
 }
 
@@ -487,14 +484,7 @@ TEST(SingleFile, QwenImageComfyFileIsTheDirectorysBitForBit) {
   EXPECT_EQ(single.at("transformer").source, "single file (model.diffusion_model.*, diffusers names)");
   EXPECT_CONTAINS(single.at("vae").source, "--base ");
   const ModelDir dir = resolve_model(kPipelines + "/tiny-qwen-image");
-  auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-  auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-  const auto sa = state_of(*a), sb = state_of(*b);
-  ASSERT_EQ(sa.size(), sb.size());
-  for (const auto& [key, value] : sb) {
-    ASSERT_TRUE(sa.count(key)) << key;
-    EXPECT_TRUE(torch::equal(sa.at(key), value)) << key;
-  }
+  expect_component_is_the_directorys(single, dir, "transformer", file);
   LoadRequest r, d;
   r.model = file;
   r.base = o.base;
@@ -543,14 +533,7 @@ TEST(SingleFile, ZImageOriginalFileIsTheDirectorysBitForBit) {
   EXPECT_EQ(single.single_file->kind, "z-image-turbo");
   EXPECT_EQ(single.at("transformer").source, "single file (*, Z-Image original)");
   const ModelDir dir = resolve_model(kPipelines + "/tiny-z-image");
-  auto a = load_component(single.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-  auto b = load_component(dir.at("transformer"), at::TensorOptions().dtype(at::kFloat));
-  const auto sa = state_of(*a), sb = state_of(*b);
-  ASSERT_EQ(sa.size(), sb.size());
-  for (const auto& [key, value] : sb) {
-    ASSERT_TRUE(sa.count(key)) << key;
-    EXPECT_TRUE(torch::equal(sa.at(key), value)) << key;
-  }
+  expect_component_is_the_directorys(single, dir, "transformer", file);
   LoadRequest r, d;
   r.model = file;
   r.base = o.base;
