@@ -204,25 +204,23 @@ TEST(LoraBadInput, AnSd1LoraOnSdxlSaysHowManyLayersMatch) {
 
 const std::string kDitLoras = kData + "/loras-dit/";
 
-json dit_cases_of(const std::string& pipeline) {
-  std::ifstream in(kDitLoras + pipeline + "-lora.golden/cases.json");
+json dit_cases_of(const std::string& pipeline, const std::string& loras = kDitLoras) {
+  std::ifstream in(loras + pipeline + "-lora.golden/cases.json");
   return json::parse(in);
 }
 
-io::LoraSet dit_set_of(const json& c) {
+io::LoraSet dit_set_of(const json& c, const std::string& loras = kDitLoras) {
   io::LoraSet set;
-  for (const json& l : c["loras"]) set.push_back({kDitLoras + l[0].get<std::string>(), l[1].get<double>()});
+  for (const json& l : c["loras"]) set.push_back({loras + l[0].get<std::string>(), l[1].get<double>()});
   return set;
 }
 
-class DitLoraMergeParity : public ::testing::TestWithParam<std::string> {};
-
-// Through the family's own key rules: the weights diffusers' fuse_lora changes are the ones dpinfer
-// changes, the values of each case with a merged golden bit for bit (fp32, CPU), the rest untouched,
-// and no LoRA gives the original weights back.
-TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
-  const std::string name = GetParam();
-  const json doc = dit_cases_of(name);
+/// Through the family's own key rules: the weights diffusers' fuse_lora changes are the ones dpinfer
+/// changes, the values of each case with a merged golden bit for bit (fp32, CPU), the rest untouched,
+/// and no LoRA gives the original weights back. `loras`: the fixture folder (LoRA files, goldens and
+/// the recording machine's cpu_canary).
+void expect_merges_as_diffusers(const std::string& name, const std::string& loras) {
+  const json doc = dit_cases_of(name, loras);
   const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + name);
   const pipeline::Family* family = pipeline::find_family(md.model_index.value("_class_name", std::string()));
   ASSERT_NE(family, nullptr);
@@ -237,14 +235,14 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
     }
   }
   const auto original = weights_of(c);
-  const auto golden = io::SafetensorsFile::open(kDitLoras + name + "-lora.golden/merged.safetensors");
-  // The machine that recorded these goldens (make_dit_lora_fixtures.py), for bit identity.
-  const at::Tensor canary = test::GoldenFile(kDitLoras + "cpu_canary.safetensors")["cpu_canary"];
+  const auto golden = io::SafetensorsFile::open(loras + name + "-lora.golden/merged.safetensors");
+  // The machine that recorded these goldens, for bit identity.
+  const at::Tensor canary = test::GoldenFile(loras + "cpu_canary.safetensors")["cpu_canary"];
   size_t compared = 0;
   for (const json& cs : doc["cases"]) {
     const std::string case_name = cs["name"].get<std::string>();
     SCOPED_TRACE(case_name);
-    ASSERT_TRUE(c.merger->apply(dit_set_of(cs)));
+    ASSERT_TRUE(c.merger->apply(dit_set_of(cs, loras)));
     std::set<std::string> merged;
     for (const json& k : cs["merged_keys"]) merged.insert(k.get<std::string>());
     size_t changed = 0;
@@ -255,7 +253,7 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
       }
       ++changed;
       const io::TensorView* want = golden->find(case_name + "/" + key);
-      if (!want) continue;  // the first case's values are not recorded (its image is)
+      if (!want) continue;  // make_dit_lora_fixtures.py records no values for its first case (its image is)
       ASSERT_EQ(want->nbytes, static_cast<size_t>(value.numel()) * 4) << key;
       const at::Tensor w = at::from_blob(const_cast<std::byte*>(want->data), value.sizes(), at::kFloat);
       ASSERT_NO_FATAL_FAILURE(expect_merged_weight(value, w, original.at(key), key, canary));
@@ -267,6 +265,10 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
   ASSERT_TRUE(c.merger->apply({}));
   for (const auto& [key, value] : weights_of(c)) ASSERT_TRUE(at::equal(value, original.at(key))) << key;
 }
+
+class DitLoraMergeParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) { expect_merges_as_diffusers(GetParam(), kDitLoras); }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraMergeParity,
                          ::testing::Values("tiny-flux-dev", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
@@ -378,27 +380,35 @@ void copy_with_metadata(const std::string& source, const std::string& target, co
   out << text << bytes.substr(8 + n);
 }
 
-TEST(DitLoraBadInput, MetadataWithAlphaOtherThanRankIsRefusedNotMergedAtAnotherScale) {
-  // diffusers' save_lora_weights records the PEFT config; load_lora_adapter scales by its
-  // lora_alpha / r. flux-peft is rank 2 with no .alpha tensors.
+// ---- diffusers' lora_adapter_metadata: make_lora_metadata_fixtures.py -> tests/data/loras-metadata/ ----
+
+// The header's PEFT config scales each layer (lora_alpha / r, rank_pattern, alpha_pattern with the
+// first match winning, a text-encoder config of its own), not the tensors: the merged weights are
+// diffusers' at scale 1 and 0.75.
+TEST(LoraAdapterMetadataParity, MergedWeightsFollowTheHeadersConfigAsDiffusersDoes) {
+  expect_merges_as_diffusers("tiny-flux-dev", kData + "/loras-metadata/");
+}
+
+TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
+  // flux-peft is rank 2 on every layer, with no .alpha tensors; flux-alpha has .alpha tensors.
   test::TempDir dir;
   const std::string file = dir.file("flux-meta.safetensors");
-  const auto with = [&](const json& adapter) {
-    copy_with_metadata(kDitLoras + "flux-peft.safetensors", file,
-                       {{"format", "pt"}, {"lora_adapter_metadata", adapter.dump()}});
+  const auto with = [&](const json& adapter, const std::string& source = "flux-peft.safetensors") {
+    copy_with_metadata(kDitLoras + source, file, {{"format", "pt"}, {"lora_adapter_metadata", adapter.dump()}});
     return dit_refusal("tiny-flux-dev", file);
   };
-  EXPECT_EQ(with({{"transformer.r", 2}, {"transformer.lora_alpha", 2}, {"transformer.rank_pattern", json::object()},
-                  {"transformer.alpha_pattern", json::object()}}),
-            "(accepted)");
-  EXPECT_EQ(with({{"transformer.r", 2}, {"transformer.lora_alpha", 2},
-                  {"transformer.rank_pattern", {{"proj_out", 4}}}, {"transformer.alpha_pattern", {{"proj_out", 4}}}}),
-            "(accepted)");
-  std::string why = with({{"transformer.r", 2}, {"transformer.lora_alpha", 1}});
+  const json both = {{"transformer.r", 2}, {"transformer.lora_alpha", 1}, {"text_encoder.r", 2},
+                     {"text_encoder.lora_alpha", 2}};
+  EXPECT_EQ(with(both), "(accepted)");
+  std::string why = with({{"transformer.r", 2}, {"transformer.lora_alpha", 2}});
   EXPECT_NE(why.find("flux-meta.safetensors"), std::string::npos) << why;
-  EXPECT_NE(why.find("transformer's lora_alpha 1 for rank 2"), std::string::npos) << why;
-  why = with({{"transformer.r", 2}, {"transformer.lora_alpha", 2}, {"transformer.rank_pattern", {{"proj_out", 4}}}});
-  EXPECT_NE(why.find("rank_pattern 'proj_out'"), std::string::npos) << why;
+  EXPECT_NE(why.find("configures no text_encoder"), std::string::npos) << why;
+  json other_rank = both;
+  other_rank["transformer.rank_pattern"] = {{"proj_out", 4}};
+  why = with(other_rank);
+  EXPECT_NE(why.find("gives 'transformer.proj_out' rank 4, but its factors have rank 2"), std::string::npos) << why;
+  why = with({{"transformer.r", 4}, {"transformer.lora_alpha", 2}}, "flux-alpha.safetensors");
+  EXPECT_NE(why.find(".alpha' and a lora_adapter_metadata"), std::string::npos) << why;
 }
 
 TEST(DitLoraBadInput, KohyaFluxIsRefusedAsNotYetRead) {

@@ -10,52 +10,22 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/loading/lora_adapter_metadata.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
-/// Refuses a file whose diffusers `lora_adapter_metadata` (safetensors header, written by
-/// diffusers' save_lora_weights / PEFT's LoraConfig.to_dict, keys "<component>.r",
-/// "<component>.lora_alpha", "<component>.rank_pattern", "<component>.alpha_pattern") scales a
-/// layer by other than alpha = rank. diffusers builds the adapter from that metadata instead of
-/// the tensors (loaders/peft.py load_lora_adapter), so its scaling is lora_alpha / r; dpinfer
-/// reads alpha from `.alpha` tensors or takes the rank, and would merge such a file at another
-/// scale. Patterns that give every module alpha = rank are accepted.
-void refuse_unequal_metadata_alpha(const io::SafetensorsFile& file, const std::string& path) {
+/// The PEFT config diffusers wrote into the file's header, if any (lora_adapter_metadata.h).
+std::optional<LoraAdapterMetadata> adapter_metadata(const io::SafetensorsFile& file, const std::string& path) {
   const auto& metadata = file.metadata();
   auto it = metadata.find("lora_adapter_metadata");
-  if (it == metadata.end()) return;
-  nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) throw InputError("--lora " + quote(path) + ": its lora_adapter_metadata is not a JSON object; "
-                                       "re-save the LoRA with diffusers' save_lora_weights");
-  const auto number = [](const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); };
-  for (const auto& [key, value] : j.items()) {
-    const size_t dot = key.rfind('.');
-    if (dot == std::string::npos || key.substr(dot + 1) != "lora_alpha") continue;
-    const std::string component = key.substr(0, dot);
-    const double alpha = number(value);
-    const double rank = j.contains(component + ".r") ? number(j[component + ".r"]) : std::nan("");
-    std::string why;
-    if (!(alpha == rank))
-      why = "lora_alpha " + fmt::format("{}", alpha) + " for rank " + fmt::format("{}", rank);
-    const nlohmann::json ranks = j.value(component + ".rank_pattern", nlohmann::json::object());
-    const nlohmann::json alphas = j.value(component + ".alpha_pattern", nlohmann::json::object());
-    if (why.empty() && ranks.is_object() && alphas.is_object()) {
-      for (const auto& [module, r] : ranks.items())
-        if (!alphas.contains(module) || !(number(alphas[module]) == number(r))) why = "rank_pattern '" + module + "'";
-      for (const auto& [module, a] : alphas.items())
-        if (!ranks.contains(module) || !(number(ranks[module]) == number(a))) why = "alpha_pattern '" + module + "'";
-    }
-    if (!why.empty())
-      throw InputError("--lora " + quote(path) + ": its lora_adapter_metadata sets " + component + "'s " + why +
-                       ", a scale other than alpha = rank, which dpinfer does not read yet and would merge wrongly; "
-                       "save the LoRA with lora_alpha equal to its rank, or fuse it into the model with diffusers");
-  }
+  if (it == metadata.end() || it->second.empty()) return std::nullopt;  // diffusers: `if raw` else None
+  return LoraAdapterMetadata::parse(it->second, path);
 }
 
 /// A LoRA tensor as a CPU tensor of its own dtype; only float types are LoRA factors.
@@ -133,7 +103,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   } catch (const Error& e) {
     throw InputError(std::string("--lora: ") + e.what());
   }
-  refuse_unequal_metadata_alpha(*file, path);
+  const std::optional<LoraAdapterMetadata> config = adapter_metadata(*file, path);
   std::vector<LoraTensorKey> keys;
   for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
   auto loaded = std::make_unique<LoadedFile>();
@@ -148,6 +118,20 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
                               : static_cast<double>(layer.rank);
     if (!std::isfinite(f.alpha))
       throw InputError(quote(path) + ": " + quote(*layer.alpha_key, 80) + " is not a finite number");
+    if (config) {
+      // diffusers builds the layer from the metadata's LoraConfig, not from the tensors, and refuses
+      // .alpha tensors beside it ("Both `network_alphas` and `metadata` cannot be specified").
+      if (layer.alpha_key)
+        throw InputError("--lora " + quote(path) + ": it has both " + quote(*layer.alpha_key, 80) +
+                         " and a lora_adapter_metadata, which diffusers refuses too; drop one of them");
+      const LoraLayerScale s = config->scale_of(layer.component, layer.module);
+      if (s.rank != layer.rank)
+        throw InputError("--lora " + quote(path) + ": its lora_adapter_metadata gives " +
+                         quote(layer.component + "." + layer.module, 120) + " rank " + std::to_string(s.rank) +
+                         ", but its factors have rank " + std::to_string(layer.rank) +
+                         " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");
+      f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
+    }
     if (layer.alpha_in_factors) {
       // Ref: _convert_non_diffusers_qwen_lora_to_diffusers / _z_image_ (lora_conversion_utils.py),
       // get_alpha_scales: alpha / rank split between the factors, in the file's dtype; the
