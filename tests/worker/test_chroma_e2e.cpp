@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/io/safetensors.h"
-#include "support/image_compare.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -34,13 +33,7 @@ const char* kNegative = "blurry, low quality, watermark";
 
 /// Issue 4's bound between a PNG and the golden case `name` of fixture `model`.
 void expect_golden(const std::string& png_path, const std::string& model, const std::string& name) {
-  SCOPED_TRACE(model + "/" + name);
-  DecodedPng png = read_png(png_path);
-  auto golden = dpinfer::io::SafetensorsFile::open(kPipelines + model + ".golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find(name);
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, name);
+  expect_png_matches_golden(png_path, kPipelines + model + ".golden/images.safetensors", name);
 }
 
 }  // namespace
@@ -60,28 +53,7 @@ TEST(ChromaE2E, AnImageDoesNotDependOnItsBatchOrRank) {
                  json({{"prompt", "a red cube"}, {"negative_prompt", "ugly"}, {"seed", 7}}).dump() + "\n");
   const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kChromaAlt, "--steps", "2", "--width",
                                            "64", "--height", "32", "--set", "max_sequence_length=48"};
-  for (const auto& [out, batch] : std::vector<std::pair<std::string, std::string>>{{"alone", "1"}, {"batched", "3"}}) {
-    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out), "--batch-size", batch};
-    argv.insert(argv.end(), common.begin(), common.end());
-    RunResult r = run(argv, kEnv, 300s);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  std::vector<std::string> launch = {DPINFER_BINARY, "launch", "--nproc-per-node", "3"};
-  launch.insert(launch.end(), common.begin(), common.end());
-  launch.insert(launch.end(), {"--out", dir.file("ranks"), "--batch-size", "3"});
-  RunResult ranks = run(launch, kEnv, 300s);
-  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
-
-  const auto alone = png_pixels_in(dir.file("alone"));
-  const auto batched = png_pixels_in(dir.file("batched"));
-  const auto ranked = png_pixels_in(dir.file("ranks"));
-  ASSERT_EQ(alone.size(), 3u);
-  ASSERT_EQ(batched.size(), 3u);
-  ASSERT_EQ(ranked.size(), 3u);
-  for (const auto& [name, pixels] : alone) {
-    EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " << name;
-    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
-  }
+  expect_batch_and_rank_independence(dir, common, kEnv);
 }
 
 // tiny-chroma's golden cases "default_steps_35" (seed 0: the family's 35 steps, guidance 5 with CFG on the

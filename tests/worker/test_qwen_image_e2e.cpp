@@ -9,8 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "dpinfer/io/safetensors.h"
-#include "support/image_compare.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -23,6 +22,7 @@ using nlohmann::json;
 namespace {
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-qwen-image";
+const std::string kGoldenImages = kModel + ".golden/images.safetensors";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 
 // make_pipelines.py's P, NEG and LONG: texts whose token embeddings the fixture made random.
@@ -54,12 +54,7 @@ TEST(QwenImageE2E, TheWorkersImageIsDiffusersOwn) {
                     kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   DecodedPng png = read_png(dir.file("out/000000.png"));
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-qwen-image.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find("true_cfg");
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "true_cfg");
+  expect_pixels_match_golden(png.pixels, kGoldenImages, "true_cfg");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["guidance_scale"], 4.0);  // the family's default: true_cfg_scale 4
   EXPECT_EQ(rec["scheduler"], "flow_match_euler");
@@ -74,33 +69,7 @@ TEST(QwenImageE2E, AnImageDoesNotDependOnItsBatchOrRank) {
   write_file(dir.file("p.jsonl"), three_prompts());
   const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kModel, "--steps", "2", "--width", "32",
                                            "--height", "48"};
-  auto generate = [&](const std::string& out, const std::string& batch) {
-    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out), "--batch-size", batch};
-    argv.insert(argv.end(), common.begin(), common.end());
-    RunResult r = run(argv, kEnv, 300s);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  };
-  generate("alone", "1");
-  generate("batched", "3");
-  std::vector<std::string> launch = {DPINFER_BINARY, "launch", "--nproc-per-node", "3"};
-  launch.insert(launch.end(), common.begin(), common.end());
-  launch.insert(launch.end(), {"--out", dir.file("ranks"), "--batch-size", "3"});
-  RunResult ranks = run(launch, kEnv, 300s);
-  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
-
-  const auto alone = png_pixels_in(dir.file("alone"));
-  const auto batched = png_pixels_in(dir.file("batched"));
-  const auto ranked = png_pixels_in(dir.file("ranks"));
-  ASSERT_EQ(alone.size(), 3u);
-  ASSERT_EQ(batched.size(), 3u);
-  ASSERT_EQ(ranked.size(), 3u);
-  for (const auto& [name, pixels] : alone) {
-    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
-    EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " + name;
-  }
-
-  RunResult status = run({DPINFER_BINARY, "status", dir.file("ranks"), "--prompts", dir.file("p.jsonl")}, kEnv, 60s);
-  EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
+  expect_batch_and_rank_independence(dir, common, kEnv);
 }
 
 TEST(QwenImageE2E, InspectReportsTheFamilyAndASettingIsCheckedAgainstIt) {

@@ -11,8 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "dpinfer/io/safetensors.h"
-#include "support/image_compare.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -25,6 +24,7 @@ using nlohmann::json;
 namespace {
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd3.5";
+const std::string kGoldenImages = kModel + ".golden/images.safetensors";
 const std::string kModelT5 = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd3.5-t5";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 
@@ -43,32 +43,7 @@ void expect_batch_and_rank_independence(const std::string& model) {
                  json({{"prompt", ""}, {"negative_prompt", "blurry"}, {"seed", 7}}).dump() + "\n");
   const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", model, "--steps", "2", "--width", "64",
                                            "--height", "32"};
-  auto generate = [&](const std::string& out, const std::string& batch) {
-    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out), "--batch-size", batch};
-    argv.insert(argv.end(), common.begin(), common.end());
-    RunResult r = run(argv, kEnv, 300s);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  };
-  generate("alone", "1");
-  generate("batched", "3");
-  std::vector<std::string> launch = {DPINFER_BINARY, "launch", "--nproc-per-node", "3"};
-  launch.insert(launch.end(), common.begin(), common.end());
-  launch.insert(launch.end(), {"--out", dir.file("ranks"), "--batch-size", "3"});
-  RunResult ranks = run(launch, kEnv, 300s);
-  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
-
-  const auto alone = png_pixels_in(dir.file("alone"));
-  const auto batched = png_pixels_in(dir.file("batched"));
-  const auto ranked = png_pixels_in(dir.file("ranks"));
-  ASSERT_EQ(alone.size(), 3u);
-  ASSERT_EQ(batched.size(), 3u);
-  ASSERT_EQ(ranked.size(), 3u);
-  for (const auto& [name, pixels] : alone) {
-    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
-    EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " + name;
-  }
-  RunResult status = run({DPINFER_BINARY, "status", dir.file("ranks"), "--prompts", dir.file("p.jsonl")}, kEnv, 60s);
-  EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
+  dpinfer::test::expect_batch_and_rank_independence(dir, common, kEnv);
 }
 
 /// A copy of tiny-sd3.5-t5 under `dir`, for tests that break one of its files.
@@ -101,12 +76,7 @@ TEST(SD3E2E, TheWorkersImageIsDiffusersOwn) {
                     kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   DecodedPng png = read_png(dir.file("out/000000.png"));
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-sd3.5.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find("default_cfg");
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "default_cfg");
+  expect_pixels_match_golden(png.pixels, kGoldenImages, "default_cfg");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["guidance_scale"], 7.0);
   EXPECT_EQ(rec["scheduler"], "flow_match_euler");
@@ -128,13 +98,7 @@ TEST(SD3E2E, SkipLayerGuidanceThroughLaunchIsDiffusersOwn) {
                     kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   DecodedPng png = read_png(dir.file("out/000000.png"));
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-sd3.5.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find("slg_wide_window");
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes,
-                         "slg_wide_window");
+  expect_pixels_match_golden(png.pixels, kGoldenImages, "slg_wide_window");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["skip_guidance_layers"], json::array({0, 2}));
   EXPECT_EQ(rec["skip_layer_guidance_scale"], 1.5);
@@ -200,8 +164,7 @@ TEST(SD3E2E, AModelWithT5RunsThroughGenerate) {
   TempDir dir;
   const json doc = json::parse(std::ifstream(std::string(DPINFER_TEST_DATA_DIR) +
                                              "/pipelines/tiny-sd3.5-t5.golden/cases.json"));
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-sd3.5-t5.golden/images.safetensors");
+  const std::string golden = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd3.5-t5.golden/images.safetensors";
   std::map<std::string, json> cases;
   for (const json& c : doc["cases"]) cases[c["name"].get<std::string>()] = c;
   for (const char* name : {"default_cfg", "long_prompt_max_sequence_length_16"}) {
@@ -218,10 +181,7 @@ TEST(SD3E2E, AModelWithT5RunsThroughGenerate) {
                       kEnv, 300s);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     DecodedPng png = read_png(out + "/000000.png");
-    const dpinfer::io::TensorView* want = golden->find(name);
-    ASSERT_NE(want, nullptr);
-    ASSERT_EQ(want->nbytes, png.pixels.size());
-    expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, name);
+    expect_pixels_match_golden(png.pixels, golden, name);
     const json rec = json::parse(png.texts.at("dpinfer"));
     EXPECT_EQ(rec["guidance_scale"], 7.0);
     EXPECT_EQ(rec["max_sequence_length"], call["max_sequence_length"]);

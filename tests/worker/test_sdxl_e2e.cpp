@@ -9,7 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "dpinfer/io/safetensors.h"
+#include "support/family_e2e.h"
 #include "support/image_compare.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
@@ -23,6 +23,7 @@ using nlohmann::json;
 namespace {
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sdxl";
+const std::string kGoldenImages = kModel + ".golden/images.safetensors";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 // make_pipelines.py's P: the prompt of the golden "default" case.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
@@ -42,12 +43,7 @@ TEST(SdxlE2E, TheWorkersImageIsDiffusersOwn) {
   DecodedPng png = read_png(dir.file("out/000000.png"));
   ASSERT_EQ(png.width, 64);
   ASSERT_EQ(png.height, 64);
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-sdxl.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find("default");
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "default");
+  expect_pixels_match_golden(png.pixels, kGoldenImages, "default");
   const json rec = json::parse(png.texts.at("dpinfer"));
   EXPECT_EQ(rec["guidance_scale"], 5.0);
   EXPECT_EQ(rec["scheduler"], "euler");
@@ -133,25 +129,19 @@ TEST(SdxlE2E, TwoLorasPerJsonlLineInOneProcessAreDiffusersOwn) {
                                          "--out", dir.file("out"), "-v"};
   RunResult r = run(args, kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  size_t loads = 0;
-  for (size_t at = r.err.find("pipeline loaded"); at != std::string::npos; at = r.err.find("pipeline loaded", at + 1))
-    ++loads;
-  EXPECT_EQ(loads, 1u) << r.err;
+  EXPECT_EQ(occurrences(r.err, "pipeline loaded"), 1u) << r.err;
 
   const json hashes = json::parse(std::ifstream(loras + "hashes.json"));
   const std::string kohya = hashes["sdxl-kohya.safetensors"]["a1111_lora_sha256"].get<std::string>().substr(0, 12);
   const std::string peft = hashes["sdxl-peft.safetensors"]["a1111_lora_sha256"].get<std::string>().substr(0, 12);
-  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-sdxl-lora.golden/images.safetensors");
+  const std::string golden = loras + "tiny-sdxl-lora.golden/images.safetensors";
   const std::vector<std::string> cases = {"kohya_and_peft", "peft_scaled", "", "kohya"};
   std::vector<uint8_t> plain;
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(i);
     DecodedPng png = read_png(dir.file("out/00000" + std::to_string(i) + ".png"));
     if (!cases[i].empty()) {
-      const dpinfer::io::TensorView* want = golden->find(cases[i]);
-      ASSERT_NE(want, nullptr);
-      ASSERT_EQ(want->nbytes, png.pixels.size());
-      expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, cases[i]);
+      expect_pixels_match_golden(png.pixels, golden, cases[i]);
     } else {
       plain = png.pixels;
     }

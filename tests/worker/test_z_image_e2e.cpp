@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/io/safetensors.h"
-#include "support/image_compare.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -23,21 +22,10 @@ using nlohmann::json;
 namespace {
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-z-image";
+const std::string kGoldenImages = kModel + ".golden/images.safetensors";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 // make_pipelines.py's P: the prompt of the golden cases.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
-
-/// Issue 4's bound between a PNG and the golden case `name`.
-void expect_golden(const std::string& png_path, const std::string& name) {
-  SCOPED_TRACE(name);
-  DecodedPng png = read_png(png_path);
-  auto golden = dpinfer::io::SafetensorsFile::open(std::string(DPINFER_TEST_DATA_DIR) +
-                                                   "/pipelines/tiny-z-image.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find(name);
-  ASSERT_NE(want, nullptr);
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, name);
-}
 
 }  // namespace
 
@@ -58,28 +46,7 @@ TEST(ZImageE2E, AnImageDoesNotDependOnItsBatchOrRank) {
                                       "\n");
   const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kModel, "--steps", "2", "--width", "32",
                                            "--height", "48"};
-  for (const auto& [out, batch] : std::vector<std::pair<std::string, std::string>>{{"alone", "1"}, {"batched", "3"}}) {
-    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out), "--batch-size", batch};
-    argv.insert(argv.end(), common.begin(), common.end());
-    RunResult r = run(argv, kEnv, 300s);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  std::vector<std::string> launch = {DPINFER_BINARY, "launch", "--nproc-per-node", "3"};
-  launch.insert(launch.end(), common.begin(), common.end());
-  launch.insert(launch.end(), {"--out", dir.file("ranks"), "--batch-size", "3"});
-  RunResult ranks = run(launch, kEnv, 300s);
-  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
-
-  const auto alone = png_pixels_in(dir.file("alone"));
-  const auto batched = png_pixels_in(dir.file("batched"));
-  const auto ranked = png_pixels_in(dir.file("ranks"));
-  ASSERT_EQ(alone.size(), 3u);
-  ASSERT_EQ(batched.size(), 3u);
-  ASSERT_EQ(ranked.size(), 3u);
-  for (const auto& [name, pixels] : alone) {
-    EXPECT_EQ(ranked.at(name), pixels) << "3 ranks (each a batch of one): " << name;
-    expect_within_rounding(batched.at(name), pixels, "batch of 3: " + name);
-  }
+  expect_batch_and_rank_independence(dir, common, kEnv);
 }
 
 // Golden cases "default" (seed 0, 4 steps, the pipeline's guidance 5.0), "cfg_truncation_0_5"
@@ -95,9 +62,9 @@ TEST(ZImageE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
                      "--width", "32", "--height", "32", "--out", dir.file("out")},
                     kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_golden(dir.file("out/000000.png"), "default");
-  expect_golden(dir.file("out/000001.png"), "cfg_truncation_0_5");
-  expect_golden(dir.file("out/000002.png"), "turbo_no_cfg");
+  expect_png_matches_golden(dir.file("out/000000.png"), kGoldenImages, "default");
+  expect_png_matches_golden(dir.file("out/000001.png"), kGoldenImages, "cfg_truncation_0_5");
+  expect_png_matches_golden(dir.file("out/000002.png"), kGoldenImages, "turbo_no_cfg");
 
   const std::vector<json> rows = read_jsonl(dir.file("out/metadata.jsonl"));
   ASSERT_EQ(rows.size(), 3u);
