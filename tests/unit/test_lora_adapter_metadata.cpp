@@ -9,13 +9,13 @@
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
-using pipeline::LoraAdapterMetadata;
 using pipeline::lora_pattern_matches;
+using pipeline::LoraAdapterMetadata;
 
 namespace {
 
 std::string refusal(const nlohmann::json& metadata, const std::string& component = "transformer",
-                     const std::string& module = "transformer_blocks.0.attn.to_q") {
+                    const std::string& module = "transformer_blocks.0.attn.to_q") {
   try {
     LoraAdapterMetadata::parse(metadata.dump(), "m.safetensors").scale_of(component, module);
   } catch (const InputError& e) {
@@ -99,18 +99,22 @@ TEST(LoraAdapterMetadata, WhatDpinferCannotMergeAsDiffusersDoesIsRefusedInOneLin
     m[key] = value;
     return refusal(m);
   };
-  EXPECT_NE(with("transformer.use_rslora", true).find("transformer.use_rslora is true"), std::string::npos);
-  EXPECT_NE(with("transformer.use_dora", true).find("use_dora is true"), std::string::npos);
-  EXPECT_NE(with("transformer.lora_bias", true).find("lora_bias is true"), std::string::npos);
+  EXPECT_NE(with("transformer.use_rslora", true).find("'transformer.use_rslora' is true"), std::string::npos);
+  EXPECT_NE(with("transformer.use_dora", true).find("'transformer.use_dora' is true"), std::string::npos);
+  EXPECT_NE(with("transformer.lora_bias", true).find("'transformer.lora_bias' is true"), std::string::npos);
   EXPECT_EQ(with("transformer.use_rslora", false), "(accepted)");
-  EXPECT_NE(with("transformer.layers_to_transform", {0, 1}).find("layers_to_transform limits"), std::string::npos);
+  EXPECT_NE(with("transformer.layers_to_transform", {0, 1}).find("'transformer.layers_to_transform' limits"),
+            std::string::npos);
   EXPECT_EQ(with("transformer.layers_to_transform", nullptr), "(accepted)");
-  EXPECT_NE(with("transformer.rank_pattern", {{"to_(q|k)", 2}}).find("key 'to_(q|k)' is a regular expression"),
+  EXPECT_NE(with("transformer.rank_pattern", {{"to_(q|k)", 2}})
+                .find("'transformer.rank_pattern' key 'to_(q|k)' is a regular expression"),
             std::string::npos);
-  EXPECT_NE(with("transformer.rank_pattern", {{"to_q", 2.5}}).find("rank_pattern.to_q is '2.5', not a positive"),
+  EXPECT_NE(with("transformer.rank_pattern", {{"to_q", 2.5}})
+                .find("'transformer.rank_pattern.to_q' is '2.5', not a positive"),
             std::string::npos);
-  EXPECT_NE(with("transformer.lora_alpha", "8").find("lora_alpha is '\"8\"', not a finite number"), std::string::npos);
-  EXPECT_NE(refusal({{"transformer.r", 4}}).find("transformer.lora_alpha is missing"), std::string::npos);
+  EXPECT_NE(with("transformer.lora_alpha", "8").find("'transformer.lora_alpha' is '\"8\"', not a finite number"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"transformer.r", 4}}).find("'transformer.lora_alpha' is missing"), std::string::npos);
   EXPECT_NE(refusal(base, "text_encoder", "text_model.encoder.layers.0.mlp.fc1").find("configures no text_encoder"),
             std::string::npos);
   try {

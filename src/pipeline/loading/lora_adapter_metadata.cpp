@@ -58,16 +58,19 @@ LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const st
     if (dot == std::string::npos || dot == 0) continue;  // diffusers reads "<component>." keys only
     fields[key.substr(0, dot)][key.substr(dot + 1)] = value;
   }
-  for (const auto& [component, f] : fields) {
-    const std::string at = where + "'s " + component + ".";
+  for (const auto& entry : fields) {
+    const std::string& component = entry.first;  // named, not bound: C++17 lambdas cannot capture bindings
+    const ordered_json& f = entry.second;
+    // "--lora 'f': its lora_adapter_metadata's 'transformer.r'": the names are the file's, quoted.
+    const auto field = [&](const std::string& name) { return where + "'s " + quote(component + "." + name, 120); };
     const auto integer = [&](const ordered_json& v, const std::string& name) {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t{1} << 20))
-        throw InputError(at + name + " is " + quote(v.dump(), 40) + ", not a positive integer rank; " + kResave);
+        throw InputError(field(name) + " is " + quote(v.dump(), 40) + ", not a positive integer rank; " + kResave);
       return v.get<int64_t>();
     };
     const auto number = [&](const ordered_json& v, const std::string& name) {
       if (!v.is_number() || !std::isfinite(v.get<double>()))
-        throw InputError(at + name + " is " + quote(v.dump(), 40) + ", not a finite number; " + kResave);
+        throw InputError(field(name) + " is " + quote(v.dump(), 40) + ", not a finite number; " + kResave);
       return v.get<double>();
     };
     const auto pattern_key = [&](const std::string& k, const std::string& name) {
@@ -75,42 +78,47 @@ LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const st
       bool literal = k.size() > start;
       for (size_t i = start; i < k.size(); ++i) literal = literal && is_pattern_char(k[i]);
       if (!literal)
-        throw InputError(at + name + " key " + quote(k, 80) +
+        throw InputError(field(name) + " key " + quote(k, 80) +
                          " is a regular expression; dpinfer reads module names (with '.' and a leading '^') only; " +
                          kResave);
     };
     if (!f.contains("r") || !f.contains("lora_alpha"))
-      throw InputError(at + (f.contains("r") ? "lora_alpha" : "r") + " is missing; " + kResave);
+      throw InputError(field(f.contains("r") ? "lora_alpha" : "r") + " is missing; " + kResave);
     LoraAdapterConfig c;
     c.r = integer(f.at("r"), "r");
     c.lora_alpha = number(f.at("lora_alpha"), "lora_alpha");
     for (const char* name : {"rank_pattern", "alpha_pattern"}) {
       if (!f.contains(name) || f.at(name).is_null()) continue;
-      if (!f.at(name).is_object()) throw InputError(at + name + " is not a JSON object; " + kResave);
+      if (!f.at(name).is_object()) throw InputError(field(name) + " is not a JSON object; " + kResave);
       for (const auto& [k, v] : f.at(name).items()) {
         pattern_key(k, name);
-        if (std::string(name) == "rank_pattern") c.rank_pattern.emplace_back(k, integer(v, std::string(name) + "." + k));
-        else c.alpha_pattern.emplace_back(k, number(v, std::string(name) + "." + k));
+        if (std::string(name) == "rank_pattern")
+          c.rank_pattern.emplace_back(k, integer(v, std::string(name) + "." + k));
+        else
+          c.alpha_pattern.emplace_back(k, number(v, std::string(name) + "." + k));
       }
     }
     // What changes the delta in a way dpinfer's merge does not compute.
     for (const char* flag : {"use_dora", "lora_bias", "use_rslora"}) {
       if (f.contains(flag) && f.at(flag).is_boolean() && f.at(flag).get<bool>())
-        throw InputError(at + flag + " is true, which dpinfer does not read" +
-                         (std::string(flag) == "use_rslora"
-                              ? " (peft 0.17 scales such a layer by alpha / sqrt(r), or by alpha / r after set_adapters)"
-                              : "") +
-                         "; fuse the LoRA into the model with diffusers");
+        throw InputError(
+            field(flag) + " is true, which dpinfer does not read" +
+            (std::string(flag) == "use_rslora"
+                 ? " (peft 0.17 scales such a layer by alpha / sqrt(r), or by alpha / r after set_adapters)"
+                 : "") +
+            "; fuse the LoRA into the model with diffusers");
     }
     for (const char* subset : {"layers_to_transform", "layers_pattern", "exclude_modules"}) {
       if (f.contains(subset) && !f.at(subset).is_null() && !(f.at(subset).is_array() && f.at(subset).empty()) &&
           !(f.at(subset).is_string() && f.at(subset).get<std::string>().empty()))
-        throw InputError(at + subset + " limits the layers the LoRA changes, which dpinfer does not read; " + kResave);
+        throw InputError(field(subset) + " limits the layers the LoRA changes, which dpinfer does not read; " +
+                         kResave);
     }
     if (f.contains("target_modules") && f.at("target_modules").is_array()) {
       std::vector<std::string> targets;
       for (const ordered_json& t : f.at("target_modules")) {
-        if (!t.is_string()) throw InputError(at + "target_modules holds " + quote(t.dump(), 40) + ", not a name; " + kResave);
+        if (!t.is_string())
+          throw InputError(field("target_modules") + " holds " + quote(t.dump(), 40) + ", not a name; " + kResave);
         targets.push_back(t.get<std::string>());
       }
       c.target_modules = std::move(targets);

@@ -24,8 +24,8 @@ namespace dpinfer::pipeline {
 struct LoraAdapterConfig {
   int64_t r = 0;
   double lora_alpha = 0;
-  std::vector<std::pair<std::string, int64_t>> rank_pattern;   ///< in the file's order
-  std::vector<std::pair<std::string, double>> alpha_pattern;   ///< in the file's order
+  std::vector<std::pair<std::string, int64_t>> rank_pattern;  ///< in the file's order
+  std::vector<std::pair<std::string, double>> alpha_pattern;  ///< in the file's order
   /// target_modules as a list (a module is targeted when it is one of them or ends with "." + one);
   /// nullopt when the metadata gives none or gives a regular expression (a string).
   std::optional<std::vector<std::string>> target_modules;
