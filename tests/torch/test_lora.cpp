@@ -223,7 +223,7 @@ class DitLoraMergeParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
   const std::string name = GetParam();
   const json doc = dit_cases_of(name);
-  const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + name);
+  const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + doc["pipeline"].get<std::string>());
   const pipeline::Family* family = pipeline::find_family(md.model_index.value("_class_name", std::string()));
   ASSERT_NE(family, nullptr);
   Components c;
@@ -269,7 +269,7 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraMergeParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
                                            "tiny-z-image"));
 
 class DitLoraImageParity : public ::testing::TestWithParam<std::string> {};
@@ -280,7 +280,7 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
   const std::string name = GetParam();
   const json doc = dit_cases_of(name);
   pipeline::LoadRequest r;
-  r.model = kData + "/pipelines/" + name;
+  r.model = kData + "/pipelines/" + doc["pipeline"].get<std::string>();
   auto pipe = pipeline::load_text_to_image(r);
   const auto images = io::SafetensorsFile::open(kDitLoras + name + "-lora.golden/images.safetensors");
   const json& asked = doc["dpinfer"];
@@ -323,7 +323,7 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraImageParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
                                            "tiny-z-image"));
 
 std::string dit_refusal(const std::string& pipeline, const std::string& lora_path) {
@@ -401,12 +401,20 @@ TEST(DitLoraBadInput, MetadataWithAlphaOtherThanRankIsRefusedNotMergedAtAnotherS
   EXPECT_NE(why.find("rank_pattern 'proj_out'"), std::string::npos) << why;
 }
 
-TEST(DitLoraBadInput, KohyaFluxIsRefusedAsNotYetRead) {
+TEST(DitLoraBadInput, BflNamesWithLoraAFactorsAreRefusedAsDiffusersReadsNothingFromThem) {
+  // diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight: diffusers 0.36 loads no layer of it.
   const std::string why = dit_refusal("tiny-flux-dev", kDitLoras + "kohya-flux.safetensors");
   EXPECT_NE(why.find("kohya-flux.safetensors"), std::string::npos) << why;
-  EXPECT_NE(why.find("BFL's FLUX.1 block names"), std::string::npos) << why;
-  EXPECT_NE(why.find("does not read yet"), std::string::npos) << why;
+  EXPECT_NE(why.find("BFL's FLUX.1 block names with lora_A/lora_B factors"), std::string::npos) << why;
   EXPECT_NE(why.find("lora_A.weight"), std::string::npos) << why;  // what to use instead
+}
+
+TEST(DitLoraBadInput, AKohyaFluxLoraOnSdxlIsALoraForFlux) {
+  // (An SDXL kohya LoRA on FLUX.1: AnSdxlLoraOnFluxIsALoraForAUNetModel.)
+  const std::string why = dit_refusal("tiny-sdxl", kDitLoras + "flux-kohya.safetensors");
+  EXPECT_NE(why.find("flux-kohya.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why.find("a FLUX.1 LoRA (BFL's block names"), std::string::npos) << why;
+  EXPECT_NE(why.find("not for this Stable Diffusion XL model"), std::string::npos) << why;
 }
 
 }  // namespace
