@@ -177,7 +177,9 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
   std::vector<Found> found;
   std::vector<std::string> unmatched;
   bool clip_attention = false, clip_out_proj = false, clip_mlp = false;
-  for (const auto& [base, g] : groups) {
+  for (const auto& group : groups) {
+    const std::string& base = group.first;  // not a structured binding: the lambdas below capture it
+    const Group& g = group.second;
     if (!g.down || !g.up) {
       if (!g.down && !g.up) throw InputError(where + ": " + quote(*g.alpha, 80) + " is an alpha of no layer (no "
                                              ".lora_down.weight or .lora_up.weight beside it); the file is incomplete");
