@@ -346,6 +346,21 @@ TEST(KohyaFluxLoraKeys, RefusalsNameTheFileAndTheLayerInOneLine) {
   EXPECT_NE(on_flux.find("a LoRA for a UNet model"), std::string::npos) << on_flux;
 }
 
+TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWithoutAlphas) {
+  // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: the transformer. layers only, no alphas.
+  auto keys = kohya("transformer.transformer_blocks.0.attn.to_q", {2, 8}, {8, 2});
+  for (const auto& k : kohya("lora_unet_double_blocks_0_img_attn_norm", {2, 8}, {8, 2})) keys.push_back(k);
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
+  EXPECT_FALSE(layers[0].alpha_key.has_value());
+  EXPECT_TRUE(layers[0].alpha_is_first_rank);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("outside \"transformer.\" (e.g. 'lora_unet_double_blocks_0_img_attn_norm."), std::string::npos)
+      << ignored[0];
+}
+
 TEST(LoraRef, PathAndScale) {
   EXPECT_EQ(io::parse_lora_arg("a/b.safetensors:0.8", "--lora"), (io::LoraRef{"a/b.safetensors", 0.8}));
   EXPECT_EQ(io::parse_lora_arg("a/b.safetensors", "--lora"), (io::LoraRef{"a/b.safetensors", 1.0}));

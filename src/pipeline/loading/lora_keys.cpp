@@ -287,8 +287,22 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
                          "), not for this " + facts.family_label + " model: use a LoRA made for " + facts.family_label);
     return map_kohya_flux_lora_keys(keys, modules, facts, file, ignored);
   }
+  // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: a FLUX.1 file with lora_down keys
+  // and "transformer." keys keeps the transformer's only, lora_down/lora_up as lora_A/lora_B, and the
+  // adapter gets no alphas (the .alpha tensors stay unread): PEFT's lora_alpha is the first layer's rank.
+  bool kohya_down = false, transformer_keys = false;
+  for (const LoraTensorKey& t : keys) {
+    kohya_down = kohya_down || t.key.find(".lora_down.weight") != std::string::npos;
+    transformer_keys = transformer_keys || starts_with(t.key, "transformer.");
+  }
+  const bool peft_in_kohya = rules.kohya_flux && kohya_down && transformer_keys;
+  std::string dropped_example;
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
+    if (peft_in_kohya && !starts_with(t.key, "transformer.")) {
+      if (dropped_example.empty()) dropped_example = t.key;
+      continue;
+    }
     for (const auto& [piece, what] : rules.refused)
       if (t.key.find(piece) != std::string::npos)
         throw InputError(where + ": a " + what + " (key " + quote(t.key, 80) + "), which dpinfer does not read yet; " +
@@ -389,8 +403,15 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
+    if (peft_in_kohya) {
+      layer.alpha_key.reset();
+      layer.alpha_is_first_rank = true;  // in the order of the file's sorted keys, as diffusers gets them
+    }
     layers.push_back(std::move(layer));
   }
+  if (ignored && !dropped_example.empty())
+    ignored->push_back("its keys outside \"transformer.\" (e.g. " + quote(dropped_example, 80) + "), which diffusers 0.36 "
+                       "does not read from a FLUX.1 LoRA with lora_down keys and \"transformer.\" ones either");
   std::string found;
   for (const std::string& p : prefixes) found += (found.empty() ? "" : ", ") + p;
   if (layers.empty()) {
