@@ -269,8 +269,8 @@ TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraMergeParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
-                                           "tiny-z-image"));
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
+                                           "tiny-qwen-image", "tiny-z-image"));
 
 class DitLoraImageParity : public ::testing::TestWithParam<std::string> {};
 
@@ -323,8 +323,8 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraImageParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
-                                           "tiny-z-image"));
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
+                                           "tiny-qwen-image", "tiny-z-image"));
 
 std::string dit_refusal(const std::string& pipeline, const std::string& lora_path) {
   pipeline::LoadRequest r;

@@ -198,7 +198,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       f.alpha = static_cast<double>(layer.rank);
     }
     if (layer.up_rows) {
-      auto [it, first] = block_diagonal.emplace(layer.up_key, true);
+      auto it = block_diagonal.emplace(layer.up_key, true).first;
       it->second = it->second && part_is_block_diagonal(layer, up);
     }
     f.down = down;

@@ -56,10 +56,12 @@ constexpr const char* kDroppedTransformerLayers[] = {
 constexpr const char* kClipLayerModules[] = {"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj",
                                              "self_attn.out_proj", "mlp.fc1", "mlp.fc2"};
 
-constexpr const char* kOtherTextEncoders = "text-encoder layers other than CLIP's lora_te_ ones (lora_te1_, lora_te2_, T5)";
+constexpr const char* kOtherTextEncoders =
+    "text-encoder layers other than CLIP's lora_te_ ones (lora_te1_, lora_te2_, T5)";
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
 }
 
 bool parse_block(const std::string& name, const std::string& prefix, int64_t* index, std::string* rest) {
@@ -118,7 +120,8 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
     renamed.emplace_back(k, t.key);
   }
   bool norm_diff = false;
-  for (const auto& [k, key] : renamed) norm_diff = norm_diff || (k.find(".norm") != std::string::npos && k.find(".diff") != std::string::npos);
+  for (const auto& [k, key] : renamed)
+    norm_diff = norm_diff || (k.find(".norm") != std::string::npos && k.find(".diff") != std::string::npos);
   std::map<std::string, Group> groups;
   for (const auto& [k, key] : renamed) {
     if (k.find("position_embedding") != std::string::npos) { drop("CLIP position_embedding layers", key); continue; }
@@ -160,7 +163,8 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
     (slot == ".alpha" ? g.alpha : slot == ".lora_down.weight" ? g.down : g.up) = key;
   }
 
-  const auto module_shape = [&](const std::string& component, const std::string& module) -> const std::vector<int64_t>* {
+  const auto module_shape = [&](const std::string& component,
+                                const std::string& module) -> const std::vector<int64_t>* {
     auto c = modules.find(component);
     if (c == modules.end()) return nullptr;
     auto m = c->second.find(module);
@@ -255,7 +259,8 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
       continue;
     }
     std::string target = "transformer." + prefix + entry->modules[0] + ".weight";
-    for (size_t p = 1; p < parts.size(); ++p) target += std::string(p + 1 < parts.size() ? ", " : " and ") + entry->modules[p] + ".weight";
+    for (size_t p = 1; p < parts.size(); ++p)
+      target += std::string(p + 1 < parts.size() ? ", " : " and ") + entry->modules[p] + ".weight";
     if (parts.size() > 1) {
       for (const auto* s : parts)
         if ((*s)[1] != (*parts[0])[1])
@@ -297,7 +302,8 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
                                [&](const Found& f) {
                                  const bool gone = f.layer.component == "text_encoder" &&
                                                    f.layer.module.find(".self_attn.") != std::string::npos;
-                                 if (gone) drop("CLIP attention layers without an out_proj layer beside them", f.layer.down_key);
+                                 if (gone)
+                                   drop("CLIP attention layers without an out_proj layer beside them", f.layer.down_key);
                                  return gone;
                                }),
                 found.end());

@@ -52,7 +52,6 @@ struct LoraTensorKey {
 /// Rows [begin, end) of a factor.
 struct LoraRows {
   int64_t begin = 0, end = 0;
-  bool operator==(const LoraRows& o) const { return begin == o.begin && end == o.end; }
 };
 
 /// One layer of a LoRA: the weight it changes and the file keys of its factors.
