@@ -2,6 +2,7 @@
 // it reads, the original (SGM) UNet block names, and each refusal in one line.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "dpinfer/io/lora_ref.h"
@@ -299,6 +300,57 @@ TEST(KohyaFluxLoraKeys, FusedLayersSplitIntoDiffusersModulesByRowsOfTheUpFactor)
   for (const auto& line : ignored) all += line + "|";
   EXPECT_NE(all.find("lora_te1_text_model_encoder_layers_0_mlp_fc1"), std::string::npos) << all;
   EXPECT_NE(all.find("img_in"), std::string::npos) << all;
+}
+
+TEST(KohyaFluxLoraKeys, AnSdScriptsFileForFluxDevMapsEveryLayerAtFluxSizes) {
+  // FLUX.1-dev's transformer (19 double blocks, 38 single, width 3072, MLP 12288) and an sd-scripts
+  // LoRA of rank 16 on every layer of diffusers' table: 19 * 14 + 38 * 6 modules; linear1's up factor
+  // splits at diffusers' hard-coded [3072, 3072, 3072, 12288].
+  const int64_t d = 3072, mlp = 12288, r = 16;
+  LoraModuleTable modules;
+  auto& t = modules["transformer"];
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::string& name, int64_t out, int64_t in) {
+    for (const auto& k : kohya(name, {r, in}, {out, r})) keys.push_back(k);
+  };
+  for (int i = 0; i < 19; ++i) {
+    const std::string m = "transformer_blocks." + std::to_string(i) + ".";
+    for (const char* n : {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.add_q_proj", "attn.add_k_proj",
+                          "attn.add_v_proj", "attn.to_add_out"})
+      t[m + n] = {d, d};
+    t[m + "ff.net.0.proj"] = t[m + "ff_context.net.0.proj"] = {mlp, d};
+    t[m + "ff.net.2"] = t[m + "ff_context.net.2"] = {d, mlp};
+    t[m + "norm1.linear"] = t[m + "norm1_context.linear"] = {6 * d, d};
+    const std::string k = "lora_unet_double_blocks_" + std::to_string(i) + "_";
+    for (const char* s : {"img", "txt"}) {
+      add(k + s + "_attn_qkv", 3 * d, d);
+      add(k + s + "_attn_proj", d, d);
+      add(k + s + "_mlp_0", mlp, d);
+      add(k + s + "_mlp_2", d, mlp);
+      add(k + s + "_mod_lin", 6 * d, d);
+    }
+  }
+  for (int i = 0; i < 38; ++i) {
+    const std::string m = "single_transformer_blocks." + std::to_string(i) + ".";
+    t[m + "attn.to_q"] = t[m + "attn.to_k"] = t[m + "attn.to_v"] = {d, d};
+    t[m + "proj_mlp"] = {mlp, d};
+    t[m + "proj_out"] = {d, d + mlp};
+    t[m + "norm.linear"] = {3 * d, d};
+    const std::string k = "lora_unet_single_blocks_" + std::to_string(i) + "_";
+    add(k + "linear1", 3 * d + mlp, d);
+    add(k + "linear2", d, d + mlp);
+    add(k + "modulation_lin", 3 * d, d);
+  }
+  const auto layers = pipeline::map_lora_keys(keys, modules, facts_of("flux", "FLUX.1"), "x.safetensors");
+  ASSERT_EQ(layers.size(), 19u * 14 + 38u * 6);
+  EXPECT_EQ(layers.front().module, "transformer_blocks.0.attn.to_out.0");  // img_attn_proj: the first rank
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& l : layers)
+    if (l.up_rows) rows[l.module] = {l.up_rows->begin, l.up_rows->end};
+  EXPECT_EQ(rows.size(), 19u * 6 + 38u * 4);
+  EXPECT_EQ(rows["single_transformer_blocks.37.attn.to_v"], std::make_pair(2 * d, 3 * d));
+  EXPECT_EQ(rows["single_transformer_blocks.37.proj_mlp"], std::make_pair(3 * d, 3 * d + mlp));
+  EXPECT_EQ(rows["transformer_blocks.18.attn.add_k_proj"], std::make_pair(d, 2 * d));
 }
 
 TEST(KohyaFluxLoraKeys, RefusalsNameTheFileAndTheLayerInOneLine) {
