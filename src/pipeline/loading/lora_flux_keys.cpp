@@ -309,9 +309,9 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
                 found.end());
   }
   if (found.empty() && dropped.count(kOtherTextEncoders))
-    throw InputError(where + ": its only layers diffusers 0.36 would read for FLUX.1 are text-encoder layers named "
-                     "lora_te1_ / lora_te2_ (e.g. " + quote(dropped.at(kOtherTextEncoders), 80) + "), which diffusers "
-                     "drops (it reads CLIP's as lora_te_): a LoRA for a UNet model (SDXL), or nothing to merge");
+    throw InputError(where + ": its only layers are text-encoder layers named lora_te1_ / lora_te2_ (e.g. " +
+                     quote(dropped.at(kOtherTextEncoders), 80) + "), which diffusers 0.36 drops for FLUX.1 (it reads "
+                     "CLIP's as lora_te_): a LoRA for a UNet model (SDXL), or nothing to merge");
   if (found.empty())
     throw InputError(where + ": a kohya FLUX.1 LoRA of which diffusers 0.36 reads no layer (it has only " +
                      (dropped.empty() ? std::string("nothing") : dropped.begin()->first) + "); nothing to merge");

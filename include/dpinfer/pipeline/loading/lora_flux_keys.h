@@ -17,7 +17,8 @@
 //    and the embedders and final layer (img_in, txt_in, time_in, vector_in, guidance_in, final_layer:
 //    converted without the "transformer." prefix, so load_lora_into_transformer never sees them).
 // Files with "transformer." keys or diffusers' underscored names (lora_transformer_) take other
-// branches of that function and are not read here.
+// branches of that function and are not read here: the first by map_lora_keys (lora_keys.cpp: the
+// transformer. layers only, no alphas), the second refused.
 
 #include <string>
 #include <vector>
