@@ -403,8 +403,8 @@ TEST(DitLoraBadInput, MetadataWithAlphaOtherThanRankIsRefusedNotMergedAtAnotherS
 
 TEST(DitLoraBadInput, BflNamesWithLoraAFactorsAreRefusedAsDiffusersReadsNothingFromThem) {
   // diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight: diffusers 0.36 loads no layer of it.
-  const std::string why = dit_refusal("tiny-flux-dev", kDitLoras + "kohya-flux.safetensors");
-  EXPECT_NE(why.find("kohya-flux.safetensors"), std::string::npos) << why;
+  const std::string why = dit_refusal("tiny-flux-dev", kDitLoras + "flux-bfl-peft.safetensors");
+  EXPECT_NE(why.find("flux-bfl-peft.safetensors"), std::string::npos) << why;
   EXPECT_NE(why.find("BFL's FLUX.1 block names with lora_A/lora_B factors"), std::string::npos) << why;
   EXPECT_NE(why.find("lora_A.weight"), std::string::npos) << why;  // what to use instead
 }

@@ -184,13 +184,13 @@ TEST(FluxE2E, JsonlLinesWithDifferentLoraSetsInOneProcessAreDiffusersOwn) {
   EXPECT_EQ(rows[0]["loras"][1]["name"], "flux-alpha");
   EXPECT_EQ(rows[0]["loras"][1]["scale"], -0.75);
 
-  RunResult kohya = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "1",
-                         "--width", "16", "--height", "16", "--lora", loras + "kohya-flux.safetensors", "--out",
-                         dir.file("kohya")},
-                        kEnv, 300s);
-  EXPECT_EQ(kohya.exit_code, 2) << kohya.err;
-  EXPECT_TRUE(contains(kohya.err, "kohya-flux.safetensors': a LoRA in BFL's FLUX.1 block names")) << kohya.err;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("kohya/000000.png")));
+  RunResult bfl = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "1",
+                       "--width", "16", "--height", "16", "--lora", loras + "flux-bfl-peft.safetensors", "--out",
+                       dir.file("bfl")},
+                      kEnv, 300s);
+  EXPECT_EQ(bfl.exit_code, 2) << bfl.err;
+  EXPECT_TRUE(contains(bfl.err, "flux-bfl-peft.safetensors': a LoRA in BFL's FLUX.1 block names with lora_A")) << bfl.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bfl/000000.png")));
 }
 
 // A kohya / sd-scripts FLUX.1 LoRA in BFL's block names through the worker: the image diffusers makes with
