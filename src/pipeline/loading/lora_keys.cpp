@@ -281,8 +281,8 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     for (const LoraTensorKey& t : keys)
       if (starts_with(t.key, "lora_unet_") && !starts_with(t.key, "lora_unet_double_blocks_") &&
           !starts_with(t.key, "lora_unet_single_blocks_") &&
-          (t.key.find("_blocks_") != std::string::npos || t.key.find("lora_unet_mid_block_") == 0 ||
-           t.key.find("lora_unet_middle_block_") == 0))
+          (t.key.find("_blocks_") != std::string::npos || starts_with(t.key, "lora_unet_mid_block_") ||
+           starts_with(t.key, "lora_unet_middle_block_")))
         throw InputError(where + ": a LoRA for a UNet model (Stable Diffusion 1.x/2.x or SDXL; key " + quote(t.key, 80) +
                          "), not for this " + facts.family_label + " model: use a LoRA made for " + facts.family_label);
     return map_kohya_flux_lora_keys(keys, modules, facts, file, ignored);
