@@ -2,8 +2,10 @@
 // safetensors file of arbitrary bytes, framed as fuzz_safetensors frames it (first byte odd:
 // the rest is a JSON header, given its 8-byte length and data[1] & 63 zero bytes of data), against
 // a small SDXL-like module table (layers_per_block 2), then against a small transformer table with each
-// DiT family's key rules (lora_key_rules). What map_lora_keys() returns must name a
-// module of the table whose weight its factors fit; anything else must be a one-line InputError.
+// DiT family's key rules (lora_key_rules), then against a FLUX.1-like double and single block with
+// FLUX.1's (kohya / BFL names, lora_flux_keys.h). What map_lora_keys() returns must name a module of the
+// table; a layer's part of a fused layer (up_rows) must be as many rows as its module's weight has and
+// lie inside the up factor's; anything else must be a one-line InputError.
 #include <cstdint>
 #include <string>
 
@@ -54,6 +56,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const pipeline::LoraLayer& l : layers) {
         auto component = table.find(l.component);
         if (component == table.end() || !component->second.count(l.module) || l.rank < 1) std::abort();
+        if (!l.up_rows) continue;
+        const int64_t rows = component->second.at(l.module)[0];
+        int64_t up_rows = -1;
+        for (const auto& k : keys)
+          if (k.key == l.up_key && k.shape.size() == 2) up_rows = k.shape[0];
+        if (l.up_rows->end - l.up_rows->begin != rows || l.up_rows->begin < 0 || l.up_rows->end > up_rows ||
+            l.part < 0 || l.part >= l.parts)
+          std::abort();
       }
     } catch (const Error& e) {
       fuzz::check_message(e.what());
@@ -66,5 +76,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}}}}};
   for (const char* family : {"z-image", "qwen-image", "flux", "stable-diffusion-3"})
     check(dit, {family, 2, pipeline::lora_key_rules(family)});
+  static const pipeline::LoraModuleTable flux = {
+      {"transformer",
+       {{"transformer_blocks.0.attn.to_q", {2, 2}},
+        {"transformer_blocks.0.attn.to_k", {2, 2}},
+        {"transformer_blocks.0.attn.to_v", {2, 2}},
+        {"transformer_blocks.0.attn.to_out.0", {2, 2}},
+        {"single_transformer_blocks.0.attn.to_q", {2, 2}},
+        {"single_transformer_blocks.0.attn.to_k", {2, 2}},
+        {"single_transformer_blocks.0.attn.to_v", {2, 2}},
+        {"single_transformer_blocks.0.proj_mlp", {4, 2}},
+        {"single_transformer_blocks.0.proj_out", {2, 6}}}},
+      {"text_encoder",
+       {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}},
+        {"text_model.encoder.layers.0.self_attn.out_proj", {2, 2}},
+        {"text_model.encoder.layers.0.mlp.fc1", {3, 2}}}}};
+  check(flux, {"FLUX.1", 2, pipeline::lora_key_rules("flux")});
   return 0;
 }

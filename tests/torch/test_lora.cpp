@@ -217,11 +217,12 @@ io::LoraSet dit_set_of(const json& c, const std::string& loras = kDitLoras) {
 
 /// Through the family's own key rules: the weights diffusers' fuse_lora changes are the ones dpinfer
 /// changes, the values of each case with a merged golden bit for bit (fp32, CPU), the rest untouched,
-/// and no LoRA gives the original weights back. `loras`: the fixture folder (LoRA files, goldens and
-/// the recording machine's cpu_canary).
+/// and no LoRA gives the original weights back. `name`: the golden's ("<name>-lora.golden", whose
+/// cases.json names its pipeline); `loras`: the fixture folder (LoRA files, goldens and the recording
+/// machine's cpu_canary).
 void expect_merges_as_diffusers(const std::string& name, const std::string& loras) {
   const json doc = dit_cases_of(name, loras);
-  const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + name);
+  const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + doc["pipeline"].get<std::string>());
   const pipeline::Family* family = pipeline::find_family(md.model_index.value("_class_name", std::string()));
   ASSERT_NE(family, nullptr);
   Components c;
@@ -271,8 +272,8 @@ class DitLoraMergeParity : public ::testing::TestWithParam<std::string> {};
 TEST_P(DitLoraMergeParity, MergedWeightsAreDiffusersBitForBit) { expect_merges_as_diffusers(GetParam(), kDitLoras); }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraMergeParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
-                                           "tiny-z-image"));
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
+                                           "tiny-qwen-image", "tiny-z-image"));
 
 class DitLoraImageParity : public ::testing::TestWithParam<std::string> {};
 
@@ -282,7 +283,7 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
   const std::string name = GetParam();
   const json doc = dit_cases_of(name);
   pipeline::LoadRequest r;
-  r.model = kData + "/pipelines/" + name;
+  r.model = kData + "/pipelines/" + doc["pipeline"].get<std::string>();
   auto pipe = pipeline::load_text_to_image(r);
   const auto images = io::SafetensorsFile::open(kDitLoras + name + "-lora.golden/images.safetensors");
   const json& asked = doc["dpinfer"];
@@ -325,8 +326,8 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraImageParity,
-                         ::testing::Values("tiny-flux-dev", "tiny-chroma", "tiny-sd3.5", "tiny-qwen-image",
-                                           "tiny-z-image"));
+                         ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
+                                           "tiny-qwen-image", "tiny-z-image"));
 
 std::string dit_refusal(const std::string& pipeline, const std::string& lora_path) {
   pipeline::LoadRequest r;
@@ -411,12 +412,20 @@ TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
   EXPECT_NE(why.find(".alpha' and a lora_adapter_metadata"), std::string::npos) << why;
 }
 
-TEST(DitLoraBadInput, KohyaFluxIsRefusedAsNotYetRead) {
-  const std::string why = dit_refusal("tiny-flux-dev", kDitLoras + "kohya-flux.safetensors");
-  EXPECT_NE(why.find("kohya-flux.safetensors"), std::string::npos) << why;
-  EXPECT_NE(why.find("BFL's FLUX.1 block names"), std::string::npos) << why;
-  EXPECT_NE(why.find("does not read yet"), std::string::npos) << why;
+TEST(DitLoraBadInput, BflNamesWithLoraAFactorsAreRefusedAsDiffusersReadsNothingFromThem) {
+  // diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight: diffusers 0.36 loads no layer of it.
+  const std::string why = dit_refusal("tiny-flux-dev", kDitLoras + "flux-bfl-peft.safetensors");
+  EXPECT_NE(why.find("flux-bfl-peft.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why.find("BFL's FLUX.1 block names with lora_A/lora_B factors"), std::string::npos) << why;
   EXPECT_NE(why.find("lora_A.weight"), std::string::npos) << why;  // what to use instead
+}
+
+TEST(DitLoraBadInput, AKohyaFluxLoraOnSdxlIsALoraForFlux) {
+  // (An SDXL kohya LoRA on FLUX.1: AnSdxlLoraOnFluxIsALoraForAUNetModel.)
+  const std::string why = dit_refusal("tiny-sdxl", kDitLoras + "flux-kohya.safetensors");
+  EXPECT_NE(why.find("flux-kohya.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why.find("a FLUX.1 LoRA (BFL's block names"), std::string::npos) << why;
+  EXPECT_NE(why.find("not for this Stable Diffusion XL model"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // it reads, the original (SGM) UNet block names, and each refusal in one line.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "dpinfer/io/lora_ref.h"
@@ -197,16 +198,23 @@ TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
 
 TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   const auto flux = facts_of("flux", "FLUX.1");
-  const std::string bfl = refusal_in(kohya("lora_unet_double_blocks_0_img_attn_qkv", {2, 8}, {24, 2}), kFlux, flux);
-  EXPECT_NE(bfl.find("BFL's FLUX.1 block names"), std::string::npos) << bfl;
-  EXPECT_NE(bfl.find("does not read yet"), std::string::npos) << bfl;
+  // BFL's block names with lora_A/lora_B factors: diffusers 0.36 loads nothing from such a file.
+  const std::string bfl = refusal_in({{"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
+                                      {"diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
+                                     kFlux, flux);
+  EXPECT_NE(bfl.find("BFL's FLUX.1 block names with lora_A/lora_B factors"), std::string::npos) << bfl;
+  EXPECT_NE(bfl.find("diffusers 0.36 loads nothing"), std::string::npos) << bfl;
   EXPECT_NE(bfl.find("transformer.<module>.lora_A.weight"), std::string::npos) << bfl;
+  EXPECT_NE(bfl.find("or a kohya one"), std::string::npos) << bfl;
   const std::string sd3 =
       refusal_in({{"lora_unet_joint_blocks_0_x_block_attn_qkv.lora_down.weight", {2, 8}}}, kFlux,
                  facts_of("stable-diffusion-3", "Stable Diffusion 3"));
   EXPECT_NE(sd3.find("original SD3 MMDiT names"), std::string::npos) << sd3;
   // SDXL's kohya and PEFT LoRAs, whose text-encoder layers would fit FLUX.1's CLIP by name.
-  for (const auto& keys : {kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}),
+  const std::string te1 = refusal_in(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}),
+                                     kFlux, flux);
+  EXPECT_NE(te1.find("a LoRA for a UNet model (SDXL)"), std::string::npos) << te1;
+  for (const auto& keys : {kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2}),
                            std::vector<LoraTensorKey>{{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},
                                                       {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 3}}}}) {
     const std::string unet = refusal_in(keys, kFlux, flux);
@@ -216,6 +224,193 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   const std::string sdxl_on_qwen = refusal_in(kohya("lora_unet_input_blocks_4_1_proj_in", {2, 8}, {8, 2}), kQwen,
                                               facts_of("qwen-image", "Qwen-Image"));
   EXPECT_NE(sdxl_on_qwen.find("none of its 1 LoRA layer(s) match"), std::string::npos) << sdxl_on_qwen;
+}
+
+// ---- FLUX.1's kohya / sd-scripts files (lora_flux_keys.h) ----
+
+// Double block 0 and single block 0 of a FLUX.1-like transformer (attention width 8, MLP 32), and CLIP.
+const LoraModuleTable kFluxBfl = {
+    {"transformer",
+     {{"transformer_blocks.0.attn.to_q", {8, 8}},
+      {"transformer_blocks.0.attn.to_k", {8, 8}},
+      {"transformer_blocks.0.attn.to_v", {8, 8}},
+      {"transformer_blocks.0.attn.to_out.0", {8, 8}},
+      {"transformer_blocks.0.attn.add_q_proj", {8, 8}},
+      {"transformer_blocks.0.norm1.linear", {48, 8}},
+      {"single_transformer_blocks.0.attn.to_q", {8, 8}},
+      {"single_transformer_blocks.0.attn.to_k", {8, 8}},
+      {"single_transformer_blocks.0.attn.to_v", {8, 8}},
+      {"single_transformer_blocks.0.proj_mlp", {32, 8}},
+      {"single_transformer_blocks.0.proj_out", {8, 40}},
+      {"x_embedder", {8, 4}}}},
+    {"text_encoder",
+     {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}},
+      {"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}},
+      {"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
+
+TEST(KohyaFluxLoraKeys, FusedLayersSplitIntoDiffusersModulesByRowsOfTheUpFactor) {
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::vector<LoraTensorKey>& k) { keys.insert(keys.end(), k.begin(), k.end()); };
+  add(kohya("lora_unet_single_blocks_0_linear1", {4, 8}, {56, 4}));      // q, k, v (8 rows each), proj_mlp (32)
+  add(kohya("lora_unet_double_blocks_0_img_attn_qkv", {4, 8}, {24, 4}));
+  add(kohya("lora_unet_double_blocks_0_img_mod_lin", {4, 8}, {48, 4}));
+  // ComfyUI's form: BFL's dotted names after diffusion_model., CLIP's after text_encoders.clip_l.transformer.
+  keys.push_back({"diffusion_model.double_blocks.0.img_attn.proj.lora_down.weight", {4, 8}});
+  keys.push_back({"diffusion_model.double_blocks.0.img_attn.proj.lora_up.weight", {8, 4}});
+  keys.push_back({"text_encoders.clip_l.transformer.text_model.encoder.layers.0.self_attn.out_proj.lora_down.weight", {2, 6}});
+  keys.push_back({"text_encoders.clip_l.transformer.text_model.encoder.layers.0.self_attn.out_proj.lora_up.weight", {6, 2}});
+  add(kohya("lora_te_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}));
+  // Dropped by diffusers 0.36, so by dpinfer: CLIP as lora_te1_, the embedders and final layer.
+  add(kohya("lora_te1_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2}));
+  add(kohya("lora_unet_img_in", {4, 4}, {8, 4}));
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  // diffusers' order: double block 0 (img_attn_proj, img_attn_qkv, ..., img_mod_lin), single block 0, CLIP.
+  std::vector<std::string> got;
+  for (const auto& l : layers) got.push_back(l.component + "." + l.module);
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "transformer.transformer_blocks.0.attn.to_out.0", "transformer.transformer_blocks.0.attn.to_q",
+                     "transformer.transformer_blocks.0.attn.to_k", "transformer.transformer_blocks.0.attn.to_v",
+                     "transformer.transformer_blocks.0.norm1.linear", "transformer.single_transformer_blocks.0.attn.to_q",
+                     "transformer.single_transformer_blocks.0.attn.to_k", "transformer.single_transformer_blocks.0.attn.to_v",
+                     "transformer.single_transformer_blocks.0.proj_mlp",
+                     "text_encoder.text_model.encoder.layers.0.self_attn.q_proj",
+                     "text_encoder.text_model.encoder.layers.0.self_attn.out_proj"}));
+  ASSERT_EQ(layers.size(), 11u);
+  const std::vector<std::pair<int64_t, int64_t>> rows = {{0, 8}, {8, 16}, {16, 24}, {0, 8}, {8, 16}, {16, 24}, {24, 56}};
+  const std::vector<size_t> fused = {1, 2, 3, 5, 6, 7, 8};
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const auto& l = layers[fused[i]];
+    ASSERT_TRUE(l.up_rows.has_value()) << l.module;
+    EXPECT_EQ(std::make_pair(l.up_rows->begin, l.up_rows->end), rows[i]) << l.module;
+    EXPECT_EQ(l.part, i < 3 ? static_cast<int>(i) : static_cast<int>(i - 3)) << l.module;
+    EXPECT_EQ(l.parts, i < 3 ? 3 : 4) << l.module;
+    EXPECT_EQ(l.rank, 4) << l.module;
+  }
+  EXPECT_EQ(layers[8].up_key, "lora_unet_single_blocks_0_linear1.lora_up.weight");  // the file's own keys
+  EXPECT_EQ(layers[0].down_key, "diffusion_model.double_blocks.0.img_attn.proj.lora_down.weight");
+  EXPECT_FALSE(layers[0].up_rows.has_value());
+  EXPECT_FALSE(layers[4].up_rows.has_value());
+  for (const auto& l : layers) {
+    EXPECT_TRUE(l.alpha_in_factors) << l.module;
+    EXPECT_TRUE(l.alpha_is_first_rank) << l.module;
+  }
+  EXPECT_EQ(ignored.size(), 2u);
+  std::string all;
+  for (const auto& line : ignored) all += line + "|";
+  EXPECT_NE(all.find("lora_te1_text_model_encoder_layers_0_mlp_fc1"), std::string::npos) << all;
+  EXPECT_NE(all.find("img_in"), std::string::npos) << all;
+}
+
+TEST(KohyaFluxLoraKeys, AnSdScriptsFileForFluxDevMapsEveryLayerAtFluxSizes) {
+  // FLUX.1-dev's transformer (19 double blocks, 38 single, width 3072, MLP 12288) and an sd-scripts
+  // LoRA of rank 16 on every layer of diffusers' table: 19 * 14 + 38 * 6 modules; linear1's up factor
+  // splits at diffusers' hard-coded [3072, 3072, 3072, 12288].
+  const int64_t d = 3072, mlp = 12288, r = 16;
+  LoraModuleTable modules;
+  auto& t = modules["transformer"];
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::string& name, int64_t out, int64_t in) {
+    for (const auto& k : kohya(name, {r, in}, {out, r})) keys.push_back(k);
+  };
+  for (int i = 0; i < 19; ++i) {
+    const std::string m = "transformer_blocks." + std::to_string(i) + ".";
+    for (const char* n : {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.add_q_proj", "attn.add_k_proj",
+                          "attn.add_v_proj", "attn.to_add_out"})
+      t[m + n] = {d, d};
+    t[m + "ff.net.0.proj"] = t[m + "ff_context.net.0.proj"] = {mlp, d};
+    t[m + "ff.net.2"] = t[m + "ff_context.net.2"] = {d, mlp};
+    t[m + "norm1.linear"] = t[m + "norm1_context.linear"] = {6 * d, d};
+    const std::string k = "lora_unet_double_blocks_" + std::to_string(i) + "_";
+    for (const char* s : {"img", "txt"}) {
+      add(k + s + "_attn_qkv", 3 * d, d);
+      add(k + s + "_attn_proj", d, d);
+      add(k + s + "_mlp_0", mlp, d);
+      add(k + s + "_mlp_2", d, mlp);
+      add(k + s + "_mod_lin", 6 * d, d);
+    }
+  }
+  for (int i = 0; i < 38; ++i) {
+    const std::string m = "single_transformer_blocks." + std::to_string(i) + ".";
+    t[m + "attn.to_q"] = t[m + "attn.to_k"] = t[m + "attn.to_v"] = {d, d};
+    t[m + "proj_mlp"] = {mlp, d};
+    t[m + "proj_out"] = {d, d + mlp};
+    t[m + "norm.linear"] = {3 * d, d};
+    const std::string k = "lora_unet_single_blocks_" + std::to_string(i) + "_";
+    add(k + "linear1", 3 * d + mlp, d);
+    add(k + "linear2", d, d + mlp);
+    add(k + "modulation_lin", 3 * d, d);
+  }
+  const auto layers = pipeline::map_lora_keys(keys, modules, facts_of("flux", "FLUX.1"), "x.safetensors");
+  ASSERT_EQ(layers.size(), 19u * 14 + 38u * 6);
+  EXPECT_EQ(layers.front().module, "transformer_blocks.0.attn.to_out.0");  // img_attn_proj: the first rank
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& l : layers)
+    if (l.up_rows) rows[l.module] = {l.up_rows->begin, l.up_rows->end};
+  EXPECT_EQ(rows.size(), 19u * 6 + 38u * 4);
+  EXPECT_EQ(rows["single_transformer_blocks.37.attn.to_v"], std::make_pair(2 * d, 3 * d));
+  EXPECT_EQ(rows["single_transformer_blocks.37.proj_mlp"], std::make_pair(3 * d, 3 * d + mlp));
+  EXPECT_EQ(rows["transformer_blocks.18.attn.add_k_proj"], std::make_pair(d, 2 * d));
+}
+
+TEST(KohyaFluxLoraKeys, RefusalsNameTheFileAndTheLayerInOneLine) {
+  const auto flux = facts_of("flux", "FLUX.1");
+  // linear1's up factor must cover q, k, v and proj_mlp: 56 rows here.
+  const std::string rows = refusal_in(kohya("lora_unet_single_blocks_0_linear1", {4, 8}, {24, 4}), kFluxBfl, flux);
+  EXPECT_NE(rows.find("'lora_unet_single_blocks_0_linear1' has down [4, 8] and up [24, 4], which do not fit "
+                      "transformer.single_transformer_blocks.0.attn.to_q.weight, attn.to_k.weight, attn.to_v.weight and "
+                      "proj_mlp.weight stacked [56, 8]"),
+            std::string::npos)
+      << rows;
+  // A BFL layer dpinfer's table (diffusers') does not have, and a block the model lacks.
+  for (const char* name : {"lora_unet_double_blocks_0_img_attn_norm", "lora_unet_double_blocks_7_img_attn_proj"}) {
+    const std::string why = refusal_in(kohya(name, {4, 8}, {8, 4}), kFluxBfl, flux);
+    EXPECT_NE(why.find("match no weight of this FLUX.1 model, e.g. '" + std::string(name)), std::string::npos) << why;
+  }
+  // CLIP q/k/v without out_proj or mlp layers: diffusers 0.36 cannot load the file.
+  const std::string clip = refusal_in(kohya("lora_te_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}),
+                                      kFluxBfl, flux);
+  EXPECT_NE(clip.find("Could not automatically infer state dict type"), std::string::npos) << clip;
+  // ... and beside an mlp layer, diffusers drops them (and the mlp layer loads).
+  auto keys = kohya("lora_te_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2});
+  for (const auto& k : kohya("lora_te_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2})) keys.push_back(k);
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, flux, "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.mlp.fc1");
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("without an out_proj layer"), std::string::npos) << ignored[0];
+  // Incomplete layers, and keys that are no kohya FLUX.1 keys.
+  EXPECT_NE(refusal_in({{"lora_unet_double_blocks_0_img_attn_proj.lora_down.weight", {4, 8}}}, kFluxBfl, flux)
+                .find("has its lora_down weight but not its lora_up weight"),
+            std::string::npos);
+  keys = kohya("lora_unet_double_blocks_0_img_attn_proj", {4, 8}, {8, 4});
+  keys.push_back({"something_else", {2}});
+  EXPECT_NE(refusal_in(keys, kFluxBfl, flux).find("'something_else' is not a kohya FLUX.1 LoRA key"), std::string::npos);
+  // A kohya FLUX.1 LoRA on SDXL, and SDXL's kohya LoRA on FLUX.1.
+  const std::string on_sdxl = refusal(kohya("lora_unet_double_blocks_0_img_attn_qkv", {4, 8}, {24, 4}));
+  EXPECT_NE(on_sdxl.find("a FLUX.1 LoRA (BFL's block names; key 'lora_unet_double_blocks_0_img_attn_qkv.lora_"),
+            std::string::npos)
+      << on_sdxl;
+  EXPECT_NE(on_sdxl.find("not for this Stable Diffusion XL model"), std::string::npos) << on_sdxl;
+  const std::string on_flux =
+      refusal_in(kohya("lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q", {2, 8}, {8, 2}), kFluxBfl, flux);
+  EXPECT_NE(on_flux.find("a LoRA for a UNet model"), std::string::npos) << on_flux;
+}
+
+TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWithoutAlphas) {
+  // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: the transformer. layers only, no alphas.
+  auto keys = kohya("transformer.transformer_blocks.0.attn.to_q", {2, 8}, {8, 2});
+  for (const auto& k : kohya("lora_unet_double_blocks_0_img_attn_norm", {2, 8}, {8, 2})) keys.push_back(k);
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
+  EXPECT_FALSE(layers[0].alpha_key.has_value());
+  EXPECT_TRUE(layers[0].alpha_is_first_rank);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("outside \"transformer.\" (e.g. 'lora_unet_double_blocks_0_img_attn_norm."), std::string::npos)
+      << ignored[0];
 }
 
 TEST(LoraRef, PathAndScale) {

@@ -158,13 +158,36 @@ TEST(FluxE2E, JsonlLinesWithDifferentLoraSetsInOneProcessAreDiffusersOwn) {
   EXPECT_EQ(rows[0]["loras"][1]["name"], "flux-alpha");
   EXPECT_EQ(rows[0]["loras"][1]["scale"], -0.75);
 
-  RunResult kohya = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "1",
-                         "--width", "16", "--height", "16", "--lora", loras + "kohya-flux.safetensors", "--out",
-                         dir.file("kohya")},
-                        kEnv, 300s);
-  EXPECT_EQ(kohya.exit_code, 2) << kohya.err;
-  EXPECT_TRUE(contains(kohya.err, "kohya-flux.safetensors': a LoRA in BFL's FLUX.1 block names")) << kohya.err;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("kohya/000000.png")));
+  RunResult bfl = run({DPINFER_WORKER_BINARY, "generate", dir.file("plain.txt"), "--model", kDev, "--steps", "1",
+                       "--width", "16", "--height", "16", "--lora", loras + "flux-bfl-peft.safetensors", "--out",
+                       dir.file("bfl")},
+                      kEnv, 300s);
+  EXPECT_EQ(bfl.exit_code, 2) << bfl.err;
+  EXPECT_TRUE(contains(bfl.err, "flux-bfl-peft.safetensors': a LoRA in BFL's FLUX.1 block names with lora_A")) << bfl.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bfl/000000.png")));
+}
+
+// A kohya / sd-scripts FLUX.1 LoRA in BFL's block names through the worker: the image diffusers makes with
+// it fused (tiny-flux-dev-kohya-lora.golden, case "one"), and a warning for each kind of layer that
+// diffusers drops (lora_te1_ CLIP layers, img_in / final_layer).
+TEST(FluxE2E, KohyaLoraInBflNamesIsDiffusersOwnAndSaysWhatItDrops) {
+  TempDir dir;
+  const std::string loras = std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/";
+  write_file(dir.file("p.txt"), std::string(kPrompt) + "\n");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kDev, "--steps", "3",
+                     "--guidance-scale", "3.5", "--width", "16", "--height", "16", "--seed", "3", "--lora",
+                     loras + "flux-kohya.safetensors", "--out", dir.file("out")},
+                    kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "flux-kohya.safetensors': ignoring text-encoder layers other than CLIP's lora_te_ ones"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "ignoring embedder and final-layer layers")) << r.err;
+  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-flux-dev-kohya-lora.golden/images.safetensors");
+  const dpinfer::io::TensorView* want = golden->find("one");
+  ASSERT_NE(want, nullptr);
+  DecodedPng png = read_png(dir.file("out/000000.png"));
+  ASSERT_EQ(want->nbytes, png.pixels.size());
+  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "kohya");
 }
 
 // A schnell-like model (no guidance embeds) defaults to 4 steps and records guidance 0: golden case

@@ -15,6 +15,7 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/loading/lora_adapter_metadata.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/log.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
@@ -73,6 +74,34 @@ at::Tensor delta_weight(const at::Tensor& down, const at::Tensor& up, const at::
   return cast ? delta.to(weight.scalar_type()) : delta;
 }
 
+/// Whether part `layer` of a fused LoRA layer (LoraLayer::up_rows) has zeros wherever its rows of the
+/// up factor [rows of all parts, r] meet another part's columns (r / parts each): one test of
+/// diffusers' _convert_to_ai_toolkit_cat's is_sparse, which holds when it holds for every part.
+bool part_is_block_diagonal(const LoraLayer& layer, const at::Tensor& up) {
+  const int64_t rank = up.size(1), parts = layer.parts;
+  if (rank % parts != 0) return false;
+  const int64_t block = rank / parts;
+  const at::Tensor rows = up.slice(0, layer.up_rows->begin, layer.up_rows->end);
+  for (int64_t k = 0; k < parts; ++k)
+    if (k != layer.part && !rows.slice(1, k * block, (k + 1) * block).eq(0).all().item<bool>()) return false;
+  return true;
+}
+
+/// Part `layer` of a fused LoRA layer from the whole (scaled) factors down [r, in] and up [rows, r], as
+/// _convert_to_ai_toolkit_cat splits them: its rows of up and all of down; or, for a block-diagonal up
+/// factor, its diagonal block of up and its rows of down, at rank r / parts (layer.rank is updated).
+void take_part(LoraLayer& layer, at::Tensor& down, at::Tensor& up, bool block_diagonal) {
+  const LoraRows rows = *layer.up_rows;
+  if (!block_diagonal) {
+    up = up.slice(0, rows.begin, rows.end).contiguous();
+    return;
+  }
+  const int64_t block = down.size(0) / layer.parts;
+  down = down.slice(0, layer.part * block, (layer.part + 1) * block).contiguous();
+  up = up.slice(0, rows.begin, rows.end).slice(1, layer.part * block, (layer.part + 1) * block).contiguous();
+  layer.rank = block;
+}
+
 }  // namespace
 
 void LoraMerger::add_component(const std::string& name, torch::nn::Module& module) {
@@ -106,16 +135,19 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   const std::optional<LoraAdapterMetadata> config = adapter_metadata(*file, path);
   std::vector<LoraTensorKey> keys;
   for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
-  auto loaded = std::make_unique<LoadedFile>();
-  for (LoraLayer& layer : map_lora_keys(keys, table_, facts_, path)) {
-    const at::Tensor w = weight(layer.component, layer.module);
-    const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+  std::vector<std::string> ignored;
+  std::vector<LoraLayer> layers = map_lora_keys(keys, table_, facts_, path, &ignored);
+  for (const std::string& line : ignored) log::warn("--lora {}: ignoring {}", quote(path), line);
+  // The factors, alpha / rank in them where the format puts it there; then the parts of fused layers.
+  std::vector<Factors> factors;
+  std::map<std::string, bool> block_diagonal;  // a fused layer's up key -> whether every part is
+  for (LoraLayer& layer : layers) {
     Factors f;
     at::Tensor down = read_tensor(*file->find(layer.down_key), path);
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
+    at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
-    f.alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path).to(at::kDouble).item<double>()
-                              : static_cast<double>(layer.rank);
+    f.alpha = alpha.defined() ? alpha.to(at::kDouble).item<double>() : static_cast<double>(layer.rank);
     if (!std::isfinite(f.alpha))
       throw InputError(quote(path) + ": " + quote(*layer.alpha_key, 80) + " is not a finite number");
     if (config) {
@@ -133,10 +165,14 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
     }
     if (layer.alpha_in_factors) {
-      // Ref: _convert_non_diffusers_qwen_lora_to_diffusers / _z_image_ (lora_conversion_utils.py),
-      // get_alpha_scales: alpha / rank split between the factors, in the file's dtype; the
-      // adapter's own alpha is then its rank.
-      double scale_down = f.alpha / static_cast<double>(layer.rank), scale_up = 1.0;
+      // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
+      // between the factors, in the file's dtype; the adapter's own alpha is then its rank. A fused
+      // layer's _convert_to_ai_toolkit_cat divides the alpha tensor itself: the quotient is rounded to
+      // its dtype (a bf16 alpha gives a bf16 scale).
+      double scale_down = layer.up_rows && alpha.defined()
+                              ? (alpha.reshape({}) / layer.rank).to(at::kDouble).item<double>()
+                              : f.alpha / static_cast<double>(layer.rank);
+      double scale_up = 1.0;
       while (scale_down * 2 < scale_up) {
         scale_down *= 2;
         scale_up /= 2;
@@ -145,10 +181,27 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       up = up * scale_up;
       f.alpha = static_cast<double>(layer.rank);
     }
-    // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
-    f.down = down.to(options);
-    f.up = up.to(options);
+    if (layer.up_rows) {
+      auto it = block_diagonal.emplace(layer.up_key, true).first;
+      it->second = it->second && part_is_block_diagonal(layer, up);
+    }
+    f.down = down;
+    f.up = up;
     f.layer = std::move(layer);
+    factors.push_back(std::move(f));
+  }
+  auto loaded = std::make_unique<LoadedFile>();
+  std::map<std::string, double> first_rank;  // component -> its first layer's rank (alpha_is_first_rank)
+  for (Factors& f : factors) {
+    if (f.layer.up_rows) take_part(f.layer, f.down, f.up, block_diagonal.at(f.layer.up_key));
+    // get_peft_kwargs: with no network alphas, lora_alpha is the rank of the component's first layer.
+    if (f.layer.alpha_is_first_rank)
+      f.alpha = first_rank.emplace(f.layer.component, static_cast<double>(f.layer.rank)).first->second;
+    // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
+    const at::Tensor w = weight(f.layer.component, f.layer.module);
+    const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+    f.down = f.down.to(options);
+    f.up = f.up.to(options);
     loaded->layers.push_back(std::move(f));
   }
   return *files_.emplace(path, std::move(loaded)).first->second;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -200,11 +201,14 @@ const char* strip_suffix(const std::string& key, std::initializer_list<const cha
 
 LoraKeyRules lora_key_rules(const std::string& family) {
   // FLUX.1 and Chroma (ChromaPipeline uses FluxLoraLoaderMixin): diffusers 0.36's lora_state_dict
-  // converts kohya (any lora_down key), XLabs ("processor") and BFL-named files with fused qkv
-  // projections; dpinfer reads the diffusers names only so far.
+  // converts kohya files (any lora_down key; lora_flux_keys.h reads those in BFL's block names), XLabs
+  // ("processor") and BFL control LoRAs. A file in BFL's block names with lora_A/lora_B factors is
+  // none of those: diffusers loads nothing from it ("diffusion_model.") or fails ("transformer.").
+  const std::string bfl_peft = "LoRA in BFL's FLUX.1 block names with lora_A/lora_B factors (double_blocks/"
+                               "single_blocks), from which diffusers 0.36 loads nothing";
   const std::vector<std::pair<std::string, std::string>> bfl = {
-      {"double_blocks", "LoRA in BFL's FLUX.1 block names (double_blocks/single_blocks, kohya or ai-toolkit)"},
-      {"single_blocks", "LoRA in BFL's FLUX.1 block names (double_blocks/single_blocks, kohya or ai-toolkit)"},
+      {"double_blocks", bfl_peft},
+      {"single_blocks", bfl_peft},
       {"lora_transformer_", "kohya LoRA in diffusers' underscored FLUX.1 names (lora_transformer_)"},
       {".processor.", "XLabs FLUX.1 LoRA"}};
   const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
@@ -212,8 +216,9 @@ LoraKeyRules lora_key_rules(const std::string& family) {
   LoraKeyRules rules;
   if (family == "flux" || family == "chroma") {
     rules.kohya_unet = false;
+    rules.kohya_flux = true;
     rules.refused = bfl;
-    rules.reads = peft_only;
+    rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_..., .lora_down.weight / .lora_up.weight)";
   } else if (family == "stable-diffusion-3") {
     // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
     rules.kohya_unet = false;
@@ -228,19 +233,76 @@ LoraKeyRules lora_key_rules(const std::string& family) {
   return rules;
 }
 
+void check_lora_factors_fit(const std::string& where, const std::string& layer, const std::vector<int64_t>& down,
+                            const std::vector<int64_t>& up, const std::string& target,
+                            const std::vector<int64_t>& w) {
+  bool fits = false;
+  if (w.size() == 2) fits = down.size() == 2 && up.size() == 2 && down[1] == w[1] && up[0] == w[0] && up[1] == down[0];
+  if (w.size() == 4)
+    fits = down.size() == 4 && up.size() == 4 && down[1] == w[1] && down[2] == w[2] && down[3] == w[3] &&
+           up[0] == w[0] && up[1] == down[0] && up[2] == 1 && up[3] == 1;
+  if (!fits || down.empty() || down[0] < 1)
+    throw InputError(where + ": layer " + quote(layer, 80) + " has down " + shape_text(down) + " and up " +
+                     shape_text(up) + ", which do not fit " + target + " " + shape_text(w) + " (expected down [r, " +
+                     std::to_string(w.size() > 1 ? w[1] : 0) +
+                     (w.size() == 4 ? ", " + std::to_string(w[2]) + ", " + std::to_string(w[3]) : std::string()) +
+                     "] and up [" + std::to_string(w.empty() ? 0 : w[0]) + ", r" + (w.size() == 4 ? ", 1, 1" : "") +
+                     "]); is it a LoRA for another model?");
+}
+
+void check_lora_alpha_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + shape_text(shape) + "; an alpha is one number");
+}
+
 std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
-                                     const LoraModelFacts& facts, const std::string& file) {
+                                     const LoraModelFacts& facts, const std::string& file,
+                                     std::vector<std::string>* ignored) {
   const std::string where = quote(file);
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, Group> groups;  // by base name: kohya "lora_unet_x" or PEFT "unet.x"
   std::vector<std::string> not_lora;
   const LoraKeyRules& rules = facts.rules;
-  for (const LoraTensorKey& t : keys) {
-    shapes[t.key] = t.shape;
+  for (const LoraTensorKey& t : keys)
     for (const Unsupported& u : kUnsupported)
       if (t.key.find(u.piece) != std::string::npos)
         throw InputError(where + ": a " + std::string(u.what) + " file (key " + quote(t.key, 80) +
                          "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+  if (!rules.kohya_flux)
+    for (const LoraTensorKey& t : keys)
+      for (const char* bfl : {"lora_unet_double_blocks_", "lora_unet_single_blocks_", "diffusion_model.double_blocks.",
+                              "diffusion_model.single_blocks."})
+        if (starts_with(t.key, bfl))
+          throw InputError(where + ": a FLUX.1 LoRA (BFL's block names; key " + quote(t.key, 80) + "), not for this " +
+                           facts.family_label + " model: use a LoRA made for " + facts.family_label);
+  if (rules.kohya_flux && is_kohya_flux_lora(keys)) {
+    // A kohya LoRA for a UNet model (lora_unet_down_blocks_..., lora_unet_input_blocks_...) is one too.
+    for (const LoraTensorKey& t : keys)
+      if (starts_with(t.key, "lora_unet_") && !starts_with(t.key, "lora_unet_double_blocks_") &&
+          !starts_with(t.key, "lora_unet_single_blocks_") &&
+          (t.key.find("_blocks_") != std::string::npos || starts_with(t.key, "lora_unet_mid_block_") ||
+           starts_with(t.key, "lora_unet_middle_block_")))
+        throw InputError(where + ": a LoRA for a UNet model (Stable Diffusion 1.x/2.x or SDXL; key " + quote(t.key, 80) +
+                         "), not for this " + facts.family_label + " model: use a LoRA made for " + facts.family_label);
+    return map_kohya_flux_lora_keys(keys, modules, facts, file, ignored);
+  }
+  // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: a FLUX.1 file with lora_down keys
+  // and "transformer." keys keeps the transformer's only, lora_down/lora_up as lora_A/lora_B, and the
+  // adapter gets no alphas (the .alpha tensors stay unread): PEFT's lora_alpha is the first layer's rank.
+  bool kohya_down = false, transformer_keys = false;
+  for (const LoraTensorKey& t : keys) {
+    kohya_down = kohya_down || t.key.find(".lora_down.weight") != std::string::npos;
+    transformer_keys = transformer_keys || starts_with(t.key, "transformer.");
+  }
+  const bool peft_in_kohya = rules.kohya_flux && kohya_down && transformer_keys;
+  std::string dropped_example;
+  for (const LoraTensorKey& t : keys) {
+    shapes[t.key] = t.shape;
+    if (peft_in_kohya && !starts_with(t.key, "transformer.")) {
+      if (dropped_example.empty()) dropped_example = t.key;
+      continue;
+    }
     for (const auto& [piece, what] : rules.refused)
       if (t.key.find(piece) != std::string::npos)
         throw InputError(where + ": a " + what + " (key " + quote(t.key, 80) + "), which dpinfer does not read yet; " +
@@ -334,33 +396,22 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     const std::vector<int64_t>& w = modules.at(g.component).at(module);
     const std::vector<int64_t>& down = shapes[*g.down];
     const std::vector<int64_t>& up = shapes[*g.up];
-    bool fits = false;
-    if (w.size() == 2) fits = down.size() == 2 && up.size() == 2 && down[1] == w[1] && up[0] == w[0] && up[1] == down[0];
-    if (w.size() == 4)
-      fits = down.size() == 4 && up.size() == 4 && down[1] == w[1] && down[2] == w[2] && down[3] == w[3] &&
-             up[0] == w[0] && up[1] == down[0] && up[2] == 1 && up[3] == 1;
-    if (!fits || down.empty() || down[0] < 1)
-      throw InputError(where + ": layer " + quote(base, 80) + " has down " + shape_text(down) + " and up " +
-                       shape_text(up) + ", which do not fit " + g.component + "." + module + ".weight " +
-                       shape_text(w) + " (expected down [r, " + std::to_string(w.size() > 1 ? w[1] : 0) +
-                       (w.size() == 4 ? ", " + std::to_string(w[2]) + ", " + std::to_string(w[3]) : std::string()) +
-                       "] and up [" + std::to_string(w[0]) + ", r" + (w.size() == 4 ? ", 1, 1" : "") +
-                       "]); is it a LoRA for another model?");
-    if (g.alpha) {
-      const std::vector<int64_t>& a = shapes[*g.alpha];
-      int64_t n = 1;
-      for (int64_t d : a) n *= d;
-      if (n != 1)
-        throw InputError(where + ": " + quote(*g.alpha, 80) + " has shape " + shape_text(a) +
-                         "; an alpha is one number");
-    }
+    check_lora_factors_fit(where, base, down, up, g.component + "." + module + ".weight", w);
+    if (g.alpha) check_lora_alpha_shape(where, *g.alpha, shapes[*g.alpha]);
     // The converters: a lora_down/lora_up layer's alpha goes into its factors; a lora_A/lora_B
     // layer's alpha is popped and dropped (its scaling is the LoRA's scale alone).
     LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
+    if (peft_in_kohya) {
+      layer.alpha_key.reset();
+      layer.alpha_is_first_rank = true;  // in the order of the file's sorted keys, as diffusers gets them
+    }
     layers.push_back(std::move(layer));
   }
+  if (ignored && !dropped_example.empty())
+    ignored->push_back("its keys outside \"transformer.\" (e.g. " + quote(dropped_example, 80) + "), which diffusers 0.36 "
+                       "does not read from a FLUX.1 LoRA with lora_down keys and \"transformer.\" ones either");
   std::string found;
   for (const std::string& p : prefixes) found += (found.empty() ? "" : ", ") + p;
   if (layers.empty()) {

@@ -54,7 +54,9 @@ class LoraMerger {
   struct Factors {
     LoraLayer layer;
     at::Tensor down, up;  ///< in the weight's dtype, on its device
-    double alpha = 0;     ///< the file's alpha, or the rank when it has none
+    /// PEFT's lora_alpha: the file's alpha, the rank when it has none, or the component's first
+    /// layer's rank (LoraLayer::alpha_is_first_rank)
+    double alpha = 0;
   };
   struct LoadedFile {
     std::vector<Factors> layers;

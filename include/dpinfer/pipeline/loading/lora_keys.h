@@ -16,12 +16,19 @@
 //    older ".lora.down.weight" / ".lora.up.weight"), component unet, text_encoder,
 //    text_encoder_2 or transformer; an optional "<component>.<module>.alpha". Every family.
 //  - kohya / A1111 / LoCon (above): the UNet families only (LoraKeyRules::kohya_unet).
+//  - FLUX.1's (and Chroma's) kohya / sd-scripts files in Black Forest Labs' block names
+//    (LoraKeyRules::kohya_flux, lora_flux_keys.h): lora_unet_double_blocks_<i>_img_attn_qkv,
+//    lora_unet_single_blocks_<i>_linear1, ..., also ComfyUI's "diffusion_model.<BFL name>.lora_down.weight",
+//    and CLIP layers as lora_te_ / "text_encoders.clip_l.transformer.". A fused BFL projection
+//    (qkv, linear1) becomes one LoraLayer per diffusers module, each naming its rows of the up
+//    factor (LoraLayer::up_rows), as diffusers 0.36's _convert_kohya_flux_lora_to_diffusers splits it.
 //  - Qwen-Image's and Z-Image's non-diffusers transformer files (LoraKeyRules::non_diffusers_transformer),
 //    renamed as diffusers 0.36's _convert_non_diffusers_qwen_lora_to_diffusers and
 //    _convert_non_diffusers_z_image_lora_to_diffusers rename them (lora_conversion_utils.py).
-// Not read (refused by name): the formats a family's LoraKeyRules::refused names (kohya FLUX.1,
-// BFL block names, XLabs, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and the Tucker
-// "lora_mid" of LoCon's CP decomposition.
+// Not read (refused by name): the formats a family's LoraKeyRules::refused names (FLUX.1's BFL block
+// names with lora_A/lora_B factors, which diffusers 0.36 loads nothing from, XLabs, diffusers'
+// underscored FLUX.1 names, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and
+// the Tucker "lora_mid" of LoCon's CP decomposition.
 
 #include <cstdint>
 #include <map>
@@ -42,6 +49,11 @@ struct LoraTensorKey {
   std::vector<int64_t> shape;
 };
 
+/// Rows [begin, end) of a factor.
+struct LoraRows {
+  int64_t begin = 0, end = 0;
+};
+
 /// One layer of a LoRA: the weight it changes and the file keys of its factors.
 struct LoraLayer {
   std::string component;  ///< "unet", "text_encoder", "text_encoder_2"
@@ -54,6 +66,18 @@ struct LoraLayer {
   /// of diffusers' get_alpha_scales), and the merge then scales by the LoRA's scale alone: Qwen-Image's
   /// and Z-Image's lora_down/lora_up files, as diffusers converts them.
   bool alpha_in_factors = false;
+  /// A part of a fused layer of the file (FLUX.1's BFL qkv, linear1): this module's rows of the up
+  /// factor, which the other parts share ([3 * 3072, r] split into to_q/to_k/to_v). The down factor is
+  /// the whole one, copied to each part; when the up factor is block-diagonal (sd-scripts' split_qkv:
+  /// part p's rows use only columns [p * r / parts, (p + 1) * r / parts)), the merge reads that block
+  /// and those rows of the down factor instead, as diffusers' _convert_to_ai_toolkit_cat does. Its
+  /// alpha / rank is then computed in the alpha tensor's dtype (that function divides the tensor).
+  std::optional<LoraRows> up_rows = std::nullopt;
+  int part = 0, parts = 1;  ///< which part of the fused layer this is, of how many
+  /// The file gives diffusers no alphas (they went into the factors): the adapter's lora_alpha is then
+  /// the rank of the component's first layer, in the order the layers are listed (diffusers'
+  /// get_peft_kwargs: lora_alpha = the first rank), and a layer of another rank merges at that alpha / its rank.
+  bool alpha_is_first_rank = false;
 };
 
 /// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
@@ -71,6 +95,9 @@ struct LoraKeyRules {
   /// For those files' lora_down/lora_up layers: a module's last part and what it becomes
   /// (Z-Image's normalize_out_key: "out" -> "to_out.0").
   std::vector<std::pair<std::string, std::string>> last_part_renames;
+  /// FLUX.1's kohya / sd-scripts files (any ".lora_down.weight" key, none "transformer." or
+  /// "lora_transformer_"): converted as diffusers 0.36's FluxLoraLoaderMixin.lora_state_dict does (lora_flux_keys.h).
+  bool kohya_flux = false;
   /// Formats of this family that dpinfer does not read (yet): a piece of a key, what it is.
   std::vector<std::pair<std::string, std::string>> refused;
   /// What to use instead of a refused format, for the message.
@@ -94,7 +121,20 @@ struct LoraModelFacts {
 /// or family: says which prefixes the file has); only some layers match ("12 of 30 layers
 /// match ..., e.g. <key> matches nothing"); a down key has no up key or the reverse; or the
 /// factors' shapes do not fit the weight.
+/// `ignored` (when given) receives one line per kind of key the file has that diffusers drops
+/// without reading, and dpinfer with it (FLUX.1's kohya files: CLIP layers named lora_te1_, T5's, the
+/// embedders' and the final layer's), for a warning.
 std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
-                                     const LoraModelFacts& facts, const std::string& file);
+                                     const LoraModelFacts& facts, const std::string& file,
+                                     std::vector<std::string>* ignored = nullptr);
+
+/// Throws the InputError of a layer whose factors do not fit `weight` (down [r, in], up [out, r];
+/// or the Conv2d forms). `layer` names it in the file; `target` the weight ("transformer.x.weight").
+void check_lora_factors_fit(const std::string& where, const std::string& layer, const std::vector<int64_t>& down,
+                            const std::vector<int64_t>& up, const std::string& target,
+                            const std::vector<int64_t>& weight);
+
+/// Throws when the alpha tensor `key` of shape `shape` is not one number.
+void check_lora_alpha_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape);
 
 }  // namespace dpinfer::pipeline
