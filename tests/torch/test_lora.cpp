@@ -381,14 +381,23 @@ void copy_with_metadata(const std::string& source, const std::string& target, co
   out << text << bytes.substr(8 + n);
 }
 
-// ---- diffusers' lora_adapter_metadata: make_lora_metadata_fixtures.py -> tests/data/loras-metadata/ ----
+// ---- The LoraConfig diffusers scales by: make_lora_scaling_fixtures.py -> tests/data/loras-scaling/ ----
 
-// The header's PEFT config scales each layer (lora_alpha / r, rank_pattern, alpha_pattern with the
-// first match winning, a text-encoder config of its own), not the tensors: the merged weights are
-// diffusers' at scale 1 and 0.75.
-TEST(LoraAdapterMetadataParity, MergedWeightsFollowTheHeadersConfigAsDiffusersDoes) {
-  expect_merges_as_diffusers("tiny-flux-dev", kData + "/loras-metadata/");
+class LoraScalingParity : public ::testing::TestWithParam<std::string> {};
+
+// flux-metadata: the header's PEFT config (lora_alpha / r, rank_pattern, alpha_pattern with the first
+// match winning, a text-encoder config of its own), not the tensors. The others have no metadata, and
+// diffusers infers the config: mixed ranks without alphas scale by the first layer's rank / their rank
+// (the transformer's first in sorted key order, CLIP's in named_modules order); with alphas on some
+// layers, the others take the most common one, and proj_out's alpha reaches every
+// single_transformer_blocks.N.proj_out. The merged weights are diffusers' at scale 1 and 0.75.
+TEST_P(LoraScalingParity, MergedWeightsFollowTheLoraConfigDiffusersBuilds) {
+  expect_merges_as_diffusers(GetParam(), kData + "/loras-scaling/");
 }
+
+INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
+                         ::testing::Values("flux-metadata", "flux-mixed-ranks", "flux-some-alphas", "sd1-mixed-ranks",
+                                           "qwen-mixed-ranks"));
 
 TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
   // flux-peft is rank 2 on every layer, with no .alpha tensors; flux-alpha has .alpha tensors.

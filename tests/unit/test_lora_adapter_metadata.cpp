@@ -1,6 +1,6 @@
 // The PEFT adapter config of a LoRA file's header (pipeline/loading/lora_adapter_metadata.h): peft
 // 0.17's pattern matching, each layer's alpha and rank, and each refusal in one line. The merged
-// weights against diffusers are in tests/torch/test_lora.cpp (tests/data/loras-metadata).
+// weights against diffusers are in tests/torch/test_lora.cpp (tests/data/loras-scaling).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -123,4 +123,36 @@ TEST(LoraAdapterMetadata, WhatDpinferCannotMergeAsDiffusersDoesIsRefusedInOneLin
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("is not a JSON object"), std::string::npos) << e.what();
   }
+}
+
+// get_peft_kwargs on a component's layers in diffusers' order (the goldens against diffusers are
+// LoraScalingParity's, tests/torch/test_lora.cpp).
+TEST(LoraAdapterMetadata, WithoutMetadataDiffusersInfersTheConfigFromTheLayers) {
+  using pipeline::infer_lora_adapter_config;
+  using pipeline::lora_layer_scale;
+  // No alphas: lora_alpha is the first layer's rank; r the most common (the first seen of those tied).
+  auto c = infer_lora_adapter_config({{"proj_out", 2, {}}, {"a.to_q", 4, {}}, {"a.to_k", 4, {}}}, true);
+  EXPECT_EQ(c.r, 4);
+  EXPECT_EQ(c.lora_alpha, 2.0);
+  EXPECT_EQ(lora_layer_scale(c, "a.to_q").alpha, 2.0);
+  EXPECT_EQ(lora_layer_scale(c, "proj_out").rank, 2);
+  EXPECT_EQ(lora_layer_scale(c, "b.proj_out").rank, 4);  // "^proj_out" is anchored
+  c = infer_lora_adapter_config({{"x", 3, {}}, {"y", 2, {}}}, false);
+  EXPECT_EQ(c.r, 3);
+  // Alphas on some layers: the others take the most common; a pattern key is unanchored.
+  const std::vector<pipeline::LoraLayerFacts> some = {
+      {"context_embedder", 4, 3.0}, {"proj_out", 4, 1.0}, {"b.proj_out", 4, {}}, {"a.to_k", 4, {}}, {"a.to_q", 4, 3.0}};
+  c = infer_lora_adapter_config(some, true);
+  EXPECT_EQ(c.lora_alpha, 3.0);
+  EXPECT_EQ(lora_layer_scale(c, "a.to_k").alpha, 3.0);
+  EXPECT_EQ(lora_layer_scale(c, "b.proj_out").alpha, 1.0);  // proj_out's pattern reaches it
+  // Floats (a kohya file): the most common alpha, not the first.
+  c = infer_lora_adapter_config({{"a", 4, 1.0}, {"b", 4, 8.0}, {"c", 4, 8.0}, {"d", 4, {}}}, false);
+  EXPECT_EQ(c.lora_alpha, 8.0);
+  EXPECT_EQ(lora_layer_scale(c, "d").alpha, 8.0);
+  EXPECT_EQ(lora_layer_scale(c, "a").alpha, 1.0);
+  // Tensors hash by identity: the first alpha is "most common".
+  c = infer_lora_adapter_config({{"a", 4, 1.0}, {"b", 4, 8.0}, {"c", 4, 8.0}, {"d", 4, {}}}, true);
+  EXPECT_EQ(lora_layer_scale(c, "d").alpha, 1.0);
+  EXPECT_EQ(lora_layer_scale(c, "b").alpha, 8.0);
 }

@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -111,6 +112,7 @@ void LoraMerger::add_component(const std::string& name, torch::nn::Module& modul
     if (!ends_with(key, ".weight")) continue;
     const std::string module_name = key.substr(0, key.size() - 7);
     if (!is_lora_target(module_name, item.value())) continue;
+    module_order_.emplace(name + "/" + module_name, module_order_.size());
     weights_[name + "/" + module_name] = item.value();
     table_[name][module_name] = item.value().sizes().vec();
   }
@@ -164,6 +166,9 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
                          " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");
       f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
     }
+    // What diffusers passes on as a network alpha: an alpha its converter neither folds into the
+    // factors nor drops (map_lora_keys resets alpha_key where it drops it).
+    if (layer.alpha_key && !layer.alpha_in_factors) f.network_alpha = f.alpha;
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
       // between the factors, in the file's dtype; the adapter's own alpha is then its rank. A fused
@@ -190,6 +195,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     f.layer = std::move(layer);
     factors.push_back(std::move(f));
   }
+  if (!config) infer_alphas(factors);
   auto loaded = std::make_unique<LoadedFile>();
   std::map<std::string, double> first_rank;  // component -> its first layer's rank (alpha_is_first_rank)
   for (Factors& f : factors) {
@@ -205,6 +211,40 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     loaded->layers.push_back(std::move(f));
   }
   return *files_.emplace(path, std::move(loaded)).first->second;
+}
+
+void LoraMerger::infer_alphas(std::vector<Factors>& factors) const {
+  // Ref: diffusers 0.36 loaders/peft.py load_lora_adapter (the rank dict in the state dict's order:
+  // a safetensors file's sorted keys, which its converters keep) and loaders/lora_base.py
+  // _load_lora_into_text_encoder (text_encoder.named_modules() order), then get_peft_kwargs.
+  std::map<std::string, std::vector<Factors*>> by_component;
+  for (Factors& f : factors)
+    if (!f.layer.alpha_is_first_rank) by_component[f.layer.component].push_back(&f);
+  for (auto& [component, layers] : by_component) {
+    const bool text_encoder = starts_with(component, "text_encoder");
+    std::stable_sort(layers.begin(), layers.end(), [&](const Factors* a, const Factors* b) {
+      if (text_encoder)
+        return module_order_.at(component + "/" + a->layer.module) < module_order_.at(component + "/" + b->layer.module);
+      return a->layer.up_key < b->layer.up_key;
+    });
+    std::vector<LoraLayerFacts> facts;
+    for (const Factors* f : layers) facts.push_back({f->layer.module, f->layer.rank, f->network_alpha});
+    // FluxLoraLoaderMixin keeps the .alpha tensors as tensors; the kohya converter of the UNet
+    // families gives floats (.item()).
+    const bool tensors = !facts_.rules.kohya_unet;
+    const LoraAdapterConfig config = infer_lora_adapter_config(facts, tensors);
+    // With network alphas, every layer's lora_alpha is one of them: tensors, for FluxLoraLoaderMixin.
+    const bool alpha_is_tensor =
+        tensors && std::any_of(facts.begin(), facts.end(), [](const LoraLayerFacts& l) { return l.network_alpha; });
+    for (Factors* f : layers) {
+      const LoraLayerScale s = lora_layer_scale(config, f->layer.module);
+      if (s.rank != f->layer.rank)
+        throw Error("LoRA: inferred rank " + std::to_string(s.rank) + " for " + f->layer.module + " of rank " +
+                    std::to_string(f->layer.rank));  // cannot happen: rank_pattern lists every other rank
+      f->alpha = s.alpha;
+      f->alpha_is_tensor = alpha_is_tensor;
+    }
+  }
 }
 
 void LoraMerger::check(const io::LoraSet& set) {
@@ -225,8 +265,13 @@ bool LoraMerger::apply(const io::LoraSet& set) {
       at::Tensor w = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
       if (!originals_.count(key)) originals_.emplace(key, w.clone());
-      // PEFT's set_scale: scaling = scale * lora_alpha / r, in Python floats (left to right).
-      const double scaling = ref.scale * f.alpha / static_cast<double>(f.layer.rank);
+      // PEFT's set_scale: scaling = scale * lora_alpha / r, left to right, in Python floats, or in
+      // float32 where lora_alpha is a tensor (0-d float32 tensor arithmetic).
+      const double scaling =
+          f.alpha_is_tensor
+              ? static_cast<double>(static_cast<float>(static_cast<float>(ref.scale) * static_cast<float>(f.alpha)) /
+                                    static_cast<float>(f.layer.rank))
+              : ref.scale * f.alpha / static_cast<double>(f.layer.rank);
       w.add_(delta_weight(f.down, f.up, w, scaling));  // PEFT merge: base_layer.weight.data += delta
     }
   }

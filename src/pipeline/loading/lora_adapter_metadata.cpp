@@ -3,6 +3,7 @@
 // tuners/tuners_utils.py check_target_module_exists (a list of target_modules).
 #include "dpinfer/pipeline/loading/lora_adapter_metadata.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -142,6 +143,10 @@ LoraLayerScale LoraAdapterMetadata::scale_of(const std::string& component, const
                        " is not among its lora_adapter_metadata's target_modules, so diffusers would leave it out; " +
                        kResave);
   }
+  return lora_layer_scale(c, module);
+}
+
+LoraLayerScale lora_layer_scale(const LoraAdapterConfig& c, const std::string& module) {
   LoraLayerScale s{c.lora_alpha, c.r};
   for (const auto& [key, rank] : c.rank_pattern)
     if (lora_pattern_matches(key, module)) {
@@ -154,6 +159,46 @@ LoraLayerScale LoraAdapterMetadata::scale_of(const std::string& component, const
       break;
     }
   return s;
+}
+
+namespace {
+
+/// collections.Counter(values).most_common()[0][0]: the most frequent, the first seen among ties.
+template <typename T>
+T most_common(const std::vector<T>& values) {
+  std::vector<std::pair<T, size_t>> counts;  // in first-seen order
+  for (const T& v : values) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == v; });
+    if (it == counts.end()) counts.emplace_back(v, 1);
+    else ++it->second;
+  }
+  auto best = counts.begin();
+  for (auto it = counts.begin(); it != counts.end(); ++it)
+    if (it->second > best->second) best = it;
+  return best->first;
+}
+
+}  // namespace
+
+LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers, bool alphas_are_tensors) {
+  LoraAdapterConfig c;
+  if (layers.empty()) return c;
+  std::vector<int64_t> ranks;
+  for (const LoraLayerFacts& l : layers) ranks.push_back(l.rank);
+  c.lora_alpha = static_cast<double>(ranks.front());  // r = lora_alpha = list(rank_dict.values())[0]
+  c.r = most_common(ranks);
+  for (const LoraLayerFacts& l : layers)
+    if (l.rank != c.r) c.rank_pattern.emplace_back("^" + l.module, l.rank);
+  std::vector<const LoraLayerFacts*> with_alpha;
+  for (const LoraLayerFacts& l : layers)
+    if (l.network_alpha) with_alpha.push_back(&l);
+  if (with_alpha.empty()) return c;
+  std::vector<double> alphas;
+  for (const LoraLayerFacts* l : with_alpha) alphas.push_back(*l->network_alpha);
+  c.lora_alpha = alphas_are_tensors ? alphas.front() : most_common(alphas);
+  for (const LoraLayerFacts* l : with_alpha)
+    if (*l->network_alpha != c.lora_alpha) c.alpha_pattern.emplace_back(l->module, *l->network_alpha);
+  return c;
 }
 
 }  // namespace dpinfer::pipeline

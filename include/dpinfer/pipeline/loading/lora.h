@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,19 +55,29 @@ class LoraMerger {
   struct Factors {
     LoraLayer layer;
     at::Tensor down, up;  ///< in the weight's dtype, on its device
-    /// PEFT's lora_alpha: the file's alpha, the rank when it has none, or the component's first
-    /// layer's rank (LoraLayer::alpha_is_first_rank)
+    /// PEFT's lora_alpha: the adapter metadata's, or what diffusers' get_peft_kwargs infers for the
+    /// layer (infer_lora_adapter_config; the component's first layer's rank where no layer has an
+    /// alpha, LoraLayer::alpha_is_first_rank)
     double alpha = 0;
+    std::optional<double> network_alpha;  ///< the alpha diffusers passes on to get_peft_kwargs, if any
+    /// PEFT holds this layer's lora_alpha as a float32 tensor (a FLUX.1 file's .alpha tensors), so its
+    /// scaling is computed in float32.
+    bool alpha_is_tensor = false;
   };
   struct LoadedFile {
     std::vector<Factors> layers;
   };
   const LoadedFile& load(const std::string& path);
+  /// Each layer's alpha as diffusers infers its LoraConfig for a file without adapter metadata.
+  void infer_alphas(std::vector<Factors>& factors) const;
   at::Tensor weight(const std::string& component, const std::string& module);
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
   std::map<std::string, at::Tensor> weights_;
+  /// "<component>/<module>" -> its place in the component's named_modules order (diffusers lists a
+  /// text encoder's LoRA layers in that order).
+  std::map<std::string, size_t> module_order_;
   LoraModuleTable table_;
   std::map<std::string, std::unique_ptr<LoadedFile>> files_;
   /// "<component>/<module>" -> the weight's values before any LoRA, for the weights touched.

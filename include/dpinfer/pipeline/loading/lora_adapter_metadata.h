@@ -61,6 +61,30 @@ class LoraAdapterMetadata {
   std::map<std::string, LoraAdapterConfig> configs_;
 };
 
+/// The alpha and rank PEFT gives `module` under config `c`: the first rank_pattern / alpha_pattern
+/// key that matches it (lora_pattern_matches), else r / lora_alpha.
+LoraLayerScale lora_layer_scale(const LoraAdapterConfig& c, const std::string& module);
+
+/// One layer of a component, as diffusers' get_peft_kwargs sees it in a file without adapter metadata.
+struct LoraLayerFacts {
+  std::string module;
+  int64_t rank = 0;
+  /// The layer's alpha where diffusers passes it on as a "network alpha" (a FLUX.1 file's `.alpha`
+  /// tensors, a kohya file's alphas); none where the file has none or its converter folded it into
+  /// the factors or dropped it.
+  std::optional<double> network_alpha;
+};
+
+/// The LoraConfig diffusers 0.36 infers for one component from its layers, given in the order
+/// diffusers lists them (utils/peft_utils.py get_peft_kwargs):
+///  - r: the most common rank (the first seen of those tied); rank_pattern "^<module>" for the others;
+///  - lora_alpha: the first layer's rank when no layer has a network alpha. Otherwise the most common
+///    alpha, with alpha_pattern "<module>" (unanchored: it also matches modules named like a '.'-suffix
+///    of it) for the layers of another alpha. `alphas_are_tensors`: the loader keeps the alphas as
+///    tensors (FluxLoraLoaderMixin), which hash by identity, so "most common" is the first layer's
+///    alpha and the pattern lists every layer whose alpha differs from it.
+LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers, bool alphas_are_tensors);
+
 /// Whether peft 0.17's get_pattern_key would pick pattern key `key` for `module`:
 /// re.match(rf"(.*\.)?({key})$", module), for keys of letters, digits, '_', '.' (any character)
 /// and an optional leading '^'. Exposed for its unit test.
