@@ -29,14 +29,16 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
   app.add_option("--model,-m", o.model,
                  "diffusers directory, hub id (org/name, from the local HF cache) or single-file checkpoint "
-                 "(SD 1.x/2.x/SDXL .safetensors in the original layout); default: the embedded dpinfer-shapes-64");
+                 "(.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image, as their makers ship "
+                 "them); default: the embedded dpinfer-shapes-64");
   app.add_option("--base", o.base,
                  "for a single-file --model: the diffusers pipeline (directory or hub id) whose configs, tokenizers, "
                  "scheduler and missing components it uses (default: dpinfer's shipped config of its family)");
   app.add_option("--text-encoder", o.text_encoder,
                  "for a single-file --model without one: a text_encoder folder (config.json + safetensors)");
   app.add_option("--text-encoder-2", o.text_encoder_2,
-                 "for a single-file SDXL --model without one: a text_encoder_2 folder");
+                 "for a single-file --model without one: a text_encoder_2 folder (SDXL's and SD3's second CLIP, FLUX.1's "
+                 "T5)");
   app.add_option("--vae", o.vae, "for a single-file --model without one: a vae folder (config.json + safetensors)");
   app.add_option("--variant", o.variant, "weights variant, e.g. fp16 (*.fp16.safetensors)");
   app.add_option("--out,-o", o.out, "output directory")->capture_default_str();

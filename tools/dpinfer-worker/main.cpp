@@ -43,12 +43,13 @@ int inspect_main(int argc, char** argv) {
       "dpinfer inspect");
   app.add_option("MODEL", model,
                  "a diffusers directory (with model_index.json), a hub id in the Hugging Face cache, or a single-file "
-                 "checkpoint (SD 1.x/2.x/SDXL .safetensors in the original layout)")
+                 "checkpoint (.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image)")
       ->required();
   app.add_option("--base", single_file.base,
                  "for a single file: the diffusers pipeline whose configs and missing components it uses");
   app.add_option("--text-encoder", single_file.text_encoder, "for a single file without one: a text_encoder folder");
-  app.add_option("--text-encoder-2", single_file.text_encoder_2, "for an SDXL single file without one: a text_encoder_2 folder");
+  app.add_option("--text-encoder-2", single_file.text_encoder_2,
+                 "for a single file without one: a text_encoder_2 folder (SDXL's and SD3's second CLIP, FLUX.1's T5)");
   app.add_option("--vae", single_file.vae, "for a single file without one: a vae folder");
   app.add_option("--variant", variant, "inspect the weights `dpinfer generate --variant` would load, e.g. fp16");
   // generate's names, checked by the same make_scheduler() call: a model whose own scheduler
