@@ -141,6 +141,8 @@ const char* layout_name(CheckpointLayout layout) {
     case CheckpointLayout::kFluxBfl: return "BFL FLUX.1";
     case CheckpointLayout::kDiffusersNames: return "diffusers names";
     case CheckpointLayout::kZImageOriginal: return "Z-Image original";
+    case CheckpointLayout::kSd3Mmdit: return "SD3 MMDiT";
+    case CheckpointLayout::kSd3ClipL: return "SD3 CLIP-L";
   }
   return "?";
 }
@@ -156,8 +158,9 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
     switch (layout) {
       case CheckpointLayout::kFluxBfl:
       case CheckpointLayout::kZImageOriginal:
+      case CheckpointLayout::kSd3Mmdit:
         throw Error(std::string("convert_ldm_keys: the ") + layout_name(layout) +
-                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h)");
+                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h, sd3_keys.h)");
       case CheckpointLayout::kDiffusersNames:
         // diffusers 0.36.0 reads a Qwen-Image file as is (single_file_model.py's mapping for
         // QwenImageTransformer2DModel is the identity); ComfyUI may save the same keys under its prefix.
@@ -186,11 +189,18 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
         parts.push_back(whole(s, target.value_or(key), target_shape));
         break;
       }
-      case CheckpointLayout::kTransformersClip:
+      case CheckpointLayout::kSd3ClipL:
+        // diffusers replaces this text_projection by the identity (the loader fills it): the file's is not read.
+        if (key == "text_projection.weight") break;
+        [[fallthrough]];
+      case CheckpointLayout::kTransformersClip: {
         // Checkpoints saved with transformers before 4.x's CLIPTextTransformer wrapper have no
         // "text_model." (convert_ldm_clip_checkpoint strips the prefix the same way either way).
-        parts.push_back(whole(s, starts_with(key, "text_model.") ? key : "text_model." + key, t.shape));
+        // CLIPTextModelWithProjection's text_projection (SD3's CLIP-G) sits beside text_model.
+        const bool as_is = starts_with(key, "text_model.") || key == "text_projection.weight";
+        parts.push_back(whole(s, as_is ? key : "text_model." + key, t.shape));
         break;
+      }
       case CheckpointLayout::kOpenClip: {
         // The contrastive temperature, the causal mask buffer and an image tower: no text model
         // has them (convert_open_clip_checkpoint reads only the text tower's keys).
