@@ -13,8 +13,6 @@ namespace {
 using key_rules::indexed;
 using key_rules::rename;
 using key_rules::Renames;
-using key_rules::row_range;
-using key_rules::shape_text;
 using key_rules::whole;
 
 // ---- The tables: LDM module path -> diffusers module path (a prefix of the rest of the key).
@@ -154,7 +152,7 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
     const SourceTensor& t = tensors[s];
     if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string key = t.name.substr(prefix.size());
-    const std::string where = "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
+    const std::string where = key_rules::tensor_text(t);
     switch (layout) {
       case CheckpointLayout::kFluxBfl:
       case CheckpointLayout::kZImageOriginal:
@@ -235,13 +233,9 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
         if (n >= shape.text_layers) break;
         const std::string base = "text_model.encoder.layers." + std::to_string(n) + ".";
         if (inner == "attn.in_proj_weight" || inner == "attn.in_proj_bias") {
-          if (t.shape.empty() || t.shape[0] % 3 != 0)
-            throw InputError(where + ": a fused q/k/v projection needs a first dimension divisible by 3");
-          const int64_t rows = t.shape[0] / 3;
-          const std::string leaf = inner == "attn.in_proj_weight" ? "weight" : "bias";
-          const char* names[] = {"q_proj", "k_proj", "v_proj"};
-          for (int64_t k = 0; k < 3; ++k)
-            parts.push_back(row_range(s, base + "self_attn." + names[k] + "." + leaf, t.shape, k * rows, rows));
+          const std::string targets[3] = {base + "self_attn.q_proj", base + "self_attn.k_proj",
+                                          base + "self_attn.v_proj"};
+          key_rules::append_thirds(parts, s, t, targets, inner == "attn.in_proj_weight" ? "weight" : "bias");
           break;
         }
         auto r = rename(inner, kOpenClipLayer);
