@@ -107,7 +107,7 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   });
   if (!readable || !built) return;
   step(report, &r.error, [&] {
-    r.keys = match_keys(*module, found.files, model_class->renames, c.name, convert);
+    r.keys = match_keys(*module, found.files, component_key_renames(c, model_class->renames), c.name, convert);
     if (!r.keys->ok()) throw Error(key_mismatch_message(*r.keys, found.files, c.name));
   });
 }

@@ -1,12 +1,13 @@
-// libFuzzer: the DiT single-file key conversions (pipeline/single_file/flux_bfl_keys.h,
-// z_image_keys.h) and the DiT family detection (dit_detection.h) on arbitrary key lists, as a
-// checkpoint's header gives them. The first byte picks the prefix (bit 0: ComfyUI's
+// libFuzzer: the DiT single-file key conversions (pipeline/single_file/flux_bfl_keys.h, also Chroma's,
+// z_image_keys.h, sd3_keys.h) and the DiT family detection (dit_detection.h) on arbitrary key lists,
+// as a checkpoint's header gives them. The first byte picks the prefix (bit 0: ComfyUI's
 // "model.diffusion_model." or none), FLUX.1's inner dimension (bits 1-4: 0..15) and the layout
-// (bit 5: Z-Image's, else FLUX.1's); the rest is one tensor per line, "name d0 d1 ...",
-// each dimension a byte of the line after the first space. Checked: no crash, one-line messages,
-// every part reads inside its source tensor with as many elements as it fills, under a non-empty
-// name, and the pieces of a module tensor (target_row) fill its rows exactly once when the
-// tensors' names are unique, as a safetensors header's are.
+// (bit 6: SD3's MMDiT, else bit 5: Z-Image's, else FLUX.1's / Chroma's); the rest is one tensor per
+// line, "name d0 d1 ...", each dimension a byte of the line after the first space. Checked: no
+// crash, one-line messages, every part reads inside its source tensor with as many elements as it
+// fills, under a non-empty name, SD3's dual-attention blocks ascending and inside its block count,
+// and the pieces of a module tensor (target_row) fill its rows exactly once when the tensors' names
+// are unique, as a safetensors header's are.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+#include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/z_image_keys.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_key_list.h"
@@ -38,10 +40,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string prefix = (pick & 1) ? "model.diffusion_model." : "";
   const FluxBflBlocks blocks = count_flux_bfl_blocks(prefix, tensors);
-  if (blocks.double_blocks < 0 || blocks.single_blocks < 0) std::abort();
+  if (blocks.double_blocks < 0 || blocks.single_blocks < 0 || blocks.approximator_layers < 0) std::abort();
+  const Sd3Blocks sd3 = count_sd3_blocks(prefix, tensors);
+  if (sd3.joint_blocks < 0 || sd3.pos_embed_rows < 0) std::abort();
+  for (size_t i = 0; i < sd3.dual_attention_layers.size(); ++i)
+    if (sd3.dual_attention_layers[i] < 0 || sd3.dual_attention_layers[i] >= sd3.joint_blocks ||
+        (i > 0 && sd3.dual_attention_layers[i] <= sd3.dual_attention_layers[i - 1]))
+      std::abort();
   try {
-    const std::vector<TensorPart> parts = (pick & 32) ? convert_z_image_keys(prefix, "2-1", tensors)
-                                                      : convert_flux_bfl_keys(prefix, (pick >> 1) & 15, tensors);
+    const std::vector<TensorPart> parts = (pick & 64)   ? convert_sd3_keys(prefix, tensors)
+                                          : (pick & 32) ? convert_z_image_keys(prefix, "2-1", tensors)
+                                                        : convert_flux_bfl_keys(prefix, (pick >> 1) & 15, tensors);
     std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> pieces;  // target -> (row, rows)
     for (const TensorPart& p : parts) {
       const int64_t elements = fuzz::elements_read(p, tensors);

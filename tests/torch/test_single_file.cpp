@@ -1,7 +1,8 @@
-// Single-file checkpoints (SD 1.x, 2.x, SDXL in the LDM layout; FLUX.1 transformers in Black Forest
-// Labs' layout; Qwen-Image transformers as ComfyUI splits them; Z-Image transformers in their
-// original layout): the tiny pipelines converted by tools/fixtures/make_single_file_fixtures.py and
-// make_dit_single_file_fixtures.py (checked there against diffusers' own conversion) load to
+// Single-file checkpoints (SD 1.x, 2.x, SDXL in the LDM layout; FLUX.1 and Chroma transformers in Black
+// Forest Labs' layout; SD3 / SD3.5 files as Stability AI ships them; Qwen-Image transformers as ComfyUI
+// splits them; Z-Image transformers in their original layout): the tiny pipelines converted by
+// tools/fixtures/make_single_file_fixtures.py and make_dit_single_file_fixtures.py (checked there
+// against diffusers' own conversion) load to
 // exactly the directory's tensors and give the directory's pixels bit for bit; the shipped default
 // configs build modules whose keys and shapes are exactly those of the real architectures'
 // checkpoints; and bad input is refused in one line.
@@ -23,6 +24,7 @@
 #include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/ldm_keys.h"
+#include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
 #include "dpinfer/pipeline/single_file/z_image_keys.h"
 #include "dpinfer/util/error.h"
@@ -222,8 +224,9 @@ TEST(SingleFile, DetectionRefusesKindsItDoesNotRun) {
   EXPECT_CONTAINS(detect({{"model.diffusion_model.input_blocks.0.0.weight", {320, 9, 3, 3}}}), "inpainting");
   EXPECT_CONTAINS(detect({{"model.diffusion_model.out.0.weight", {4}}, {"conditioner.embedders.0.model.ln_final.weight", {4}}}),
                   "SDXL refiner");
-  EXPECT_CONTAINS(detect({{"joint_blocks.0.x_block.attn.qkv.weight", {9, 3}}}), "an SD3 (original) transformer file, "
-                                                                               "which dpinfer reads only as a diffusers directory");
+  EXPECT_CONTAINS(detect({{"joint_blocks.0.x_block.attn.qkv.weight", {9, 3}}}),
+                  "InputError: 'm.safetensors' has SD3 MMDiT keys (joint_blocks.*) but not the first block's context "
+                  "modulation joint_blocks.0.context_block.adaLN_modulation.1.bias");
   const auto k = [](int64_t width) {
     return std::vector<SourceTensor>{
         {"model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", {320, width}}};
@@ -507,7 +510,7 @@ TEST(SingleFile, QwenImageRefusalsAreOneLine) {
   o.text_encoder_2 = kPipelines + "/tiny-flux-dev/text_encoder_2";
   o.base = kPipelines + "/tiny-qwen-image";
   EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }),
-                  "--text-encoder-2 is for SDXL and FLUX.1 checkpoints; '" + file + "' is Qwen-Image");
+                  "--text-encoder-2 is for SDXL, SD3 and FLUX.1 checkpoints; '" + file + "' is Qwen-Image");
   // The shipped default (Qwen/Qwen-Image's configs, the real Qwen2 vocabulary): the VAE and text
   // encoder are named with how to give them, and num_layers is the file's.
   const CheckoutDataDir data_dir;
@@ -589,6 +592,239 @@ TEST(SingleFile, ShippedZImageConfigMatchesTheRealArchitectureKeyForKey) {
   EXPECT_EQ(got.size(), parts.size());
   EXPECT_EQ(got, want);
   EXPECT_EQ(parts.size(), tensors.size() + 2 * (30 + 2 + 2));  // each block's qkv in thirds
+}
+
+// ---- SD3 / SD3.5 as Stability AI ships them: the MMDiT under model.diffusion_model. (or bare), the
+// VAE under first_stage_model., the text encoders under text_encoders.{clip_l,clip_g,t5xxl}.transformer.
+
+// tiny-sd3 with its VAE and both CLIPs (as sd3_medium_incl_clips.safetensors): each component is the
+// directory's, but for CLIP-L's text_projection, which diffusers makes the identity for such a file.
+TEST(SingleFile, Sd3FileWithClipsLoadsAsDiffusersLoadsIt) {
+  const std::string file = kSingle + "/tiny-sd3-incl-clips.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-sd3";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  ASSERT_TRUE(single.single_file);
+  EXPECT_EQ(single.single_file->kind, "sd3");
+  EXPECT_EQ(single.single_file->variant, "");  // a tiny MMDiT: none of the released widths
+  EXPECT_EQ(single.single_file->label, "Stable Diffusion 3 (SD3 MMDiT single file)");
+  EXPECT_EQ(single.at("transformer").source, "single file (model.diffusion_model.*, SD3 MMDiT)");
+  EXPECT_EQ(single.at("vae").source, "single file (first_stage_model.*, LDM VAE)");
+  EXPECT_EQ(single.at("text_encoder").source, "single file (text_encoders.clip_l.transformer.*, SD3 CLIP-L)");
+  EXPECT_EQ(single.at("text_encoder_2").source,
+            "single file (text_encoders.clip_g.transformer.*, transformers CLIP)");
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-sd3");
+  for (const char* c : {"transformer", "vae", "text_encoder_2"})
+    expect_component_is_the_directorys(single, dir, c, file);
+  auto clip_l = load_component(single.at("text_encoder"), at::TensorOptions().dtype(at::kFloat));
+  auto want = load_component(dir.at("text_encoder"), at::TensorOptions().dtype(at::kFloat));
+  const auto got = state_of(*clip_l), base = state_of(*want);
+  ASSERT_EQ(got.size(), base.size());
+  for (const auto& [key, value] : base) {
+    if (key == "text_projection.weight")
+      EXPECT_TRUE(torch::equal(got.at(key), torch::eye(32)));
+    else
+      EXPECT_TRUE(torch::equal(got.at(key), value)) << key;
+  }
+  // It generates (the identity projection changes the pooled embedding, so not the directory's pixels).
+  LoadRequest r;
+  r.model = file;
+  r.base = o.base;
+  EXPECT_EQ(pixels(r, 2).size(), 32u * 32u * 3u);
+}
+
+// tiny-sd3.5-t5 with its VAE, CLIP-G and T5 (CLIP-L from the base): the directory's pixels bit for bit.
+TEST(SingleFile, Sd35FileWithT5IsTheDirectorysBitForBit) {
+  const std::string file = kSingle + "/tiny-sd3.5-t5-incl-t5.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-sd3.5-t5";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  EXPECT_EQ(single.at("text_encoder_3").source, "single file (text_encoders.t5xxl.transformer.*, diffusers names)");
+  EXPECT_EQ(single.at("text_encoder").source, "--base " + single.root);
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-sd3.5-t5");
+  for (const char* c : {"transformer", "vae", "text_encoder_2", "text_encoder_3"})
+    expect_component_is_the_directorys(single, dir, c, file);
+  LoadRequest r, d;
+  r.model = file;
+  r.base = o.base;
+  d.model = kPipelines + "/tiny-sd3.5-t5";
+  EXPECT_EQ(pixels(r, 2), pixels(d, 2));
+}
+
+// tiny-sd3.5's MMDiT-X alone, without a prefix (dual attention in blocks 0 and 1, QK RMSNorms): the
+// rest from the base; the directory's pixels bit for bit.
+TEST(SingleFile, Sd35BareMmditIsTheDirectorysBitForBit) {
+  const std::string file = kSingle + "/tiny-sd3.5-mmdit.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-sd3.5";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  EXPECT_EQ(single.at("transformer").source, "single file (*, SD3 MMDiT)");
+  for (const char* c : {"vae", "text_encoder", "text_encoder_2"}) EXPECT_CONTAINS(single.at(c).source, "--base ");
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-sd3.5");
+  expect_component_is_the_directorys(single, dir, "transformer", file);
+  LoadRequest r, d;
+  r.model = file;
+  r.base = o.base;
+  d.model = kPipelines + "/tiny-sd3.5";
+  const auto want = pixels(d, 2);
+  EXPECT_EQ(pixels(r, 2), want);
+  // CLIP-G as a folder of its own (--text-encoder-2 is SD3's second CLIP).
+  r.text_encoder_2 = kPipelines + "/tiny-sd3.5/text_encoder_2";
+  o.text_encoder_2 = r.text_encoder_2;
+  EXPECT_EQ(resolve_model(file, "", nullptr, o).at("text_encoder_2").source, "--text-encoder-2 " + r.text_encoder_2);
+  EXPECT_EQ(pixels(r, 2), want);
+}
+
+TEST(SingleFile, Sd3DetectionTellsTheReleasedModelsApart) {
+  const std::string p = "model.diffusion_model.";
+  auto sd3 = [&](int64_t width, int64_t pos_rows, bool large) {
+    std::vector<SourceTensor> t{{p + "joint_blocks.0.context_block.adaLN_modulation.1.bias", {width}},
+                                {p + "pos_embed", {1, pos_rows, width / 6}}};
+    if (large) t.push_back({p + "joint_blocks.37.x_block.mlp.fc1.weight", {9728, 2432}});
+    return detect_dit_checkpoint(t, "s.safetensors");
+  };
+  EXPECT_EQ(sd3(9216, 36864, false)->variant, "SD3 medium");
+  EXPECT_EQ(sd3(9216, 147456, false)->variant, "SD3.5 medium");
+  EXPECT_EQ(sd3(14592, 36864, true)->variant, "SD3.5 large");
+  EXPECT_EQ(sd3(192, 9216, false)->variant, "");
+  EXPECT_EQ(sd3(192, 9216, false)->kind, "sd3");
+  EXPECT_EQ(sd3(192, 9216, false)->prefix, p);
+  EXPECT_EQ(sd3(192, 9216, false)->layout, CheckpointLayout::kSd3Mmdit);
+  // What the keys say of the architecture, as convert_sd3_transformer_checkpoint_to_diffusers derives it.
+  const Sd3Blocks b = count_sd3_blocks("", {{"joint_blocks.0.x_block.attn2.qkv.weight", {9, 3}},
+                                            {"joint_blocks.2.x_block.attn2.ln_q.weight", {3}},
+                                            {"joint_blocks.3.context_block.attn.ln_q.weight", {3}},
+                                            {"pos_embed", {1, 144, 24}}});
+  EXPECT_EQ(b.joint_blocks, 4);
+  EXPECT_EQ(b.dual_attention_layers, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(b.qk_norm);
+  EXPECT_EQ(b.pos_embed_rows, 144);
+}
+
+// The MMDiT conversion's structural rules: fused q/k/v in thirds, and the (shift, scale) halves of the
+// final layer's and the last block's context modulation read swapped; the other blocks' as they are.
+TEST(SingleFile, Sd3KeyConversionSplitsAndSwapsAsDiffusers) {
+  const std::vector<SourceTensor> t{{"joint_blocks.0.context_block.adaLN_modulation.1.weight", {12, 2}},
+                                    {"joint_blocks.1.context_block.adaLN_modulation.1.weight", {4, 2}},
+                                    {"joint_blocks.1.x_block.attn.qkv.bias", {6}},
+                                    {"final_layer.adaLN_modulation.1.bias", {4}}};
+  const std::vector<TensorPart> parts = convert_sd3_keys("", t);
+  ASSERT_EQ(parts.size(), 1u + 2u + 3u + 2u);
+  EXPECT_EQ(parts[0].target, "transformer_blocks.0.norm1_context.linear.weight");
+  EXPECT_EQ(parts[0].rows, -1);
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(parts[i].target, "transformer_blocks.1.norm1_context.linear.weight");
+    EXPECT_EQ(parts[i].row_begin, i == 1 ? 2 : 0);  // (shift, scale) -> (scale, shift)
+    EXPECT_EQ(parts[i].target_row, i == 1 ? 0 : 2);
+  }
+  EXPECT_EQ(parts[3].target, "transformer_blocks.1.attn.to_q.bias");
+  EXPECT_EQ(parts[5].target, "transformer_blocks.1.attn.to_v.bias");
+  EXPECT_EQ(parts[5].row_begin, 4);
+  EXPECT_EQ(parts[6].target, "norm_out.linear.bias");
+  EXPECT_CONTAINS(error_of([] { convert_sd3_keys("", {{"joint_blocks.0.x_block.attn2.qkv.weight", {7, 2}}}); }),
+                  "InputError: tensor 'joint_blocks.0.x_block.attn2.qkv.weight' [7,2]: a fused q/k/v projection "
+                  "needs a first dimension divisible by 3");
+}
+
+TEST(SingleFile, Sd3RefusalsAreOneLine) {
+  const std::string file = kSingle + "/tiny-sd3.5-mmdit.safetensors";
+  // No --base: no tokenizers anywhere.
+  std::string e = error_of([&] { resolve_model(file); });
+  EXPECT_CONTAINS(e, "InputError: '" + file + "' is a Stable Diffusion 3 single file, which holds no tokenizers; pass "
+                     "--base DIR|org/name, a diffusers StableDiffusion3Pipeline");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // A base of another architecture: the file's blocks, dual attention and QK norm against its config.
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-sd3";
+  e = error_of([&] { resolve_model(file, "", nullptr, o); });
+  EXPECT_CONTAINS(e, "InputError: '" + file + "''s keys say num_layers 3, dual_attention_layers [0,1], qk_norm "
+                     "\"rms_norm\", pos_embed_max_size 12 but --base '");
+  EXPECT_CONTAINS(e, "'s transformer config has num_layers 1, dual_attention_layers [], qk_norm null, "
+                     "pos_embed_max_size 96; give the base the file belongs to");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // A base of another family.
+  o.base = kPipelines + "/tiny-flux-dev";
+  EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }),
+                  "is a Stable Diffusion 3 checkpoint but --base");
+  // CLIP-L from the file gets diffusers' torch.eye(hidden_size) projection, which only a square
+  // text_projection takes: a base config with projection_dim 16 for a 32-wide CLIP-L is refused.
+  SingleFileOptions clips;
+  clips.base = kPipelines + "/tiny-sd3";
+  const ModelDir md = resolve_model(kSingle + "/tiny-sd3-incl-clips.safetensors", "", nullptr, clips);
+  Component c = md.at("text_encoder");
+  c.config["projection_dim"] = 16;
+  e = error_of([&] { load_component(c, at::TensorOptions().dtype(at::kFloat)); });
+  EXPECT_CONTAINS(e, "InputError: component 'text_encoder': SD3's CLIP-L read from '");
+  EXPECT_CONTAINS(e, "gets the identity as its text_projection (as diffusers gives it), which needs a "
+                     "CLIPTextModelWithProjection config with projection_dim = hidden_size");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
+TEST(SingleFile, InspectReportsTheSd3Kind) {
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-sd3";
+  const InspectReport report = inspect_model(kSingle + "/tiny-sd3-incl-clips.safetensors", "", "", o);
+  ASSERT_TRUE(report.ok()) << report.error;
+  const json j = report.to_json();
+  EXPECT_EQ(j["single_file"]["kind"], "sd3");
+  EXPECT_EQ(j["components"]["transformer"]["source"], "single file (model.diffusion_model.*, SD3 MMDiT)");
+  // The identity text_projection is not the file's: the key check does not ask for it.
+  EXPECT_TRUE(j["components"]["text_encoder"]["keys"]["ok"].get<bool>());
+  EXPECT_TRUE(j["components"]["transformer"]["keys"]["ok"].get<bool>());
+}
+
+// ---- Chroma in Black Forest Labs' layout (chroma-unlocked-v*.safetensors).
+
+TEST(SingleFile, ChromaBflFileIsTheDirectorysBitForBit) {
+  const std::string file = kSingle + "/tiny-chroma-bfl.safetensors";
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-chroma";
+  const ModelDir single = resolve_model(file, "", nullptr, o);
+  ASSERT_TRUE(single.single_file);
+  EXPECT_EQ(single.single_file->kind, "chroma");
+  EXPECT_EQ(single.single_file->label, "Chroma (BFL FLUX.1 transformer file)");
+  EXPECT_EQ(single.at("transformer").source, "single file (*, BFL FLUX.1)");
+  const ModelDir dir = resolve_model(kPipelines + "/tiny-chroma");
+  expect_component_is_the_directorys(single, dir, "transformer", file);
+  LoadRequest r, d;
+  r.model = file;
+  r.base = o.base;
+  d.model = kPipelines + "/tiny-chroma";
+  EXPECT_EQ(pixels(r, 2), pixels(d, 2));
+  const InspectReport report = inspect_model(file, "", "", o);
+  ASSERT_TRUE(report.ok()) << report.error;
+  EXPECT_EQ(report.to_json()["single_file"]["kind"], "chroma");
+}
+
+TEST(SingleFile, ChromaRefusalsAreOneLine) {
+  const std::string file = kSingle + "/tiny-chroma-bfl.safetensors";
+  std::string e = error_of([&] { resolve_model(file); });
+  EXPECT_CONTAINS(e, "InputError: '" + file + "' is a Chroma single file, which holds no tokenizers; pass --base "
+                     "DIR|org/name, a diffusers ChromaPipeline");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-chroma-alt";  // 2 + 2 blocks, 2 approximator layers; the file has 1 + 1, 1
+  e = error_of([&] { resolve_model(file, "", nullptr, o); });
+  EXPECT_CONTAINS(e, "'s keys say num_layers 1, num_single_layers 1, approximator_layers 1 but --base '");
+  EXPECT_CONTAINS(e, "'s transformer config has num_layers 2, num_single_layers 2, approximator_layers 2; give the "
+                     "base the file belongs to");
+  o.base = kPipelines + "/tiny-flux-dev";
+  EXPECT_CONTAINS(error_of([&] { resolve_model(file, "", nullptr, o); }), "is a Chroma checkpoint but --base");
+  // Detected by the distilled guidance layer before FLUX.1's guidance_in decides dev or schnell.
+  EXPECT_EQ(detect_dit_checkpoint({{"double_blocks.0.img_attn.norm.key_norm.scale", {128}},
+                                   {"distilled_guidance_layer.in_proj.weight", {5120, 64}}},
+                                  "c")
+                ->kind,
+            "chroma");
+  // The approximator's keys as diffusers names them.
+  const std::vector<TensorPart> parts =
+      convert_flux_bfl_keys("", 8, {{"distilled_guidance_layer.layers.3.out_layer.bias", {4}},
+                                    {"distilled_guidance_layer.norms.3.scale", {4}},
+                                    {"distilled_guidance_layer.out_proj.weight", {4, 4}}});
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].target, "distilled_guidance_layer.layers.3.linear_2.bias");
+  EXPECT_EQ(parts[1].target, "distilled_guidance_layer.norms.3.weight");
+  EXPECT_EQ(parts[2].target, "distilled_guidance_layer.out_proj.weight");
 }
 
 }  // namespace

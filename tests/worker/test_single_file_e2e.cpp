@@ -141,3 +141,36 @@ TEST(SingleFileE2E, FluxBflFileMakesTheDirectorysImages) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "is a FLUX.1 [dev] transformer only, without a vae; give it with --vae DIR")) << r.err;
 }
+
+// An SD3.5 file with its MMDiT, VAE, CLIP-G and T5 (CLIP-L from the base) makes the directory's images;
+// inspect reports its kind; a Chroma file without --base is refused with one line, exit 2.
+TEST(SingleFileE2E, Sd3FileMakesTheDirectorysImagesAndChromaNeedsABase) {
+  TempDir dir;
+  write_prompts(dir);
+  const std::string file = kData + "/single_file/tiny-sd3.5-t5-incl-t5.safetensors";
+  const std::string base = kData + "/pipelines/tiny-sd3.5-t5";
+  RunResult a = generate(dir, "file", {"--model", file, "--base", base});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  RunResult b = generate(dir, "dir", {"--model", base});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto pixels = png_pixels_in(dir.file("file"));
+  ASSERT_EQ(pixels.size(), 3u);
+  EXPECT_EQ(pixels, png_pixels_in(dir.file("dir")));
+  const json p = json::parse(read_file(dir.file("file/run.json")))["pipeline"];
+  EXPECT_EQ(p["single_file"]["kind"], "sd3");
+  EXPECT_EQ(p["single_file"]["components"]["text_encoder_3"],
+            "single file (text_encoders.t5xxl.transformer.*, diffusers names)");
+  const std::string meta = read_file(dir.file("file/metadata.jsonl"));
+  EXPECT_EQ(json::parse(meta.substr(0, meta.find('\n')))["model_hash"], "c24fcf4820")
+      << "sha256sum tests/data/single_file/tiny-sd3.5-t5-incl-t5.safetensors";
+
+  RunResult inspect = run({DPINFER_BINARY, "inspect", file, "--base", base, "--json"}, kEnv, 120s);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const json report = json::parse(inspect.out);
+  EXPECT_EQ(report["single_file"]["kind"], "sd3");
+  EXPECT_TRUE(report["components"]["transformer"]["keys"]["ok"].get<bool>());
+
+  RunResult r = generate(dir, "c", {"--model", kData + "/single_file/tiny-chroma-bfl.safetensors"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "is a Chroma single file, which holds no tokenizers; pass --base DIR|org/name")) << r.err;
+}

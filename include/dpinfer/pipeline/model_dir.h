@@ -44,7 +44,7 @@ struct Component {
 /// What a single-file checkpoint was found to be (single_file/single_file.h).
 struct SingleFileInfo {
   std::string path;     ///< the checkpoint
-  std::string kind;     ///< "sd1", "sd2", "sdxl", "flux-dev", "flux-schnell"
+  std::string kind;     ///< "sd1", "sd2", "sdxl", "flux-dev", "flux-schnell", "chroma", "sd3", "qwen-image", ...
   std::string label;    ///< "Stable Diffusion 1.x (LDM single file)", "FLUX.1 [dev] (BFL FLUX.1 transformer file)", ...
   std::string variant;  ///< what was detected beyond the family, e.g. "v_prediction (...)"
   std::string base;     ///< where the configs come from: the --base given, or the shipped default's folder

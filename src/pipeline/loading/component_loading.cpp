@@ -8,9 +8,11 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
+#include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+#include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/z_image_keys.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
@@ -34,25 +36,54 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
       c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
   LoadOptions load = load_options;
   if (!c.single_file.empty()) load.convert = single_file_converter(c);
+  // SD3's CLIP-L from a Stability file: diffusers 0.36.0's create_diffusers_clip_model_from_ldm
+  // (is_clip_sd3_model) sets its text_projection to torch.eye(hidden), whatever the file holds, so
+  // the file gives no part for it (ldm_keys.cpp) and it is filled below.
+  const bool identity_projection = !c.single_file.empty() && c.layout == CheckpointLayout::kSd3ClipL;
+  const KeyRenames renames = component_key_renames(c, model_class->renames);
   {
     // Names and shapes only: the strict key check runs before a byte is allocated.
     std::shared_ptr<torch::nn::Module> shape = model_class->build(c.config, options.device(at::kMeta));
-    const KeyReport report = match_keys(*shape, files, model_class->renames, c.name, load.convert);
+    const KeyReport report = match_keys(*shape, files, renames, c.name, load.convert);
     if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
   }
   std::shared_ptr<torch::nn::Module> module = model_class->build(c.config, options);
-  load_weights(*module, files, model_class->renames, c.name, load);
+  load_weights(*module, files, renames, c.name, load);
+  if (identity_projection) {
+    at::NoGradGuard no_grad;
+    at::Tensor projection;  // a handle on the module's parameter
+    for (const auto& p : module->named_parameters(/*recurse=*/true))
+      if (p.key() == "text_projection.weight") projection = p.value();
+    // torch.eye(hidden_size) loads only into a square projection (projection_dim = hidden_size, as
+    // CLIP ViT-L's 768); diffusers' load refuses another.
+    if (!projection.defined() || projection.dim() != 2 || projection.size(0) != projection.size(1))
+      throw InputError("component '" + c.name + "': SD3's CLIP-L read from " + quote(c.single_file) +
+                       " gets the identity as its text_projection (as diffusers gives it), which needs a "
+                       "CLIPTextModelWithProjection config with projection_dim = hidden_size; the base's config in " +
+                       quote(c.path) + " has another, give the base the file belongs to or --text-encoder DIR");
+    projection.copy_(at::eye(projection.size(0), projection.options()));
+  }
   module->eval();
   log::debug("{}: {} loaded from {} file(s) as {} on {}", c.name, c.class_name, files.size(),
              c10::toString(options.dtype().toScalarType()), options.device().str());
   return module;
 }
 
+KeyRenames component_key_renames(const Component& c, const KeyRenames& renames) {
+  KeyRenames out = renames;
+  if (!c.single_file.empty() && c.layout == CheckpointLayout::kSd3ClipL)
+    out.ignored.push_back("text_projection.weight");
+  return out;
+}
+
 KeyConverter single_file_converter(const Component& c) {
   if (c.layout == CheckpointLayout::kFluxBfl) {
-    // single_blocks.N.linear1 splits at the attention's width (diffusers' inner_dim).
-    const FluxTransformerConfig flux = FluxTransformerConfig::from_json(c.config);
-    return [prefix = c.key_prefix, inner = flux.inner_dim()](
+    // single_blocks.N.linear1 splits at the attention's width (diffusers' inner_dim; Chroma's
+    // converter hard-codes FLUX.1's 3072, the config gives any width).
+    const int64_t inner_dim = c.class_name == "ChromaTransformer2DModel"
+                                  ? ChromaTransformerConfig::from_json(c.config).inner_dim()
+                                  : FluxTransformerConfig::from_json(c.config).inner_dim();
+    return [prefix = c.key_prefix, inner = inner_dim](
                const std::vector<SourceTensor>& tensors) { return convert_flux_bfl_keys(prefix, inner, tensors); };
   }
   if (c.layout == CheckpointLayout::kZImageOriginal) {
@@ -64,6 +95,10 @@ KeyConverter single_file_converter(const Component& c) {
       return convert_z_image_keys(prefix, patch, tensors);
     };
   }
+  if (c.layout == CheckpointLayout::kSd3Mmdit)
+    return [prefix = c.key_prefix](const std::vector<SourceTensor>& tensors) {
+      return convert_sd3_keys(prefix, tensors);
+    };
   LayoutShape shape;
   switch (c.layout) {
     case CheckpointLayout::kLdmUNet: {
@@ -80,12 +115,14 @@ KeyConverter single_file_converter(const Component& c) {
       shape.vae_levels = static_cast<int64_t>(AutoencoderKLConfig::from_json(c.config).block_out_channels.size());
       break;
     case CheckpointLayout::kTransformersClip:
+    case CheckpointLayout::kSd3ClipL:
     case CheckpointLayout::kOpenClip:
       shape.text_layers = CLIPTextConfig::from_json(c.config).num_hidden_layers;
       shape.text_projection = c.class_name == "CLIPTextModelWithProjection";
       break;
     case CheckpointLayout::kFluxBfl:
     case CheckpointLayout::kZImageOriginal:
+    case CheckpointLayout::kSd3Mmdit:
       break;  // above
     case CheckpointLayout::kDiffusersNames:
       break;  // the names as they are

@@ -28,6 +28,8 @@ const char* dit_kind_label(const std::string& kind) {
   if (kind == "flux-schnell") return "FLUX.1 [schnell]";
   if (kind == "qwen-image") return "Qwen-Image";
   if (kind == "z-image-turbo") return "Z-Image";
+  if (kind == "chroma") return "Chroma";
+  if (kind == "sd3") return "Stable Diffusion 3";
   return nullptr;
 }
 
@@ -60,11 +62,41 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
     d.layout = CheckpointLayout::kZImageOriginal;
     return d;
   }
+  // CHECKPOINT_KEY_NAMES["sd3"]: the first joint block's context modulation; infer_diffusers_model_type
+  // then tells the released models apart by their width (6 * 1536 = 9216) and pos_embed's rows (192² for
+  // SD3 medium, 384² for SD3.5 medium), or by a 38th block (SD3.5 large). Another MMDiT (a tiny one, a
+  // fine-tune of another width) is still SD3; --base then gives its configs.
+  if (const auto sd3 = prefix_of(tensors, "joint_blocks.0.context_block.adaLN_modulation.1.bias")) {
+    DitDetection d;
+    d.kind = "sd3";
+    d.label = dit_kind_label(d.kind);
+    d.prefix = *sd3;
+    d.layout = CheckpointLayout::kSd3Mmdit;
+    const SourceTensor* modulation = find(tensors, *sd3 + "joint_blocks.0.context_block.adaLN_modulation.1.bias");
+    const SourceTensor* pos = find(tensors, *sd3 + "pos_embed");
+    const int64_t rows = pos && pos->shape.size() == 3 ? pos->shape[1] : 0;
+    const bool width_1536 = !modulation->shape.empty() && modulation->shape.back() == 9216;
+    if (width_1536 && rows == 36864)
+      d.variant = "SD3 medium";
+    else if (width_1536 && rows == 147456)
+      d.variant = "SD3.5 medium";
+    else if (find(tensors, *sd3 + "joint_blocks.37.x_block.mlp.fc1.weight"))
+      d.variant = "SD3.5 large";
+    return d;
+  }
   const std::optional<std::string> flux = prefix_of(tensors, "double_blocks.0.img_attn.norm.key_norm.scale");
   if (!flux) return std::nullopt;
   DitDetection d;
   d.prefix = *flux;
   d.layout = CheckpointLayout::kFluxBfl;
+  // Chroma (lodestones' chroma-unlocked-v*.safetensors): FLUX.1's layout with the distilled guidance
+  // layer in place of time_in / vector_in / guidance_in (diffusers 0.36.0 has no probe for it;
+  // from_single_file needs ChromaTransformer2DModel named).
+  if (find(tensors, d.prefix + "distilled_guidance_layer.in_proj.weight")) {
+    d.kind = "chroma";
+    d.label = dit_kind_label(d.kind);
+    return d;
+  }
   if (find(tensors, d.prefix + "guidance_in.in_layer.bias")) {
     // The guidance-distilled family: img_in's input channels tell Fill (latents, masked image
     // and mask: 384) and Depth (latents and the control image: 128) from dev (64).

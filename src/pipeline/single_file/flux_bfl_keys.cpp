@@ -11,11 +11,14 @@
 namespace dpinfer::pipeline {
 namespace {
 
+using key_rules::append_swapped_halves;
+using key_rules::append_thirds;
+using key_rules::exact;
 using key_rules::indexed;
+using key_rules::leaf_of;
 using key_rules::rename;
 using key_rules::Renames;
 using key_rules::row_range;
-using key_rules::shape_text;
 using key_rules::whole;
 
 // ---- The tables: BFL module path -> diffusers module path (diffusers 0.36.0,
@@ -58,27 +61,19 @@ const Renames kSingleNorms{{"norm.query_norm.scale", "attn.norm_q.weight"},
 /// The fused projections of a double block and the modules their thirds go to, in the file's order.
 struct Fused {
   const char* from;
-  const char* to[3];
+  std::string to[3];
 };
 const Fused kDoubleFused[] = {{"img_attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
                               {"txt_attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
+
+// Chroma's distilled guidance layer (diffusers 0.36.0 convert_chroma_transformer_checkpoint_to_diffusers):
+// the approximator's in_proj / out_proj keep their names; its MLP blocks' in_layer / out_layer become
+// linear_1 / linear_2 (layers.N), its RMSNorms' "scale" becomes "weight" (norms.N). Chroma's files are
+// FLUX.1's BFL layout otherwise, without guidance_in / time_in / vector_in and the blocks' modulations.
+const Renames kApproximatorLayer{{"in_layer", "linear_1"}, {"out_layer", "linear_2"}};
+constexpr const char* kApproximator = "distilled_guidance_layer.";
 // A single block's linear1: q, k, v (inner_dim rows each), then proj_mlp (the rest, inner_dim * mlp_ratio).
 const char* const kLinear1Thirds[] = {"attn.to_q", "attn.to_k", "attn.to_v"};
-
-/// `key` renamed by the entry of `table` that is exactly it, or nullopt.
-std::optional<std::string> exact(const std::string& key, const Renames& table) {
-  for (const auto& [from, to] : table)
-    if (key == from) return to;
-  return std::nullopt;
-}
-
-/// The leaf ("weight", "bias") of `rest` when it is "<module>.<leaf>" for `module`, else "".
-std::string leaf_of(const std::string& rest, const std::string& module) {
-  if (rest.size() <= module.size() + 1 || rest.compare(0, module.size(), module) != 0 || rest[module.size()] != '.')
-    return "";
-  const std::string leaf = rest.substr(module.size() + 1);
-  return leaf == "weight" || leaf == "bias" ? leaf : "";
-}
 
 }  // namespace
 
@@ -90,6 +85,8 @@ FluxBflBlocks count_flux_bfl_blocks(const std::string& prefix, const std::vector
     if (auto d = indexed(key, "double_blocks.")) b.double_blocks = std::max(b.double_blocks, d->first + 1);
     if (auto s = indexed(key, "single_blocks.")) b.single_blocks = std::max(b.single_blocks, s->first + 1);
     if (starts_with(key, "guidance_in.")) b.guidance = true;
+    if (auto a = indexed(key, "distilled_guidance_layer.layers."))
+      b.approximator_layers = std::max(b.approximator_layers, a->first + 1);
   }
   return b;
 }
@@ -102,21 +99,23 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
     const SourceTensor& t = tensors[s];
     if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string key = t.name.substr(prefix.size());
-    const std::string where = "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
+    const std::string where = key_rules::tensor_text(t);
 
     if (const std::string leaf = leaf_of(key, "final_layer.adaLN_modulation.1"); !leaf.empty()) {
       // LastLayer's adaLN_modulation gives (shift, scale); diffusers' AdaLayerNormContinuous
-      // reads (scale, shift): swap_scale_shift. Two pieces of norm_out.linear, from the file's
-      // two halves in the other order.
-      if (t.shape.empty() || t.shape[0] % 2 != 0)
-        throw InputError(where + ": the final AdaLN modulation needs a first dimension divisible by 2 (shift, scale)");
-      const int64_t half = t.shape[0] / 2;
-      for (const auto& [from, to] : {std::pair<int64_t, int64_t>{half, 0}, {0, half}}) {
-        TensorPart p = row_range(s, "norm_out.linear." + leaf, t.shape, from, half);
-        p.shape = t.shape;
-        p.target_row = to;
-        parts.push_back(std::move(p));
+      // reads (scale, shift): swap_scale_shift.
+      append_swapped_halves(parts, s, t, "norm_out.linear." + leaf);
+      continue;
+    }
+    if (starts_with(key, kApproximator)) {
+      const std::string rest = key.substr(std::string(kApproximator).size());
+      std::optional<std::string> r;
+      if (auto layer = indexed(rest, "layers.")) {
+        if (auto m = rename(layer->second, kApproximatorLayer)) r = "layers." + std::to_string(layer->first) + "." + *m;
+      } else if (auto norm = indexed(rest, "norms."); norm && norm->second == "scale") {
+        r = "norms." + std::to_string(norm->first) + ".weight";
       }
+      parts.push_back(whole(s, r ? kApproximator + *r : key, t.shape));
       continue;
     }
     if (auto top = rename(key, kTop)) {
@@ -130,11 +129,8 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
       for (const Fused& f : kDoubleFused) {
         const std::string leaf = leaf_of(rest, f.from);
         if (leaf.empty()) continue;
-        if (t.shape.empty() || t.shape[0] % 3 != 0)
-          throw InputError(where + ": a fused q/k/v projection needs a first dimension divisible by 3");
-        const int64_t rows = t.shape[0] / 3;
-        for (int64_t k = 0; k < 3; ++k)
-          parts.push_back(row_range(s, base + f.to[k] + "." + leaf, t.shape, k * rows, rows));
+        const std::string targets[3] = {base + f.to[0], base + f.to[1], base + f.to[2]};
+        append_thirds(parts, s, t, targets, leaf);
         fused = true;
       }
       if (fused) continue;

@@ -1,8 +1,10 @@
 #pragma once
-// Pieces shared by the single-file key conversions (ldm_keys.cpp, flux_bfl_keys.cpp): rename
-// tables of module paths, block indices in key names, and whole-tensor parts. Names and shapes
+// Pieces shared by the single-file key conversions (ldm_keys.cpp, flux_bfl_keys.cpp, sd3_keys.cpp): rename
+// tables of module paths, block indices in key names, whole-tensor parts, fused q/k/v thirds and
+// the (shift, scale) -> (scale, shift) swap of final AdaLN modulations. Names and shapes
 // only; free of LibTorch, as the conversions are.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +12,8 @@
 #include <vector>
 
 #include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline::key_rules {
 
@@ -71,6 +75,65 @@ inline std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+/// "tensor '<name>' [shape]", for messages.
+inline std::string tensor_text(const SourceTensor& t) {
+  return "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
+}
+
+/// A fused q/k/v projection (source `source`, tensor `t`) as three equal row ranges, in the file's
+/// order, under `targets[k] + "." + leaf` (diffusers' torch.chunk(qkv, 3, dim=0)). Throws InputError
+/// naming the tensor when its rows do not split in three.
+inline void append_thirds(std::vector<TensorPart>& parts, size_t source, const SourceTensor& t,
+                          const std::string (&targets)[3], const std::string& leaf) {
+  if (t.shape.empty() || t.shape[0] % 3 != 0)
+    throw InputError(tensor_text(t) + ": a fused q/k/v projection needs a first dimension divisible by 3");
+  const int64_t rows = t.shape[0] / 3;
+  for (int64_t k = 0; k < 3; ++k) parts.push_back(row_range(source, targets[k] + "." + leaf, t.shape, k * rows, rows));
+}
+
+/// An AdaLN modulation stored (shift, scale), as the original MMDiT / FLUX.1 code's final layers
+/// chunk it, read as diffusers' AdaLayerNormContinuous (scale, shift) under `target`: two pieces
+/// of the module tensor from the file's two halves in the other order (diffusers' swap_scale_shift,
+/// without a copy). Throws InputError naming the tensor when its rows do not split in two.
+inline void append_swapped_halves(std::vector<TensorPart>& parts, size_t source, const SourceTensor& t,
+                                  const std::string& target) {
+  if (t.shape.empty() || t.shape[0] % 2 != 0)
+    throw InputError(tensor_text(t) + ": an AdaLN modulation needs a first dimension divisible by 2 (shift, scale)");
+  const int64_t half = t.shape[0] / 2;
+  for (const auto& [from, to] : {std::pair<int64_t, int64_t>{half, 0}, {0, half}}) {
+    TensorPart p = row_range(source, target, t.shape, from, half);
+    p.shape = t.shape;
+    p.target_row = to;
+    parts.push_back(std::move(p));
+  }
+}
+
+/// `key` renamed by the entry of `table` that is exactly it, or nullopt.
+inline std::optional<std::string> exact(const std::string& key, const Renames& table) {
+  for (const auto& [from, to] : table)
+    if (key == from) return to;
+  return std::nullopt;
+}
+
+/// The leaf ("weight", "bias") of `rest` when it is "<module>.<leaf>" for `module`, else "".
+inline std::string leaf_of(const std::string& rest, const std::string& module) {
+  if (rest.size() <= module.size() + 1 || rest.compare(0, module.size(), module) != 0 || rest[module.size()] != '.')
+    return "";
+  const std::string leaf = rest.substr(module.size() + 1);
+  return leaf == "weight" || leaf == "bias" ? leaf : "";
+}
+
+/// How many blocks "<head>N." the keys under `prefix` have (the highest N + 1), as diffusers'
+/// converters count num_layers.
+inline int64_t count_blocks(const std::string& prefix, const std::string& head,
+                            const std::vector<SourceTensor>& tensors) {
+  int64_t n = 0;
+  for (const SourceTensor& t : tensors)
+    if (t.name.size() > prefix.size() && t.name.compare(0, prefix.size(), prefix) == 0)
+      if (auto block = indexed(t.name.substr(prefix.size()), head)) n = std::max(n, block->first + 1);
+  return n;
 }
 
 }  // namespace dpinfer::pipeline::key_rules

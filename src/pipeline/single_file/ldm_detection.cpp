@@ -36,14 +36,15 @@ std::string prefixes_found(const std::vector<SourceTensor>& tensors) {
   return items.empty() ? "no tensors at all" : join_limited(items, 8);
 }
 
-/// Original layouts of families dpinfer loads only as diffusers directories, by one probe key
-/// each (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version). FLUX.1's
-/// BFL files, Qwen-Image's ComfyUI files and Z-Image's original files are detect_dit_checkpoint()'s
-/// (dit_detection.h), which runs first.
+/// Original layouts of families dpinfer cannot load as single files, by one probe key each
+/// (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version); "-sd3": an MMDiT
+/// without SD3's probe. FLUX.1 and Chroma BFL files, SD3 files, Qwen-Image's ComfyUI files and
+/// Z-Image's original files are detect_dit_checkpoint()'s (dit_detection.h), which runs first.
 std::string other_family(const std::vector<SourceTensor>& tensors) {
   for (const SourceTensor& t : tensors) {
     const std::string& k = t.name;
-    if (k.find("joint_blocks.") != std::string::npos) return "an SD3 (original) transformer";
+    // detect_dit_checkpoint() took SD3 / SD3.5 files by their probe; one without it is incomplete.
+    if (k.find("joint_blocks.") != std::string::npos) return "-sd3";
   }
   return "";
 }
@@ -66,6 +67,10 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
       throw InputError(where + " looks like a Lumina 2 transformer (cap_embedder.*, without Z-Image's blocks), which "
                        "dpinfer does not run");
     const std::string other = other_family(tensors);
+    if (!other.empty() && other[0] == '-')
+      throw InputError(where + " has SD3 MMDiT keys (joint_blocks.*) but not the first block's context modulation "
+                       "joint_blocks.0.context_block.adaLN_modulation.1.bias that identifies an SD3 / SD3.5 "
+                       "transformer; the file is incomplete or of another model, re-download it");
     if (!other.empty())
       throw InputError(where + " looks like " + other +
                        " file, which dpinfer reads only as a diffusers directory; pass that directory as --model");

@@ -13,8 +13,6 @@ namespace {
 using key_rules::indexed;
 using key_rules::rename;
 using key_rules::Renames;
-using key_rules::row_range;
-using key_rules::shape_text;
 using key_rules::whole;
 
 // ---- The tables: LDM module path -> diffusers module path (a prefix of the rest of the key).
@@ -141,6 +139,8 @@ const char* layout_name(CheckpointLayout layout) {
     case CheckpointLayout::kFluxBfl: return "BFL FLUX.1";
     case CheckpointLayout::kDiffusersNames: return "diffusers names";
     case CheckpointLayout::kZImageOriginal: return "Z-Image original";
+    case CheckpointLayout::kSd3Mmdit: return "SD3 MMDiT";
+    case CheckpointLayout::kSd3ClipL: return "SD3 CLIP-L";
   }
   return "?";
 }
@@ -152,12 +152,13 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
     const SourceTensor& t = tensors[s];
     if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string key = t.name.substr(prefix.size());
-    const std::string where = "tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape);
+    const std::string where = key_rules::tensor_text(t);
     switch (layout) {
       case CheckpointLayout::kFluxBfl:
       case CheckpointLayout::kZImageOriginal:
+      case CheckpointLayout::kSd3Mmdit:
         throw Error(std::string("convert_ldm_keys: the ") + layout_name(layout) +
-                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h)");
+                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h, sd3_keys.h)");
       case CheckpointLayout::kDiffusersNames:
         // diffusers 0.36.0 reads a Qwen-Image file as is (single_file_model.py's mapping for
         // QwenImageTransformer2DModel is the identity); ComfyUI may save the same keys under its prefix.
@@ -186,11 +187,18 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
         parts.push_back(whole(s, target.value_or(key), target_shape));
         break;
       }
-      case CheckpointLayout::kTransformersClip:
+      case CheckpointLayout::kSd3ClipL:
+        // diffusers replaces this text_projection by the identity (the loader fills it): the file's is not read.
+        if (key == "text_projection.weight") break;
+        [[fallthrough]];
+      case CheckpointLayout::kTransformersClip: {
         // Checkpoints saved with transformers before 4.x's CLIPTextTransformer wrapper have no
         // "text_model." (convert_ldm_clip_checkpoint strips the prefix the same way either way).
-        parts.push_back(whole(s, starts_with(key, "text_model.") ? key : "text_model." + key, t.shape));
+        // CLIPTextModelWithProjection's text_projection (SD3's CLIP-G) sits beside text_model.
+        const bool as_is = starts_with(key, "text_model.") || key == "text_projection.weight";
+        parts.push_back(whole(s, as_is ? key : "text_model." + key, t.shape));
         break;
+      }
       case CheckpointLayout::kOpenClip: {
         // The contrastive temperature, the causal mask buffer and an image tower: no text model
         // has them (convert_open_clip_checkpoint reads only the text tower's keys).
@@ -225,13 +233,9 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
         if (n >= shape.text_layers) break;
         const std::string base = "text_model.encoder.layers." + std::to_string(n) + ".";
         if (inner == "attn.in_proj_weight" || inner == "attn.in_proj_bias") {
-          if (t.shape.empty() || t.shape[0] % 3 != 0)
-            throw InputError(where + ": a fused q/k/v projection needs a first dimension divisible by 3");
-          const int64_t rows = t.shape[0] / 3;
-          const std::string leaf = inner == "attn.in_proj_weight" ? "weight" : "bias";
-          const char* names[] = {"q_proj", "k_proj", "v_proj"};
-          for (int64_t k = 0; k < 3; ++k)
-            parts.push_back(row_range(s, base + "self_attn." + names[k] + "." + leaf, t.shape, k * rows, rows));
+          const std::string targets[3] = {base + "self_attn.q_proj", base + "self_attn.k_proj",
+                                          base + "self_attn.v_proj"};
+          key_rules::append_thirds(parts, s, t, targets, inner == "attn.in_proj_weight" ? "weight" : "bias");
           break;
         }
         auto r = rename(inner, kOpenClipLayer);

@@ -14,6 +14,7 @@
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+#include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
 #include "dpinfer/util/process.h"
@@ -40,6 +41,8 @@ struct ComponentSlot {
 bool is_flux(const std::string& kind) { return kind == "flux-dev" || kind == "flux-schnell"; }
 bool is_qwen_image(const std::string& kind) { return kind == "qwen-image"; }
 bool is_z_image(const std::string& kind) { return kind == "z-image-turbo"; }
+bool is_chroma(const std::string& kind) { return kind == "chroma"; }
+bool is_sd3(const std::string& kind) { return kind == "sd3"; }
 
 /// "Stable Diffusion 1.x", "FLUX.1 [dev]", ... for a kind.
 std::string kind_label(const std::string& kind) {
@@ -51,9 +54,24 @@ std::string kind_label(const std::string& kind) {
 /// "model.diffusion_model.", convert_ldm_vae_checkpoint's "first_stage_model.",
 /// convert_ldm_clip_checkpoint's "cond_stage_model.transformer." / "conditioner.embedders.0.transformer.",
 /// convert_open_clip_checkpoint's "cond_stage_model.model." / "conditioner.embedders.1.model.").
-/// A DiT file (FLUX.1 BFL, Qwen-Image, Z-Image) holds the transformer only, under `prefix`; the rest
-/// comes from options or the base.
+/// A DiT file (FLUX.1 BFL, Chroma, Qwen-Image, Z-Image) holds the transformer only, under `prefix`; the
+/// rest comes from options or the base. An SD3 / SD3.5 file (Stability AI's) holds the MMDiT under
+/// `prefix` and may hold the VAE (first_stage_model.*, LDM layout) and the text encoders under
+/// text_encoders.{clip_l,clip_g,t5xxl}.transformer. in transformers' names (diffusers 0.36.0
+/// create_diffusers_clip_model_from_ldm's convert_ldm_clip_checkpoint with those prefixes,
+/// convert_sd3_t5_checkpoint_to_diffusers).
 std::vector<ComponentSlot> slots(const std::string& kind, const std::string& prefix) {
+  if (is_sd3(kind))
+    return {{"transformer", prefix, CheckpointLayout::kSd3Mmdit, ""},
+            {"vae", kVaePrefix, CheckpointLayout::kLdmVae, "--vae"},
+            {"text_encoder", "text_encoders.clip_l.transformer.", CheckpointLayout::kSd3ClipL, "--text-encoder"},
+            {"text_encoder_2", "text_encoders.clip_g.transformer.", CheckpointLayout::kTransformersClip,
+             "--text-encoder-2"},
+            {"text_encoder_3", "text_encoders.t5xxl.transformer.", CheckpointLayout::kDiffusersNames, ""}};
+  if (is_chroma(kind))
+    return {{"transformer", prefix, CheckpointLayout::kFluxBfl, ""},
+            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
+            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false}};
   if (is_qwen_image(kind) || is_z_image(kind))
     return {{"transformer", prefix,
              is_z_image(kind) ? CheckpointLayout::kZImageOriginal : CheckpointLayout::kDiffusersNames, ""},
@@ -87,6 +105,8 @@ const char* pipeline_class_of(const std::string& kind) {
   if (is_flux(kind)) return "FluxPipeline";
   if (is_qwen_image(kind)) return "QwenImagePipeline";
   if (is_z_image(kind)) return "ZImagePipeline";
+  if (is_chroma(kind)) return "ChromaPipeline";
+  if (is_sd3(kind)) return "StableDiffusion3Pipeline";
   return kind == "sdxl" ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline";
 }
 
@@ -119,18 +139,30 @@ bool has_weight_files(const std::string& dir) {
 /// What a DiT transformer file's keys say of its config: (config field, value) pairs.
 using ConfigFacts = std::vector<std::pair<std::string, nlohmann::json>>;
 
-/// How many blocks "<head>N." the keys under `prefix` have (the highest N + 1).
-int64_t count_blocks(const std::string& prefix, const std::string& head, const std::vector<SourceTensor>& tensors) {
-  int64_t n = 0;
-  for (const SourceTensor& t : tensors)
-    if (t.name.size() > prefix.size() && t.name.compare(0, prefix.size(), prefix) == 0)
-      if (auto block = key_rules::indexed(t.name.substr(prefix.size()), head)) n = std::max(n, block->first + 1);
-  return n;
-}
+using key_rules::count_blocks;
 
 /// FLUX.1 (BFL): its blocks and guidance embeds, as convert_flux_transformer_checkpoint_to_diffusers
-/// derives them; Qwen-Image: its blocks (transformer_blocks.N); Z-Image: its main and refiner blocks.
+/// derives them; Chroma: its blocks and approximator layers (convert_chroma_transformer_checkpoint_to_diffusers);
+/// SD3: its blocks, dual-attention blocks, QK norm (convert_sd3_transformer_checkpoint_to_diffusers) and
+/// pos_embed's size; Qwen-Image: its blocks (transformer_blocks.N); Z-Image: its main and refiner blocks.
 ConfigFacts config_facts(const std::string& kind, const std::string& prefix, const std::vector<SourceTensor>& tensors) {
+  if (is_chroma(kind)) {
+    const FluxBflBlocks b = count_flux_bfl_blocks(prefix, tensors);
+    return {{"num_layers", b.double_blocks},
+            {"num_single_layers", b.single_blocks},
+            {"approximator_layers", b.approximator_layers}};
+  }
+  if (is_sd3(kind)) {
+    const Sd3Blocks b = count_sd3_blocks(prefix, tensors);
+    ConfigFacts facts{{"num_layers", b.joint_blocks},
+                      {"dual_attention_layers", b.dual_attention_layers},
+                      {"qk_norm", b.qk_norm ? nlohmann::json("rms_norm") : nlohmann::json(nullptr)}};
+    // pos_embed is [1, pos_embed_max_size², width] (PatchEmbed's cropped 2-D sin-cos table).
+    int64_t side = 0;
+    while ((side + 1) * (side + 1) <= b.pos_embed_rows) ++side;
+    if (side > 0 && side * side == b.pos_embed_rows) facts.emplace_back("pos_embed_max_size", side);
+    return facts;
+  }
   if (is_flux(kind)) {
     const FluxBflBlocks b = count_flux_bfl_blocks(prefix, tensors);
     return {{"num_layers", b.double_blocks}, {"num_single_layers", b.single_blocks}, {"guidance_embeds", b.guidance}};
@@ -204,7 +236,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   file.reset();
   const std::optional<DitDetection> dit = detect_dit_checkpoint(tensors, path);
   const LdmDetection detected =
-      dit ? LdmDetection{dit->kind, dit->label, ""} : detect_ldm_checkpoint(tensors, path);
+      dit ? LdmDetection{dit->kind, dit->label, dit->variant} : detect_ldm_checkpoint(tensors, path);
 
   // The base: its family, configs, tokenizers and scheduler, and the weights the file lacks.
   SingleFileInfo info;
@@ -216,6 +248,15 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       throw InputError(where + " holds a Stable Diffusion UNet whose family its keys do not tell (no text encoder, "
                        "cross-attention width neither 768 nor 1024); pass --base DIR|org/name, a diffusers "
                        "pipeline of the same architecture");
+    if (is_sd3(detected.kind) || is_chroma(detected.kind))
+      // Their tokenizers (CLIP's and T5's; Chroma's T5 only) are not in the file, and dpinfer ships no
+      // T5 vocabulary (tokenizer_3 / tokenizer): a diffusers pipeline of the family must give them.
+      throw InputError(where + " is a " + kind_label(detected.kind) +
+                       (detected.variant.empty() ? "" : " (" + detected.variant + ")") +
+                       " single file, which holds no tokenizers; pass --base DIR|org/name, a diffusers " +
+                       pipeline_class_of(detected.kind) +
+                       (is_sd3(detected.kind) ? " (stabilityai/stable-diffusion-3.5-large, ...)" : "") +
+                       ", for its configs, tokenizers, scheduler and the components the file lacks");
     base = shipped_config_dir(detected.kind);
     info.shipped_base = true;
   }
@@ -229,8 +270,11 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
     throw InputError(where + " is a " + kind_label(kind) + " checkpoint but --base " + quote(base) +
                      " is a " + model.family->label + " pipeline; give a base of the checkpoint's family");
   info.kind = kind;
-  info.label = kind_label(kind) + (dit ? " (" + std::string(layout_name(dit->layout)) + " transformer file)"
-                                       : std::string(" (LDM single file)"));
+  // "Stable Diffusion 3 (SD3.5 large, SD3 MMDiT single file)", "FLUX.1 [dev] (BFL FLUX.1 transformer file)".
+  info.label = kind_label(kind) + (!dit           ? std::string(" (LDM single file)")
+                                   : is_sd3(kind) ? " (" + (detected.variant.empty() ? "" : detected.variant + ", ") +
+                                                        "SD3 MMDiT single file)"
+                                                  : " (" + std::string(layout_name(dit->layout)) + " transformer file)");
   info.base = model.root;
   model.spec = path;
   model.name = fs::path(path).stem().string();
@@ -253,7 +297,8 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
         continue;
       }
       if (slot.in_file && has_prefix(tensors, slot.prefix)) {
-        if (dit) fit_config(*c, config_facts(kind, slot.prefix, tensors), info.shipped_base, where, model.root);
+        if (dit && slot.component == "transformer")
+          fit_config(*c, config_facts(kind, slot.prefix, tensors), info.shipped_base, where, model.root);
         c->single_file = info.path;
         c->key_prefix = slot.prefix;
         c->layout = slot.layout;
@@ -266,15 +311,17 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       }
       const std::string lacks = slot.in_file ? " has no " + c->name + " (no " + slot.prefix + "* keys)"
                                              : " is a " + kind_label(kind) + " transformer only, without a " + c->name;
-      throw InputError(where + lacks + "; give it with " + slot.option + " DIR (a diffusers/transformers " +
-                       c->class_name + " folder) or --base DIR|org/name (a " + family_class + " that has one)");
+      const std::string with_option =
+          slot.option.empty() ? "" : slot.option + " DIR (a diffusers/transformers " + c->class_name + " folder) or ";
+      throw InputError(where + lacks + "; give it with " + with_option + "--base DIR|org/name (a " + family_class +
+                       " that has one)");
     } catch (const Error& e) {
       if (!errors) throw;
       errors->push_back({c->name, e.what()});
     }
   }
-  if (!options.text_encoder_2.empty() && kind != "sdxl" && !is_flux(kind))
-    throw InputError("--text-encoder-2 is for SDXL and FLUX.1 checkpoints; " + where + " is " + kind_label(kind));
+  if (!options.text_encoder_2.empty() && kind != "sdxl" && !is_flux(kind) && !is_sd3(kind))
+    throw InputError("--text-encoder-2 is for SDXL, SD3 and FLUX.1 checkpoints; " + where + " is " + kind_label(kind));
   if (is_flux(kind) && info.shipped_base) {
     // The shipped FLUX.1 configs' tokenizer_2 is the offline stand-in T5 vocabulary of
     // configs/models/flux-dev-shape, not T5's: prompts would be tokenized wrongly. T5's own

@@ -13,8 +13,6 @@ namespace {
 using key_rules::indexed;
 using key_rules::rename;
 using key_rules::Renames;
-using key_rules::row_range;
-using key_rules::shape_text;
 using key_rules::whole;
 
 // A block's modules (layers.N, noise_refiner.N, context_refiner.N): original -> diffusers
@@ -24,7 +22,7 @@ const Renames kBlock{{"attention.out", "attention.to_out.0"},
                      {"attention.k_norm", "attention.norm_k"}};
 
 constexpr const char* kBlockLists[] = {"layers.", "noise_refiner.", "context_refiner."};
-constexpr const char* kQkvThirds[] = {"attention.to_q.weight", "attention.to_k.weight", "attention.to_v.weight"};
+constexpr const char* kQkvThirds[] = {"attention.to_q", "attention.to_k", "attention.to_v"};
 
 }  // namespace
 
@@ -53,11 +51,8 @@ std::vector<TensorPart> convert_z_image_keys(const std::string& prefix, const st
     const std::string& rest = block->second;
     if (rest == "attention.qkv.weight") {
       // convert_z_image_fused_attention: torch.chunk(qkv, 3) -> to_q, to_k, to_v.
-      if (t.shape.empty() || t.shape[0] % 3 != 0)
-        throw InputError("tensor '" + printable(t.name, 200) + "' " + shape_text(t.shape) +
-                         ": a fused q/k/v projection needs a first dimension divisible by 3");
-      const int64_t rows = t.shape[0] / 3;
-      for (int64_t k = 0; k < 3; ++k) parts.push_back(row_range(s, base + kQkvThirds[k], t.shape, k * rows, rows));
+      const std::string targets[3] = {base + kQkvThirds[0], base + kQkvThirds[1], base + kQkvThirds[2]};
+      key_rules::append_thirds(parts, s, t, targets, "weight");
       continue;
     }
     auto r = rename(rest, kBlock);

@@ -32,6 +32,11 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
 /// from its layout and config. Throws InputError for a config the layout cannot have.
 KeyConverter single_file_converter(const Component& c);
 
+/// The key renames `c` is loaded with: its class's `renames`, and for a component whose single-file
+/// layout leaves a tensor to load_component() to fill, that tensor ignored (SD3's CLIP-L from a
+/// Stability file: text_projection.weight, the identity diffusers gives it).
+KeyRenames component_key_renames(const Component& c, const KeyRenames& renames);
+
 /// load_component(), as the module type the caller expects.
 template <typename Impl>
 std::shared_ptr<Impl> load_component_as(const Component& c, const at::TensorOptions& options,

@@ -20,7 +20,8 @@ struct LdmDetection {
 /// Detects the family of the checkpoint `file` from its tensors' names and shapes. Throws
 /// InputError (one line naming the file) for a checkpoint of no known family (listing the
 /// probe keys looked for and the key prefixes found) and for the kinds dpinfer refuses
-/// (inpainting, SDXL refiner, SD3 and Lumina 2 original files; FLUX.1 BFL, Qwen-Image and Z-Image
+/// (inpainting, SDXL refiner, Lumina 2 original files, MMDiT files without SD3's probe; FLUX.1 BFL,
+/// Chroma, SD3, Qwen-Image and Z-Image
 /// files are detect_dit_checkpoint()'s).
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file);
 

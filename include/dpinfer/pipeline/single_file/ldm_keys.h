@@ -22,12 +22,19 @@ enum class CheckpointLayout {
   kTransformersClip,  ///< a transformers CLIPTextModel under a prefix (SD 1.x, SDXL's first)
   kOpenClip,          ///< open_clip's text tower: resblocks, fused attn.in_proj, text_projection [in, out]
   kFluxBfl,           ///< Black Forest Labs' FLUX.1 transformer (single_file/flux_bfl_keys.h)
-  kDiffusersNames,    ///< the module's own diffusers names, under a prefix or none (ComfyUI's Qwen-Image files)
+  /// the module's own diffusers/transformers names, under a prefix or none (ComfyUI's Qwen-Image
+  /// files, an SD3 file's T5)
+  kDiffusersNames,
   kZImageOriginal,    ///< Z-Image's original transformer (single_file/z_image_keys.h)
+  kSd3Mmdit,          ///< Stability AI's SD3 / SD3.5 MMDiT (single_file/sd3_keys.h)
+  /// SD3's CLIP-L in a Stability file (text_encoders.clip_l.transformer.*): transformers names, but
+  /// its text_projection is the identity, as diffusers' create_diffusers_clip_model_from_ldm sets it
+  /// for such a file (whatever the file holds there).
+  kSd3ClipL,
 };
 
 /// "LDM UNet", "LDM VAE", "transformers CLIP", "OpenCLIP", "BFL FLUX.1", "diffusers names",
-/// "Z-Image original".
+/// "Z-Image original", "SD3 MMDiT", "SD3 CLIP-L".
 const char* layout_name(CheckpointLayout layout);
 
 /// What the conversion needs to know of the module the keys go to (from its config).

@@ -1,6 +1,7 @@
 #pragma once
 // Single-file checkpoints (`--model FILE.safetensors`): Stable Diffusion 1.x, 2.x and SDXL
-// in the original LDM layout, as A1111 and ComfyUI load them. The family is detected from
+// in the original LDM layout, as A1111 and ComfyUI load them; SD3 / SD3.5 files as Stability AI
+// ships them; FLUX.1, Chroma, Qwen-Image and Z-Image transformer files (dit_detection.h). The family is detected from
 // probe keys (as diffusers' loaders/single_file_utils.py infer_diffusers_model_type does),
 // the configs, tokenizers and scheduler come from a base (--base, or the default shipped in
 // configs/single_file/), and each component's weights from the file, or, when the file
@@ -22,7 +23,7 @@ namespace dpinfer::pipeline {
 ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& options,
                              std::vector<ModelDirError>* errors = nullptr);
 
-/// The folder of dpinfer's shipped default configs for `kind` ("sd1", "sd2", "sdxl"):
+/// The folder of dpinfer's shipped default configs for `kind` ("sd1", "sd2", "sdxl", "flux-dev", ...):
 /// $DPINFER_DATA_DIR/configs/single_file/<kind>, else beside the binaries
 /// (<exe>/../share/dpinfer/configs in the build tree, DATADIR/dpinfer/configs once installed).
 /// Throws InputError naming the places looked at.
