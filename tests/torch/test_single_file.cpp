@@ -203,6 +203,11 @@ TEST(SingleFile, BadInputIsOneLineNamingTheFileAndWhatToDo) {
   EXPECT_CONTAINS(unknown, "is not a single-file checkpoint dpinfer knows: none of its keys start with "
                            "model.diffusion_model.");
   EXPECT_CONTAINS(unknown, "its keys: decoder.");
+  // A LoRA given as the model.
+  EXPECT_CONTAINS(error_of([&] { resolve_model(kData + "/loras/sdxl-kohya.safetensors"); }),
+                  "sdxl-kohya.safetensors' is a LoRA (its key 'lora_");
+  EXPECT_CONTAINS(error_of([&] { resolve_model(kData + "/loras-dit/flux-peft.safetensors"); }),
+                  "), not a model: give it with --lora, and the model it was made for with --model");
   // --variant and the completing options are refused where they do not apply.
   EXPECT_CONTAINS(error_of([&] { resolve_model(kSingle + "/tiny-sd1.safetensors", "fp16"); }),
                   "--variant fp16 does not apply to the single file");

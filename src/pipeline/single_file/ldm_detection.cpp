@@ -36,17 +36,15 @@ std::string prefixes_found(const std::vector<SourceTensor>& tensors) {
   return items.empty() ? "no tensors at all" : join_limited(items, 8);
 }
 
-/// Original layouts of families dpinfer cannot load as single files, by one probe key each
-/// (diffusers' CHECKPOINT_KEY_NAMES; stable-diffusion.cpp's get_sd_version); "-sd3": an MMDiT
-/// without SD3's probe. FLUX.1 and Chroma BFL files, SD3 files, Qwen-Image's ComfyUI files and
-/// Z-Image's original files are detect_dit_checkpoint()'s (dit_detection.h), which runs first.
-std::string other_family(const std::vector<SourceTensor>& tensors) {
-  for (const SourceTensor& t : tensors) {
-    const std::string& k = t.name;
-    // detect_dit_checkpoint() took SD3 / SD3.5 files by their probe; one without it is incomplete.
-    if (k.find("joint_blocks.") != std::string::npos) return "-sd3";
-  }
-  return "";
+/// A key of a LoRA file (kohya's, PEFT's, LyCORIS'), which a user may pass as --model by mistake;
+/// nullptr when there is none.
+const SourceTensor* lora_key(const std::vector<SourceTensor>& tensors) {
+  static const char* const kPieces[] = {".lora_A.", ".lora_B.", ".lora_down.", ".lora_up.", ".lora.down.",
+                                        ".lora.up.", ".hada_w1_a", ".lokr_w1"};
+  for (const SourceTensor& t : tensors)
+    for (const char* piece : kPieces)
+      if (t.name.find(piece) != std::string::npos) return &t;
+  return nullptr;
 }
 
 }  // namespace
@@ -66,17 +64,19 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
                     [](const SourceTensor& t) { return t.name.find("cap_embedder.") != std::string::npos; }))
       throw InputError(where + " looks like a Lumina 2 transformer (cap_embedder.*, without Z-Image's blocks), which "
                        "dpinfer does not run");
-    const std::string other = other_family(tensors);
-    if (!other.empty() && other[0] == '-')
+    // detect_dit_checkpoint() took SD3 / SD3.5 files by their probe; one without it is incomplete.
+    if (std::any_of(tensors.begin(), tensors.end(),
+                    [](const SourceTensor& t) { return t.name.find("joint_blocks.") != std::string::npos; }))
       throw InputError(where + " has SD3 MMDiT keys (joint_blocks.*) but not the first block's context modulation "
                        "joint_blocks.0.context_block.adaLN_modulation.1.bias that identifies an SD3 / SD3.5 "
                        "transformer; the file is incomplete or of another model, re-download it");
-    if (!other.empty())
-      throw InputError(where + " looks like " + other +
-                       " file, which dpinfer reads only as a diffusers directory; pass that directory as --model");
+    if (const SourceTensor* lora = lora_key(tensors))
+      throw InputError(where + " is a LoRA (its key " + quote(lora->name, 80) + "), not a model: give it with --lora, "
+                       "and the model it was made for with --model");
     throw InputError(where + " is not a single-file checkpoint dpinfer knows: none of its keys start with " +
                      std::string(kUNetPrefix) +
-                     " (the LDM UNet of SD 1.x, 2.x and SDXL); its keys: " + prefixes_found(tensors));
+                     " (the LDM UNet of SD 1.x, 2.x and SDXL) or are a FLUX.1, Chroma, SD3, Qwen-Image or Z-Image "
+                     "transformer's (README, Single-file checkpoints); its keys: " + prefixes_found(tensors));
   }
   // diffusers' infer_diffusers_model_type, in its order.
   if (const SourceTensor* in = find(tensors, "model.diffusion_model.input_blocks.0.0.weight");
