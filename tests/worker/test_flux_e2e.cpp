@@ -12,9 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/io/safetensors.h"
 #include "support/family_e2e.h"
-#include "support/image_compare.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -128,11 +126,8 @@ TEST(FluxE2E, JsonlLinesWithDifferentLoraSetsInOneProcessAreDiffusersOwn) {
                                          "--batch-size", "4", "--out", dir.file("out"), "-v"};
   RunResult r = run(args, kEnv, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  size_t loads = 0;
-  for (size_t at = r.err.find("pipeline loaded"); at != std::string::npos; at = r.err.find("pipeline loaded", at + 1))
-    ++loads;
-  EXPECT_EQ(loads, 1u) << r.err;
-  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-flux-dev-lora.golden/images.safetensors");
+  EXPECT_EQ(occurrences(r.err, "pipeline loaded"), 1u) << r.err;
+  const std::string golden = loras + "tiny-flux-dev-lora.golden/images.safetensors";
   const std::vector<std::string> cases = {"two", "other_scaled", "", "one"};
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(i);
@@ -148,10 +143,7 @@ TEST(FluxE2E, JsonlLinesWithDifferentLoraSetsInOneProcessAreDiffusersOwn) {
       EXPECT_EQ(read_png(dir.file("plain/000000.png")).pixels, png.pixels);
       continue;
     }
-    const dpinfer::io::TensorView* want = golden->find(cases[i]);
-    ASSERT_NE(want, nullptr);
-    ASSERT_EQ(want->nbytes, png.pixels.size());
-    expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, cases[i]);
+    expect_pixels_match_golden(png.pixels, golden, cases[i]);
   }
   const std::vector<json> rows = read_jsonl(dir.file("out/metadata.jsonl"));
   ASSERT_EQ(rows.size(), 4u);
@@ -182,12 +174,8 @@ TEST(FluxE2E, KohyaLoraInBflNamesIsDiffusersOwnAndSaysWhatItDrops) {
   EXPECT_TRUE(contains(r.err, "flux-kohya.safetensors': ignoring text-encoder layers other than CLIP's lora_te_ ones"))
       << r.err;
   EXPECT_TRUE(contains(r.err, "ignoring embedder and final-layer layers")) << r.err;
-  auto golden = dpinfer::io::SafetensorsFile::open(loras + "tiny-flux-dev-kohya-lora.golden/images.safetensors");
-  const dpinfer::io::TensorView* want = golden->find("one");
-  ASSERT_NE(want, nullptr);
-  DecodedPng png = read_png(dir.file("out/000000.png"));
-  ASSERT_EQ(want->nbytes, png.pixels.size());
-  expect_within_rounding(png.pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, "kohya");
+  expect_png_matches_golden(dir.file("out/000000.png"), loras + "tiny-flux-dev-kohya-lora.golden/images.safetensors",
+                            "one");
 }
 
 // A schnell-like model (no guidance embeds) defaults to 4 steps and records guidance 0: golden case

@@ -14,6 +14,7 @@ namespace {
 using key_rules::append_swapped_halves;
 using key_rules::append_thirds;
 using key_rules::exact;
+using key_rules::FusedThirds;
 using key_rules::indexed;
 using key_rules::leaf_of;
 using key_rules::rename;
@@ -58,13 +59,9 @@ const Renames kDoubleNorms{{"img_attn.norm.query_norm.scale", "attn.norm_q.weigh
 const Renames kSingleNorms{{"norm.query_norm.scale", "attn.norm_q.weight"},
                            {"norm.key_norm.scale", "attn.norm_k.weight"}};
 
-/// The fused projections of a double block and the modules their thirds go to, in the file's order.
-struct Fused {
-  const char* from;
-  std::string to[3];
-};
-const Fused kDoubleFused[] = {{"img_attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
-                              {"txt_attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
+// A double block's fused projections.
+const FusedThirds kDoubleFused[] = {{"img_attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
+                                    {"txt_attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
 
 // Chroma's distilled guidance layer (diffusers 0.36.0 convert_chroma_transformer_checkpoint_to_diffusers):
 // the approximator's in_proj / out_proj keep their names; its MLP blocks' in_layer / out_layer become
@@ -126,7 +123,7 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
       const auto& [n, rest] = *block;
       const std::string base = "transformer_blocks." + std::to_string(n) + ".";
       bool fused = false;
-      for (const Fused& f : kDoubleFused) {
+      for (const FusedThirds& f : kDoubleFused) {
         const std::string leaf = leaf_of(rest, f.from);
         if (leaf.empty()) continue;
         const std::string targets[3] = {base + f.to[0], base + f.to[1], base + f.to[2]};

@@ -93,6 +93,13 @@ inline void append_thirds(std::vector<TensorPart>& parts, size_t source, const S
   for (int64_t k = 0; k < 3; ++k) parts.push_back(row_range(source, targets[k] + "." + leaf, t.shape, k * rows, rows));
 }
 
+/// A fused q/k/v projection of an original layout ("img_attn.qkv") and the modules its thirds go to,
+/// in the file's order (append_thirds' targets).
+struct FusedThirds {
+  const char* from;
+  std::string to[3];
+};
+
 /// An AdaLN modulation stored (shift, scale), as the original MMDiT / FLUX.1 code's final layers
 /// chunk it, read as diffusers' AdaLayerNormContinuous (scale, shift) under `target`: two pieces
 /// of the module tensor from the file's two halves in the other order (diffusers' swap_scale_shift,

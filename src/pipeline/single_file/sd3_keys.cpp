@@ -14,6 +14,7 @@ namespace {
 using key_rules::append_swapped_halves;
 using key_rules::append_thirds;
 using key_rules::exact;
+using key_rules::FusedThirds;
 using key_rules::indexed;
 using key_rules::leaf_of;
 using key_rules::rename;
@@ -50,14 +51,11 @@ const Renames kXNorms{{"attn.ln_q.weight", "attn.norm_q.weight"},
 const Renames kContextNorms{{"attn.ln_q.weight", "attn.norm_added_q.weight"},
                             {"attn.ln_k.weight", "attn.norm_added_k.weight"}};
 
-/// A fused projection and the modules its thirds go to, in the file's order.
-struct Fused {
-  const char* from;
-  std::string to[3];
-};
-const std::vector<Fused> kXFused{{"attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
-                         {"attn2.qkv", {"attn2.to_q", "attn2.to_k", "attn2.to_v"}}};
-const std::vector<Fused> kContextFused{{"attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
+// The fused projections of an x block (SD3.5 medium's attn2 too) and of a context block.
+const std::vector<FusedThirds> kXFused{{"attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
+                                       {"attn2.qkv", {"attn2.to_q", "attn2.to_k", "attn2.to_v"}}};
+const std::vector<FusedThirds> kContextFused{
+    {"attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
 
 /// `key` without `prefix`, or nullopt when it lies outside it.
 std::optional<std::string> under(const std::string& prefix, const std::string& key) {
@@ -120,7 +118,7 @@ std::vector<TensorPart> convert_sd3_keys(const std::string& prefix, const std::v
     }
     const std::string inner = rest.substr(context ? 14 : 8);  // after "context_block." / "x_block."
     bool fused = false;
-    for (const Fused& f : context ? kContextFused : kXFused) {
+    for (const FusedThirds& f : context ? kContextFused : kXFused) {
       const std::string leaf = leaf_of(inner, f.from);
       if (leaf.empty()) continue;
       const std::string targets[3] = {base + f.to[0], base + f.to[1], base + f.to[2]};
