@@ -132,7 +132,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    throw InputError(std::string("--lora: ") + e.what());
+    throw InputError(e.what());  // a system call's failure, naming the file; the caller says where it was asked for
   }
   const std::optional<LoraAdapterMetadata> config = adapter_metadata(*file, path);
   std::vector<LoraTensorKey> keys;
@@ -156,11 +156,11 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       // diffusers builds the layer from the metadata's LoraConfig, not from the tensors, and refuses
       // .alpha tensors beside it ("Both `network_alphas` and `metadata` cannot be specified").
       if (layer.alpha_key)
-        throw InputError("--lora " + quote(path) + ": it has both " + quote(*layer.alpha_key, 80) +
+        throw InputError(quote(path) + ": it has both " + quote(*layer.alpha_key, 80) +
                          " and a lora_adapter_metadata, which diffusers refuses too; drop one of them");
       const LoraLayerScale s = config->scale_of(layer.component, layer.module);
       if (s.rank != layer.rank)
-        throw InputError("--lora " + quote(path) + ": its lora_adapter_metadata gives " +
+        throw InputError(quote(path) + ": its lora_adapter_metadata gives " +
                          quote(layer.component + "." + layer.module, 120) + " rank " + std::to_string(s.rank) +
                          ", but its factors have rank " + std::to_string(layer.rank) +
                          " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");

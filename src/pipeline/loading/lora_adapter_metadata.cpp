@@ -48,7 +48,7 @@ bool lora_pattern_matches(const std::string& key, const std::string& module) {
 }
 
 LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const std::string& file) {
-  const std::string where = "--lora " + quote(file) + ": its lora_adapter_metadata";
+  const std::string where = quote(file) + ": its lora_adapter_metadata";
   const ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) throw InputError(where + " is not a JSON object; " + kResave);
   LoraAdapterMetadata out;
@@ -62,7 +62,7 @@ LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const st
   for (const auto& entry : fields) {
     const std::string& component = entry.first;  // named, not bound: C++17 lambdas cannot capture bindings
     const ordered_json& f = entry.second;
-    // "--lora 'f': its lora_adapter_metadata's 'transformer.r'": the names are the file's, quoted.
+    // "'f': its lora_adapter_metadata's 'transformer.r'": the names are the file's, quoted.
     const auto field = [&](const std::string& name) { return where + "'s " + quote(component + "." + name, 120); };
     const auto integer = [&](const ordered_json& v, const std::string& name) {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t{1} << 20))
@@ -132,14 +132,14 @@ LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const st
 LoraLayerScale LoraAdapterMetadata::scale_of(const std::string& component, const std::string& module) const {
   const auto it = configs_.find(component);
   if (it == configs_.end())
-    throw InputError("--lora " + quote(file_) + ": its lora_adapter_metadata configures no " + component +
+    throw InputError(quote(file_) + ": its lora_adapter_metadata configures no " + component +
                      ", but the file has " + component + " layers (diffusers cannot load it either); " + kResave);
   const LoraAdapterConfig& c = it->second;
   if (c.target_modules) {
     bool targeted = false;
     for (const std::string& t : *c.target_modules) targeted = targeted || module == t || ends_with(module, "." + t);
     if (!targeted)
-      throw InputError("--lora " + quote(file_) + ": layer " + quote(component + "." + module, 120) +
+      throw InputError(quote(file_) + ": layer " + quote(component + "." + module, 120) +
                        " is not among its lora_adapter_metadata's target_modules, so diffusers would leave it out; " +
                        kResave);
   }
