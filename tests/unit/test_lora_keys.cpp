@@ -293,7 +293,6 @@ TEST(KohyaFluxLoraKeys, FusedLayersSplitIntoDiffusersModulesByRowsOfTheUpFactor)
   EXPECT_FALSE(layers[4].up_rows.has_value());
   for (const auto& l : layers) {
     EXPECT_TRUE(l.alpha_in_factors) << l.module;
-    EXPECT_TRUE(l.alpha_is_first_rank) << l.module;
   }
   EXPECT_EQ(ignored.size(), 2u);
   std::string all;
@@ -407,7 +406,6 @@ TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWith
   ASSERT_EQ(layers.size(), 1u);
   EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
   EXPECT_FALSE(layers[0].alpha_key.has_value());
-  EXPECT_TRUE(layers[0].alpha_is_first_rank);
   ASSERT_EQ(ignored.size(), 1u);
   EXPECT_NE(ignored[0].find("outside \"transformer.\" (e.g. 'lora_unet_double_blocks_0_img_attn_norm."), std::string::npos)
       << ignored[0];

@@ -166,9 +166,6 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
                          " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");
       f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
     }
-    // What diffusers passes on as a network alpha: an alpha its converter neither folds into the
-    // factors nor drops (map_lora_keys resets alpha_key where it drops it).
-    if (layer.alpha_key && !layer.alpha_in_factors) f.network_alpha = f.alpha;
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
       // between the factors, in the file's dtype; the adapter's own alpha is then its rank. A fused
@@ -195,14 +192,11 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     f.layer = std::move(layer);
     factors.push_back(std::move(f));
   }
+  for (Factors& f : factors)
+    if (f.layer.up_rows) take_part(f.layer, f.down, f.up, block_diagonal.at(f.layer.up_key));
   if (!config) infer_alphas(factors);
   auto loaded = std::make_unique<LoadedFile>();
-  std::map<std::string, double> first_rank;  // component -> its first layer's rank (alpha_is_first_rank)
   for (Factors& f : factors) {
-    if (f.layer.up_rows) take_part(f.layer, f.down, f.up, block_diagonal.at(f.layer.up_key));
-    // get_peft_kwargs: with no network alphas, lora_alpha is the rank of the component's first layer.
-    if (f.layer.alpha_is_first_rank)
-      f.alpha = first_rank.emplace(f.layer.component, static_cast<double>(f.layer.rank)).first->second;
     // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
     const at::Tensor w = weight(f.layer.component, f.layer.module);
     const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
@@ -218,17 +212,19 @@ void LoraMerger::infer_alphas(std::vector<Factors>& factors) const {
   // a safetensors file's sorted keys, which its converters keep) and loaders/lora_base.py
   // _load_lora_into_text_encoder (text_encoder.named_modules() order), then get_peft_kwargs.
   std::map<std::string, std::vector<Factors*>> by_component;
-  for (Factors& f : factors)
-    if (!f.layer.alpha_is_first_rank) by_component[f.layer.component].push_back(&f);
+  for (Factors& f : factors) by_component[f.layer.component].push_back(&f);
   for (auto& [component, layers] : by_component) {
-    const bool text_encoder = starts_with(component, "text_encoder");
-    std::stable_sort(layers.begin(), layers.end(), [&](const Factors* a, const Factors* b) {
-      if (text_encoder)
+    if (starts_with(component, "text_encoder"))
+      std::stable_sort(layers.begin(), layers.end(), [&](const Factors* a, const Factors* b) {
         return module_order_.at(component + "/" + a->layer.module) < module_order_.at(component + "/" + b->layer.module);
-      return a->layer.up_key < b->layer.up_key;
-    });
+      });
     std::vector<LoraLayerFacts> facts;
-    for (const Factors* f : layers) facts.push_back({f->layer.module, f->layer.rank, f->network_alpha});
+    for (const Factors* f : layers) {
+      // A network alpha: one the converter neither folds into the factors nor drops (map_lora_keys
+      // resets alpha_key where it drops it); f->alpha is still the file's.
+      const bool network = f->layer.alpha_key && !f->layer.alpha_in_factors;
+      facts.push_back({f->layer.module, f->layer.rank, network ? std::optional<double>(f->alpha) : std::nullopt});
+    }
     // FluxLoraLoaderMixin keeps the .alpha tensors as tensors; the kohya converter of the UNet
     // families gives floats (.item()).
     const bool tensors = !facts_.rules.kohya_unet;

@@ -196,7 +196,6 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
     const auto make = [&](const std::string& component, const std::string& module) {
       LoraLayer l{component, module, *g.down, *g.up, g.alpha, down.empty() ? 0 : down[0]};
       l.alpha_in_factors = true;
-      l.alpha_is_first_rank = true;
       return l;
     };
     if (starts_with(base, "lora_te_")) {

@@ -403,10 +403,7 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
-    if (peft_in_kohya) {
-      layer.alpha_key.reset();
-      layer.alpha_is_first_rank = true;  // in the order of the file's sorted keys, as diffusers gets them
-    }
+    if (peft_in_kohya) layer.alpha_key.reset();  // the adapter gets no alphas
     layers.push_back(std::move(layer));
   }
   if (ignored && !dropped_example.empty())
@@ -433,6 +430,10 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
                      std::to_string(unmatched.size()) + " match nothing, e.g. " + examples +
                      "; it was made for another model (or another version of it): use a LoRA made for this one");
   }
+  // diffusers lists the layers in the order of the file's keys (safetensors gives them sorted), which
+  // its converters keep ("default." dropped after, so the file's own keys).
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const LoraLayer& a, const LoraLayer& b) { return a.up_key < b.up_key; });
   return layers;
 }
 

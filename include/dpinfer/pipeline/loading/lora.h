@@ -12,7 +12,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,10 +55,8 @@ class LoraMerger {
     LoraLayer layer;
     at::Tensor down, up;  ///< in the weight's dtype, on its device
     /// PEFT's lora_alpha: the adapter metadata's, or what diffusers' get_peft_kwargs infers for the
-    /// layer (infer_lora_adapter_config; the component's first layer's rank where no layer has an
-    /// alpha, LoraLayer::alpha_is_first_rank)
+    /// layer (infer_lora_adapter_config; the component's first layer's rank where no layer has an alpha)
     double alpha = 0;
-    std::optional<double> network_alpha;  ///< the alpha diffusers passes on to get_peft_kwargs, if any
     /// PEFT holds this layer's lora_alpha as a float32 tensor (a FLUX.1 file's .alpha tensors), so its
     /// scaling is computed in float32.
     bool alpha_is_tensor = false;
@@ -68,7 +65,8 @@ class LoraMerger {
     std::vector<Factors> layers;
   };
   const LoadedFile& load(const std::string& path);
-  /// Each layer's alpha as diffusers infers its LoraConfig for a file without adapter metadata.
+  /// Each layer's alpha as diffusers infers its LoraConfig for a file without adapter metadata, from
+  /// the layers in map_lora_keys' order (a text encoder's sorted into its modules' order).
   void infer_alphas(std::vector<Factors>& factors) const;
   at::Tensor weight(const std::string& component, const std::string& module);
 

@@ -34,7 +34,7 @@ bool is_kohya_flux_lora(const std::vector<LoraTensorKey>& keys);
 
 /// The layers of such a file, on `modules` (components "transformer" and, for CLIP, "text_encoder"),
 /// in the order diffusers lists them (the transformer's blocks in _convert_sd_scripts_to_ai_toolkit's
-/// order, CLIP's in its named_modules order). Every layer has alpha_in_factors and alpha_is_first_rank.
+/// order, CLIP's in its named_modules order). Every layer has alpha_in_factors.
 /// Throws InputError, one line naming `file`, for a key that is not a LoRA factor or names no module
 /// of the model, an incomplete layer, factors that do not fit, or CLIP attention layers that diffusers
 /// cannot read. `ignored`, when given, gets one line per kind of key dropped.

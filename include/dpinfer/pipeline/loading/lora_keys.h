@@ -74,10 +74,6 @@ struct LoraLayer {
   /// alpha / rank is then computed in the alpha tensor's dtype (that function divides the tensor).
   std::optional<LoraRows> up_rows = std::nullopt;
   int part = 0, parts = 1;  ///< which part of the fused layer this is, of how many
-  /// The file gives diffusers no alphas (they went into the factors): the adapter's lora_alpha is then
-  /// the rank of the component's first layer, in the order the layers are listed (diffusers'
-  /// get_peft_kwargs: lora_alpha = the first rank), and a layer of another rank merges at that alpha / its rank.
-  bool alpha_is_first_rank = false;
 };
 
 /// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
@@ -120,7 +116,9 @@ struct LoraModelFacts {
 /// dpinfer does not read; no layer matches a module of the model (a LoRA for another model
 /// or family: says which prefixes the file has); only some layers match ("12 of 30 layers
 /// match ..., e.g. <key> matches nothing"); a down key has no up key or the reverse; or the
-/// factors' shapes do not fit the weight.
+/// factors' shapes do not fit the weight. The layers come in the order diffusers lists them, which
+/// decides the LoraConfig it infers (lora_adapter_metadata.h): the file's sorted keys, or for FLUX.1's
+/// kohya files the converter's order (lora_flux_keys.h).
 /// `ignored` (when given) receives one line per kind of key the file has that diffusers drops
 /// without reading, and dpinfer with it (FLUX.1's kohya files: CLIP layers named lora_te1_, T5's, the
 /// embedders' and the final layer's), for a warning.
