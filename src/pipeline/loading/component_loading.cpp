@@ -20,6 +20,16 @@
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
+namespace {
+
+/// SD3's CLIP-L read from a Stability file: diffusers 0.36.0's create_diffusers_clip_model_from_ldm
+/// (is_clip_sd3_model) sets its text_projection to torch.eye(hidden), whatever the file holds, so the
+/// file gives no part for it (ldm_keys.cpp) and load_component fills it.
+bool gets_identity_projection(const Component& c) {
+  return !c.single_file.empty() && c.layout == CheckpointLayout::kSd3ClipL;
+}
+
+}  // namespace
 
 at::ScalarType parse_dtype(const std::string& d) {
   if (d == "fp32") return at::kFloat;
@@ -36,10 +46,6 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
       c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
   LoadOptions load = load_options;
   if (!c.single_file.empty()) load.convert = single_file_converter(c);
-  // SD3's CLIP-L from a Stability file: diffusers 0.36.0's create_diffusers_clip_model_from_ldm
-  // (is_clip_sd3_model) sets its text_projection to torch.eye(hidden), whatever the file holds, so
-  // the file gives no part for it (ldm_keys.cpp) and it is filled below.
-  const bool identity_projection = !c.single_file.empty() && c.layout == CheckpointLayout::kSd3ClipL;
   const KeyRenames renames = component_key_renames(c, model_class->renames);
   {
     // Names and shapes only: the strict key check runs before a byte is allocated.
@@ -49,7 +55,7 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
   }
   std::shared_ptr<torch::nn::Module> module = model_class->build(c.config, options);
   load_weights(*module, files, renames, c.name, load);
-  if (identity_projection) {
+  if (gets_identity_projection(c)) {
     at::NoGradGuard no_grad;
     at::Tensor projection;  // a handle on the module's parameter
     for (const auto& p : module->named_parameters(/*recurse=*/true))
@@ -71,8 +77,7 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
 
 KeyRenames component_key_renames(const Component& c, const KeyRenames& renames) {
   KeyRenames out = renames;
-  if (!c.single_file.empty() && c.layout == CheckpointLayout::kSd3ClipL)
-    out.ignored.push_back("text_projection.weight");
+  if (gets_identity_projection(c)) out.ignored.push_back("text_projection.weight");
   return out;
 }
 
