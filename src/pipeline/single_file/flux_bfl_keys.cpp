@@ -77,8 +77,9 @@ const char* const kLinear1Thirds[] = {"attn.to_q", "attn.to_k", "attn.to_v"};
 FluxBflBlocks count_flux_bfl_blocks(const std::string& prefix, const std::vector<SourceTensor>& tensors) {
   FluxBflBlocks b;
   for (const SourceTensor& t : tensors) {
-    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string key = t.name.substr(prefix.size());
+    const std::optional<std::string> under_prefix = key_rules::under(prefix, t.name);
+    if (!under_prefix) continue;
+    const std::string& key = *under_prefix;
     if (auto d = indexed(key, "double_blocks.")) b.double_blocks = std::max(b.double_blocks, d->first + 1);
     if (auto s = indexed(key, "single_blocks.")) b.single_blocks = std::max(b.single_blocks, s->first + 1);
     if (starts_with(key, "guidance_in.")) b.guidance = true;
@@ -94,8 +95,9 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
   std::vector<TensorPart> parts;
   for (size_t s = 0; s < tensors.size(); ++s) {
     const SourceTensor& t = tensors[s];
-    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string key = t.name.substr(prefix.size());
+    const std::optional<std::string> under_prefix = key_rules::under(prefix, t.name);
+    if (!under_prefix) continue;
+    const std::string& key = *under_prefix;
     const std::string where = key_rules::tensor_text(t);
 
     if (const std::string leaf = leaf_of(key, "final_layer.adaLN_modulation.1"); !leaf.empty()) {

@@ -132,14 +132,21 @@ inline std::string leaf_of(const std::string& rest, const std::string& module) {
   return leaf == "weight" || leaf == "bias" ? leaf : "";
 }
 
+/// `name` without `prefix` (a converter's keys under "model.diffusion_model." etc.), or nullopt when it
+/// lies outside it or is the prefix itself.
+inline std::optional<std::string> under(const std::string& prefix, const std::string& name) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return name.substr(prefix.size());
+}
+
 /// How many blocks "<head>N." the keys under `prefix` have (the highest N + 1), as diffusers'
 /// converters count num_layers.
 inline int64_t count_blocks(const std::string& prefix, const std::string& head,
                             const std::vector<SourceTensor>& tensors) {
   int64_t n = 0;
   for (const SourceTensor& t : tensors)
-    if (t.name.size() > prefix.size() && t.name.compare(0, prefix.size(), prefix) == 0)
-      if (auto block = indexed(t.name.substr(prefix.size()), head)) n = std::max(n, block->first + 1);
+    if (const auto key = under(prefix, t.name))
+      if (auto block = indexed(*key, head)) n = std::max(n, block->first + 1);
   return n;
 }
 

@@ -150,8 +150,9 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
   std::vector<TensorPart> parts;
   for (size_t s = 0; s < tensors.size(); ++s) {
     const SourceTensor& t = tensors[s];
-    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string key = t.name.substr(prefix.size());
+    const std::optional<std::string> under_prefix = key_rules::under(prefix, t.name);
+    if (!under_prefix) continue;
+    const std::string& key = *under_prefix;
     const std::string where = key_rules::tensor_text(t);
     switch (layout) {
       case CheckpointLayout::kFluxBfl:

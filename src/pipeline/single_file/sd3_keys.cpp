@@ -18,6 +18,7 @@ using key_rules::FusedThirds;
 using key_rules::indexed;
 using key_rules::leaf_of;
 using key_rules::rename;
+using key_rules::under;
 using key_rules::Renames;
 using key_rules::whole;
 
@@ -56,12 +57,6 @@ const std::vector<FusedThirds> kXFused{{"attn.qkv", {"attn.to_q", "attn.to_k", "
                                        {"attn2.qkv", {"attn2.to_q", "attn2.to_k", "attn2.to_v"}}};
 const std::vector<FusedThirds> kContextFused{
     {"attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
-
-/// `key` without `prefix`, or nullopt when it lies outside it.
-std::optional<std::string> under(const std::string& prefix, const std::string& key) {
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  return key.substr(prefix.size());
-}
 
 }  // namespace
 

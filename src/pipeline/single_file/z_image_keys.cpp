@@ -33,8 +33,9 @@ std::vector<TensorPart> convert_z_image_keys(const std::string& prefix, const st
   std::vector<TensorPart> parts;
   for (size_t s = 0; s < tensors.size(); ++s) {
     const SourceTensor& t = tensors[s];
-    if (t.name.size() <= prefix.size() || t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string key = t.name.substr(prefix.size());
+    const std::optional<std::string> under_prefix = key_rules::under(prefix, t.name);
+    if (!under_prefix) continue;
+    const std::string& key = *under_prefix;
     if (auto r = rename(key, top)) {
       parts.push_back(whole(s, *r, t.shape));
       continue;
