@@ -84,6 +84,10 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
                  "batch denoises; 0: write each batch before the next one starts")
       ->capture_default_str();
+  app.add_option("--max-failures-in-a-row", o.max_failures_in_a_row,
+                 "stop the run (exit 1) when a rank has this many failed items in a row, as a cause that fails "
+                 "them all would fail the rest; the next run retries them; 0: never stop")
+      ->capture_default_str();
   app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
@@ -187,7 +191,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"settings", settings},
                       {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
-                      {"write_queue", write_queue},
+                      {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -297,6 +301,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.write_queue < 0 || o.write_queue > kMaxWriteQueue)
     throw UsageError("--write-queue: expected 0 (write in the denoising thread) to " + std::to_string(kMaxWriteQueue) +
                      " images, got " + std::to_string(o.write_queue));
+  if (o.max_failures_in_a_row < 0)
+    throw UsageError("--max-failures-in-a-row: expected 0 (never stop) or more items, got " +
+                     std::to_string(o.max_failures_in_a_row));
   if (o.rendezvous_timeout_s < 1)
     throw UsageError("--rendezvous-timeout: expected at least 1 second, got " + std::to_string(o.rendezvous_timeout_s));
   // The bounds a JSONL line has (io/prompt_file.h), so that a value is refused the same

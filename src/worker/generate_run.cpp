@@ -461,6 +461,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   rec["finished_at"] = wall_seconds();
   manifest_->append(rec);
   ++stats_.generated;
+  failures_in_a_row_ = 0;
   int64_t done = count_in_group("done-items", 1);
   if (todo_ >= 0)
     log::debug("rank {}: item {} done ({}/{} of this rank's items, {} generated in all)", rank_.rank, it.index,
@@ -484,6 +485,11 @@ void GenerateRun::record_failure(const plan::Item& it, const std::string& messag
   if (multi_node_) count_in_group("failed-items", 1);
   log::warn("rank {}: item {} failed: {}", rank_.rank, it.index, message);
   report_progress(false);
+  if (o_.max_failures_in_a_row > 0 && ++failures_in_a_row_ >= o_.max_failures_in_a_row)
+    throw Error("rank " + std::to_string(rank_.rank) + ": stopping after " + std::to_string(failures_in_a_row_) +
+                " failed items in a row (--max-failures-in-a-row " + std::to_string(o_.max_failures_in_a_row) +
+                "), the last with: " + message +
+                "; fix the cause, then run the same command again: it resumes and retries the failed items");
 }
 
 void GenerateRun::queue_failure(const plan::Item& it, const std::string& message, double seconds) {

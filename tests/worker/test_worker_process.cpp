@@ -355,6 +355,61 @@ TEST(WorkerProcess, AFailingItemIsRecordedAndTheJobGoesOnWithStatus3) {
   EXPECT_TRUE(fs::exists(dir.file("out/000002.png")));
 }
 
+/// The records of every manifest in `dir` whose status is `status`.
+std::vector<nlohmann::json> records_with_status(const std::string& dir, const std::string& status) {
+  std::vector<nlohmann::json> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("manifest", 0) == 0)
+      for (const auto& rec : read_jsonl(e.path().string()))
+        if (rec["status"] == status) found.push_back(rec);
+  return found;
+}
+
+// A cause that fails every item (a size the model cannot make, a broken CUDA context)
+// stops the run after --max-failures-in-a-row of them instead of recording a failure per
+// item of the whole prompts file. What failed stays recorded, and the next run retries it.
+TEST(WorkerProcess, ManyFailedItemsInARowStopTheRunAndTheNextRunRetriesThem) {
+  TempDir dir;
+  std::string prompts;
+  for (int i = 0; i < 10; ++i) prompts += "FAIL-ITEM number " + std::to_string(i) + "\n";
+  write_file(dir.file("p.txt"), prompts);
+  const std::string out = dir.file("out");
+  // Batches of 3 fail and are retried item by item; the 4th failure, in the second batch, stops the writer.
+  RunResult r = generate({dir.file("p.txt"), "--out", out, "--batch-size", "3", "--max-failures-in-a-row", "4"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0: stopping after 4 failed items in a row (--max-failures-in-a-row 4), the "
+                              "last with: simulated failure for 'FAIL-ITEM number 3'; fix the cause, then run the "
+                              "same command again"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  EXPECT_EQ(records_with_status(out, "error").size(), 4u) << "nothing recorded after the 4th failure";
+
+  // Without the stop, every item is tried: the 4 recorded ones again, and the 6 never tried.
+  RunResult all = generate({dir.file("p.txt"), "--out", out, "--max-failures-in-a-row", "0"});
+  EXPECT_EQ(all.exit_code, 3) << all.err;
+  auto failures = read_jsonl(out + "/failures.jsonl");
+  ASSERT_EQ(failures.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(failures[i]["index"], i);
+
+  // An image between failures starts the count again: 3, an image, 3 never reach 4.
+  write_file(dir.file("mixed.txt"), "FAIL-ITEM a\nFAIL-ITEM b\nFAIL-ITEM c\nfine\nFAIL-ITEM d\nFAIL-ITEM e\n"
+                                    "FAIL-ITEM f\nfine too\n");
+  RunResult mixed = generate({dir.file("mixed.txt"), "--out", dir.file("mixed"), "--max-failures-in-a-row", "4"});
+  EXPECT_EQ(mixed.exit_code, 3) << mixed.err;
+  EXPECT_EQ(read_jsonl(dir.file("mixed/failures.jsonl")).size(), 6u);
+
+  // Under the launcher, the rank that stops is the root cause and takes the group down.
+  RunResult group = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("group"), "--max-failures-in-a-row", "2"},
+                                    {{"DPINFER_FAKE_DELAY_MS", "20"}});
+  EXPECT_EQ(group.exit_code, 1) << group.err;
+  EXPECT_TRUE(contains(group.err, "root cause: rank ")) << group.err;
+  EXPECT_TRUE(contains(group.err, "failed items in a row (--max-failures-in-a-row 2)")) << group.err;
+
+  RunResult bad = generate({dir.file("p.txt"), "--out", out, "--max-failures-in-a-row", "-1"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--max-failures-in-a-row: expected 0 (never stop) or more items, got -1")) << bad.err;
+}
+
 TEST(WorkerProcess, BadPromptFilesExit2NamingTheLine) {
   TempDir dir;
   write_file(dir.file("bad.jsonl"), "{\"prompt\": \"ok\"}\n{\"prompt\": \"x\", \"stepz\": 3}\n");

@@ -60,6 +60,11 @@ struct GenerateOptions {
   /// each holds width*height*3 bytes. 0: no writer thread, each batch is written
   /// before the next one starts (the serial loop).
   int write_queue = 16;
+  /// A rank that records this many failed items in a row (none made between them)
+  /// stops the run with exit 1: a cause that fails every item (a size the model cannot
+  /// make, a broken CUDA context) must not turn a million items into a million failure
+  /// records. Its failures stay recorded; the next run retries them. 0: never stop.
+  int max_failures_in_a_row = 20;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 

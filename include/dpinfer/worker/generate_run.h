@@ -99,6 +99,7 @@ class GenerateRun {
 
   void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
+  /// Records `it` as failed; throws, stopping the run, once --max-failures-in-a-row items in a row have failed.
   void record_failure(const plan::Item& it, const std::string& message, double seconds);
 
   /// Queues record_failure() behind the images before it.
@@ -139,6 +140,7 @@ class GenerateRun {
   RunHashes hashes_;             ///< the model's and the LoRAs' SHA-256 (infotext, records)
   std::unique_ptr<io::ManifestWriter> manifest_;
   RankStats stats_;
+  int64_t failures_in_a_row_ = 0;  ///< failed records since the last image (the writer's, like stats_)
   double started_at_ = wall_seconds();
   bool multi_node_ = false;
   ProgressPipe progress_ = ProgressPipe::from_env();
