@@ -1,10 +1,8 @@
 #include "dpinfer/util/version.h"
 
-// DPINFER_VERSION is defined on this file only (cmake/Version.cmake), so a new
-// commit recompiles one file.
-#ifndef DPINFER_VERSION
-#define DPINFER_VERSION "unknown"
-#endif
+// Written on each build by cmake/Version.cmake, and included by this file only, so that a
+// new commit recompiles one file.
+#include "dpinfer/version_string.h"
 
 namespace dpinfer {
 
