@@ -4,23 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dpinfer/io/stb_image_write.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
-
-// stb_image_write from Debian's libstb-dev, compiled into this file only.
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#define STBI_WRITE_NO_STDIO
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#endif
-#include <stb/stb_image_write.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
 
 namespace dpinfer::io {
 namespace {

@@ -84,6 +84,12 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
                  "batch denoises; 0: write each batch before the next one starts")
       ->capture_default_str();
+  app.add_option("--image-format", o.image_format,
+                 "png (lossless) or jpeg (about a tenth of the bytes; pixels differ from the model's by JPEG's "
+                 "loss); files 000000.png or 000000.jpg")
+      ->capture_default_str();
+  app.add_option("--jpeg-quality", o.jpeg_quality, "JPEG quality, 1..100 (chroma subsampled at 90 and below)")
+      ->capture_default_str();
   app.add_option("--max-failures-in-a-row", o.max_failures_in_a_row,
                  "stop the run (exit 1) when a rank has this many failed items in a row, as a cause that fails "
                  "them all would fail the rest; the next run retries them; 0: never stop")
@@ -192,6 +198,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
+                      {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -316,6 +323,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.steps && !io::kStepsRange.contains(*o.steps))
     throw UsageError("--steps: expected " + io::kStepsRange.text() + ", got " + std::to_string(*o.steps));
   parse_seed_from(o.seed_from);
+  o.image_format = to_string(parse_image_format(o.image_format));  // jpg -> jpeg
+  if (o.jpeg_quality < 1 || o.jpeg_quality > 100)
+    throw UsageError("--jpeg-quality: expected 1..100, got " + std::to_string(o.jpeg_quality));
   if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
     throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got " + quote(o.dtype, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")

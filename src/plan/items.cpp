@@ -91,9 +91,17 @@ Item ItemList::at(int64_t index) const {
   return it;
 }
 
-std::string item_file_name(int64_t index) {
+ImageFormat parse_image_format(const std::string& name) {
+  if (name == "png") return ImageFormat::kPng;
+  if (name == "jpeg" || name == "jpg") return ImageFormat::kJpeg;
+  throw UsageError("--image-format: expected png or jpeg, got " + quote(name, 60));
+}
+
+std::string to_string(ImageFormat format) { return format == ImageFormat::kJpeg ? "jpeg" : "png"; }
+
+std::string item_file_name(int64_t index, ImageFormat format) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%06lld.png", static_cast<long long>(index));
+  std::snprintf(buf, sizeof buf, "%06lld.%s", static_cast<long long>(index), format == ImageFormat::kJpeg ? "jpg" : "png");
   return buf;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/jpeg_writer.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/plan/manifest_names.h"
@@ -308,7 +309,7 @@ bool GenerateRun::run_static() {
   std::vector<bool> made(static_cast<size_t>(share.size()));
   for (int64_t k = 0; k < share.size() && !o_.overwrite; ++k) {
     const Item it = item_at(share.at(k));
-    if (resume_.already_made(it, item_record(it, pipe_->info(), &hashes_), identity_fields(pipe_->info()), rank_.rank)) {
+    if (resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank)) {
       made[static_cast<size_t>(k)] = true;
       ++stats_.skipped;
     }
@@ -317,7 +318,9 @@ bool GenerateRun::run_static() {
   items_known_ = true;
   if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
   report_progress(true);
-  if (stats_.skipped) log::info("rank {}: skipped {} item(s) whose PNG exists (--overwrite regenerates them)", rank_.rank, stats_.skipped);
+  if (stats_.skipped)
+    log::info("rank {}: skipped {} item(s) whose {} exists (--overwrite regenerates them)", rank_.rank, stats_.skipped,
+              image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
   int64_t k = 0;
   return generate_all([&]() -> std::optional<Item> {
     while (k < share.size())
@@ -342,7 +345,7 @@ bool GenerateRun::run_dynamic() {
     int64_t skipped = 0;
     for (int64_t p = begin; p < std::min(end, n); ++p) {
       Item it = item_at(p);
-      if (!o_.overwrite && resume_.already_made(it, item_record(it, pipe_->info(), &hashes_), identity_fields(pipe_->info()), rank_.rank)) {
+      if (!o_.overwrite && resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank)) {
         ++skipped;
         continue;
       }
@@ -366,7 +369,9 @@ bool GenerateRun::run_dynamic() {
         }))
       return true;
   }
-  if (skipped_in_all) log::info("rank {}: skipped {} item(s) whose PNG exists", rank_.rank, skipped_in_all);
+  if (skipped_in_all)
+    log::info("rank {}: skipped {} item(s) whose {} exists", rank_.rank, skipped_in_all,
+              image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
   return false;
 }
 
@@ -444,16 +449,30 @@ void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage
   }
 }
 
+nlohmann::json GenerateRun::record_of(const plan::Item& it) const {
+  return item_record(it, pipe_->info(), &hashes_, image_format_);
+}
+
 void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
   const pipeline::PipelineInfo& info = pipe_->info();
-  nlohmann::json rec = item_record(it, info, &hashes_);
+  nlohmann::json rec = record_of(it);
   rec["sampler"] = info.sampler_label;
   rec["dtype"] = info.dtype;
   rec["dpinfer_version"] = version();
-  std::string png = io::encode_png(img.pixels.data(), img.width, img.height,
-                                   {{"parameters", a1111_infotext(it, info, &hashes_)},
-                                    {"dpinfer", rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true}});
-  io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index)).string(), png);
+  const std::string infotext = a1111_infotext(it, info, &hashes_);
+  const std::string record = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string file;
+  if (image_format_ == plan::ImageFormat::kJpeg) {
+    io::EncodedJpeg jpeg = io::encode_jpeg(img.pixels.data(), img.width, img.height, o_.jpeg_quality, {infotext, record});
+    if (jpeg.user_comment_left_out || jpeg.comment_left_out)
+      log::warn("rank {}: item {}: its {} is over a JPEG segment's 64 KiB and left out of {} (the manifest has it)",
+                rank_.rank, it.index, jpeg.user_comment_left_out ? "infotext" : "record",
+                item_file_name(it.index, image_format_));
+    file = std::move(jpeg.bytes);
+  } else {
+    file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
+  }
+  io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index, image_format_)).string(), file);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;
@@ -473,7 +492,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
 }
 
 void GenerateRun::record_failure(const plan::Item& it, const std::string& message, double seconds) {
-  nlohmann::json rec = item_record(it, pipe_->info(), &hashes_);
+  nlohmann::json rec = record_of(it);
   rec.erase("file_name");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;

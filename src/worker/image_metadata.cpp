@@ -43,9 +43,10 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   return s;
 }
 
-nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info, const RunHashes* hashes) {
+nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info, const RunHashes* hashes,
+                           plan::ImageFormat format) {
   nlohmann::json j = {{"index", item.index},
-                      {"file_name", plan::item_file_name(item.index)},
+                      {"file_name", plan::item_file_name(item.index, format)},
                       {"prompt", item.prompt},
                       {"negative_prompt", item.negative_prompt},
                       {"seed", item.seed},

@@ -3,14 +3,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/jpeg_writer.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/util/error.h"
+#include "support/jpeg_reader.h"
 #include "support/png_reader.h"
 #include "support/temp_dir.h"
 
@@ -61,6 +65,80 @@ TEST(PngWriter, RejectsBadKeywordsAndSizes) {
   EXPECT_THROW(io::encode_png(px.data(), 1, 1, {{"", "x"}}), Error);
   EXPECT_THROW(io::encode_png(px.data(), 0, 1, {}), Error);
   EXPECT_THROW(io::encode_png(px.data(), 1, 1, {{"k", "\xFF"}}), Error);
+}
+
+// --image-format jpeg: pixels within JPEG's loss, AUTOMATIC1111's infotext in Exif's UserComment
+// (UTF-16BE, surrogate pairs included) and the record in COM, after the JFIF APP0.
+TEST(JpegWriter, PixelsInfotextAndRecordRoundTrip) {
+  TempDir dir;
+  const int w = 48, h = 32;
+  std::vector<uint8_t> rgb(w * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {  // smooth gradients, as images are: JPEG's loss stays small
+      uint8_t* p = &rgb[(y * w + x) * 3];
+      p[0] = static_cast<uint8_t>(x * 5);
+      p[1] = static_cast<uint8_t>(y * 7);
+      p[2] = static_cast<uint8_t>(128 + (x - y));
+    }
+  const std::string infotext = "a caf\xC3\xA9, \xE5\xAF\x8C\xE5\xA3\xAB\xE5\xB1\xB1 \xF0\x9F\x97\xBB\nSteps: 20, Seed: 7";
+  const std::string record = "{\"prompt\":\"\xF0\x9F\x90\xB1\"}";
+  io::EncodedJpeg jpeg = io::encode_jpeg(rgb.data(), w, h, 95, {infotext, record});
+  EXPECT_FALSE(jpeg.user_comment_left_out);
+  EXPECT_FALSE(jpeg.comment_left_out);
+  io::write_file_atomically(dir.file("a.jpg"), jpeg.bytes);
+  DecodedJpeg a = read_jpeg(dir.file("a.jpg"));
+  EXPECT_EQ(a.width, w);
+  EXPECT_EQ(a.height, h);
+  ASSERT_EQ(a.pixels.size(), rgb.size());
+  double sum = 0;
+  int worst = 0;
+  for (size_t i = 0; i < rgb.size(); ++i) {
+    const int d = std::abs(int(a.pixels[i]) - int(rgb[i]));
+    sum += d;
+    worst = std::max(worst, d);
+  }
+  EXPECT_LT(sum / rgb.size(), 2.0) << "quality 95 on a gradient";
+  EXPECT_LT(worst, 24);
+  ASSERT_GE(a.markers.size(), 3u);
+  EXPECT_EQ(a.markers[0], 0xE0) << "JFIF's APP0 first";
+  EXPECT_EQ(a.markers[1], 0xE1);
+  EXPECT_EQ(a.markers[2], 0xFE);
+  EXPECT_EQ(a.user_comment_prefix, std::string("UNICODE\0", 8));
+  EXPECT_EQ(a.user_comment, infotext);
+  EXPECT_EQ(a.comment, record);
+
+  // Lower quality: fewer bytes. No text: no segments of ours.
+  io::EncodedJpeg small = io::encode_jpeg(rgb.data(), w, h, 30, {});
+  EXPECT_LT(small.bytes.size(), jpeg.bytes.size() - infotext.size() * 2 - record.size());
+  io::write_file_atomically(dir.file("b.jpg"), small.bytes);
+  DecodedJpeg b = read_jpeg(dir.file("b.jpg"));
+  EXPECT_EQ(b.user_comment, "");
+  EXPECT_EQ(b.comment, "");
+  for (uint8_t m : b.markers) EXPECT_TRUE(m != 0xE1 && m != 0xFE) << int(m);
+}
+
+TEST(JpegWriter, TextsTooLongForASegmentAreLeftOutAndSaid) {
+  std::vector<uint8_t> px(8 * 8 * 3, 100);
+  const std::string long_text(40000, 'x');  // 80,008 bytes as UTF-16: over APP1's 65,533
+  io::EncodedJpeg j = io::encode_jpeg(px.data(), 8, 8, 90, {long_text, "{}"});
+  EXPECT_TRUE(j.user_comment_left_out);
+  EXPECT_FALSE(j.comment_left_out);
+  io::EncodedJpeg k = io::encode_jpeg(px.data(), 8, 8, 90, {"ok", std::string(70000, 'y')});
+  EXPECT_FALSE(k.user_comment_left_out);
+  EXPECT_TRUE(k.comment_left_out);
+  TempDir dir;
+  io::write_file_atomically(dir.file("k.jpg"), k.bytes);
+  DecodedJpeg d = read_jpeg(dir.file("k.jpg"));
+  EXPECT_EQ(d.user_comment, "ok");
+  EXPECT_EQ(d.comment, "");
+}
+
+TEST(JpegWriter, RejectsBadSizesQualitiesAndText) {
+  std::vector<uint8_t> px(3);
+  EXPECT_THROW(io::encode_jpeg(px.data(), 0, 1, 90, {}), Error);
+  EXPECT_THROW(io::encode_jpeg(px.data(), 1, 1, 0, {}), Error);
+  EXPECT_THROW(io::encode_jpeg(px.data(), 1, 1, 101, {}), Error);
+  EXPECT_THROW(io::encode_jpeg(px.data(), 1, 1, 90, {"\xFF", ""}), Error);
 }
 
 TEST(PromptFile, TextAcceptsCrlfBomAndSkipsBlankLines) {

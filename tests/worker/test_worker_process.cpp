@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "support/imagefolder.h"
+#include "support/jpeg_reader.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -408,6 +409,57 @@ TEST(WorkerProcess, ManyFailedItemsInARowStopTheRunAndTheNextRunRetriesThem) {
   RunResult bad = generate({dir.file("p.txt"), "--out", out, "--max-failures-in-a-row", "-1"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "--max-failures-in-a-row: expected 0 (never stop) or more items, got -1")) << bad.err;
+}
+
+// --image-format jpeg: 000000.jpg files that the records name, resumed like PNGs; a resume
+// in the other format is refused (the directory would hold both), --overwrite makes them again.
+TEST(WorkerProcess, JpegOutputIsRecordedResumedAndNotMixedWithPng) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(4));
+  const std::string out = dir.file("out");
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--image-format", "jpg", "--jpeg-quality", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto meta = read_jsonl(out + "/metadata.jsonl");
+  ASSERT_EQ(meta.size(), 4u);
+  RunResult png = generate({dir.file("p.txt"), "--out", dir.file("png")});
+  ASSERT_EQ(png.exit_code, 0) << png.err;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "00000" + std::to_string(i);
+    EXPECT_EQ(meta[i]["file_name"], name + ".jpg");
+    EXPECT_FALSE(fs::exists(out + "/" + name + ".png"));
+    DecodedJpeg j = read_jpeg(out + "/" + name + ".jpg");
+    DecodedPng p = read_png(dir.file("png/" + name + ".png"));
+    ASSERT_EQ(j.pixels.size(), p.pixels.size());
+    double sum = 0;
+    for (size_t k = 0; k < p.pixels.size(); ++k) sum += std::abs(int(j.pixels[k]) - int(p.pixels[k]));
+    // The test pipeline's pixels are noise, JPEG's worst case; at quality 100 (no chroma subsampling,
+    // quantization steps of 1) only the colour conversion's and the DCT's rounding are left.
+    EXPECT_LT(sum / p.pixels.size(), 4.0) << "the same image, within JPEG's loss at quality 100";
+    EXPECT_EQ(j.user_comment, p.texts["parameters"]);
+    EXPECT_EQ(nlohmann::json::parse(j.comment)["file_name"], name + ".jpg");
+    EXPECT_EQ(nlohmann::json::parse(j.comment)["prompt"], meta[i]["prompt"]);
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_file(out + "/run.json"))["options"]["image_format"], "jpeg");
+
+  RunResult again = generate({dir.file("p.txt"), "--out", out, "--image-format", "jpeg"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "skipped 4 item(s) whose JPEG exists")) << again.err;
+
+  RunResult mixed = generate({dir.file("p.txt"), "--out", out});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "already holds item 0 as 000000.jpg (manifest.rank0.jsonl), but this run writes "
+                                  "000000.png (--image-format png); give --image-format jpeg to resume it"))
+      << mixed.err;
+  RunResult over = generate({dir.file("p.txt"), "--out", out, "--overwrite"});
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").at(0)["file_name"], "000000.png");
+
+  RunResult bad = generate({dir.file("p.txt"), "--out", out, "--image-format", "webp"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--image-format: expected png or jpeg, got 'webp'")) << bad.err;
+  RunResult q = generate({dir.file("p.txt"), "--out", out, "--image-format", "jpeg", "--jpeg-quality", "0"});
+  EXPECT_EQ(q.exit_code, 2) << q.err;
+  EXPECT_TRUE(contains(q.err, "--jpeg-quality: expected 1..100, got 0")) << q.err;
 }
 
 TEST(WorkerProcess, BadPromptFilesExit2NamingTheLine) {

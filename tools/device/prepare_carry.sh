@@ -80,7 +80,8 @@ for spec in libcli11-dev:CLI nlohmann-json3-dev:nlohmann libspdlog-dev:spdlog li
   r="$(pkg_root "$pkg")"
   cp -a "$r/usr/include/$sub" "$dest/include/"
 done
-# stb: only the one header dpinfer uses (src/io/png_writer.cpp).
+# stb: only the header the shipped code uses (src/io/stb_image_write.cpp; the worker tests that also read
+# JPEGs with stb_image.h are not built there).
 r="$(pkg_root libstb-dev)"
 mkdir -p "$dest/include/stb"
 cp -a "$r/usr/include/stb/stb_image_write.h" "$dest/include/stb/"

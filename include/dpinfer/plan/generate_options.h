@@ -65,6 +65,9 @@ struct GenerateOptions {
   /// make, a broken CUDA context) must not turn a million items into a million failure
   /// records. Its failures stay recorded; the next run retries them. 0: never stop.
   int max_failures_in_a_row = 20;
+  /// png (lossless, the default) or jpeg (plan::parse_image_format), at jpeg_quality.
+  std::string image_format = "png";
+  int jpeg_quality = 95;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 

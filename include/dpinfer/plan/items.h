@@ -120,7 +120,16 @@ class ItemList {
   int64_t total_ = 0;
 };
 
-/// "000042.png": the index zero-padded to at least 6 digits.
-std::string item_file_name(int64_t index);
+/// The image files a run writes (--image-format).
+enum class ImageFormat { kPng, kJpeg };
+
+/// png, or jpeg (also jpg); throws UsageError naming --image-format otherwise.
+ImageFormat parse_image_format(const std::string& name);
+
+/// "png" or "jpeg", as --image-format and run.json say it.
+std::string to_string(ImageFormat format);
+
+/// "000042.png" (or ".jpg"): the index zero-padded to at least 6 digits.
+std::string item_file_name(int64_t index, ImageFormat format = ImageFormat::kPng);
 
 }  // namespace dpinfer::plan

@@ -45,7 +45,11 @@ bool is_disk_full(const std::exception& e);
 
 class GenerateRun {
  public:
-  GenerateRun(const plan::GenerateOptions& o, const PipelineFactory& factory) : o_(o), factory_(factory), resume_(o.out) {}
+  GenerateRun(const plan::GenerateOptions& o, const PipelineFactory& factory)
+      : o_(o),
+        factory_(factory),
+        image_format_(plan::parse_image_format(o.image_format)),
+        resume_(o.out, image_format_) {}
 
   /// Runs the worker: joins the group, loads the pipeline, makes this rank's items,
   /// and on rank 0 merges the manifests. Returns the exit status; throws on failure
@@ -99,6 +103,9 @@ class GenerateRun {
 
   void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
+  /// item_record() of `it` for this run: the model's info and hashes, the --image-format's file name.
+  nlohmann::json record_of(const plan::Item& it) const;
+
   /// Records `it` as failed; throws, stopping the run, once --max-failures-in-a-row items in a row have failed.
   void record_failure(const plan::Item& it, const std::string& message, double seconds);
 
@@ -125,6 +132,7 @@ class GenerateRun {
 
   const plan::GenerateOptions& o_;
   const PipelineFactory& factory_;
+  const plan::ImageFormat image_format_;
   plan::RankInfo rank_;
   const SlurmJob slurm_ = SlurmJob::from_env();
   plan::ShardMode mode_ = plan::ShardMode::kContiguous;

@@ -14,24 +14,29 @@ namespace dpinfer::worker {
 
 class Resume {
  public:
-  explicit Resume(std::string out_dir) : out_dir_(std::move(out_dir)) {}
+  /// Resumes in `out_dir`, where this run writes images in `format`.
+  Resume(std::string out_dir, plan::ImageFormat format) : out_dir_(std::move(out_dir)), format_(format) {}
 
-  /// Whether an earlier run made `item`, i.e. its PNG exists and the manifests' latest
+  /// Whether an earlier run made `item`, i.e. its image exists and the manifests' latest
   /// record of it says ok. A PNG without such a record (a run killed between the rename
   /// and the manifest line) is made again, so that metadata.jsonl gets its row. A record
   /// that says the item was something else than `now` (this run's record of it: another
   /// prompts file, or another seed, steps, size, guidance, scheduler or setting) throws
   /// InputError: the two runs would mix silently in one directory. The manifests are read
-  /// once, when the first PNG turns up, so a fresh run pays nothing.
+  /// once, when the first image turns up, so a fresh run pays nothing. An item made in
+  /// the other --image-format (its file exists and the latest record names it) throws
+  /// InputError too: the directory would hold both, and metadata.jsonl one of them.
   /// `identity` lists the fields compared, each with the value a record lacking it stands
   /// for (identity_fields()).
   bool already_made(const plan::Item& item, const nlohmann::json& now,
                     const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank);
 
  private:
-  bool png_exists(const plan::Item& item) const;
+  bool image_exists(const std::string& file_name) const;
+  const io::ManifestSet& earlier();
 
   std::string out_dir_;
+  plan::ImageFormat format_;
   std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, once a PNG is found
 };
 

@@ -1,0 +1,108 @@
+#include "dpinfer/io/jpeg_writer.h"
+
+#include "dpinfer/io/stb_image_write.h"
+#include "dpinfer/io/utf8.h"
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::io {
+namespace {
+
+constexpr size_t kMaxSegmentData = 65533;  // a segment's 16-bit length counts itself (2 bytes)
+
+void put_u16(std::string& out, uint32_t v) {
+  out.push_back(static_cast<char>((v >> 8) & 0xFF));
+  out.push_back(static_cast<char>(v & 0xFF));
+}
+
+void put_u32(std::string& out, uint32_t v) {
+  put_u16(out, v >> 16);
+  put_u16(out, v & 0xFFFF);
+}
+
+/// UTF-16BE of valid UTF-8 `s` (a code point above U+FFFF as a surrogate pair).
+std::string utf16be(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    uint32_t cp = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
+    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    i += n;
+    if (cp < 0x10000) {
+      put_u16(out, cp);
+    } else {
+      cp -= 0x10000;
+      put_u16(out, 0xD800 + (cp >> 10));
+      put_u16(out, 0xDC00 + (cp & 0x3FF));
+    }
+  }
+  return out;
+}
+
+/// An APP1 Exif payload, big-endian TIFF: IFD0 with one entry (the Exif IFD's offset), then
+/// the Exif IFD with one entry (UserComment, type UNDEFINED), then the comment's bytes.
+std::string exif_user_comment(const std::string& text) {
+  const std::string value = std::string("UNICODE\0", 8) + utf16be(text);
+  constexpr uint32_t kIfd0 = 8;                      // right after the TIFF header
+  constexpr uint32_t kExifIfd = kIfd0 + 2 + 12 + 4;  // count, one entry, next-IFD offset
+  constexpr uint32_t kValue = kExifIfd + 2 + 12 + 4;
+  std::string p("Exif\0\0", 6);
+  p += "MM";
+  put_u16(p, 42);
+  put_u32(p, kIfd0);
+  put_u16(p, 1);                  // IFD0: one entry
+  put_u16(p, 0x8769);             // ExifIFDPointer
+  put_u16(p, 4);                  // LONG
+  put_u32(p, 1);
+  put_u32(p, kExifIfd);
+  put_u32(p, 0);                  // no IFD1
+  put_u16(p, 1);                  // Exif IFD: one entry
+  put_u16(p, 0x9286);             // UserComment
+  put_u16(p, 7);                  // UNDEFINED
+  put_u32(p, static_cast<uint32_t>(value.size()));
+  put_u32(p, kValue);
+  put_u32(p, 0);
+  return p + value;
+}
+
+/// Marker 0xFF `marker`, then the 16-bit length and `data`; false when `data` is too long.
+bool append_segment(std::string& out, uint8_t marker, const std::string& data) {
+  if (data.size() > kMaxSegmentData) return false;
+  out.push_back(static_cast<char>(0xFF));
+  out.push_back(static_cast<char>(marker));
+  put_u16(out, static_cast<uint32_t>(data.size() + 2));
+  out += data;
+  return true;
+}
+
+void append_bytes(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+
+}  // namespace
+
+EncodedJpeg encode_jpeg(const uint8_t* rgb, int width, int height, int quality, const JpegText& text) {
+  // stb writes a JPEG's sizes in 16 bits.
+  if (width <= 0 || height <= 0 || width > 65535 || height > 65535)
+    throw Error("jpeg size " + std::to_string(width) + "x" + std::to_string(height) + " is out of range 1..65535");
+  if (quality < 1 || quality > 100) throw Error("jpeg quality " + std::to_string(quality) + " is out of range 1..100");
+  for (const std::string* t : {&text.user_comment, &text.comment})
+    if (find_invalid_utf8(*t) != std::string::npos) throw Error("jpeg text is not valid UTF-8");
+  std::string pixels;
+  if (!stbi_write_jpg_to_func(append_bytes, &pixels, width, height, 3, rgb, quality) || pixels.size() < 4 ||
+      static_cast<uint8_t>(pixels[0]) != 0xFF || static_cast<uint8_t>(pixels[1]) != 0xD8)
+    throw Error("jpeg encoding failed");
+  // After SOI and stb's APP0 (JFIF requires it first), before the tables.
+  size_t head = 2;
+  if (static_cast<uint8_t>(pixels[2]) == 0xFF && static_cast<uint8_t>(pixels[3]) == 0xE0 && pixels.size() > 6)
+    head = 4 + ((static_cast<size_t>(static_cast<uint8_t>(pixels[4])) << 8) | static_cast<uint8_t>(pixels[5]));
+  EncodedJpeg out;
+  out.bytes = pixels.substr(0, head);
+  if (!text.user_comment.empty())
+    out.user_comment_left_out = !append_segment(out.bytes, 0xE1, exif_user_comment(text.user_comment));
+  if (!text.comment.empty()) out.comment_left_out = !append_segment(out.bytes, 0xFE, text.comment);
+  out.bytes.append(pixels, head, std::string::npos);
+  return out;
+}
+
+}  // namespace dpinfer::io
