@@ -85,8 +85,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "batch denoises; 0: write each batch before the next one starts")
       ->capture_default_str();
   app.add_option("--image-format", o.image_format,
-                 "png (lossless) or jpeg (about a tenth of the bytes; pixels differ from the model's by JPEG's "
-                 "loss); files 000000.png or 000000.jpg")
+                 "png (lossless) or jpeg (smaller files; the pixels get JPEG's loss); files 000000.png or "
+                 "000000.jpg")
       ->capture_default_str();
   app.add_option("--jpeg-quality", o.jpeg_quality, "JPEG quality, 1..100 (chroma subsampled at 90 and below)")
       ->capture_default_str();

@@ -1,6 +1,6 @@
 #pragma once
-// Baseline JPEGs with metadata (--image-format jpeg): for datasets where a tenth of a PNG's
-// bytes matters more than exact pixels. Pixels are encoded by stb_image_write (baseline,
+// Baseline JPEGs with metadata (--image-format jpeg): for datasets where smaller files matter
+// more than exact pixels. Pixels are encoded by stb_image_write (baseline,
 // 4:2:0 chroma subsampling at quality 90 and below, none above); two segments are spliced in
 // after SOI:
 //  - APP1 Exif with one tag, UserComment (0x9286), "UNICODE\0" + UTF-16BE text: where
