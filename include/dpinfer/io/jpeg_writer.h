@@ -2,7 +2,7 @@
 // Baseline JPEGs with metadata (--image-format jpeg): for datasets where smaller files matter
 // more than exact pixels. Pixels are encoded by stb_image_write (baseline,
 // 4:2:0 chroma subsampling at quality 90 and below, none above); two segments are spliced in
-// after SOI:
+// after SOI and stb's JFIF APP0:
 //  - APP1 Exif with one tag, UserComment (0x9286), "UNICODE\0" + UTF-16BE text: where
 //    AUTOMATIC1111 writes and reads its infotext in a JPEG (modules/images.py, piexif's
 //    UserComment helper, whose "unicode" is big-endian UTF-16);
