@@ -67,7 +67,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "the model's settings");
   app.add_option("--lora", settings.lora,
                  "a LoRA to merge into the model, PATH[:SCALE] (repeatable; scale 1 by default), e.g. --lora "
-                 "detail.safetensors:0.8; a prompts line's \"loras\" replaces them for its items");
+                 "detail.safetensors:0.8; PATH is a .safetensors file, a folder holding one, or a hub id (org/name, "
+                 "org/name/file.safetensors) in the hugging face cache; a prompts line's \"loras\" replaces them for "
+                 "its items");
   app.add_option("--clip-skip", settings.clip_skip, "skip the last N CLIP layers (--set clip_skip=N; default: 0)");
   app.add_option("--guidance-rescale", settings.guidance_rescale,
                  "diffusers' guidance_rescale (--set guidance_rescale=X; default: 0, off)");

@@ -7,6 +7,7 @@
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/jpeg_writer.h"
+#include "dpinfer/io/lora_file.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/plan/manifest_names.h"
@@ -229,17 +230,7 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
 
 void GenerateRun::resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::LoraSet& run_loras) const {
   const auto resolve = [](io::LoraSet& set, const std::string& where) {
-    for (io::LoraRef& ref : set) {
-      std::error_code ec;
-      const fs::path path = fs::absolute(ref.path, ec).lexically_normal();
-      if (ec || !fs::is_regular_file(path, ec))
-        throw InputError(where + ": LoRA " + quote(ref.path) + " is not a file" +
-                         (fs::path(ref.path).is_relative() ? " (relative paths start at the current directory, " +
-                                                                 quote(fs::current_path(ec).string()) + ")"
-                                                           : std::string()) +
-                         "; give a .safetensors LoRA file");
-      ref.path = path.string();
-    }
+    for (io::LoraRef& ref : set) ref.path = io::find_lora_file(ref.path, where);
   };
   resolve(run_loras, "--lora");
   for (io::PromptSpec& s : specs)

@@ -157,3 +157,48 @@ TEST(RealPipelineE2E, AHubModelRecordsItsSnapshotCommit) {
   EXPECT_EQ(row["model"], "org/tiny-sd1");
   EXPECT_EQ(row["model_revision"], commit);
 }
+
+// --lora org/name: the LoRA from the hub cache, offline, as diffusers' load_lora_weights("org/name")
+// finds it (a snapshot's file is a link to a blob); the image is the one the file's path gives, and
+// the record names the snapshot's file. A prompts line may name one too.
+TEST(RealPipelineE2E, ALoraByHubIdComesFromTheHubCache) {
+  TempDir dir;
+  const std::string lora = std::string(DPINFER_TEST_DATA_DIR) + "/loras/sd1-peft.safetensors";
+  const std::string repo = dir.file("hub/models--someone--style-lora");
+  fs::create_directories(repo + "/refs");
+  fs::create_directories(repo + "/blobs");
+  fs::create_directories(repo + "/snapshots/0123abc");
+  write_file(repo + "/refs/main", "0123abc");
+  fs::copy_file(lora, repo + "/blobs/f00d");
+  fs::create_symlink("../../blobs/f00d", repo + "/snapshots/0123abc/style.safetensors");
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red circle\", \"loras\": [\"someone/style-lora:0.5\"]}\n");
+  auto env = kEnv;
+  env["HF_HUB_CACHE"] = dir.file("hub");
+  const auto worker = [&](const std::string& out, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate"};
+    for (auto& a : generate_args(dir, out)) argv.push_back(a);
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv, env, 300s);
+  };
+  RunResult by_id = worker(dir.file("by-id"), {});
+  ASSERT_EQ(by_id.exit_code, 0) << by_id.err;
+  auto meta = read_jsonl(dir.file("by-id/metadata.jsonl"));
+  ASSERT_EQ(meta.size(), 1u);
+  EXPECT_EQ(meta[0]["lora_paths"], nlohmann::json::array({repo + "/snapshots/0123abc/style.safetensors"})) << meta[0];
+  EXPECT_EQ(meta[0]["loras"][0]["name"], "style");
+  EXPECT_EQ(meta[0]["loras"][0]["scale"], 0.5);
+
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red circle\", \"loras\": [\"" + lora + ":0.5\"]}\n");
+  RunResult by_path = worker(dir.file("by-path"), {});
+  ASSERT_EQ(by_path.exit_code, 0) << by_path.err;
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red circle\"}\n");
+  RunResult none = worker(dir.file("none"), {});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(images(dir.file("by-id")), images(dir.file("by-path")));
+  EXPECT_NE(images(dir.file("by-id")), images(dir.file("none"))) << "the LoRA changes the image";
+
+  RunResult missing = worker(dir.file("missing"), {"--lora", "someone/other"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_TRUE(contains(missing.err, "--lora: LoRA 'someone/other' is neither a file (")) << missing.err;
+  EXPECT_TRUE(contains(missing.err, "run `hf download someone/other` first, or pass the LoRA file")) << missing.err;
+}

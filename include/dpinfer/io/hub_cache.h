@@ -20,4 +20,11 @@ bool is_hub_id(const std::string& id);
 /// The cache folder of hub id `repo` ("org/name"): CACHE/models--org--name.
 std::string hub_repo_cache_dir(const std::string& cache, const std::string& repo);
 
+/// The snapshot folder of `spec` ("org/name" or "org/name@revision") in the hub cache, as
+/// huggingface_hub's try_to_load_from_cache finds it: refs/<revision> (main by default)
+/// holds the commit, and a revision without a ref is taken as the commit itself. `commit`
+/// gets the snapshot's commit. Throws Error, naming `what` ("model", "LoRA") and the
+/// `hf download` command that fills the cache, when the repo or the snapshot is missing.
+std::string hub_snapshot_dir(const std::string& spec, const std::string& what, std::string* commit);
+
 }  // namespace dpinfer::io
