@@ -5,7 +5,7 @@
 #
 # Included from CMakeLists.txt, this file defines the target dpinfer_version_string, which
 # runs this same file in script mode (cmake -P) on every build. That writes
-# <build>/generated/dpinfer/version_string.h only when the string changed, so an unchanged
+# <build>/generated/dpinfer/util/version_string.h only when the string changed, so an unchanged
 # checkout recompiles nothing and a new commit recompiles src/util/version.cpp alone.
 
 # The version string of the checkout at `source_dir`, into `out_var`.
@@ -44,8 +44,8 @@ dpinfer_describe_version("${PROJECT_SOURCE_DIR}" "${PROJECT_VERSION}" "${GIT_EXE
 set(DPINFER_VERSION_DIR ${PROJECT_BINARY_DIR}/generated)
 add_custom_target(dpinfer_version_string
   COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DPROJECT_VERSION=${PROJECT_VERSION}
-          -DGIT_EXECUTABLE=${GIT_EXECUTABLE} -DOUT=${DPINFER_VERSION_DIR}/dpinfer/version_string.h
+          -DGIT_EXECUTABLE=${GIT_EXECUTABLE} -DOUT=${DPINFER_VERSION_DIR}/dpinfer/util/version_string.h
           -P ${CMAKE_CURRENT_LIST_FILE}
-  BYPRODUCTS ${DPINFER_VERSION_DIR}/dpinfer/version_string.h
+  BYPRODUCTS ${DPINFER_VERSION_DIR}/dpinfer/util/version_string.h
   COMMENT "Checking the version string (git describe)"
   VERBATIM)

@@ -3,7 +3,7 @@
 // Written on each build by cmake/Version.cmake, and included by this file only, so that a
 // new commit recompiles one file. A build of its own (tests/fuzz) defines DPINFER_VERSION instead.
 #ifndef DPINFER_VERSION
-#include "dpinfer/version_string.h"
+#include "dpinfer/util/version_string.h"
 #endif
 
 namespace dpinfer {

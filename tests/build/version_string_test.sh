@@ -9,7 +9,7 @@ script="$2/cmake/Version.cmake"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 repo="$work/repo"
-out="$work/out/dpinfer/version_string.h"
+out="$work/out/dpinfer/util/version_string.h"
 mkdir -p "$repo"
 git_in() { git -C "$repo" -c user.name=t -c user.email=t@t -c commit.gpgsign=false "$@"; }
 write() { "$cmake_bin" -DSOURCE_DIR="$repo" -DPROJECT_VERSION=9.8.7 -DGIT_EXECUTABLE="$(command -v git)" \

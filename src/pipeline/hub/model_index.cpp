@@ -1,17 +1,11 @@
 #include "dpinfer/pipeline/hub/model_index.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <regex>
-#include <vector>
 
 #include "dpinfer/io/hub_cache.h"
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
-#include "dpinfer/util/process.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
