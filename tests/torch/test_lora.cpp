@@ -399,6 +399,20 @@ INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
                          ::testing::Values("flux-metadata", "flux-mixed-ranks", "flux-some-alphas", "sd1-mixed-ranks",
                                            "qwen-mixed-ranks"));
 
+// ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
+// make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----
+
+class FluxLoraFormatParity : public ::testing::TestWithParam<std::string> {};
+
+// flux-xlabs: qkv_lora up factors split in thirds (a block-diagonal one too, which XLabs' converter does not
+// split by blocks), no alphas, PEFT's lora_alpha the first layer's rank in the converter's order.
+// flux-mixture: alpha / rank in the factors, a bf16 alpha divided in bf16, CLIP layers of two ranks.
+TEST_P(FluxLoraFormatParity, MergedWeightsAreDiffusersBitForBit) {
+  expect_merges_as_diffusers(GetParam(), kData + "/loras-flux-formats/");
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, FluxLoraFormatParity, ::testing::Values("flux-xlabs", "flux-mixture"));
+
 TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
   // flux-peft is rank 2 on every layer, with no .alpha tensors; flux-alpha has .alpha tensors.
   test::TempDir dir;

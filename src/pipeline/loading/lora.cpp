@@ -168,10 +168,11 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     }
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
-      // between the factors, in the file's dtype; the adapter's own alpha is then its rank. A fused
-      // layer's _convert_to_ai_toolkit_cat divides the alpha tensor itself: the quotient is rounded to
-      // its dtype (a bf16 alpha gives a bf16 scale).
-      double scale_down = layer.up_rows && alpha.defined()
+      // between the factors, in the file's dtype; the adapter's own alpha is then its rank. Where the
+      // converter divides the alpha tensor itself (LoraLayer::alpha_divided_in_its_dtype), the quotient
+      // is rounded to its dtype (a bf16 alpha gives a bf16 scale). The same loop serves the kohya, the
+      // underscored (_convert_mixture_state_dict_to_diffusers) and the Qwen-Image / Z-Image files.
+      double scale_down = layer.alpha_divided_in_its_dtype && alpha.defined()
                               ? (alpha.reshape({}) / layer.rank).to(at::kDouble).item<double>()
                               : f.alpha / static_cast<double>(layer.rank);
       double scale_up = 1.0;
@@ -185,7 +186,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     }
     if (layer.up_rows) {
       auto it = block_diagonal.emplace(layer.up_key, true).first;
-      it->second = it->second && part_is_block_diagonal(layer, up);
+      it->second = it->second && layer.split_block_diagonal && part_is_block_diagonal(layer, up);
     }
     f.down = down;
     f.up = up;
