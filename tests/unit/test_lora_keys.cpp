@@ -425,6 +425,7 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
   std::vector<LoraTensorKey> keys;
   const auto add = [&](const std::vector<LoraTensorKey>& k) { keys.insert(keys.end(), k.begin(), k.end()); };
   add(xlabs("single_blocks.0.processor.qkv_lora", {4, 8}, {24, 4}));
+  add(xlabs("single_blocks.0.processor.proj_lora", {4, 8}, {8, 4}));  // proj_out [8, 40]: down zero-padded
   add(xlabs("double_blocks.0.processor.qkv_lora2", {3, 8}, {24, 3}));
   add(xlabs("double_blocks.0.processor.qkv_lora1", {4, 8}, {24, 4}));
   add(xlabs("diffusion_model.double_blocks.0.processor.proj_lora2", {2, 8}, {8, 2}));
@@ -438,8 +439,8 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
       "transformer_blocks.0.attn.to_q",         "transformer_blocks.0.attn.to_k",
       "transformer_blocks.0.attn.to_v",         "transformer_blocks.0.attn.add_q_proj",
       "transformer_blocks.0.attn.add_k_proj",   "transformer_blocks.0.attn.add_v_proj",
-      "single_transformer_blocks.0.attn.to_q",  "single_transformer_blocks.0.attn.to_k",
-      "single_transformer_blocks.0.attn.to_v"};
+      "single_transformer_blocks.0.proj_out",   "single_transformer_blocks.0.attn.to_q",
+      "single_transformer_blocks.0.attn.to_k",  "single_transformer_blocks.0.attn.to_v"};
   ASSERT_EQ(layers.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     SCOPED_TRACE(want[i]);
@@ -458,6 +459,9 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
   EXPECT_EQ(layers[6].part, 1);
   EXPECT_EQ(layers[6].parts, 3);
   EXPECT_FALSE(layers[1].up_rows.has_value());
+  EXPECT_EQ(layers[1].down_padded_to, 0);
+  EXPECT_EQ(layers[8].down_padded_to, 40);  // _maybe_expand_lora_state_dict: to proj_out's input width
+  EXPECT_EQ(layers[8].rank, 4);
   ASSERT_EQ(ignored.size(), 1u);
   EXPECT_NE(ignored[0].find("'some_other.processor_note'"), std::string::npos) << ignored[0];
 }
@@ -482,8 +486,8 @@ TEST(XlabsFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
   auto twice = xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4});
   for (const auto& k : xlabs("diffusion_model.double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4})) twice.push_back(k);
   EXPECT_NE(why(twice).find("are the same XLabs layer"), std::string::npos);
-  // A single block's proj_lora: proj_out's input is wider, which diffusers zero-pads.
-  EXPECT_NE(why(xlabs("single_blocks.0.processor.proj_lora", {4, 8}, {8, 4})).find("zero-pads"), std::string::npos);
+  // A down factor wider than its weight's input (diffusers: NotImplementedError).
+  EXPECT_NE(why(xlabs("single_blocks.0.processor.proj_lora", {4, 48}, {8, 4})).find("do not fit"), std::string::npos);
   // Factors that do not fit, a block the model lacks, diffusers' names beside XLabs ones.
   EXPECT_NE(why(xlabs("double_blocks.0.processor.qkv_lora1", {4, 8}, {21, 4})).find("do not fit"), std::string::npos);
   EXPECT_NE(why(xlabs("double_blocks.3.processor.proj_lora1", {4, 8}, {8, 4})).find("match no weight"), std::string::npos);

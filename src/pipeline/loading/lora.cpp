@@ -146,6 +146,8 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   for (LoraLayer& layer : layers) {
     Factors f;
     at::Tensor down = read_tensor(*file->find(layer.down_key), path);
+    // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
+    if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
     at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.

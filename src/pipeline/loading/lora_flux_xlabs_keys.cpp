@@ -120,20 +120,22 @@ std::vector<LoraLayer> map_xlabs_flux_lora_keys(const std::vector<LoraTensorKey>
     const std::string prefix = (g.is_double ? "transformer_blocks." : "single_transformer_blocks.") +
                                std::to_string(g.block) + ".";
     const bool fused = g.layer->modules.size() > 1;
-    if (!g.is_double && !fused) {
-      // proj_out's input is the attention's and the MLP's: diffusers zero-pads a narrower down factor.
-      auto c = modules.find("transformer");
-      if (c != modules.end())
+    // A single block's proj_lora [r, dim] on proj_out [dim, dim + mlp] (attention and MLP in): diffusers zero-pads
+    // the down factor to proj_out's width (_maybe_expand_lora_state_dict), so the LoRA changes the attention's columns.
+    int64_t padded_to = 0;
+    std::vector<int64_t> read_down = down;
+    if (!g.is_double && !fused)
+      if (auto c = modules.find("transformer"); c != modules.end())
         if (auto w = c->second.find(prefix + "proj_out"); w != c->second.end() && w->second.size() == 2 &&
-                                                          down.size() == 2 && down[1] < w->second[1])
-          throw InputError(where + ": XLabs layer " + quote(name, 80) + " has down " + key_rules::shape_text(down) +
-                           " for transformer." + prefix + "proj_out.weight " + key_rules::shape_text(w->second) +
-                           ", whose input is wider (attention and MLP): diffusers 0.36 zero-pads such a factor, which "
-                           "dpinfer does not do yet; drop the single blocks' proj_lora layers from the file");
-    }
+                                                          down.size() == 2 && down[1] < w->second[1]) {
+          padded_to = w->second[1];
+          read_down[1] = padded_to;
+        }
     LoraLayer proto{"transformer", "", *g.down, *g.up, std::nullopt, down.empty() ? 0 : down[0]};
     proto.split_block_diagonal = false;  // handle_qkv: the whole down factor for each third
-    std::vector<LoraLayer> parts = stacked_lora_layers(proto, prefix, g.layer->modules, modules, down, up, where, name);
+    proto.down_padded_to = padded_to;
+    std::vector<LoraLayer> parts =
+        stacked_lora_layers(proto, prefix, g.layer->modules, modules, read_down, up, where, name);
     if (parts.empty()) {
       unmatched.push_back(*g.down);
       continue;

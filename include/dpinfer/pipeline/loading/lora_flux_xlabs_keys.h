@@ -11,8 +11,8 @@
 //    LoraLayer::split_block_diagonal off);
 //  - [diffusion_model.]single_blocks.<i>.processor.qkv_lora: single_transformer_blocks.<i>.attn.to_q, to_k,
 //    to_v, the same way; proj_lora is proj_out, whose input (attention and MLP, [dim, dim + mlp]) is wider
-//    than XLabs' factor: diffusers zero-pads the factor there (_maybe_expand_lora_state_dict), which
-//    dpinfer does not do yet, so such a layer is refused;
+//    than XLabs' down factor [r, dim]: FluxLoraLoaderMixin.load_lora_weights zero-pads that factor to
+//    proj_out's width (_maybe_expand_lora_state_dict; LoraLayer::down_padded_to);
 //  - no alphas ("xlabs doesn't use alpha"): PEFT's lora_alpha is the first layer's rank (get_peft_kwargs),
 //    in the order the converter lists the lora_B factors (a fused layer's at its down key, the others' at
 //    their up key, keys sorted);
@@ -34,7 +34,7 @@ bool is_xlabs_flux_lora(const std::vector<LoraTensorKey>& keys);
 /// The layers of such a file on `modules` (component "transformer"), in the order diffusers lists them.
 /// Throws InputError, one line naming `file` and a key, for: a key in double_blocks / single_blocks that
 /// is not an XLabs factor, a layer without its down or up factor, the same layer twice (with and without
-/// "diffusion_model."), factors that do not fit (a single block's proj_lora among them), diffusers-named
+/// "diffusion_model."), factors that do not fit (a down factor wider than its weight's input among them), diffusers-named
 /// keys beside the XLabs ones, or layers for blocks the model lacks. `ignored`, when given, gets one line
 /// for the other keys, which diffusers ignores too.
 std::vector<LoraLayer> map_xlabs_flux_lora_keys(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,

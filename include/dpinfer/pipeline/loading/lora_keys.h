@@ -79,6 +79,10 @@ struct LoraLayer {
   /// alpha / rank is then computed in the alpha tensor's dtype (that function divides the tensor).
   std::optional<LoraRows> up_rows = std::nullopt;
   int part = 0, parts = 1;  ///< which part of the fused layer this is, of how many
+  /// > 0: the down factor [r, in'] is narrower than the weight's input and is read zero-padded on the right to
+  /// [r, this], as FluxLoraLoaderMixin's _maybe_expand_lora_state_dict pads a narrower lora_A (XLabs' single-block
+  /// proj_lora [r, dim] on proj_out [dim, dim + mlp]).
+  int64_t down_padded_to = 0;
   /// For a part of a fused layer: whether a block-diagonal up factor is read by its blocks (sd-scripts'
   /// files, _convert_to_ai_toolkit_cat's is_sparse test). XLabs' handle_qkv has no such test: it always
   /// copies the whole down factor to each part.
