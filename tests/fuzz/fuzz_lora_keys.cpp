@@ -3,7 +3,8 @@
 // the rest is a JSON header, given its 8-byte length and data[1] & 63 zero bytes of data), against
 // a small SDXL-like module table (layers_per_block 2), then against a small transformer table with each
 // DiT family's key rules (lora_key_rules), then against a FLUX.1-like double and single block with
-// FLUX.1's (kohya / BFL names, lora_flux_keys.h). What map_lora_keys() returns must name a module of the
+// FLUX.1's (kohya / BFL names, lora_flux_keys.h; diffusers' underscored names, lora_flux_mixture_keys.h;
+// XLabs, lora_flux_xlabs_keys.h). What map_lora_keys() returns must name a module of the
 // table; a layer's part of a fused layer (up_rows) must be as many rows as its module's weight has and
 // lie inside the up factor's; anything else must be a one-line InputError.
 #include <cstdint>

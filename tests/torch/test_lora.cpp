@@ -275,19 +275,17 @@ INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraMergeParity,
                          ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
                                            "tiny-qwen-image", "tiny-z-image"));
 
-class DitLoraImageParity : public ::testing::TestWithParam<std::string> {};
-
-// The images of diffusers' fused pipeline (one LoRA, another at another scale, both with scales),
-// case after case from one loaded pipeline, and the image without LoRA the same before and after.
-TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
-  const std::string name = GetParam();
-  const json doc = dit_cases_of(name);
+/// The images of diffusers' fused pipeline (one LoRA, another at another scale, both with scales),
+/// case after case from one loaded pipeline, and the image without LoRA the same before and after.
+/// `name` and `loras` as for expect_merges_as_diffusers.
+void expect_images_as_diffusers(const std::string& name, const std::string& loras) {
+  const json doc = dit_cases_of(name, loras);
   pipeline::LoadRequest r;
   r.model = kData + "/pipelines/" + doc["pipeline"].get<std::string>();
   auto pipe = pipeline::load_text_to_image(r);
-  const auto images = io::SafetensorsFile::open(kDitLoras + name + "-lora.golden/images.safetensors");
+  const auto images = io::SafetensorsFile::open(loras + name + "-lora.golden/images.safetensors");
   const json& asked = doc["dpinfer"];
-  const auto request = [&](io::LoraSet loras) {
+  const auto request = [&](io::LoraSet set) {
     pipeline::ImageRequest q;
     q.prompt = doc["prompt"].get<std::string>();
     q.seed = doc["call"]["seed"].get<uint64_t>();
@@ -297,15 +295,15 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
     q.height = asked["height"].get<int>();
     q.settings = pipe->info().settings;
     for (const auto& [k, v] : asked["settings"].items()) q.settings[k] = v;
-    q.loras = std::move(loras);
+    q.loras = std::move(set);
     return q;
   };
   const std::vector<uint8_t> plain_before = pipe->generate({request({})})[0].pixels;
   for (const json& cs : doc["cases"]) {
     const std::string case_name = cs["name"].get<std::string>();
     SCOPED_TRACE(case_name);
-    pipe->check_loras(dit_set_of(cs));
-    const pipeline::RgbImage got = pipe->generate({request(dit_set_of(cs))})[0];
+    pipe->check_loras(dit_set_of(cs, loras));
+    const pipeline::RgbImage got = pipe->generate({request(dit_set_of(cs, loras))})[0];
     const io::TensorView* want = images->find(case_name);
     ASSERT_NE(want, nullptr);
     ASSERT_EQ(got.pixels.size(), want->nbytes);
@@ -324,6 +322,10 @@ TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) {
   }
   EXPECT_EQ(pipe->generate({request({})})[0].pixels, plain_before);
 }
+
+class DitLoraImageParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DitLoraImageParity, ImagesMatchDiffusersWithoutReloading) { expect_images_as_diffusers(GetParam(), kDitLoras); }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraImageParity,
                          ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
@@ -398,6 +400,26 @@ TEST_P(LoraScalingParity, MergedWeightsFollowTheLoraConfigDiffusersBuilds) {
 INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
                          ::testing::Values("flux-metadata", "flux-mixed-ranks", "flux-some-alphas", "sd1-mixed-ranks",
                                            "qwen-mixed-ranks"));
+
+// ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
+// make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----
+
+class FluxLoraFormatParity : public ::testing::TestWithParam<std::string> {};
+
+// flux-xlabs: qkv_lora up factors split in thirds (a block-diagonal one too, which XLabs' converter does not
+// split by blocks), no alphas, PEFT's lora_alpha the first layer's rank in the converter's order.
+// flux-mixture: alpha / rank in the factors, a bf16 alpha divided in bf16, CLIP layers of two ranks.
+TEST_P(FluxLoraFormatParity, MergedWeightsAreDiffusersBitForBit) {
+  expect_merges_as_diffusers(GetParam(), kData + "/loras-flux-formats/");
+}
+
+// tiny-flux-dev-formats: the XLabs file alone (its image), the mixture at 0.75 and both, merged weights and images.
+INSTANTIATE_TEST_SUITE_P(Files, FluxLoraFormatParity,
+                         ::testing::Values("flux-xlabs", "flux-mixture", "tiny-flux-dev-formats"));
+
+TEST(FluxLoraFormatImages, XlabsAndUnderscoredLorasMakeDiffusersImages) {
+  expect_images_as_diffusers("tiny-flux-dev-formats", kData + "/loras-flux-formats/");
+}
 
 TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
   // flux-peft is rank 2 on every layer, with no .alpha tensors; flux-alpha has .alpha tensors.

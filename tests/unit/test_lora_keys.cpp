@@ -411,6 +411,179 @@ TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWith
       << ignored[0];
 }
 
+// ---- FLUX.1's XLabs files (lora_flux_xlabs_keys.h) ----
+
+/// An XLabs layer's factors: "<name>.down.weight" [r, in] and "<name>.up.weight" [out, r].
+std::vector<LoraTensorKey> xlabs(const std::string& name, std::vector<int64_t> down, std::vector<int64_t> up) {
+  return {{name + ".down.weight", down}, {name + ".up.weight", up}};
+}
+
+TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrder) {
+  LoraModuleTable table = kFluxBfl;
+  for (const char* m : {"attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out"})
+    table["transformer"][std::string("transformer_blocks.0.") + m] = {8, 8};
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::vector<LoraTensorKey>& k) { keys.insert(keys.end(), k.begin(), k.end()); };
+  add(xlabs("single_blocks.0.processor.qkv_lora", {4, 8}, {24, 4}));
+  add(xlabs("single_blocks.0.processor.proj_lora", {4, 8}, {8, 4}));  // proj_out [8, 40]: down zero-padded
+  add(xlabs("double_blocks.0.processor.qkv_lora2", {3, 8}, {24, 3}));
+  add(xlabs("double_blocks.0.processor.qkv_lora1", {4, 8}, {24, 4}));
+  add(xlabs("diffusion_model.double_blocks.0.processor.proj_lora2", {2, 8}, {8, 2}));
+  add(xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4}));
+  keys.push_back({"some_other.processor_note", {1}});  // kept unconverted by diffusers, then ignored
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, table, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  // Sorted keys ("diffusion_model." first); a fused layer's B factors come at its down key, the others' at their up key.
+  const std::vector<std::string> want = {
+      "transformer_blocks.0.attn.to_add_out",   "transformer_blocks.0.attn.to_out.0",
+      "transformer_blocks.0.attn.to_q",         "transformer_blocks.0.attn.to_k",
+      "transformer_blocks.0.attn.to_v",         "transformer_blocks.0.attn.add_q_proj",
+      "transformer_blocks.0.attn.add_k_proj",   "transformer_blocks.0.attn.add_v_proj",
+      "single_transformer_blocks.0.proj_out",   "single_transformer_blocks.0.attn.to_q",
+      "single_transformer_blocks.0.attn.to_k",  "single_transformer_blocks.0.attn.to_v"};
+  ASSERT_EQ(layers.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i]);
+    EXPECT_EQ(layers[i].component, "transformer");
+    EXPECT_EQ(layers[i].module, want[i]);
+    EXPECT_FALSE(layers[i].alpha_key.has_value());  // "xlabs doesn't use alpha"
+    EXPECT_FALSE(layers[i].alpha_in_factors);
+    EXPECT_FALSE(layers[i].split_block_diagonal);
+  }
+  // handle_qkv: equal thirds of the up factor's rows, the whole down factor, rank r for each.
+  EXPECT_EQ(layers[6].down_key, "double_blocks.0.processor.qkv_lora2.down.weight");
+  EXPECT_EQ(layers[6].rank, 3);
+  ASSERT_TRUE(layers[6].up_rows.has_value());  // add_k_proj: the second third
+  EXPECT_EQ(layers[6].up_rows->begin, 8);
+  EXPECT_EQ(layers[6].up_rows->end, 16);
+  EXPECT_EQ(layers[6].part, 1);
+  EXPECT_EQ(layers[6].parts, 3);
+  EXPECT_FALSE(layers[1].up_rows.has_value());
+  EXPECT_EQ(layers[1].down_padded_to, 0);
+  EXPECT_EQ(layers[8].down_padded_to, 40);  // _maybe_expand_lora_state_dict: to proj_out's input width
+  EXPECT_EQ(layers[8].rank, 4);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("'some_other.processor_note'"), std::string::npos) << ignored[0];
+}
+
+TEST(XlabsFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
+  const auto flux = facts_of("flux", "FLUX.1");
+  const auto why = [&](const std::vector<LoraTensorKey>& keys) {
+    const std::string w = refusal_in(keys, kFluxBfl, flux);
+    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
+    return w;
+  };
+  // A layer without its up factor (KeyError in handle_qkv, or a key left over).
+  EXPECT_NE(why({{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 8}}}).find("has its down weight but not its up"),
+            std::string::npos);
+  // Not a processor factor diffusers converts.
+  EXPECT_NE(why(xlabs("double_blocks.0.processor.qkv_lora3", {4, 8}, {24, 4})).find("is not an XLabs FLUX.1 LoRA factor"),
+            std::string::npos);
+  EXPECT_NE(why({{"double_blocks.0.processor.proj_lora1.alpha", {}}}).find("'double_blocks.0.processor.proj_lora1.alpha'"),
+            std::string::npos);
+  // The same layer with and without "diffusion_model.".
+  auto twice = xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4});
+  for (const auto& k : xlabs("diffusion_model.double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4})) twice.push_back(k);
+  EXPECT_NE(why(twice).find("are the same XLabs layer"), std::string::npos);
+  // A down factor wider than its weight's input (diffusers: NotImplementedError).
+  EXPECT_NE(why(xlabs("single_blocks.0.processor.proj_lora", {4, 48}, {8, 4})).find("do not fit"), std::string::npos);
+  // Factors that do not fit, a block the model lacks, diffusers' names beside XLabs ones.
+  EXPECT_NE(why(xlabs("double_blocks.0.processor.qkv_lora1", {4, 8}, {21, 4})).find("do not fit"), std::string::npos);
+  EXPECT_NE(why(xlabs("double_blocks.3.processor.proj_lora1", {4, 8}, {8, 4})).find("match no weight"), std::string::npos);
+  auto mixed = xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4});
+  mixed.push_back({"transformer.x_embedder.lora_A.weight", {2, 4}});
+  EXPECT_NE(why(mixed).find("one format per file"), std::string::npos);
+  EXPECT_NE(why({{"a.processor.b", {1}}}).find("without a double_blocks or single_blocks layer"), std::string::npos);
+  // With a lora_down key anywhere, diffusers takes the kohya path first.
+  auto kohya_first = xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4});
+  for (const auto& k : kohya("lora_unet_double_blocks_0_img_attn_proj", {4, 8}, {8, 4})) kohya_first.push_back(k);
+  EXPECT_NE(why(kohya_first).find("is not a kohya FLUX.1 LoRA key"), std::string::npos);
+}
+
+// ---- FLUX.1 files in diffusers' underscored names (lora_flux_mixture_keys.h) ----
+
+TEST(MixtureFluxLoraKeys, UnderscoredNamesMapAsTheConverterMapsThem) {
+  std::vector<LoraTensorKey> keys;
+  const auto add = [&](const std::vector<LoraTensorKey>& k) { keys.insert(keys.end(), k.begin(), k.end()); };
+  add(kohya("lora_transformer_transformer_blocks_0_attn_to_out_0", {4, 8}, {8, 4}));
+  add(kohya("lora_transformer_transformer_blocks_0_attn_add_q_proj", {4, 8}, {8, 4}));
+  add(kohya("lora_transformer_single_transformer_blocks_0_attn_to_k", {4, 8}, {8, 4}));
+  add(kohya("lora_transformer_x_embedder", {4, 4}, {8, 4}));
+  add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}));
+  add(kohya("lora_te1_text_model_encoder_layers_0_mlp_fc1", {3, 6}, {10, 3}));
+  add(kohya("lora_unet_double_blocks_0_img_attn_proj", {4, 8}, {8, 4}));  // dropped
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  std::map<std::string, std::string> got;
+  for (const auto& l : layers) {
+    got[l.component + "." + l.module] = l.down_key;
+    EXPECT_TRUE(l.alpha_in_factors);
+    EXPECT_TRUE(l.alpha_divided_in_its_dtype);
+    EXPECT_TRUE(l.alpha_key.has_value());
+    EXPECT_FALSE(l.up_rows.has_value());
+  }
+  const std::map<std::string, std::string> want = {
+      {"transformer.transformer_blocks.0.attn.to_out.0", "lora_transformer_transformer_blocks_0_attn_to_out_0.lora_down.weight"},
+      {"transformer.transformer_blocks.0.attn.add_q_proj", "lora_transformer_transformer_blocks_0_attn_add_q_proj.lora_down.weight"},
+      {"transformer.single_transformer_blocks.0.attn.to_k", "lora_transformer_single_transformer_blocks_0_attn_to_k.lora_down.weight"},
+      {"transformer.x_embedder", "lora_transformer_x_embedder.lora_down.weight"},
+      {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj", "lora_te1_text_model_encoder_layers_0_self_attn_q_proj.lora_down.weight"},
+      {"text_encoder.text_model.encoder.layers.0.mlp.fc1", "lora_te1_text_model_encoder_layers_0_mlp_fc1.lora_down.weight"}};
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("lora_unet_ keys (e.g. 'lora_unet_double_blocks_0_img_attn_proj."), std::string::npos) << ignored[0];
+  // With a "transformer." key, diffusers' has_peft_state_dict branch comes first: those layers only.
+  add(kohya("transformer.transformer_blocks.0.attn.to_q", {2, 8}, {8, 2}));
+  const auto peft = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors");
+  ASSERT_EQ(peft.size(), 1u);
+  EXPECT_EQ(peft[0].module, "transformer_blocks.0.attn.to_q");
+}
+
+TEST(MixtureFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
+  const auto flux = facts_of("flux", "FLUX.1");
+  const auto why = [&](std::vector<LoraTensorKey> keys) {
+    if (keys.front().key.rfind("lora_transformer_", 0) != 0)  // has_mixture needs a lora_transformer_ layer
+      for (const auto& k : kohya("lora_transformer_x_embedder", {4, 4}, {8, 4})) keys.push_back(k);
+    const std::string w = refusal_in(keys, kFluxBfl, flux);
+    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
+    return w;
+  };
+  // No alpha: KeyError in _convert.
+  EXPECT_NE(why({{"lora_transformer_x_embedder.lora_down.weight", {4, 4}}, {"lora_transformer_x_embedder.lora_up.weight", {8, 4}}})
+                .find("has no .alpha"),
+            std::string::npos);
+  // Another prefix (the converter's assert), an unknown lora_transformer_ module (NotImplementedError),
+  // a block number that is none (int()), a CLIP name it leaves over (ValueError).
+  EXPECT_NE(why(kohya("lora_te2_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2})).find("reads only lora_transformer_"),
+            std::string::npos);
+  EXPECT_NE(why(kohya("lora_transformer_norm1_linear", {4, 8}, {48, 4})).find("names no module the converter knows"),
+            std::string::npos);
+  EXPECT_NE(why(kohya("lora_transformer_transformer_blocks_x_attn_to_q", {4, 8}, {8, 4})).find("has no block number"),
+            std::string::npos);
+  EXPECT_NE(why(kohya("lora_te1_text_projection", {2, 6}, {6, 2})).find("leaves unconverted"), std::string::npos);
+  // A block layer outside the attention names the block itself (KeyError when diffusers loads it).
+  EXPECT_NE(why(kohya("lora_transformer_transformer_blocks_0_norm1_linear", {4, 8}, {48, 4})).find("names the block itself"),
+            std::string::npos);
+  // Two layers that become one module; transformer layers of different ranks (no defined result).
+  auto two = kohya("lora_transformer_x_embedder", {4, 4}, {8, 4});
+  for (const auto& k : kohya("lora_transformer_x_embedder_extra", {4, 4}, {8, 4})) two.push_back(k);
+  EXPECT_NE(why(two).find("both become transformer.x_embedder"), std::string::npos);
+  auto ranks = kohya("lora_transformer_x_embedder", {4, 4}, {8, 4});
+  for (const auto& k : kohya("lora_transformer_transformer_blocks_0_attn_to_q", {2, 8}, {8, 2})) ranks.push_back(k);
+  EXPECT_NE(why(ranks).find("different ranks"), std::string::npos);
+  // A layer for a module the model lacks, and factors that do not fit.
+  EXPECT_NE(why(kohya("lora_transformer_transformer_blocks_0_attn_add_v_proj", {4, 8}, {8, 4})).find("match no weight"),
+            std::string::npos);
+  EXPECT_NE(why(kohya("lora_transformer_transformer_blocks_0_attn_to_q", {4, 7}, {8, 4})).find("do not fit"), std::string::npos);
+  // Underscored names without lora_down factors: neither the kohya path nor any other reads them.
+  EXPECT_NE(refusal_in({{"lora_transformer_x_embedder.lora_A.weight", {4, 4}}, {"lora_transformer_x_embedder.lora_B.weight", {8, 4}}},
+                       kFluxBfl, flux)
+                .find("without .lora_down.weight factors"),
+            std::string::npos);
+}
+
 TEST(LoraRef, PathAndScale) {
   EXPECT_EQ(io::parse_lora_arg("a/b.safetensors:0.8", "--lora"), (io::LoraRef{"a/b.safetensors", 0.8}));
   EXPECT_EQ(io::parse_lora_arg("a/b.safetensors", "--lora"), (io::LoraRef{"a/b.safetensors", 1.0}));

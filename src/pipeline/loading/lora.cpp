@@ -146,6 +146,8 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   for (LoraLayer& layer : layers) {
     Factors f;
     at::Tensor down = read_tensor(*file->find(layer.down_key), path);
+    // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
+    if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
     at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
@@ -168,10 +170,11 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     }
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
-      // between the factors, in the file's dtype; the adapter's own alpha is then its rank. A fused
-      // layer's _convert_to_ai_toolkit_cat divides the alpha tensor itself: the quotient is rounded to
-      // its dtype (a bf16 alpha gives a bf16 scale).
-      double scale_down = layer.up_rows && alpha.defined()
+      // between the factors, in the file's dtype; the adapter's own alpha is then its rank. Where the
+      // converter divides the alpha tensor itself (LoraLayer::alpha_divided_in_its_dtype), the quotient
+      // is rounded to its dtype (a bf16 alpha gives a bf16 scale). The same loop serves the kohya, the
+      // underscored (_convert_mixture_state_dict_to_diffusers) and the Qwen-Image / Z-Image files.
+      double scale_down = layer.alpha_divided_in_its_dtype && alpha.defined()
                               ? (alpha.reshape({}) / layer.rank).to(at::kDouble).item<double>()
                               : f.alpha / static_cast<double>(layer.rank);
       double scale_up = 1.0;
@@ -185,7 +188,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     }
     if (layer.up_rows) {
       auto it = block_diagonal.emplace(layer.up_key, true).first;
-      it->second = it->second && part_is_block_diagonal(layer, up);
+      it->second = it->second && layer.split_block_diagonal && part_is_block_diagonal(layer, up);
     }
     f.down = down;
     f.up = up;

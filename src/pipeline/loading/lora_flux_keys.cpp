@@ -20,7 +20,7 @@ namespace {
 /// factor's rows are theirs in turn.
 struct BflLayer {
   const char* bfl;  ///< underscored, after "double_blocks_<i>_" / "single_blocks_<i>_"
-  std::vector<const char*> modules;  ///< after "transformer_blocks.<i>." / "single_transformer_blocks.<i>."
+  std::vector<std::string> modules;  ///< after "transformer_blocks.<i>." / "single_transformer_blocks.<i>."
 };
 const std::vector<BflLayer>& double_block_layers() {
   static const std::vector<BflLayer> t = {
@@ -88,6 +88,48 @@ struct Found {
 };
 
 }  // namespace
+
+std::vector<LoraLayer> stacked_lora_layers(const LoraLayer& layer, const std::string& prefix,
+                                           const std::vector<std::string>& modules, const LoraModuleTable& table,
+                                           const std::vector<int64_t>& down, const std::vector<int64_t>& up,
+                                           const std::string& where, const std::string& name) {
+  auto component = table.find(layer.component);
+  if (component == table.end() || modules.empty()) return {};
+  // The parts' weights and their rows of the (fused) up factor.
+  std::vector<const std::vector<int64_t>*> weights;
+  int64_t rows = 0;
+  for (const std::string& m : modules) {
+    auto it = component->second.find(prefix + m);
+    if (it == component->second.end() || it->second.size() != 2) return {};
+    weights.push_back(&it->second);
+    rows += it->second[0];
+  }
+  std::string target = layer.component + "." + prefix + modules[0] + ".weight";
+  for (size_t p = 1; p < modules.size(); ++p)
+    target += std::string(p + 1 < modules.size() ? ", " : " and ") + modules[p] + ".weight";
+  if (modules.size() > 1) {
+    for (const auto* w : weights)
+      if ((*w)[1] != (*weights[0])[1])
+        throw InputError(where + ": the modules of " + quote(name, 80) + " (" + target + ") take inputs of different "
+                         "sizes; not a FLUX.1 model");
+    target += " stacked";
+  }
+  check_lora_factors_fit(where, name, down, up, target, {rows, (*weights[0])[1]});
+  std::vector<LoraLayer> parts;
+  int64_t begin = 0;
+  for (size_t p = 0; p < modules.size(); ++p) {
+    LoraLayer l = layer;
+    l.module = prefix + modules[p];
+    if (modules.size() > 1) {
+      l.up_rows = LoraRows{begin, begin + (*weights[p])[0]};
+      l.part = static_cast<int>(p);
+      l.parts = static_cast<int>(modules.size());
+    }
+    begin += (*weights[p])[0];
+    parts.push_back(std::move(l));
+  }
+  return parts;
+}
 
 bool is_kohya_flux_lora(const std::vector<LoraTensorKey>& keys) {
   bool down = false;
@@ -245,40 +287,15 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
       unmatched.push_back(g.first_key);
       continue;
     }
-    // The parts' modules and their rows of the (fused) up factor.
-    std::vector<const std::vector<int64_t>*> parts;
-    int64_t rows = 0;
-    for (const char* m : entry->modules) {
-      parts.push_back(module_shape("transformer", prefix + m));
-      if (!parts.back() || parts.back()->size() != 2) break;
-      rows += (*parts.back())[0];
-    }
-    if (parts.size() != entry->modules.size() || !parts.back() || parts.back()->size() != 2) {
+    LoraLayer proto = make("transformer", "");
+    proto.alpha_divided_in_its_dtype = entry->modules.size() > 1;  // _convert_to_ai_toolkit_cat divides the alpha tensor
+    std::vector<LoraLayer> parts = stacked_lora_layers(proto, prefix, entry->modules, modules, down, up, where, base);
+    if (parts.empty()) {
       unmatched.push_back(g.first_key);
       continue;
     }
-    std::string target = "transformer." + prefix + entry->modules[0] + ".weight";
-    for (size_t p = 1; p < parts.size(); ++p)
-      target += std::string(p + 1 < parts.size() ? ", " : " and ") + entry->modules[p] + ".weight";
-    if (parts.size() > 1) {
-      for (const auto* s : parts)
-        if ((*s)[1] != (*parts[0])[1])
-          throw InputError(where + ": the modules of " + quote(base, 80) + " (" + target + ") take inputs of different "
-                           "sizes; not a FLUX.1 model");
-      target += " stacked";
-    }
-    check_lora_factors_fit(where, base, down, up, target, {rows, (*parts[0])[1]});
-    int64_t begin = 0;
-    for (size_t p = 0; p < parts.size(); ++p) {
-      LoraLayer l = make("transformer", prefix + entry->modules[p]);
-      if (parts.size() > 1) {
-        l.up_rows = LoraRows{begin, begin + (*parts[p])[0]};
-        l.part = static_cast<int>(p);
-        l.parts = static_cast<int>(parts.size());
-      }
-      begin += (*parts[p])[0];
-      found.push_back({{is_double ? 0 : 1, block, static_cast<size_t>(entry - table.begin()), p}, std::move(l)});
-    }
+    for (size_t p = 0; p < parts.size(); ++p)
+      found.push_back({{is_double ? 0 : 1, block, static_cast<size_t>(entry - table.begin()), p}, std::move(parts[p])});
   }
 
   const std::string label = facts.family_label;

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
+#include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
+#include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -201,16 +203,18 @@ const char* strip_suffix(const std::string& key, std::initializer_list<const cha
 
 LoraKeyRules lora_key_rules(const std::string& family) {
   // FLUX.1 and Chroma (ChromaPipeline uses FluxLoraLoaderMixin): diffusers 0.36's lora_state_dict
-  // converts kohya files (any lora_down key; lora_flux_keys.h reads those in BFL's block names), XLabs
-  // ("processor") and BFL control LoRAs. A file in BFL's block names with lora_A/lora_B factors is
-  // none of those: diffusers loads nothing from it ("diffusion_model.") or fails ("transformer.").
+  // converts kohya files (any lora_down key: lora_flux_keys.h reads those in BFL's block names,
+  // lora_flux_mixture_keys.h those in its underscored names), XLabs ("processor": lora_flux_xlabs_keys.h)
+  // and BFL control LoRAs. A file in BFL's block names with lora_A/lora_B factors is none of those:
+  // diffusers loads nothing from it ("diffusion_model.") or fails ("transformer."); nor is one in the
+  // underscored names without lora_down factors.
   const std::string bfl_peft = "LoRA in BFL's FLUX.1 block names with lora_A/lora_B factors (double_blocks/"
                                "single_blocks), from which diffusers 0.36 loads nothing";
   const std::vector<std::pair<std::string, std::string>> bfl = {
       {"double_blocks", bfl_peft},
       {"single_blocks", bfl_peft},
-      {"lora_transformer_", "kohya LoRA in diffusers' underscored FLUX.1 names (lora_transformer_)"},
-      {".processor.", "XLabs FLUX.1 LoRA"}};
+      {"lora_transformer_", "LoRA in diffusers' underscored FLUX.1 names (lora_transformer_) without .lora_down.weight "
+                            "factors, from which diffusers 0.36 loads nothing"}};
   const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
                                 ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
   LoraKeyRules rules;
@@ -218,7 +222,8 @@ LoraKeyRules lora_key_rules(const std::string& family) {
     rules.kohya_unet = false;
     rules.kohya_flux = true;
     rules.refused = bfl;
-    rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_..., .lora_down.weight / .lora_up.weight)";
+    rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_... or lora_transformer_..., .lora_down.weight / "
+                              ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
   } else if (family == "stable-diffusion-3") {
     // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
     rules.kohya_unet = false;
@@ -287,6 +292,11 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
                          "), not for this " + facts.family_label + " model: use a LoRA made for " + facts.family_label);
     return map_kohya_flux_lora_keys(keys, modules, facts, file, ignored);
   }
+  // The other branches of diffusers' FluxLoraLoaderMixin.lora_state_dict, in its order: a kohya file (some
+  // lora_down key) without "transformer." keys in the underscored names, then (no lora_down key) XLabs.
+  if (rules.kohya_flux && is_mixture_flux_lora(keys))
+    return map_mixture_flux_lora_keys(keys, modules, facts, file, ignored);
+  if (rules.kohya_flux && is_xlabs_flux_lora(keys)) return map_xlabs_flux_lora_keys(keys, modules, facts, file, ignored);
   // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: a FLUX.1 file with lora_down keys
   // and "transformer." keys keeps the transformer's only, lora_down/lora_up as lora_A/lora_B, and the
   // adapter gets no alphas (the .alpha tensors stay unread): PEFT's lora_alpha is the first layer's rank.

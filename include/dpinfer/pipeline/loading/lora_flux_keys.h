@@ -18,7 +18,8 @@
 //    converted without the "transformer." prefix, so load_lora_into_transformer never sees them).
 // Files with "transformer." keys or diffusers' underscored names (lora_transformer_) take other
 // branches of that function and are not read here: the first by map_lora_keys (lora_keys.cpp: the
-// transformer. layers only, no alphas), the second refused.
+// transformer. layers only, no alphas), the second by lora_flux_mixture_keys.h. XLabs files (no
+// lora_down keys, "processor" in a key): lora_flux_xlabs_keys.h.
 
 #include <string>
 #include <vector>
@@ -31,6 +32,17 @@ namespace dpinfer::pipeline {
 /// file: some key has ".lora_down.weight", none starts with "transformer." (has_peft_state_dict) and
 /// none is diffusers' underscored kohya form (lora_transformer_ with lora_down, lora_up or alpha).
 bool is_kohya_flux_lora(const std::vector<LoraTensorKey>& keys);
+
+/// `layer` (its component, factor keys, alpha, rank and flags set; module unset) as the modules `modules`
+/// (after `prefix`, e.g. "transformer_blocks.0.") of its component stacked: one LoraLayer per module, each
+/// naming its rows of the up factor [sum of the modules' rows, r] when there are several (a fused BFL
+/// projection, LoraLayer::up_rows), the down factor [r, in] shared. Empty when one of the modules is not a
+/// Linear of `table`. Throws InputError (check_lora_factors_fit, naming `where` and the file's layer
+/// `name`) when the factors `down` and `up` do not fit the stacked weights.
+std::vector<LoraLayer> stacked_lora_layers(const LoraLayer& layer, const std::string& prefix,
+                                           const std::vector<std::string>& modules, const LoraModuleTable& table,
+                                           const std::vector<int64_t>& down, const std::vector<int64_t>& up,
+                                           const std::string& where, const std::string& name);
 
 /// The layers of such a file, on `modules` (components "transformer" and, for CLIP, "text_encoder"),
 /// in the order diffusers lists them (the transformer's blocks in _convert_sd_scripts_to_ai_toolkit's

@@ -22,13 +22,18 @@
 //    and CLIP layers as lora_te_ / "text_encoders.clip_l.transformer.". A fused BFL projection
 //    (qkv, linear1) becomes one LoraLayer per diffusers module, each naming its rows of the up
 //    factor (LoraLayer::up_rows), as diffusers 0.36's _convert_kohya_flux_lora_to_diffusers splits it.
+//  - FLUX.1's (and Chroma's) files in diffusers' module names with underscores and kohya's factors
+//    (lora_transformer_..., lora_te1_... .lora_down.weight / .lora_up.weight / .alpha), alpha / rank in
+//    the factors, as _convert_mixture_state_dict_to_diffusers reads them (lora_flux_mixture_keys.h).
+//  - XLabs' FLUX.1 files ([diffusion_model.]double_blocks.<i>.processor.qkv_lora1.down.weight, ...), no
+//    alphas, as _convert_xlabs_flux_lora_to_diffusers reads them (lora_flux_xlabs_keys.h).
 //  - Qwen-Image's and Z-Image's non-diffusers transformer files (LoraKeyRules::non_diffusers_transformer),
 //    renamed as diffusers 0.36's _convert_non_diffusers_qwen_lora_to_diffusers and
 //    _convert_non_diffusers_z_image_lora_to_diffusers rename them (lora_conversion_utils.py).
 // Not read (refused by name): the formats a family's LoraKeyRules::refused names (FLUX.1's BFL block
-// names with lora_A/lora_B factors, which diffusers 0.36 loads nothing from, XLabs, diffusers'
-// underscored FLUX.1 names, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and
-// the Tucker "lora_mid" of LoCon's CP decomposition.
+// names or its underscored diffusers names with lora_A/lora_B factors, which diffusers 0.36 loads nothing
+// from, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and the Tucker "lora_mid"
+// of LoCon's CP decomposition.
 
 #include <cstdint>
 #include <map>
@@ -74,6 +79,19 @@ struct LoraLayer {
   /// alpha / rank is then computed in the alpha tensor's dtype (that function divides the tensor).
   std::optional<LoraRows> up_rows = std::nullopt;
   int part = 0, parts = 1;  ///< which part of the fused layer this is, of how many
+  /// > 0: the down factor [r, in'] is narrower than the weight's input and is read zero-padded on the right to
+  /// [r, this], as FluxLoraLoaderMixin's _maybe_expand_lora_state_dict pads a narrower lora_A (XLabs' single-block
+  /// proj_lora [r, dim] on proj_out [dim, dim + mlp]).
+  int64_t down_padded_to = 0;
+  /// For a part of a fused layer: whether a block-diagonal up factor is read by its blocks (sd-scripts'
+  /// files, _convert_to_ai_toolkit_cat's is_sparse test). XLabs' handle_qkv has no such test: it always
+  /// copies the whole down factor to each part.
+  bool split_block_diagonal = true;
+  /// With alpha_in_factors: the converter divides the alpha tensor itself by the rank, so alpha / rank is
+  /// rounded to the alpha's dtype (a bf16 alpha gives a bf16 scale), where other converters divide a
+  /// Python float (.item()): _convert_to_ai_toolkit_cat's fused layers, and every layer of
+  /// _convert_mixture_state_dict_to_diffusers (diffusers' underscored FLUX.1 names).
+  bool alpha_divided_in_its_dtype = false;
 };
 
 /// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
@@ -91,8 +109,10 @@ struct LoraKeyRules {
   /// For those files' lora_down/lora_up layers: a module's last part and what it becomes
   /// (Z-Image's normalize_out_key: "out" -> "to_out.0").
   std::vector<std::pair<std::string, std::string>> last_part_renames;
-  /// FLUX.1's kohya / sd-scripts files (any ".lora_down.weight" key, none "transformer." or
-  /// "lora_transformer_"): converted as diffusers 0.36's FluxLoraLoaderMixin.lora_state_dict does (lora_flux_keys.h).
+  /// FLUX.1's converted formats, as diffusers 0.36's FluxLoraLoaderMixin.lora_state_dict tells them apart:
+  /// kohya / sd-scripts files (any ".lora_down.weight" key, none "transformer." or "lora_transformer_":
+  /// lora_flux_keys.h), those in the underscored diffusers names (lora_transformer_: lora_flux_mixture_keys.h)
+  /// and XLabs files (no lora_down key, "processor" in one: lora_flux_xlabs_keys.h).
   bool kohya_flux = false;
   /// Formats of this family that dpinfer does not read (yet): a piece of a key, what it is.
   std::vector<std::pair<std::string, std::string>> refused;
