@@ -392,14 +392,20 @@ class LoraScalingParity : public ::testing::TestWithParam<std::string> {};
 // diffusers infers the config: mixed ranks without alphas scale by the first layer's rank / their rank
 // (the transformer's first in sorted key order, CLIP's in named_modules order); with alphas on some
 // layers, the others take the most common one, and proj_out's alpha reaches every
-// single_transformer_blocks.N.proj_out. The merged weights are diffusers' at scale 1 and 0.75.
+// single_transformer_blocks.N.proj_out. kohya SD 1.x / SDXL files: the most common alpha, counted in the
+// file's key order (text encoders too), reaches the layers without one and the attention projections,
+// whose own alpha diffusers files under a name that names no module; the feed-forward layers keep theirs.
+// SD3, Chroma (PEFT and kohya FLUX.1 names) and Z-Image (diffusers' names, and the original ones with
+// alpha / rank in the factors): the first layer's rank. The merged weights are diffusers' at scale 1 and 0.9.
 TEST_P(LoraScalingParity, MergedWeightsFollowTheLoraConfigDiffusersBuilds) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-scaling/");
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
                          ::testing::Values("flux-metadata", "flux-mixed-ranks", "flux-some-alphas", "sd1-mixed-ranks",
-                                           "qwen-mixed-ranks"));
+                                           "qwen-mixed-ranks", "sd1-kohya-some-alphas", "sdxl-kohya-alphas",
+                                           "sd3-mixed-ranks", "chroma-mixed-ranks", "chroma-kohya",
+                                           "z-image-mixed-ranks", "z-image-non-diffusers"));
 
 // ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
 // make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----

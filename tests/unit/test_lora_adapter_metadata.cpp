@@ -155,4 +155,16 @@ TEST(LoraAdapterMetadata, WithoutMetadataDiffusersInfersTheConfigFromTheLayers) 
   c = infer_lora_adapter_config({{"a", 4, 1.0}, {"b", 4, 8.0}, {"c", 4, 8.0}, {"d", 4, {}}}, true);
   EXPECT_EQ(lora_layer_scale(c, "d").alpha, 1.0);
   EXPECT_EQ(lora_layer_scale(c, "b").alpha, 8.0);
+  // Network alphas in their own order (a kohya file's keys: fc1 before k_proj), one filed under a name
+  // that reaches no module: the 1-1 tie goes to the first seen, and k_proj takes it too.
+  c = infer_lora_adapter_config({{"l.k_proj", 4, {}}, {"l.q_proj", 4, {}}, {"l.fc1", 4, {}}},
+                                {{"l.fc1", 2.0}, {std::nullopt, 1.0}}, false);
+  EXPECT_EQ(c.lora_alpha, 2.0);
+  EXPECT_TRUE(c.alpha_pattern.empty());
+  EXPECT_EQ(lora_layer_scale(c, "l.k_proj").alpha, 2.0);
+  // A repeated alpha_pattern key keeps its place and takes the last value (a Python dict).
+  c = infer_lora_adapter_config({{"a", 4, {}}, {"b", 4, {}}}, {{"a", 1.0}, {"b", 1.0}, {"b", 3.0}, {"b", 5.0}}, false);
+  EXPECT_EQ(c.lora_alpha, 1.0);
+  ASSERT_EQ(c.alpha_pattern.size(), 1u);
+  EXPECT_EQ(c.alpha_pattern[0].second, 5.0);
 }

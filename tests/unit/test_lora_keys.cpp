@@ -67,6 +67,11 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
     got.insert(l.component + ":" + l.module);
     EXPECT_EQ(l.rank, 2);
     EXPECT_TRUE(l.alpha_key.has_value());
+    // diffusers files the alphas of attention projections (UNet to_q, CLIP q_proj) under names that
+    // reach no module; proj_in's, fc1's, the convolutions' reach theirs.
+    const bool projection = l.module == "down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q" ||
+                            l.module == "text_model.encoder.layers.0.self_attn.q_proj";
+    EXPECT_EQ(l.alpha_reaches_no_module, projection) << l.module;
   }
   for (const auto& [component, table] : kModules)
     for (const auto& [module, shape] : table) EXPECT_TRUE(got.count(component + ":" + module)) << module;

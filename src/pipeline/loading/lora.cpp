@@ -213,28 +213,31 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
 void LoraMerger::infer_alphas(std::vector<Factors>& factors) const {
   // Ref: diffusers 0.36 loaders/peft.py load_lora_adapter (the rank dict in the state dict's order:
   // a safetensors file's sorted keys, which its converters keep) and loaders/lora_base.py
-  // _load_lora_into_text_encoder (text_encoder.named_modules() order), then get_peft_kwargs.
+  // _load_lora_into_text_encoder (text_encoder.named_modules() order), then get_peft_kwargs. The
+  // network alphas keep the converter's order (the file's keys) for every component, text encoders too.
   std::map<std::string, std::vector<Factors*>> by_component;
   for (Factors& f : factors) by_component[f.layer.component].push_back(&f);
   for (auto& [component, layers] : by_component) {
+    std::vector<LoraNetworkAlpha> alphas;
+    for (const Factors* f : layers) {
+      // A network alpha: one the converter neither folds into the factors nor drops (map_lora_keys
+      // resets alpha_key where it drops it); f->alpha is still the file's.
+      if (!f->layer.alpha_key || f->layer.alpha_in_factors) continue;
+      alphas.push_back({f->layer.alpha_reaches_no_module ? std::nullopt : std::optional<std::string>(f->layer.module),
+                        f->alpha});
+    }
     if (starts_with(component, "text_encoder"))
       std::stable_sort(layers.begin(), layers.end(), [&](const Factors* a, const Factors* b) {
         return module_order_.at(component + "/" + a->layer.module) < module_order_.at(component + "/" + b->layer.module);
       });
     std::vector<LoraLayerFacts> facts;
-    for (const Factors* f : layers) {
-      // A network alpha: one the converter neither folds into the factors nor drops (map_lora_keys
-      // resets alpha_key where it drops it); f->alpha is still the file's.
-      const bool network = f->layer.alpha_key && !f->layer.alpha_in_factors;
-      facts.push_back({f->layer.module, f->layer.rank, network ? std::optional<double>(f->alpha) : std::nullopt});
-    }
+    for (const Factors* f : layers) facts.push_back({f->layer.module, f->layer.rank, std::nullopt});
     // FluxLoraLoaderMixin keeps the .alpha tensors as tensors; the kohya converter of the UNet
     // families gives floats (.item()).
     const bool tensors = !facts_.rules.kohya_unet;
-    const LoraAdapterConfig config = infer_lora_adapter_config(facts, tensors);
+    const LoraAdapterConfig config = infer_lora_adapter_config(facts, alphas, tensors);
     // With network alphas, every layer's lora_alpha is one of them: tensors, for FluxLoraLoaderMixin.
-    const bool alpha_is_tensor =
-        tensors && std::any_of(facts.begin(), facts.end(), [](const LoraLayerFacts& l) { return l.network_alpha; });
+    const bool alpha_is_tensor = tensors && !alphas.empty();
     for (Factors* f : layers) {
       const LoraLayerScale s = lora_layer_scale(config, f->layer.module);
       if (s.rank != f->layer.rank)

@@ -180,7 +180,8 @@ T most_common(const std::vector<T>& values) {
 
 }  // namespace
 
-LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers, bool alphas_are_tensors) {
+LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers,
+                                            const std::vector<LoraNetworkAlpha>& alphas, bool alphas_are_tensors) {
   LoraAdapterConfig c;
   if (layers.empty()) return c;
   std::vector<int64_t> ranks;
@@ -189,16 +190,25 @@ LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& l
   c.r = most_common(ranks);
   for (const LoraLayerFacts& l : layers)
     if (l.rank != c.r) c.rank_pattern.emplace_back("^" + l.module, l.rank);
-  std::vector<const LoraLayerFacts*> with_alpha;
-  for (const LoraLayerFacts& l : layers)
-    if (l.network_alpha) with_alpha.push_back(&l);
-  if (with_alpha.empty()) return c;
-  std::vector<double> alphas;
-  for (const LoraLayerFacts* l : with_alpha) alphas.push_back(*l->network_alpha);
-  c.lora_alpha = alphas_are_tensors ? alphas.front() : most_common(alphas);
-  for (const LoraLayerFacts* l : with_alpha)
-    if (*l->network_alpha != c.lora_alpha) c.alpha_pattern.emplace_back(l->module, *l->network_alpha);
+  if (alphas.empty()) return c;
+  std::vector<double> values;
+  for (const LoraNetworkAlpha& a : alphas) values.push_back(a.value);
+  c.lora_alpha = alphas_are_tensors ? values.front() : most_common(values);
+  for (const LoraNetworkAlpha& a : alphas) {
+    if (!a.module || a.value == c.lora_alpha) continue;
+    auto it = std::find_if(c.alpha_pattern.begin(), c.alpha_pattern.end(),
+                           [&](const auto& entry) { return entry.first == *a.module; });
+    if (it == c.alpha_pattern.end()) c.alpha_pattern.emplace_back(*a.module, a.value);
+    else it->second = a.value;
+  }
   return c;
+}
+
+LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers, bool alphas_are_tensors) {
+  std::vector<LoraNetworkAlpha> alphas;
+  for (const LoraLayerFacts& l : layers)
+    if (l.network_alpha) alphas.push_back({l.module, *l.network_alpha});
+  return infer_lora_adapter_config(layers, alphas, alphas_are_tensors);
 }
 
 }  // namespace dpinfer::pipeline

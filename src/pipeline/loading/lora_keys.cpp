@@ -190,6 +190,16 @@ void classify(Group& g, const std::string& base, const LoraKeyRules& rules, cons
   }
 }
 
+/// Whether diffusers 0.36 files the alpha of kohya layer `module` of `component` under a name that
+/// reaches no module (LoraLayer::alpha_reaches_no_module): the UNet's attention projections and CLIP's
+/// self-attention ones, whose converted names become "to_q_lora" etc. instead of "<module>.lora.".
+bool alpha_reaches_no_module(const std::string& component, const std::string& module) {
+  static const std::vector<std::string> kUnetAttention = {".to_q", ".to_k", ".to_v", ".to_out.0"};
+  static const std::vector<std::string> kClipAttention = {".q_proj", ".k_proj", ".v_proj", ".out_proj"};
+  const auto& projections = component == "unet" ? kUnetAttention : kClipAttention;
+  return std::any_of(projections.begin(), projections.end(), [&](const std::string& p) { return ends_with(module, p); });
+}
+
 const char* strip_suffix(const std::string& key, std::initializer_list<const char*> suffixes, std::string* base) {
   for (const char* s : suffixes)
     if (ends_with(key, s)) {
@@ -414,6 +424,8 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
     if (peft_in_kohya) layer.alpha_key.reset();  // the adapter gets no alphas
+    if (rules.kohya_unet && g.kohya && layer.alpha_key)
+      layer.alpha_reaches_no_module = alpha_reaches_no_module(g.component, module);
     layers.push_back(std::move(layer));
   }
   if (ignored && !dropped_example.empty())

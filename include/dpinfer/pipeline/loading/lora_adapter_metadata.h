@@ -75,8 +75,26 @@ struct LoraLayerFacts {
   std::optional<double> network_alpha;
 };
 
-/// The LoraConfig diffusers 0.36 infers for one component from its layers, given in the order
-/// diffusers lists them (utils/peft_utils.py get_peft_kwargs):
+/// One network alpha as diffusers' get_peft_kwargs reads it, in the order of its network_alphas dict.
+struct LoraNetworkAlpha {
+  /// The alpha_pattern key diffusers makes of the alpha's name: the layer's module, or none where that
+  /// key names no module (LoraLayer::alpha_reaches_no_module): the alpha still counts for the most common.
+  std::optional<std::string> module;
+  double value = 0;
+};
+
+/// The LoraConfig diffusers 0.36 infers for one component from its layers, in the order diffusers
+/// lists their ranks, and its network alphas, in the order of its network_alphas dict (a kohya
+/// converter's: the file's keys, where a text encoder's ranks follow its named_modules order):
+///  - r, rank_pattern and, without alphas, lora_alpha as below;
+///  - with alphas: lora_alpha the most common of `alphas` (the first, for tensors), alpha_pattern a dict
+///    "<module>" -> alpha (a repeated key keeps its first place and takes the last value) for the
+///    others that name a module.
+LoraAdapterConfig infer_lora_adapter_config(const std::vector<LoraLayerFacts>& layers,
+                                            const std::vector<LoraNetworkAlpha>& alphas, bool alphas_are_tensors);
+
+/// The same, with each layer's network_alpha under its own module, in the layers' order
+/// (utils/peft_utils.py get_peft_kwargs):
 ///  - r: the most common rank (the first seen of those tied); rank_pattern "^<module>" for the others;
 ///  - lora_alpha: the first layer's rank when no layer has a network alpha. Otherwise the most common
 ///    alpha, with alpha_pattern "<module>" (unanchored: it also matches modules named like a '.'-suffix

@@ -71,6 +71,13 @@ struct LoraLayer {
   /// of diffusers' get_alpha_scales), and the merge then scales by the LoRA's scale alone: Qwen-Image's
   /// and Z-Image's lora_down/lora_up files, as diffusers converts them.
   bool alpha_in_factors = false;
+  /// The layer's alpha counts for diffusers' most common alpha but never reaches the layer itself, which
+  /// takes that most common one (PEFT's lora_alpha): a kohya UNet-family layer whose converted name keeps
+  /// no ".lora." (diffusers 0.36 _convert_unet_lora_key / _convert_text_encoder_lora_key: an attention's
+  /// to_q/to_k/to_v/to_out.0 becomes "<...>.processor.to_q_lora.down.weight", a CLIP q/k/v/out_proj
+  /// "<...>.self_attn.to_q_lora.down.weight"), so that _get_alpha_name and get_peft_kwargs file its alpha
+  /// under an alpha_pattern key that names no Linear ("<...>.processor.to_q_lora.down.weight", "<...>.self_attn").
+  bool alpha_reaches_no_module = false;
   /// A part of a fused layer of the file (FLUX.1's BFL qkv, linear1): this module's rows of the up
   /// factor, which the other parts share ([3 * 3072, r] split into to_q/to_k/to_v). The down factor is
   /// the whole one, copied to each part; when the up factor is block-diagonal (sd-scripts' split_qkv:
