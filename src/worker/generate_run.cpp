@@ -456,8 +456,11 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   if (image_format_ == plan::ImageFormat::kJpeg) {
     io::EncodedJpeg jpeg = io::encode_jpeg(img.pixels.data(), img.width, img.height, o_.jpeg_quality, {infotext, record});
     if (jpeg.user_comment_left_out || jpeg.comment_left_out)
-      log::warn("rank {}: item {}: its {} is over a JPEG segment's 64 KiB and left out of {} (the manifest has it)",
-                rank_.rank, it.index, jpeg.user_comment_left_out ? "infotext" : "record",
+      log::warn("rank {}: item {}: its {} over a JPEG segment's 64 KiB and left out of {} (the manifest has the record)",
+                rank_.rank, it.index,
+                jpeg.user_comment_left_out && jpeg.comment_left_out ? "infotext and record are"
+                : jpeg.user_comment_left_out                        ? "infotext is"
+                                                                    : "record is",
                 item_file_name(it.index, image_format_));
     file = std::move(jpeg.bytes);
   } else {
