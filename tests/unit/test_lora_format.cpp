@@ -44,6 +44,11 @@ TEST(LoraFormat, CrossAttentionWidthNamesTheUnetFamily) {
   EXPECT_TRUE(facts.has_alphas);
 }
 
+TEST(LoraFormat, AModelsUpAndDownWeightsAreNoLoraLayers) {
+  EXPECT_TRUE(describe_lora_names({{"decoder.up.weight", {4, 8}}, {"encoder.down.weight", {4, 8}}}).components.empty());
+  EXPECT_EQ(describe_lora_names({{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 32}}}).components.at("transformer").layers, 1);
+}
+
 TEST(LoraFormat, RankText) {
   EXPECT_EQ(rank_text(16, 16), "rank 16");
   EXPECT_EQ(rank_text(4, 32), "ranks 4-32");

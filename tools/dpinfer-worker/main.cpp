@@ -70,8 +70,8 @@ int inspect_main(int argc, char** argv) {
                  "reading only its header");
   app.add_flag("--json", json, "print the report as json on stdout, for scripts");
   app.footer(
-      "Exit status: 0 when the model loads, 2 when it does not (with the error on stderr), 1 when inspect itself "
-      "fails.");
+      "Exit status: 0 when the model (and each --lora on it) loads, and for a LoRA file described alone; 2 when it does "
+      "not (with the error on stderr, the one `dpinfer generate` would stop with), 1 when inspect itself fails.");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::CallForHelp&) {

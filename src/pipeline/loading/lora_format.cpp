@@ -54,6 +54,10 @@ Factor factor_of(const std::string& key, std::string* base) {
   for (const auto& [suffix, kind] : kSuffixes)
     if (ends_with(key, suffix)) {
       *base = key.substr(0, key.size() - std::string(suffix).size());
+      // ".down.weight" / ".up.weight" are LoRA factors only in a LoRA's module (XLabs' "qkv_lora1", diffusers'
+      // older ".lora."), not a model's (a VAE's "up" blocks).
+      const bool plain = std::string(suffix) == ".down.weight" || std::string(suffix) == ".up.weight";
+      if (plain && base->find("lora") == std::string::npos) return Factor::kNone;
       return kind;
     }
   return Factor::kNone;
