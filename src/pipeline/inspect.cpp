@@ -72,8 +72,7 @@ int load_rank(ComponentRole role) {
 /// module its class builds on the meta device (skipped when its config failed). The order
 /// is load_component()'s: build, find the files, check the keys.
 void check_weights(InspectReport& report, ComponentReport& r, const Component& c, const std::string& variant,
-                   const ModelClass* model_class, bool config_ok) {
-  std::shared_ptr<torch::nn::Module> module;
+                   const ModelClass* model_class, bool config_ok, std::shared_ptr<torch::nn::Module>& module) {
   bool built = false;
   if (model_class && config_ok)
     built = step(report, &r.error, [&] { module = model_class->build(c.config, at::TensorOptions().device(at::kMeta)); });
@@ -253,7 +252,7 @@ const TokenizerReport& InspectReport::tokenizer(const std::string& name) const {
 }
 
 InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler,
-                            const SingleFileOptions& single_file) {
+                            const SingleFileOptions& single_file, const io::LoraSet& loras) {
   InspectReport report;
   report.spec = spec;
   report.variant = variant;
@@ -375,10 +374,29 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
       });
   }
 
+  // The modules built for the key check (on the meta device) are those --lora checks against.
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> built;
   for (size_t i = 0; i < with_weights.size(); ++i) {
     const Component& c = *with_weights[i];
+    std::shared_ptr<torch::nn::Module>& module = built[c.name];
     if (is_folder(c.path))
-      check_weights(report, report.models[i], c, variant, find_model_class(c.class_name), config_ok[i]);
+      check_weights(report, report.models[i], c, variant, find_model_class(c.class_name), config_ok[i], module);
+  }
+  if (loras.empty()) return report;
+  // LoraPipeline::start_loras' facts; the UNet's layers_per_block (an int or a list, its first) for the SGM names.
+  LoraModelFacts facts{family.label, 2, lora_key_rules(family.name)};
+  for (const Component* c : with_weights)
+    if (c->name == "unet" && c->config.is_object() && c->config.contains("layers_per_block")) {
+      const nlohmann::json& lpb = c->config["layers_per_block"];
+      if (lpb.is_number_integer()) facts.layers_per_block = lpb.get<int64_t>();
+      if (lpb.is_array() && !lpb.empty() && lpb.front().is_number_integer()) facts.layers_per_block = lpb.front().get<int64_t>();
+    }
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> lora_components;
+  for (const std::string& name : facts.rules.components)
+    if (built.count(name)) lora_components[name] = built[name];
+  for (const io::LoraRef& ref : loras) {
+    report.loras.push_back(inspect_lora(ref, facts, lora_components));
+    if (!report.loras.back().error.empty()) record(report, nullptr, report.loras.back().error, true);
   }
   return report;
 }
@@ -429,6 +447,9 @@ ordered_json InspectReport::to_json() const {
                              {"error", or_null(s.error)}};
   j["components"] = components;
   j["ignored_components"] = ignored_components;
+  ordered_json loras_json = ordered_json::array();
+  for (const LoraReport& l : loras) loras_json.push_back(l.to_json());
+  j["loras"] = loras_json;
   return j;
 }
 
@@ -487,7 +508,15 @@ std::string InspectReport::to_text() const {
       << (scheduler.timestep_spacing.empty() ? "the class default (not set)" : scheduler.timestep_spacing) << "\n";
   if (!scheduler.error.empty()) out << "  error: " << scheduler.error << "\n";
 
-  out << "\n" << (ok() ? "ok: the model loads" : "fails: the model does not load") << "\n";
+  for (const LoraReport& l : loras) l.to_text(out);
+
+  const bool loras_ok = std::all_of(loras.begin(), loras.end(), [](const LoraReport& l) { return l.error.empty(); });
+  if (ok())
+    out << "\nok: the model loads" << (loras.empty() ? "" : ", with its LoRAs") << "\n";
+  else if (!loras_ok && error.rfind("--lora", 0) == 0)
+    out << "\nfails: the model loads, but a LoRA does not fit it\n";
+  else
+    out << "\nfails: the model does not load\n";
   return out.str();
 }
 

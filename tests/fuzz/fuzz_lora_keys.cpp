@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/loading/lora_format.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_support.h"
@@ -47,6 +48,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error& e) {
     fuzz::check_message(e.what());
     return 0;
+  }
+  // What `dpinfer inspect` says of the keys (lora_format.h): never throws, always names a format, and
+  // counts only layers of rank >= 0 from a down factor's shape.
+  {
+    const pipeline::LoraNameFacts facts = pipeline::describe_lora_names(keys);
+    if (facts.format.empty()) std::abort();
+    for (const auto& [name, c] : facts.components)
+      if (c.layers < 1 || c.min_rank > c.max_rank) std::abort();
+    for (const char* family : {"stable-diffusion", "flux", "qwen-image", "stable-diffusion-3"})
+      if (pipeline::lora_format(keys, pipeline::lora_key_rules(family)).empty()) std::abort();
   }
   // The same keys against the UNet table with the UNet families' rules, and against a transformer
   // table with each DiT family's (Z-Image's: non-diffusers names, the "out" rename; FLUX.1's: refusals).

@@ -5,7 +5,9 @@
 #include <cctype>
 #include <iostream>
 
+#include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/pipeline/lora_inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/cli_extras.h"
@@ -27,19 +29,22 @@ std::string cli11_message(const CLI::ParseError& e) {
   return s;
 }
 
-/// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--json]`: the report on stdout;
-/// when the model would not load, the error `dpinfer generate` would stop with on stderr, exit 2.
+/// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--lora PATH[:SCALE]]... [--json]`: the report on
+/// stdout; when the model (or a LoRA on it) would not load, the error `dpinfer generate` would stop with on
+/// stderr, exit 2. A LoRA file given as MODEL is described from its names alone (exit 0).
 int inspect_main(int argc, char** argv) {
   dpinfer::log::setup(false);
   dpinfer::log::set_prefix("");  // as `dpinfer generate` run alone
   std::string model, variant, scheduler;
+  std::vector<std::string> lora_args;
   dpinfer::pipeline::SingleFileOptions single_file;
   bool json = false;
   CLI::App app(
       "Checks that a model would load, reading its configs and the headers of its weight files, and prints "
       "what it holds: the components, their configs, parameter counts and dtypes, the tokenizer, the "
-      "scheduler, and any missing or unexpected weights.\n\n  dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] "
-      "[--json]",
+      "scheduler, and any missing or unexpected weights; with --lora, what each LoRA changes and whether it fits. Given "
+      "a LoRA file alone, what its names tell: format, family, layers, ranks.\n\n  dpinfer inspect MODEL "
+      "[--variant fp16] [--scheduler NAME] [--lora PATH[:SCALE]]... [--json]\n  dpinfer inspect LORA.safetensors [--json]",
       "dpinfer inspect");
   app.add_option("MODEL", model,
                  "a diffusers directory (with model_index.json), a hub id in the Hugging Face cache, or a single-file "
@@ -59,10 +64,14 @@ int inspect_main(int argc, char** argv) {
   app.add_option("--scheduler", scheduler,
                  "inspect with the scheduler `dpinfer generate --scheduler` would use: " + names +
                      " (default: the model's)");
+  app.add_option("--lora", lora_args,
+                 "PATH[:SCALE] (repeatable): check a LoRA (a file, a folder or a hub id, as `dpinfer generate --lora` "
+                 "finds it) against the model: its format, the layers it changes per component, ranks and alphas, "
+                 "reading only its header");
   app.add_flag("--json", json, "print the report as json on stdout, for scripts");
   app.footer(
-      "Exit status: 0 when the model loads, 2 when it does not (with the error on stderr), 1 when inspect itself "
-      "fails.");
+      "Exit status: 0 when the model (and each --lora on it) loads, and for a LoRA file described alone; 2 when it does "
+      "not (with the error on stderr, the one `dpinfer generate` would stop with), 1 when inspect itself fails.");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::CallForHelp&) {
@@ -76,7 +85,18 @@ int inspect_main(int argc, char** argv) {
     return exit_status::kBadInput;
   }
   try {
-    const dpinfer::pipeline::InspectReport report = dpinfer::pipeline::inspect_model(model, variant, scheduler, single_file);
+    if (lora_args.empty() && dpinfer::pipeline::is_lora_file(model)) {
+      const dpinfer::pipeline::LoraFileReport lora = dpinfer::pipeline::describe_lora_file(model);
+      if (json)
+        std::cout << lora.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+      else
+        std::cout << lora.to_text();
+      return exit_status::kSuccess;
+    }
+    dpinfer::io::LoraSet loras;
+    for (const std::string& arg : lora_args) loras.push_back(dpinfer::io::parse_lora_arg(arg, "--lora"));
+    const dpinfer::pipeline::InspectReport report =
+        dpinfer::pipeline::inspect_model(model, variant, scheduler, single_file, loras);
     if (json)
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else
@@ -85,6 +105,9 @@ int inspect_main(int argc, char** argv) {
     if (report.ok()) return exit_status::kSuccess;
     dpinfer::log::error("{}", report.error);
     return report.bad_input ? exit_status::kBadInput : exit_status::kFailure;
+  } catch (const dpinfer::InputError& e) {  // a --lora that does not parse, a LoRA file whose header does not
+    dpinfer::log::error("{}", dpinfer::one_line(e.what()));
+    return exit_status::kBadInput;
   } catch (const std::exception& e) {
     dpinfer::log::error("{}", dpinfer::one_line(e.what()));
     return exit_status::kFailure;

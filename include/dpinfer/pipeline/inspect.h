@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/weights.h"
+#include "dpinfer/pipeline/lora_inspect.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/settings.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
@@ -97,6 +99,8 @@ struct InspectReport {
   std::vector<std::string> ignored_components;  ///< "safety_checker (StableDiffusionSafetyChecker)"
   /// The family's settings (`--set NAME=VALUE`), with their defaults; empty when no family serves it.
   std::vector<SettingSpec> settings;
+  /// One per --lora, in the order given (lora_inspect.h); their errors come after the model's.
+  std::vector<LoraReport> loras;
   /// The first error in the pipeline's load order, one line, or empty.
   std::string error;
   /// Whether `error` is bad input (a dpinfer::Error: the model, its configs or files) rather
@@ -125,7 +129,10 @@ struct InspectReport {
 /// stopped at. Never throws: a step that fails records its error and the report says
 /// what it could.
 /// A single-file `spec` is completed by `single_file` (--base, --text-encoder, --vae).
+/// Each of `loras` is then checked against the modules built for the key check (inspect_lora()):
+/// its error, if any, is the report's when the model itself loads.
 InspectReport inspect_model(const std::string& spec, const std::string& variant = "",
-                            const std::string& scheduler = "", const SingleFileOptions& single_file = {});
+                            const std::string& scheduler = "", const SingleFileOptions& single_file = {},
+                            const io::LoraSet& loras = {});
 
 }  // namespace dpinfer::pipeline

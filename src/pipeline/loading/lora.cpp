@@ -124,34 +124,47 @@ at::Tensor LoraMerger::weight(const std::string& component, const std::string& m
   return it->second;
 }
 
-const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
-  if (auto it = files_.find(path); it != files_.end()) return *it->second;
-  std::shared_ptr<const io::SafetensorsFile> file;
+namespace {
+
+/// The LoRA file at `path`, its header read (a system call's failure is bad input, naming the file).
+std::shared_ptr<const io::SafetensorsFile> open_lora_file(const std::string& path) {
   try {
-    file = io::SafetensorsFile::open(path);
+    return io::SafetensorsFile::open(path);
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    throw InputError(e.what());  // a system call's failure, naming the file; the caller says where it was asked for
+    throw InputError(e.what());  // the caller says where it was asked for
   }
-  const std::optional<LoraAdapterMetadata> config = adapter_metadata(*file, path);
+}
+
+/// Throws the InputError of a factor that is not a float tensor, from its header entry (read_tensor's check).
+void check_factor_dtype(const io::TensorView& view, const std::string& file) {
+  switch (view.dtype) {
+    case io::Dtype::kF32: case io::Dtype::kF16: case io::Dtype::kBF16: case io::Dtype::kF64: return;
+    default: read_tensor(view, file);  // throws its message
+  }
+}
+
+}  // namespace
+
+std::vector<LoraLayerScaling> LoraMerger::read_layers(const io::SafetensorsFile& file, const std::string& path,
+                                                      LoraFilePlan& plan) const {
+  const std::optional<LoraAdapterMetadata> config = adapter_metadata(file, path);
+  plan.has_adapter_metadata = config.has_value();
   std::vector<LoraTensorKey> keys;
-  for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
-  std::vector<std::string> ignored;
-  std::vector<LoraLayer> layers = map_lora_keys(keys, table_, facts_, path, &ignored);
-  for (const std::string& line : ignored) log::warn("--lora {}: ignoring {}", quote(path), line);
-  // The factors, alpha / rank in them where the format puts it there; then the parts of fused layers.
-  std::vector<Factors> factors;
-  std::map<std::string, bool> block_diagonal;  // a fused layer's up key -> whether every part is
+  for (const io::TensorView& v : file.tensors()) {
+    keys.push_back({v.name, v.shape});
+    plan.has_alphas = plan.has_alphas || ends_with(v.name, ".alpha");
+  }
+  std::vector<LoraLayer> layers = map_lora_keys(keys, table_, facts_, path, &plan.ignored);
+  std::vector<LoraLayerScaling> out;
   for (LoraLayer& layer : layers) {
-    Factors f;
-    at::Tensor down = read_tensor(*file->find(layer.down_key), path);
-    // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
-    if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
-    at::Tensor up = read_tensor(*file->find(layer.up_key), path);
-    at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
+    LoraLayerScaling f;
+    check_factor_dtype(*file.find(layer.down_key), path);
+    check_factor_dtype(*file.find(layer.up_key), path);
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
-    f.alpha = alpha.defined() ? alpha.to(at::kDouble).item<double>() : static_cast<double>(layer.rank);
+    f.alpha = layer.alpha_key ? read_tensor(*file.find(*layer.alpha_key), path).to(at::kDouble).item<double>()
+                              : static_cast<double>(layer.rank);
     if (!std::isfinite(f.alpha))
       throw InputError(quote(path) + ": " + quote(*layer.alpha_key, 80) + " is not a finite number");
     if (config) {
@@ -168,6 +181,45 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
                          " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");
       f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
     }
+    f.layer = std::move(layer);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+LoraFilePlan LoraMerger::plan(const std::string& path) const {
+  c10::InferenceMode guard;
+  const std::shared_ptr<const io::SafetensorsFile> file = open_lora_file(path);
+  LoraFilePlan plan;
+  plan.layers = read_layers(*file, path, plan);
+  std::vector<LoraLayerScaling*> layers;
+  for (LoraLayerScaling& l : plan.layers) {
+    if (l.layer.alpha_in_factors) l.alpha = static_cast<double>(l.layer.rank);  // as load() leaves it
+    layers.push_back(&l);
+  }
+  if (!plan.has_adapter_metadata) infer_alphas(layers);
+  return plan;
+}
+
+const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
+  if (auto it = files_.find(path); it != files_.end()) return *it->second;
+  const std::shared_ptr<const io::SafetensorsFile> file = open_lora_file(path);
+  LoraFilePlan plan;
+  std::vector<LoraLayerScaling> layers = read_layers(*file, path, plan);
+  const bool config = plan.has_adapter_metadata;
+  for (const std::string& line : plan.ignored) log::warn("--lora {}: ignoring {}", quote(path), line);
+  // The factors, alpha / rank in them where the format puts it there; then the parts of fused layers.
+  std::vector<Factors> factors;
+  std::map<std::string, bool> block_diagonal;  // a fused layer's up key -> whether every part is
+  for (LoraLayerScaling& scaling : layers) {
+    Factors f;
+    static_cast<LoraLayerScaling&>(f) = std::move(scaling);
+    const LoraLayer& layer = f.layer;
+    at::Tensor down = read_tensor(*file->find(layer.down_key), path);
+    // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
+    if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
+    at::Tensor up = read_tensor(*file->find(layer.up_key), path);
+    at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
       // between the factors, in the file's dtype; the adapter's own alpha is then its rank. Where the
@@ -192,12 +244,15 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     }
     f.down = down;
     f.up = up;
-    f.layer = std::move(layer);
     factors.push_back(std::move(f));
   }
   for (Factors& f : factors)
     if (f.layer.up_rows) take_part(f.layer, f.down, f.up, block_diagonal.at(f.layer.up_key));
-  if (!config) infer_alphas(factors);
+  if (!config) {
+    std::vector<LoraLayerScaling*> pointers;
+    for (Factors& f : factors) pointers.push_back(&f);
+    infer_alphas(pointers);
+  }
   auto loaded = std::make_unique<LoadedFile>();
   for (Factors& f : factors) {
     // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
@@ -210,16 +265,16 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   return *files_.emplace(path, std::move(loaded)).first->second;
 }
 
-void LoraMerger::infer_alphas(std::vector<Factors>& factors) const {
+void LoraMerger::infer_alphas(const std::vector<LoraLayerScaling*>& factors) const {
   // Ref: diffusers 0.36 loaders/peft.py load_lora_adapter (the rank dict in the state dict's order:
   // a safetensors file's sorted keys, which its converters keep) and loaders/lora_base.py
   // _load_lora_into_text_encoder (text_encoder.named_modules() order), then get_peft_kwargs. The
   // network alphas keep the converter's order (the file's keys) for every component, text encoders too.
-  std::map<std::string, std::vector<Factors*>> by_component;
-  for (Factors& f : factors) by_component[f.layer.component].push_back(&f);
+  std::map<std::string, std::vector<LoraLayerScaling*>> by_component;
+  for (LoraLayerScaling* f : factors) by_component[f->layer.component].push_back(f);
   for (auto& [component, layers] : by_component) {
     std::vector<LoraNetworkAlpha> alphas;
-    for (const Factors* f : layers) {
+    for (const LoraLayerScaling* f : layers) {
       // A network alpha: one the converter neither folds into the factors nor drops (map_lora_keys
       // resets alpha_key where it drops it); f->alpha is still the file's.
       if (!f->layer.alpha_key || f->layer.alpha_in_factors) continue;
@@ -227,18 +282,18 @@ void LoraMerger::infer_alphas(std::vector<Factors>& factors) const {
                         f->alpha});
     }
     if (starts_with(component, "text_encoder"))
-      std::stable_sort(layers.begin(), layers.end(), [&](const Factors* a, const Factors* b) {
+      std::stable_sort(layers.begin(), layers.end(), [&](const LoraLayerScaling* a, const LoraLayerScaling* b) {
         return module_order_.at(component + "/" + a->layer.module) < module_order_.at(component + "/" + b->layer.module);
       });
     std::vector<LoraLayerFacts> facts;
-    for (const Factors* f : layers) facts.push_back({f->layer.module, f->layer.rank, std::nullopt});
+    for (const LoraLayerScaling* f : layers) facts.push_back({f->layer.module, f->layer.rank, std::nullopt});
     // FluxLoraLoaderMixin keeps the .alpha tensors as tensors; the kohya converter of the UNet
     // families gives floats (.item()).
     const bool tensors = !facts_.rules.kohya_unet;
     const LoraAdapterConfig config = infer_lora_adapter_config(facts, alphas, tensors);
     // With network alphas, every layer's lora_alpha is one of them: tensors, for FluxLoraLoaderMixin.
     const bool alpha_is_tensor = tensors && !alphas.empty();
-    for (Factors* f : layers) {
+    for (LoraLayerScaling* f : layers) {
       const LoraLayerScale s = lora_layer_scale(config, f->layer.module);
       if (s.rank != f->layer.rank)
         throw Error("LoRA: inferred rank " + std::to_string(s.rank) + " for " + f->layer.module + " of rank " +

@@ -211,6 +211,12 @@ const char* strip_suffix(const std::string& key, std::initializer_list<const cha
 
 }  // namespace
 
+std::string unread_lora_kind(const std::string& key) {
+  for (const Unsupported& u : kUnsupported)
+    if (key.find(u.piece) != std::string::npos) return u.what;
+  return "";
+}
+
 LoraKeyRules lora_key_rules(const std::string& family) {
   // FLUX.1 and Chroma (ChromaPipeline uses FluxLoraLoaderMixin): diffusers 0.36's lora_state_dict
   // converts kohya files (any lora_down key: lora_flux_keys.h reads those in BFL's block names,
@@ -228,7 +234,11 @@ LoraKeyRules lora_key_rules(const std::string& family) {
   const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
                                 ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
   LoraKeyRules rules;
+  if (family == "stable-diffusion-xl") rules.components = {"unet", "text_encoder", "text_encoder_2"};
   if (family == "flux" || family == "chroma") {
+    // FluxLoraLoaderMixin: transformer and text_encoder (CLIP); ChromaPipeline has no CLIP.
+    rules.components = family == "flux" ? std::vector<std::string>{"transformer", "text_encoder"}
+                                         : std::vector<std::string>{"transformer"};
     rules.kohya_unet = false;
     rules.kohya_flux = true;
     rules.refused = bfl;
@@ -236,10 +246,12 @@ LoraKeyRules lora_key_rules(const std::string& family) {
                               ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
   } else if (family == "stable-diffusion-3") {
     // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
+    rules.components = {"transformer", "text_encoder", "text_encoder_2"};
     rules.kohya_unet = false;
     rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
     rules.reads = peft_only;
   } else if (family == "qwen-image" || family == "z-image") {
+    rules.components = {"transformer"};
     rules.kohya_unet = false;
     rules.non_diffusers_transformer = true;
     // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
@@ -280,10 +292,9 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   std::vector<std::string> not_lora;
   const LoraKeyRules& rules = facts.rules;
   for (const LoraTensorKey& t : keys)
-    for (const Unsupported& u : kUnsupported)
-      if (t.key.find(u.piece) != std::string::npos)
-        throw InputError(where + ": a " + std::string(u.what) + " file (key " + quote(t.key, 80) +
-                         "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+    if (const std::string kind = unread_lora_kind(t.key); !kind.empty())
+      throw InputError(where + ": a " + kind + " file (key " + quote(t.key, 80) +
+                       "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
   if (!rules.kohya_flux)
     for (const LoraTensorKey& t : keys)
       for (const char* bfl : {"lora_unet_double_blocks_", "lora_unet_single_blocks_", "diffusion_model.double_blocks.",

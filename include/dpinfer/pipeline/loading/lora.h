@@ -20,11 +20,36 @@
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 
+namespace dpinfer::io {
+class SafetensorsFile;
+}  // namespace dpinfer::io
+
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
 
 namespace dpinfer::pipeline {
+
+/// One layer of a LoRA file with the alpha PEFT gives it, from the file's header and its alpha tensors
+/// alone (no factors read): what LoraMerger::plan() tells `dpinfer inspect --lora` (lora_inspect.h).
+struct LoraLayerScaling {
+  LoraLayer layer;
+  /// PEFT's lora_alpha: the adapter metadata's, or what diffusers' get_peft_kwargs infers for the
+  /// layer (infer_lora_adapter_config; the component's first layer's rank where no layer has an alpha)
+  double alpha = 0;
+  /// PEFT holds this layer's lora_alpha as a float32 tensor (a FLUX.1 file's .alpha tensors), so its
+  /// scaling is computed in float32.
+  bool alpha_is_tensor = false;
+};
+
+/// What LoraMerger::plan() reads of a file: its layers, as load() reads them before the factors.
+struct LoraFilePlan {
+  std::vector<LoraLayerScaling> layers;
+  /// map_lora_keys' lines for the keys diffusers drops without reading (warned about by --lora).
+  std::vector<std::string> ignored;
+  bool has_adapter_metadata = false;  ///< the header's lora_adapter_metadata decides the alphas
+  bool has_alphas = false;            ///< the file has .alpha tensors
+};
 
 class LoraMerger {
  public:
@@ -43,6 +68,16 @@ class LoraMerger {
   /// any weight changed.
   bool apply(const io::LoraSet& set);
 
+  /// The layers of the file at `path` mapped onto the registered components, with their alphas, as
+  /// check() finds them, reading only the safetensors header and the one-number alpha tensors: the
+  /// same errors (map_lora_keys', the adapter metadata's, a factor that is no float tensor). The ranks
+  /// are the file's: a fused layer's block-diagonal up factor (LoraLayer::up_rows), which only its values
+  /// reveal, is merged at rank / parts.
+  LoraFilePlan plan(const std::string& path) const;
+
+  /// The modules LoRAs may change, per registered component (their weights' shapes).
+  const LoraModuleTable& modules() const { return table_; }
+
   /// The set merged now.
   const io::LoraSet& current() const { return current_; }
 
@@ -51,15 +86,8 @@ class LoraMerger {
   std::string key_for(const std::string& component) const;
 
  private:
-  struct Factors {
-    LoraLayer layer;
+  struct Factors : LoraLayerScaling {
     at::Tensor down, up;  ///< in the weight's dtype, on its device
-    /// PEFT's lora_alpha: the adapter metadata's, or what diffusers' get_peft_kwargs infers for the
-    /// layer (infer_lora_adapter_config; the component's first layer's rank where no layer has an alpha)
-    double alpha = 0;
-    /// PEFT holds this layer's lora_alpha as a float32 tensor (a FLUX.1 file's .alpha tensors), so its
-    /// scaling is computed in float32.
-    bool alpha_is_tensor = false;
   };
   struct LoadedFile {
     std::vector<Factors> layers;
@@ -67,7 +95,11 @@ class LoraMerger {
   const LoadedFile& load(const std::string& path);
   /// Each layer's alpha as diffusers infers its LoraConfig for a file without adapter metadata, from
   /// the layers in map_lora_keys' order (a text encoder's sorted into its modules' order).
-  void infer_alphas(std::vector<Factors>& factors) const;
+  void infer_alphas(const std::vector<LoraLayerScaling*>& layers) const;
+  /// The file's layers, each with the alpha the file or its adapter metadata gives it (alpha = rank
+  /// where neither does), before alpha_in_factors and infer_alphas; `plan` gets the rest of its fields.
+  std::vector<LoraLayerScaling> read_layers(const io::SafetensorsFile& file, const std::string& path,
+                                            LoraFilePlan& plan) const;
   at::Tensor weight(const std::string& component, const std::string& module);
 
   LoraModelFacts facts_;

@@ -125,11 +125,17 @@ struct LoraKeyRules {
   std::vector<std::pair<std::string, std::string>> refused;
   /// What to use instead of a refused format, for the message.
   std::string reads;
+  /// The components the family's pipeline lets LoRAs change (its LoraMerger::add_component calls, as
+  /// diffusers' <Family>LoraLoaderMixin's _lora_loadable_modules): what `dpinfer inspect --lora` checks.
+  std::vector<std::string> components = {"unet", "text_encoder"};
 };
 
 /// The rules for the family that families() names `family` ("flux", "qwen-image", ...); the
 /// UNet families' (the default) for "stable-diffusion" and "stable-diffusion-xl".
 LoraKeyRules lora_key_rules(const std::string& family);
+
+/// The format dpinfer does not read whose keys look like `key` ("LyCORIS LoHa" for "...hada_w1_a"), or "".
+std::string unread_lora_kind(const std::string& key);
 
 /// What the model's structure adds to the key conversion.
 struct LoraModelFacts {

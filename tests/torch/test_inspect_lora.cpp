@@ -1,0 +1,168 @@
+// `dpinfer inspect MODEL --lora FILE` and `dpinfer inspect LORA.safetensors`: the format, the
+// layers per component, ranks and alphas of the committed LoRA fixtures on the tiny pipelines, a
+// LoRA of another family refused with `dpinfer generate --lora`'s message, and the real binary.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/pipeline/lora_inspect.h"
+#include "dpinfer/util/strings.h"
+#include "support/subprocess.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = DPINFER_TEST_DATA_DIR;
+const std::string kPipelines = kData + "/pipelines/";
+
+/// The report's component `name` of its only LoRA.
+const LoraComponentReport& lora_component(const InspectReport& r, const std::string& name) {
+  for (const LoraComponentReport& c : r.loras.at(0).components)
+    if (c.name == name) return c;
+  throw std::runtime_error("no LoRA component " + name);
+}
+
+InspectReport inspect_with(const std::string& pipeline, const std::string& lora, double scale = 1.0) {
+  return inspect_model(kPipelines + pipeline, "", "", {}, {{kData + "/" + lora, scale}});
+}
+
+/// The number of down-factor keys (lora_A / lora_down) in `path` whose names start with `prefix`.
+int64_t down_keys(const std::string& path, const std::string& prefix) {
+  int64_t n = 0;
+  const auto file = io::SafetensorsFile::open(path);  // kept: tensors() refers into it
+  for (const io::TensorView& t : file->tensors())
+    n += starts_with(t.name, prefix) && (ends_with(t.name, ".lora_A.weight") || ends_with(t.name, ".lora_down.weight"));
+  return n;
+}
+
+TEST(InspectLora, PeftOnSd1CountsEveryLayerOfTheFile) {
+  const InspectReport r = inspect_with("tiny-sd1", "loras/sd1-peft.safetensors", 0.8);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.loras.size(), 1u);
+  const LoraReport& l = r.loras[0];
+  EXPECT_EQ(l.format, "diffusers / PEFT");
+  EXPECT_EQ(l.scale, 0.8);
+  const std::string file = kData + "/loras/sd1-peft.safetensors";
+  EXPECT_EQ(lora_component(r, "unet").layers, down_keys(file, "unet."));
+  EXPECT_EQ(lora_component(r, "text_encoder").layers, down_keys(file, "text_encoder."));
+  EXPECT_EQ(lora_component(r, "unet").modules, 121);  // the tiny UNet's Linear and Conv2d weights
+  EXPECT_EQ(lora_component(r, "unet").min_rank, 2);
+  EXPECT_EQ(lora_component(r, "unet").max_rank, 2);
+  EXPECT_EQ(lora_component(r, "unet").scaling, "alpha = rank (scale 1)");
+  EXPECT_FALSE(l.has_alphas);
+}
+
+TEST(InspectLora, KohyaAndLoConOnSd1WithTheirAlphas) {
+  const InspectReport kohya = inspect_with("tiny-sd1", "loras/sd1-kohya.safetensors");
+  ASSERT_TRUE(kohya.ok()) << kohya.error;
+  EXPECT_EQ(kohya.loras[0].format, "kohya / A1111");
+  const std::string file = kData + "/loras/sd1-kohya.safetensors";
+  EXPECT_EQ(lora_component(kohya, "unet").layers, down_keys(file, "lora_unet_"));
+  EXPECT_EQ(lora_component(kohya, "text_encoder").layers, down_keys(file, "lora_te_"));
+  EXPECT_EQ(lora_component(kohya, "unet").scaling, "alpha 2 (scale 0.5)");  // its .alpha tensors: 2 at rank 4
+  EXPECT_TRUE(kohya.loras[0].has_alphas);
+  const InspectReport locon = inspect_with("tiny-sd1", "loras/sd1-locon.safetensors");
+  ASSERT_TRUE(locon.ok()) << locon.error;
+  EXPECT_EQ(locon.loras[0].format, "kohya / A1111 with 3x3 convolutions (LoCon)");
+  EXPECT_EQ(lora_component(locon, "unet").layers, down_keys(kData + "/loras/sd1-locon.safetensors", "lora_unet_"));
+  EXPECT_EQ(lora_component(locon, "text_encoder").layers, 0);
+}
+
+TEST(InspectLora, SdxlKohyaReachesBothTextEncoders) {
+  const InspectReport r = inspect_with("tiny-sdxl", "loras/sdxl-kohya.safetensors");
+  ASSERT_TRUE(r.ok()) << r.error;
+  const std::string file = kData + "/loras/sdxl-kohya.safetensors";
+  EXPECT_EQ(lora_component(r, "text_encoder").layers, down_keys(file, "lora_te1_"));
+  EXPECT_EQ(lora_component(r, "text_encoder_2").layers, down_keys(file, "lora_te2_"));
+  EXPECT_EQ(lora_component(r, "unet").layers, down_keys(file, "lora_unet_"));
+}
+
+TEST(InspectLora, EachFluxFormatIsNamedWithWhatItDrops) {
+  const InspectReport kohya = inspect_with("tiny-flux-dev", "loras-dit/flux-kohya.safetensors");
+  ASSERT_TRUE(kohya.ok()) << kohya.error;
+  EXPECT_EQ(kohya.loras[0].format, "kohya / ComfyUI FLUX.1 (BFL block names)");
+  // BFL's fused qkv / linear1 become one layer per diffusers module (lora_flux_keys.h).
+  EXPECT_EQ(lora_component(kohya, "transformer").layers, 20);
+  EXPECT_EQ(lora_component(kohya, "transformer").min_rank, 3);
+  EXPECT_EQ(lora_component(kohya, "transformer").max_rank, 4);
+  EXPECT_EQ(lora_component(kohya, "text_encoder").layers, 5);
+  EXPECT_EQ(kohya.loras[0].ignored.size(), 2u);  // the embedders / final layer, and lora_te1_
+  const InspectReport xlabs = inspect_with("tiny-flux-dev", "loras-flux-formats/flux-xlabs.safetensors");
+  ASSERT_TRUE(xlabs.ok()) << xlabs.error;
+  EXPECT_EQ(xlabs.loras[0].format, "XLabs FLUX.1");
+  // No alphas, ranks 2-4: get_peft_kwargs' lora_alpha is the first layer's rank.
+  EXPECT_EQ(lora_component(xlabs, "transformer").scaling, "alpha 2 (scale 0.5-1)");
+  const InspectReport mixture = inspect_with("tiny-flux-dev", "loras-flux-formats/flux-mixture.safetensors");
+  ASSERT_TRUE(mixture.ok()) << mixture.error;
+  EXPECT_EQ(mixture.loras[0].format, "FLUX.1 in diffusers' underscored names (lora_transformer_)");
+  EXPECT_EQ(lora_component(mixture, "transformer").scaling, "alpha / rank folded into the factors by the converter");
+  const InspectReport metadata = inspect_with("tiny-flux-dev", "loras-scaling/flux-metadata.safetensors");
+  ASSERT_TRUE(metadata.ok()) << metadata.error;
+  EXPECT_TRUE(metadata.loras[0].has_adapter_metadata);
+  EXPECT_EQ(lora_component(metadata, "text_encoder").scaling, "alpha 3 (scale 1.5)");
+}
+
+TEST(InspectLora, QwenImageAndZImageOriginalNames) {
+  for (const auto& [pipeline, lora] : {std::pair<std::string, std::string>{"tiny-qwen-image", "loras-dit/qwen-diffusion-model.safetensors"},
+                                       {"tiny-z-image", "loras-dit/z-image-original.safetensors"}}) {
+    const InspectReport r = inspect_with(pipeline, lora);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.loras[0].format, "Qwen-Image / Z-Image original names") << lora;
+    EXPECT_EQ(lora_component(r, "transformer").layers, down_keys(kData + "/" + lora, "diffusion_model.")) << lora;
+  }
+}
+
+TEST(InspectLora, ALoraOfAnotherFamilyFailsWithGeneratesMessage) {
+  const InspectReport r = inspect_with("tiny-sd1", "loras/other-family.safetensors");
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.bad_input);
+  EXPECT_EQ(r.error.rfind("--lora: '", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("it is a LoRA for a transformer (DiT) model, not for a UNet one"), std::string::npos) << r.error;
+  EXPECT_EQ(r.loras[0].error, r.error);
+  EXPECT_NE(r.to_text().find("fails: the model loads, but a LoRA does not fit it"), std::string::npos);
+}
+
+TEST(InspectLora, ALoraAloneIsDescribedByItsNames) {
+  const LoraFileReport sdxl = describe_lora_file(kData + "/loras/sdxl-kohya.safetensors");
+  EXPECT_NE(sdxl.names.families.at(0).find("SDXL's two text encoders' names"), std::string::npos);
+  EXPECT_EQ(sdxl.names.components.at("text_encoder_2").layers, 30);
+  EXPECT_TRUE(sdxl.names.has_alphas);
+  const LoraFileReport flux = describe_lora_file(kData + "/loras-dit/flux-kohya.safetensors");
+  EXPECT_EQ(flux.names.format, "kohya / ComfyUI FLUX.1 (BFL block names)");
+  EXPECT_EQ(flux.names.families.at(0), "FLUX.1 / Chroma (BFL block names)");
+  EXPECT_TRUE(describe_lora_file(kData + "/loras-scaling/flux-metadata.safetensors").has_adapter_metadata);
+  EXPECT_TRUE(is_lora_file(kData + "/loras-dit/qwen-peft.safetensors"));
+  EXPECT_FALSE(is_lora_file(kPipelines + "tiny-sd1/unet/diffusion_pytorch_model.safetensors"));
+}
+
+TEST(InspectLora, TheBinaryReportsLorasAndExitsTwoForOneThatDoesNotFit) {
+  const std::string sd1 = kPipelines + "tiny-sd1";
+  test::RunResult run = test::run({test::dpinfer_binary(), "inspect", sd1, "--lora",
+                                   kData + "/loras/sd1-kohya.safetensors:0.5", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json j = json::parse(run.out);
+  ASSERT_EQ(j["loras"].size(), 1u);
+  EXPECT_EQ(j["loras"][0]["format"], "kohya / A1111");
+  EXPECT_EQ(j["loras"][0]["scale"], 0.5);
+  EXPECT_EQ(j["loras"][0]["components"]["unet"]["min_rank"], 4);
+  EXPECT_EQ(j["loras"][0]["ok"], true);
+  run = test::run({test::dpinfer_binary(), "inspect", sd1, "--lora", kData + "/loras/other-family.safetensors"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err.rfind("error: --lora: '", 0), 0u) << run.err;
+  run = test::run({test::dpinfer_binary(), "inspect", kData + "/loras/sd1-kohya.safetensors"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("format: kohya / A1111 (by its key names)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("check it against a model: dpinfer inspect MODEL --lora"), std::string::npos) << run.out;
+  run = test::run({test::dpinfer_binary(), "inspect", kData + "/loras/sd1-peft.safetensors", "--json"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(json::parse(run.out)["components"]["unet"]["layers"], 72);
+}
+
+}  // namespace
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,57 @@
+// lora_format.h: which converter reads a LoRA's keys under a family's rules, and what names and
+// shapes alone say (the cross-attention width tells SD 1.x, SD 2.x and SDXL UNet LoRAs apart).
+#include <gtest/gtest.h>
+
+#include "dpinfer/pipeline/loading/lora_format.h"
+
+using namespace dpinfer::pipeline;
+
+namespace {
+
+std::vector<LoraTensorKey> kohya_unet(int64_t width) {
+  const std::string m = "lora_unet_down_blocks_1_attentions_0_transformer_blocks_0_attn2_to_k";
+  return {{m + ".lora_down.weight", {4, width}}, {m + ".lora_up.weight", {320, 4}}, {m + ".alpha", {}}};
+}
+
+TEST(LoraFormat, FollowsMapLoraKeysDispatch) {
+  const std::vector<LoraTensorKey> peft = {{"unet.a.to_q.lora_A.weight", {2, 8}}, {"unet.a.to_q.lora_B.weight", {8, 2}}};
+  EXPECT_EQ(lora_format(peft, lora_key_rules("stable-diffusion")), "diffusers / PEFT");
+  EXPECT_EQ(lora_format(kohya_unet(768), lora_key_rules("stable-diffusion")), "kohya / A1111");
+  std::vector<LoraTensorKey> locon = kohya_unet(768);
+  locon.push_back({"lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight", {4, 320, 3, 3}});
+  EXPECT_EQ(lora_format(locon, lora_key_rules("stable-diffusion")), "kohya / A1111 with 3x3 convolutions (LoCon)");
+  const std::vector<LoraTensorKey> bfl = {{"lora_unet_double_blocks_0_img_attn_qkv.lora_down.weight", {4, 32}},
+                                          {"lora_unet_double_blocks_0_img_attn_qkv.lora_up.weight", {96, 4}}};
+  EXPECT_EQ(lora_format(bfl, lora_key_rules("flux")), "kohya / ComfyUI FLUX.1 (BFL block names)");
+  EXPECT_EQ(lora_format(bfl, lora_key_rules("stable-diffusion")), "kohya / ComfyUI FLUX.1 (BFL block names)");
+  const std::vector<LoraTensorKey> xlabs = {{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 32}},
+                                            {"double_blocks.0.processor.qkv_lora1.up.weight", {96, 4}}};
+  EXPECT_EQ(lora_format(xlabs, lora_key_rules("flux")), "XLabs FLUX.1");
+  const std::vector<LoraTensorKey> qwen = {{"diffusion_model.img_in.lora_down.weight", {4, 16}},
+                                           {"diffusion_model.img_in.lora_up.weight", {48, 4}}};
+  EXPECT_EQ(lora_format(qwen, lora_key_rules("qwen-image")), "Qwen-Image / Z-Image original names");
+  const std::vector<LoraTensorKey> loha = {{"lora_unet_x.hada_w1_a", {4, 8}}};
+  EXPECT_EQ(lora_format(loha, lora_key_rules("stable-diffusion")), "LyCORIS LoHa (dpinfer does not read it)");
+}
+
+TEST(LoraFormat, CrossAttentionWidthNamesTheUnetFamily) {
+  EXPECT_EQ(describe_lora_names(kohya_unet(768)).families.at(0), "SD 1.x (cross-attention width 768)");
+  EXPECT_EQ(describe_lora_names(kohya_unet(1024)).families.at(0), "SD 2.x (cross-attention width 1024)");
+  EXPECT_EQ(describe_lora_names(kohya_unet(2048)).families.at(0).rfind("SDXL (", 0), 0u);
+  const LoraNameFacts facts = describe_lora_names(kohya_unet(768));
+  EXPECT_EQ(facts.components.at("unet").layers, 1);
+  EXPECT_EQ(facts.components.at("unet").min_rank, 4);
+  EXPECT_TRUE(facts.has_alphas);
+}
+
+TEST(LoraFormat, AModelsUpAndDownWeightsAreNoLoraLayers) {
+  EXPECT_TRUE(describe_lora_names({{"decoder.up.weight", {4, 8}}, {"encoder.down.weight", {4, 8}}}).components.empty());
+  EXPECT_EQ(describe_lora_names({{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 32}}}).components.at("transformer").layers, 1);
+}
+
+TEST(LoraFormat, RankText) {
+  EXPECT_EQ(rank_text(16, 16), "rank 16");
+  EXPECT_EQ(rank_text(4, 32), "ranks 4-32");
+}
+
+}  // namespace
