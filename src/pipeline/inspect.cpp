@@ -14,6 +14,7 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
@@ -383,14 +384,12 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
       check_weights(report, report.models[i], c, variant, find_model_class(c.class_name), config_ok[i], module);
   }
   if (loras.empty()) return report;
-  // LoraPipeline::start_loras' facts; the UNet's layers_per_block (an int or a list, its first) for the SGM names.
+  // LoraPipeline::start_loras' facts: the UNet's first layers_per_block for the SGM names, parsed as
+  // UNetPipeline parses it (a config that did not parse was reported above; the default stands then).
   LoraModelFacts facts{family.label, 2, lora_key_rules(family.name)};
-  for (const Component* c : with_weights)
-    if (c->name == "unet" && c->config.is_object() && c->config.contains("layers_per_block")) {
-      const nlohmann::json& lpb = c->config["layers_per_block"];
-      if (lpb.is_number_integer()) facts.layers_per_block = lpb.get<int64_t>();
-      if (lpb.is_array() && !lpb.empty() && lpb.front().is_number_integer()) facts.layers_per_block = lpb.front().get<int64_t>();
-    }
+  for (size_t i = 0; i < with_weights.size(); ++i)
+    if (with_weights[i]->name == "unet" && config_ok[i])
+      facts.layers_per_block = UNetConfig::from_json(with_weights[i]->config).layers_per_block.front();
   std::map<std::string, std::shared_ptr<torch::nn::Module>> lora_components;
   for (const std::string& name : facts.rules.components)
     if (built.count(name)) lora_components[name] = built[name];
