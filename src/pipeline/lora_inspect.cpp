@@ -70,15 +70,11 @@ LoraReport inspect_lora(const io::LoraRef& ref, const LoraModelFacts& facts,
       merger.add_component(name, *it->second);
     }
     for (LoraComponentReport& c : r.components) c.modules = static_cast<int64_t>(merger.modules().at(c.name).size());
-    {
-      const auto file = io::SafetensorsFile::open(r.path);
-      std::vector<LoraTensorKey> keys;
-      for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
-      r.format = lora_format(keys, facts.rules);
-    }
+    const auto file = io::SafetensorsFile::open(r.path);
+    r.format = lora_format(lora_tensor_keys(*file), facts.rules);
     LoraFilePlan plan;
     try {
-      plan = merger.plan(r.path);
+      plan = merger.plan(*file, r.path);
     } catch (const InputError& e) {
       throw InputError("--lora: " + std::string(e.what()));  // as `dpinfer generate --lora` says it
     }
@@ -153,8 +149,7 @@ LoraFileReport describe_lora_file(const std::string& path) {
   const auto file = io::SafetensorsFile::open(path);
   LoraFileReport r;
   r.path = path;
-  std::vector<LoraTensorKey> keys;
-  for (const io::TensorView& v : file->tensors()) keys.push_back({v.name, v.shape});
+  const std::vector<LoraTensorKey> keys = lora_tensor_keys(*file);
   r.tensors = static_cast<int64_t>(keys.size());
   r.names = describe_lora_names(keys);
   auto it = file->metadata().find("lora_adapter_metadata");

@@ -124,6 +124,12 @@ at::Tensor LoraMerger::weight(const std::string& component, const std::string& m
   return it->second;
 }
 
+std::vector<LoraTensorKey> lora_tensor_keys(const io::SafetensorsFile& file) {
+  std::vector<LoraTensorKey> keys;
+  for (const io::TensorView& v : file.tensors()) keys.push_back({v.name, v.shape});
+  return keys;
+}
+
 namespace {
 
 /// The LoRA file at `path`, its header read (a system call's failure is bad input, naming the file).
@@ -151,11 +157,8 @@ std::vector<LoraLayerScaling> LoraMerger::read_layers(const io::SafetensorsFile&
                                                       LoraFilePlan& plan) const {
   const std::optional<LoraAdapterMetadata> config = adapter_metadata(file, path);
   plan.has_adapter_metadata = config.has_value();
-  std::vector<LoraTensorKey> keys;
-  for (const io::TensorView& v : file.tensors()) {
-    keys.push_back({v.name, v.shape});
-    plan.has_alphas = plan.has_alphas || ends_with(v.name, ".alpha");
-  }
+  const std::vector<LoraTensorKey> keys = lora_tensor_keys(file);
+  for (const LoraTensorKey& k : keys) plan.has_alphas = plan.has_alphas || ends_with(k.key, ".alpha");
   std::vector<LoraLayer> layers = map_lora_keys(keys, table_, facts_, path, &plan.ignored);
   std::vector<LoraLayerScaling> out;
   for (LoraLayer& layer : layers) {
@@ -187,11 +190,10 @@ std::vector<LoraLayerScaling> LoraMerger::read_layers(const io::SafetensorsFile&
   return out;
 }
 
-LoraFilePlan LoraMerger::plan(const std::string& path) const {
+LoraFilePlan LoraMerger::plan(const io::SafetensorsFile& file, const std::string& path) const {
   c10::InferenceMode guard;
-  const std::shared_ptr<const io::SafetensorsFile> file = open_lora_file(path);
   LoraFilePlan plan;
-  plan.layers = read_layers(*file, path, plan);
+  plan.layers = read_layers(file, path, plan);
   std::vector<LoraLayerScaling*> layers;
   for (LoraLayerScaling& l : plan.layers) {
     if (l.layer.alpha_in_factors) l.alpha = static_cast<double>(l.layer.rank);  // as load() leaves it

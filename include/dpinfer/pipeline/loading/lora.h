@@ -42,6 +42,9 @@ struct LoraLayerScaling {
   bool alpha_is_tensor = false;
 };
 
+/// The names and shapes of a LoRA file's tensors, from its header, as map_lora_keys takes them.
+std::vector<LoraTensorKey> lora_tensor_keys(const io::SafetensorsFile& file);
+
 /// What LoraMerger::plan() reads of a file: its layers, as load() reads them before the factors.
 struct LoraFilePlan {
   std::vector<LoraLayerScaling> layers;
@@ -68,12 +71,12 @@ class LoraMerger {
   /// any weight changed.
   bool apply(const io::LoraSet& set);
 
-  /// The layers of the file at `path` mapped onto the registered components, with their alphas, as
-  /// check() finds them, reading only the safetensors header and the one-number alpha tensors: the
+  /// The layers of the LoRA `file` (opened from `path`, which messages name) mapped onto the registered
+  /// components, with their alphas, as check() finds them, reading only the one-number alpha tensors: the
   /// same errors (map_lora_keys', the adapter metadata's, a factor that is no float tensor). The ranks
   /// are the file's: a fused layer's block-diagonal up factor (LoraLayer::up_rows), which only its values
   /// reveal, is merged at rank / parts.
-  LoraFilePlan plan(const std::string& path) const;
+  LoraFilePlan plan(const io::SafetensorsFile& file, const std::string& path) const;
 
   /// The modules LoRAs may change, per registered component (their weights' shapes).
   const LoraModuleTable& modules() const { return table_; }
