@@ -13,13 +13,14 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
                           const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank) {
   const std::string file_name = plan::item_file_name(item.index, format_);
   if (!image_exists(file_name)) {
+    // Made in the other format? Only a record naming that file says so: the manifests (read once),
+    // not a second stat() per item of a run that made none.
     const plan::ImageFormat other =
         format_ == plan::ImageFormat::kPng ? plan::ImageFormat::kJpeg : plan::ImageFormat::kPng;
     const std::string other_name = plan::item_file_name(item.index, other);
-    if (!image_exists(other_name)) return false;
     auto found = earlier().items.find(item.index);
     if (found != earlier().items.end() && found->second.state == io::ItemState::kDone &&
-        found->second.record.value("file_name", "") == other_name)
+        found->second.record.value("file_name", "") == other_name && image_exists(other_name))
       throw InputError("--out " + printable(out_dir_) + " already holds item " + std::to_string(item.index) + " as " +
                        other_name + " (" + printable(found->second.manifest) + "), but this run writes " + file_name +
                        " (--image-format " + plan::to_string(format_) + "); give --image-format " +

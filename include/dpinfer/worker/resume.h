@@ -23,9 +23,10 @@ class Resume {
   /// that says the item was something else than `now` (this run's record of it: another
   /// prompts file, or another seed, steps, size, guidance, scheduler or setting) throws
   /// InputError: the two runs would mix silently in one directory. The manifests are read
-  /// once, when the first image turns up, so a fresh run pays nothing. An item made in
-  /// the other --image-format (its file exists and the latest record names it) throws
-  /// InputError too: the directory would hold both, and metadata.jsonl one of them.
+  /// once, at the first item (a fresh run's --out has none to read); then each item costs one
+  /// stat(). An item made in the other --image-format (the latest record names its file, and
+  /// the file exists) throws InputError too: the directory would hold both, and metadata.jsonl
+  /// one of them.
   /// `identity` lists the fields compared, each with the value a record lacking it stands
   /// for (identity_fields()).
   bool already_made(const plan::Item& item, const nlohmann::json& now,
@@ -37,7 +38,7 @@ class Resume {
 
   std::string out_dir_;
   plan::ImageFormat format_;
-  std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, once a PNG is found
+  std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, read at the first item
 };
 
 }  // namespace dpinfer::worker
