@@ -450,6 +450,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   rec["sampler"] = info.sampler_label;
   rec["dtype"] = info.dtype;
   rec["dpinfer_version"] = version();
+  const std::string file_name = rec["file_name"];  // record_of(): the --image-format's name
   const std::string infotext = a1111_infotext(it, info, &hashes_);
   const std::string record = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string file;
@@ -461,12 +462,12 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
                 jpeg.user_comment_left_out && jpeg.comment_left_out ? "infotext and record are"
                 : jpeg.user_comment_left_out                        ? "infotext is"
                                                                     : "record is",
-                item_file_name(it.index, image_format_));
+                file_name);
     file = std::move(jpeg.bytes);
   } else {
     file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
   }
-  io::write_file_atomically((fs::path(o_.out) / item_file_name(it.index, image_format_)).string(), file);
+  io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;
