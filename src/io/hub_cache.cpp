@@ -35,11 +35,6 @@ std::vector<std::string> subdirectories(const fs::path& dir) {
   return names;
 }
 
-/// The command that fills the cache: huggingface_hub's `hf` CLI (huggingface-cli before 1.0).
-std::string get_command(const std::string& repo, const std::string& revision) {
-  return "`hf download " + repo + (revision.empty() ? "" : " --revision " + revision) + "`";
-}
-
 /// os.path.expanduser for the forms the cache variables take: "~" and "~/…".
 std::string expand_user(const std::string& path) {
   if (path == "~" || path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
@@ -80,6 +75,11 @@ std::string hub_repo_cache_dir(const std::string& cache, const std::string& repo
   return cache + "/models--" + repo.substr(0, slash) + "--" + repo.substr(slash + 1);
 }
 
+std::string hf_download_command(const std::string& repo, const std::string& revision, const std::string& file) {
+  return "`hf download " + repo + (file.empty() ? "" : " " + file) + (revision.empty() ? "" : " --revision " + revision) +
+         "`";
+}
+
 // try_to_load_from_cache's lookup (huggingface_hub/file_download.py).
 std::string hub_snapshot_dir(const std::string& spec, const std::string& what, std::string* commit_out) {
   const size_t at = spec.rfind('@');
@@ -100,7 +100,7 @@ std::string hub_snapshot_dir(const std::string& spec, const std::string& what, s
                 "' does not exist) nor in the hugging face cache ('" + repo_dir.string() +
                 "' does not exist; the cache is " + origin +
                 ", set HF_HUB_CACHE or HF_HOME to use another); dpinfer never downloads: run " +
-                get_command(repo, revision) + " first, or pass the " +
+                hf_download_command(repo, revision) + " first, or pass the " +
                 (what == "model" ? std::string("pipeline's directory") : what + " file"));
 
   std::string commit = wanted;
@@ -112,7 +112,7 @@ std::string hub_snapshot_dir(const std::string& spec, const std::string& what, s
     if (commit.empty() || commit.find('/') != std::string::npos ||
         commit.find("..") != std::string::npos)
       throw Error("'" + ref.string() + "' does not hold a commit hash; the cache is damaged, run " +
-                  get_command(repo, revision) + " again");
+                  hf_download_command(repo, revision) + " again");
   }
   const fs::path snapshot = repo_dir / "snapshots" / commit;
   if (!fs::is_directory(snapshot, ec)) {
@@ -121,7 +121,7 @@ std::string hub_snapshot_dir(const std::string& spec, const std::string& what, s
                 "' in the hugging face cache ('" + snapshot.string() +
                 "' does not exist; cached snapshots: " +
                 (cached.empty() ? std::string("none") : join(cached)) + "); run " +
-                get_command(repo, revision) + ", or pick a cached commit with " + repo + "@<commit>");
+                hf_download_command(repo, revision) + ", or pick a cached commit with " + repo + "@<commit>");
   }
   *commit_out = commit;
   return snapshot.string();

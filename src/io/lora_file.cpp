@@ -90,9 +90,9 @@ std::string find_lora_file(const std::string& given, const std::string& where) {
     files.resize(std::min<size_t>(files.size(), 5));
     throw InputError(where + ": LoRA " + quote(given) + ": the cached snapshot " + commit + " of " + spec +
                      " has no file " + quote(inside) + " (its .safetensors files: " +
-                     (files.empty() ? std::string("none") : join(files)) + "); run `hf download " + repo + " " +
-                     inside + (spec.size() > repo.size() ? " --revision " + spec.substr(repo.size() + 1) : "") +
-                     "` or name a file it has");
+                     (files.empty() ? std::string("none") : join(files)) + "); run " +
+                     hf_download_command(repo, spec.size() > repo.size() ? spec.substr(repo.size() + 1) : "", inside) +
+                     " or name a file it has");
   }
   return file.string();
 }

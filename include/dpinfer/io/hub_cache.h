@@ -20,6 +20,10 @@ bool is_hub_id(const std::string& id);
 /// The cache folder of hub id `repo` ("org/name"): CACHE/models--org--name.
 std::string hub_repo_cache_dir(const std::string& cache, const std::string& repo);
 
+/// The command that fills the cache with `repo` at `revision` (empty: main), or with one `file` of it:
+/// huggingface_hub's `hf` CLI (huggingface-cli before 1.0), in backquotes for a message.
+std::string hf_download_command(const std::string& repo, const std::string& revision, const std::string& file = "");
+
 /// The snapshot folder of `spec` ("org/name" or "org/name@revision") in the hub cache, as
 /// huggingface_hub's try_to_load_from_cache finds it: refs/<revision> (main by default)
 /// holds the commit, and a revision without a ref is taken as the commit itself. `commit`
