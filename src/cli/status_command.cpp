@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "dpinfer/cli/run_dir_commands.h"
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/launcher/termination.h"
@@ -20,6 +21,28 @@
 #include "dpinfer/plan/sharding.h"
 
 namespace dpinfer::cli {
+namespace {
+
+/// The --num-images of the run that wrote `out` (its run.json's resolved options), for a
+/// status command that gives none: it decides how many items each prompt line gives.
+/// nullopt when run.json is missing, unreadable or from before the option existed.
+std::optional<int> recorded_num_images(const std::string& out) {
+  const std::string path = (std::filesystem::path(out) / "run.json").string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  try {
+    const nlohmann::json run = io::read_json_object_file(path);
+    const nlohmann::json* n = run.contains("options") && run["options"].is_object() && run["options"].contains("num_images")
+                                  ? &run["options"]["num_images"]
+                                  : nullptr;
+    if (n && n->is_number_integer() && io::kImagesPerLineRange.contains(n->get<int64_t>())) return n->get<int>();
+  } catch (const Error&) {
+    // A torn or foreign run.json says nothing; the default stands.
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int run_status_command(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
@@ -50,6 +73,10 @@ int run_status_command(const std::vector<std::string>& args) {
   // Only the item count and the prompts matter here; the defaults are the worker's
   // where they need no model.
   plan::ItemDefaults d;
+  // Not given: the run's own (run.json), so that `dpinfer status OUT --prompts FILE` counts
+  // what `--num-images 4` made without being told again.
+  const std::optional<int> recorded = o.num_images ? std::nullopt : recorded_num_images(out);
+  d.num_images = o.num_images.value_or(recorded.value_or(1));
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
   d.seed_from = plan::parse_seed_from(o.seed_from);
@@ -61,7 +88,8 @@ int run_status_command(const std::vector<std::string>& args) {
   const plan::RunStatus st = plan::run_status(items, set, only);
   if (!st.foreign_records.empty())
     throw InputError(quote(out) + ": " + st.foreign_records.front() + "; was it written from another prompts file " +
-                     "than " + quote(o.prompts) + "?");
+                     "than " + quote(o.prompts) + " or with another --num-images than " + std::to_string(d.num_images) +
+                     (recorded ? " (its run.json's)" : "") + "?");
   if (json) {
     std::cout << st.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {

@@ -112,8 +112,9 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     }
   }
   check_no_nul(s.prompt, "'prompt'", name, line);
-  // Image j of this line gets seed + j: keep the last one a valid seed.
-  if (s.seed && *s.seed > std::numeric_limits<int64_t>::max() - (s.num_images - 1))
+  // Image j of this line gets seed + j: keep the last one a valid seed (a line that sets no
+  // num_images is checked with the run's --num-images, by plan::ItemList).
+  if (s.seed && s.num_images && *s.seed > std::numeric_limits<int64_t>::max() - (*s.num_images - 1))
     fail(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
   return s;
 }

@@ -47,6 +47,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "index: item i gets seed + i; prompt: seed + a hash of the prompt text and how many times it "
                  "came before (stable when lines are inserted); a JSONL line's seed wins either way")
       ->capture_default_str();
+  app.add_option("--num-images,--num-images-per-prompt", o.num_images,
+                 "images per prompt line that sets no num_images, 1..100000 (default: 1; diffusers' "
+                 "num_images_per_prompt); each is an item of its own, with its own seed and file");
   app.add_option("--steps", o.steps, "denoising steps, 1..10000 (default: 50, or the model's preset)");
   app.add_option("--guidance-scale,--cfg", o.guidance_scale, "classifier-free guidance scale (default: 7.5)");
   app.add_option("--width", o.width, "image width, a multiple of 8 up to 16384 (default: the model's)");
@@ -192,7 +195,8 @@ nlohmann::json GenerateOptions::to_json() const {
   nlohmann::json j = {{"prompts", prompts}, {"model", model}, {"variant", variant},
                       {"base", base}, {"text_encoder", text_encoder}, {"text_encoder_2", text_encoder_2},
                       {"vae", vae}, {"out", out},
-                      {"seed", seed}, {"seed_from", seed_from}, {"negative_prompt", negative_prompt},
+                      {"seed", seed}, {"seed_from", seed_from}, {"num_images", num_images.value_or(1)},
+                      {"negative_prompt", negative_prompt},
                       {"scheduler", scheduler},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
@@ -322,6 +326,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
       throw UsageError(std::string(name) + ": expected a multiple of 8 in " + io::kImageSizeRange.text() + ", got " +
                        std::to_string(*v));
   }
+  if (o.num_images && !io::kImagesPerLineRange.contains(*o.num_images))
+    throw UsageError("--num-images: expected " + io::kImagesPerLineRange.text() + " images per prompt, got " +
+                     std::to_string(*o.num_images));
   if (o.steps && !io::kStepsRange.contains(*o.steps))
     throw UsageError("--steps: expected " + io::kStepsRange.text() + ", got " + std::to_string(*o.steps));
   parse_seed_from(o.seed_from);

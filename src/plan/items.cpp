@@ -35,14 +35,18 @@ ItemList::ItemList(std::vector<io::PromptSpec> specs, ItemDefaults defaults)
   if (defaults_.seed_from == SeedFrom::kPrompt) occurrence_.reserve(specs_.size());
   for (const io::PromptSpec& s : specs_) {
     first_.push_back(total_);
-    if (s.num_images < 1 || s.num_images > kMaxItems - total_)
+    const int images = s.num_images.value_or(defaults_.num_images);
+    if (images < 1 || images > kMaxItems - total_)
       throw InputError("the prompts file gives more than " + std::to_string(kMaxItems) + " images (at line " +
                        std::to_string(s.line) + "); split it into several files");
-    total_ += s.num_images;
+    if (s.seed && *s.seed > std::numeric_limits<int64_t>::max() - (images - 1))  // image j gets seed + j
+      throw InputError("line " + std::to_string(s.line) + ": 'seed' " + std::to_string(*s.seed) + " + " +
+                       std::to_string(images) + " images (--num-images) passes 2^63-1; lower the seed");
+    total_ += images;
     if (defaults_.seed_from == SeedFrom::kPrompt) {
       int64_t& n = seen[s.prompt];
       occurrence_.push_back(n);
-      n += s.num_images;
+      n += images;
     } else if (const int64_t max = std::numeric_limits<int64_t>::max(); !s.seed && defaults_.seed > max - (total_ - 1)) {
       // The first item whose seed + index passes 2^63-1.
       const int64_t first_bad = std::max(first_.back(), max - defaults_.seed + 1);
@@ -72,7 +76,7 @@ Item ItemList::at(int64_t index) const {
   it.negative_prompt = s.negative_prompt.value_or(d.negative_prompt);
   it.seed_from = d.seed_from;
   if (s.seed) {
-    it.seed = *s.seed + it.image;  // the parser kept seed + num_images - 1 below 2^63
+    it.seed = *s.seed + it.image;  // the constructor kept seed + images - 1 below 2^63
   } else if (d.seed_from == SeedFrom::kPrompt) {
     // Both terms are below 2^63, so their sum fits in a uint64_t.
     const uint64_t h = prompt_seed_hash(s.prompt, occurrence_[k] + it.image);

@@ -123,6 +123,7 @@ int GenerateRun::run() {
                   : "");
 
   ItemDefaults d;
+  d.num_images = o_.num_images.value_or(1);
   d.negative_prompt = o_.negative_prompt;
   d.seed = o_.seed;
   d.steps = o_.steps.value_or(info.default_steps);

@@ -30,6 +30,53 @@ TEST(Items, SeedsAreBasePlusIndexOrTheLinesSeedPlusImage) {
   EXPECT_EQ(items.at(5).index, 5);
 }
 
+// --num-images: the images of every line that sets no num_images; a line's own wins, seeds
+// and --seed-from prompt occurrences count the images, and a line's seed + its last image
+// must fit whatever gave the count.
+TEST(Items, NumImagesIsTheCountOfLinesThatSetNone) {
+  std::vector<io::PromptSpec> specs(3);
+  specs[0].prompt = "a";
+  specs[1].prompt = "b";
+  specs[1].num_images = 1;
+  specs[2].prompt = "a";
+  specs[2].seed = 100;
+  ItemDefaults d;
+  d.seed = 10;
+  d.num_images = 3;
+  const ItemList items(specs, d);
+  ASSERT_EQ(items.size(), 7);
+  std::vector<int64_t> seeds, images;
+  std::vector<std::string> prompts;
+  for (int64_t i = 0; i < items.size(); ++i) {
+    const Item it = items.at(i);
+    seeds.push_back(it.seed), images.push_back(it.image), prompts.push_back(it.prompt);
+  }
+  EXPECT_EQ(seeds, (std::vector<int64_t>{10, 11, 12, 13, 100, 101, 102}));
+  EXPECT_EQ(images, (std::vector<int64_t>{0, 1, 2, 0, 0, 1, 2}));
+  EXPECT_EQ(prompts, (std::vector<std::string>{"a", "a", "a", "b", "a", "a", "a"}));
+  // By prompt: the second "a" line's images are occurrences 3, 4, 5 of "a".
+  d.seed_from = SeedFrom::kPrompt;
+  d.seed = 0;
+  specs[2].seed.reset();
+  const ItemList by_prompt(specs, d);
+  EXPECT_EQ(by_prompt.at(4).seed, static_cast<int64_t>(prompt_seed_hash("a", 3)));
+  EXPECT_EQ(by_prompt.at(6).seed, static_cast<int64_t>(prompt_seed_hash("a", 5)));
+  // A line's seed whose last image would pass 2^63-1 with the run's count, named by its line.
+  specs[2].seed = INT64_MAX - 1;
+  specs[2].line = 9;
+  d.seed_from = SeedFrom::kIndex;
+  try {
+    ItemList bad(specs, d);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 9: 'seed' 9223372036854775806 + 3 images (--num-images) passes 2^63-1"),
+              std::string::npos)
+        << e.what();
+  }
+  d.num_images = 2;
+  EXPECT_EQ(ItemList(specs, d).at(4).seed, INT64_MAX);  // the last that fits
+}
+
 // Issue 11, item 4b: 100 lines of num_images 100000 reached 2.9 GB as a vector of
 // items. An ItemList keeps the lines only, and makes item i when asked.
 TEST(Items, AreMadeOnDemandFromAPrefixSumOfTheLines) {

@@ -174,6 +174,51 @@ TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
   }
 }
 
+// --num-images N (diffusers' num_images_per_prompt) for a .txt file: the items, seeds and
+// pixels of the same file in JSONL with "num_images": N on each line; a line's own wins;
+// `dpinfer status` takes the count from run.json when not told; --config takes it too.
+TEST(WorkerProcess, NumImagesGivesEachLineThatSetsNoneItsImages) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a\nb\n");
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a\", \"num_images\": 3}\n{\"prompt\": \"b\", \"num_images\": 3}\n");
+  ASSERT_EQ(generate({dir.file("p.jsonl"), "--out", dir.file("jsonl"), "--seed", "5"}).exit_code, 0);
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("txt"), "--seed", "5", "--num-images", "3",
+                                    "--batch-size", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(images(dir.file("txt")), images(dir.file("jsonl")));
+  const auto rows = read_jsonl(dir.file("txt/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(rows[i]["prompt"], i < 3 ? "a" : "b");
+    EXPECT_EQ(rows[i]["seed"], 5 + i);
+    EXPECT_EQ(rows[i]["image_index"], i % 3);
+    EXPECT_EQ(rows[i]["line"], i < 3 ? 1 : 2);
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("txt/run.json")))["options"]["num_images"], 3);
+
+  // status counts 6 items from run.json; told another count, it says which option may differ.
+  RunResult st = run({dpinfer_binary(), "status", dir.file("txt"), "--prompts", dir.file("p.txt")});
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_TRUE(contains(st.out, "total: 6/6 done, 0 failed, 0 missing")) << st.out;
+  RunResult other = run({dpinfer_binary(), "status", dir.file("txt"), "--prompts", dir.file("p.txt"), "--num-images", "2"});
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "or with another --num-images than 2?")) << other.err;
+
+  // A line's num_images wins; --config {"num_images": 2} and the diffusers spelling both work.
+  write_file(dir.file("m.jsonl"), "{\"prompt\": \"a\", \"num_images\": 1}\n{\"prompt\": \"b\"}\n");
+  write_file(dir.file("c.json"), "{\"num_images\": 2}");
+  ASSERT_EQ(generate({dir.file("m.jsonl"), "--out", dir.file("mixed"), "--config", dir.file("c.json")}).exit_code, 0);
+  EXPECT_EQ(read_jsonl(dir.file("mixed/metadata.jsonl")).size(), 3u);
+  ASSERT_EQ(generate({dir.file("m.jsonl"), "--out", dir.file("alias"), "--num-images-per-prompt", "2"}).exit_code, 0);
+  EXPECT_EQ(images(dir.file("alias")), images(dir.file("mixed")));
+
+  for (const char* bad : {"0", "100001"}) {
+    RunResult b = generate({dir.file("p.txt"), "--out", dir.file("bad"), "--num-images", bad});
+    EXPECT_EQ(b.exit_code, 2) << b.err;
+    EXPECT_TRUE(contains(b.err, std::string("--num-images: expected 1..100000 images per prompt, got ") + bad)) << b.err;
+  }
+}
+
 TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
   TempDir dir;
   write_file(dir.file("p.txt"), prompts_txt(4));

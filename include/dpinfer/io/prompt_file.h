@@ -37,7 +37,7 @@ struct PromptSpec {
   std::optional<double> guidance_scale;
   std::optional<int> width;
   std::optional<int> height;
-  int num_images = 1;
+  std::optional<int> num_images;  ///< else the run's --num-images
   std::optional<std::string> id;
   /// The line's model settings ({"clip_skip": 1}): an object, checked against the model's
   /// family once it is loaded (the file knows nothing of models).

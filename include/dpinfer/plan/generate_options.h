@@ -28,6 +28,9 @@ struct GenerateOptions {
   std::string out = "outputs";
   int64_t seed = 0;
   std::string seed_from = "index";  ///< index or prompt (plan::SeedFrom)
+  /// Images of a prompt line that sets no num_images (1 when not given; `dpinfer status`
+  /// then takes the run's, from run.json).
+  std::optional<int> num_images;
   std::optional<int> steps;
   std::optional<double> guidance_scale;
   std::optional<int> width;

@@ -44,6 +44,8 @@ constexpr int64_t kMaxItems = 1'000'000'000;
 
 /// Values for what a prompt line does not set.
 struct ItemDefaults {
+  /// Images of a line that sets no num_images (--num-images).
+  int num_images = 1;
   std::string negative_prompt;
   int64_t seed = 0;
   SeedFrom seed_from = SeedFrom::kIndex;
@@ -84,7 +86,8 @@ struct Item {
   }
 };
 
-/// The items of a prompts file, made on demand by index. An item's seed is its line's
+/// The items of a prompts file, made on demand by index. A line gives its num_images, or
+/// defaults.num_images, consecutive items. An item's seed is its line's
 /// seed + j when the line gives one; otherwise `defaults.seed + index` (SeedFrom::kIndex),
 /// or `(defaults.seed + prompt_seed_hash(prompt, k)) mod 2^63` (SeedFrom::kPrompt), where
 /// k counts the earlier items with the same prompt text (0 for its first). It never
@@ -92,10 +95,12 @@ struct Item {
 class ItemList {
  public:
   /// Throws InputError when the lines give more than kMaxItems items, or when a seed
-  /// would pass 2^63-1 (index mode: --seed + the last index).
+  /// would pass 2^63-1 (index mode: --seed + the last index; a line's seed + its
+  /// last image).
   ItemList(std::vector<io::PromptSpec> specs, ItemDefaults defaults);
 
-  /// The number of items: the sum of the lines' num_images.
+  /// The number of items: the sum of the lines' num_images (defaults.num_images for a
+  /// line that sets none).
   int64_t size() const { return total_; }
   bool empty() const { return total_ == 0; }
 
