@@ -366,7 +366,7 @@ int run_cli(int argc, char** argv) {
                    "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--base DIR] [--lora PATH[:SCALE]]... [--json]   (check that a model, and its LoRAs, load)\n"
                    "       dpinfer inspect LORA.safetensors [--json]   (what a LoRA file is: format, family, layers, ranks)\n"
                    "       dpinfer merge OUT   (merge all manifests into OUT/metadata.jsonl)\n"
-                   "       dpinfer status OUT --prompts FILE [--json]   (done/failed/missing items per shard)\n"
+                   "       dpinfer status OUT [--prompts FILE] [--json]   (done/failed/missing items per shard)\n"
                    "       dpinfer --version\n\n"
                    "'dpinfer launch --help' lists the launch options; the README documents the\n"
                    "worker environment, exit statuses and output layout.\n";

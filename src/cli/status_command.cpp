@@ -1,7 +1,8 @@
-// `dpinfer status OUT --prompts FILE`: how far a run is, from the prompts file and
+// `dpinfer status OUT [--prompts FILE]`: how far a run is, from the prompts file and
 // the manifests alone. The item list comes from the generate options, parsed by
 // generate's own parser (parse_generate_args), so --shard, --jsonl and --config
-// mean what they mean to the worker.
+// mean what they mean to the worker. Without --prompts (and --num-images), the
+// run's own, from OUT/run.json.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
@@ -23,23 +24,36 @@
 namespace dpinfer::cli {
 namespace {
 
-/// The --num-images of the run that wrote `out` (its run.json's resolved options), for a
-/// status command that gives none: it decides how many items each prompt line gives.
-/// nullopt when run.json is missing, unreadable or from before the option existed.
-std::optional<int> recorded_num_images(const std::string& out) {
+/// What OUT/run.json says of the run that wrote OUT, for a status command that leaves
+/// it out: the prompts file (its absolute path; none for a run that read stdin) and
+/// --num-images (how many items a line that sets none gives). Each is nullopt when
+/// run.json is missing, unreadable or from before it was recorded.
+struct RecordedRun {
+  bool readable = false;  ///< run.json is there and is a JSON object
+  std::optional<std::string> prompts_path;
+  std::optional<int> num_images;
+};
+
+RecordedRun recorded_run(const std::string& out) {
   const std::string path = (std::filesystem::path(out) / "run.json").string();
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  nlohmann::json run;
   try {
-    const nlohmann::json run = io::read_json_object_file(path);
-    const nlohmann::json* n = run.contains("options") && run["options"].is_object() && run["options"].contains("num_images")
-                                  ? &run["options"]["num_images"]
-                                  : nullptr;
-    if (n && n->is_number_integer() && io::kImagesPerLineRange.contains(n->get<int64_t>())) return n->get<int>();
+    run = io::read_json_object_file(path);
   } catch (const Error&) {
-    // A torn or foreign run.json says nothing; the default stands.
+    return {};  // a torn or foreign run.json says nothing
   }
-  return std::nullopt;
+  RecordedRun r;
+  r.readable = true;
+  if (const auto p = run.find("prompts_path"); p != run.end() && p->is_string() && !p->get<std::string>().empty())
+    r.prompts_path = p->get<std::string>();
+  if (const auto o = run.find("options"); o != run.end() && o->is_object()) {
+    const auto n = o->find("num_images");
+    if (n != o->end() && n->is_number_integer() && io::kImagesPerLineRange.contains(n->get<int64_t>()))
+      r.num_images = n->get<int>();
+  }
+  return r;
 }
 
 }  // namespace
@@ -51,13 +65,29 @@ int run_status_command(const std::vector<std::string>& args) {
   CLI::App app(
       "Counts the done, failed and missing items of a run, overall and per shard (or per rank), from the "
       "prompts file and OUT's manifests. Exit status 0: all done; 3: items failed or missing; 2: bad input.\n\n"
-      "  dpinfer status OUT --prompts FILE [--json] [GENERATE OPTIONS, e.g. --shard I/N, --config F]",
+      "  dpinfer status OUT [--prompts FILE] [--json] [GENERATE OPTIONS, e.g. --shard I/N, --config F]",
       "dpinfer status");
   app.add_option("out", out, "the output directory (--out of dpinfer generate), first")->required();
-  app.add_option("--prompts", prompts, "the prompts file the run was given")->required();
+  app.add_option("--prompts", prompts,
+                 "the prompts file the run was given (default: the one OUT/run.json names, and its --num-images)");
   app.add_flag("--json", json, "print one JSON object instead of lines");
   app.allow_extras();  // the rest are generate options
   if (!parse_command_line(app, args, "dpinfer status")) return exit_status::kSuccess;
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) throw UsageError(quote(out) + " is not a directory; give the --out of dpinfer generate");
+  const RecordedRun recorded = recorded_run(out);
+  if (prompts.empty()) {
+    if (!recorded.readable)
+      throw UsageError(quote(out) + " holds no readable run.json to name the prompts file (has a rank started?); give " +
+                       "--prompts FILE");
+    if (!recorded.prompts_path)
+      throw UsageError(quote((fs::path(out) / "run.json").string()) + " names no prompts file (the run read stdin); " +
+                       "give --prompts FILE");
+    prompts = *recorded.prompts_path;
+    if (!fs::exists(prompts, ec))
+      throw UsageError(quote((fs::path(out) / "run.json").string()) + " names the prompts file " + quote(prompts) +
+                       ", which is not there any more; give --prompts FILE");
+  }
   std::vector<std::string> generate_args{prompts, "--out", out};
   for (const std::string& a : app.remaining()) {
     if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
@@ -66,8 +96,6 @@ int run_status_command(const std::vector<std::string>& args) {
   }
   plan::GenerateOptions o = plan::parse_generate_args(generate_args);
 
-  std::error_code ec;
-  if (!fs::is_directory(out, ec)) throw UsageError(quote(out) + " is not a directory; give the --out of dpinfer generate");
   auto specs = io::read_prompt_file(o.prompts, o.jsonl_stdin);
   if (specs.empty()) throw InputError(quote(o.prompts) + " holds no prompt (blank lines and # comments are skipped)");
   // Only the item count and the prompts matter here; the defaults are the worker's
@@ -75,8 +103,8 @@ int run_status_command(const std::vector<std::string>& args) {
   plan::ItemDefaults d;
   // Not given: the run's own (run.json), so that `dpinfer status OUT --prompts FILE` counts
   // what `--num-images 4` made without being told again.
-  const std::optional<int> recorded = o.num_images ? std::nullopt : recorded_num_images(out);
-  d.num_images = o.num_images.value_or(recorded.value_or(1));
+  const bool num_images_recorded = !o.num_images && recorded.num_images;
+  d.num_images = o.num_images.value_or(recorded.num_images.value_or(1));
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
   d.seed_from = plan::parse_seed_from(o.seed_from);
@@ -89,7 +117,7 @@ int run_status_command(const std::vector<std::string>& args) {
   if (!st.foreign_records.empty())
     throw InputError(quote(out) + ": " + st.foreign_records.front() + "; was it written from another prompts file " +
                      "than " + quote(o.prompts) + " or with another --num-images than " + std::to_string(d.num_images) +
-                     (recorded ? " (its run.json's)" : "") + "?");
+                     (num_images_recorded ? " (its run.json's)" : "") + "?");
   if (json) {
     std::cout << st.to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {

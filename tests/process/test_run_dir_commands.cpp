@@ -142,6 +142,39 @@ TEST(StatusCommand, CompleteRunExitsZero) {
   EXPECT_TRUE(contains(r.out, "total: 10/10 done, 0 failed, 0 missing\n")) << r.out;
 }
 
+// Without --prompts, the file run.json names (an absolute path, so any working directory
+// does), and run.json's --num-images unless one is given.
+TEST(StatusCommand, WithoutPromptsTheRunsOwnFileAndNumImagesFromRunJson) {
+  TempDir dir;
+  three_shard_run(dir, 10, true);
+  write_file(dir.file("out/run.json"), nlohmann::json({{"prompts_path", dir.file("p.txt")},
+                                                       {"options", {{"num_images", 1}}}}).dump());
+  RunResult r = run({dpinfer_binary(), "status", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(contains(r.out, "total: 9/10 done, 1 failed, 0 missing\n")) << r.out;
+  // Five lines of two images each are the same ten items (prompts aside: the records
+  // name "prompt I", so the count is all that is checked here).
+  write_file(dir.file("p.txt"), "prompt 0\nprompt 2\nprompt 4\nprompt 6\nprompt 8\n");
+  write_file(dir.file("out/run.json"), nlohmann::json({{"prompts_path", dir.file("p.txt")},
+                                                       {"options", {{"num_images", 2}}}}).dump());
+  r = run({dpinfer_binary(), "status", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // item 1 is "prompt 1" in the records, "prompt 0" here
+  EXPECT_TRUE(contains(r.err, "or with another --num-images than 2 (its run.json's)?")) << r.err;
+  r = run({dpinfer_binary(), "status", dir.file("out"), "--num-images", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "or with another --num-images than 1?")) << r.err;
+  // A run that read stdin names no file; a file that is gone is said so.
+  write_file(dir.file("out/run.json"), "{\"options\": {}}");
+  r = run({dpinfer_binary(), "status", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "run.json' names no prompts file (the run read stdin); give --prompts FILE")) << r.err;
+  write_file(dir.file("out/run.json"), nlohmann::json({{"prompts_path", dir.file("gone.txt")}}).dump());
+  r = run({dpinfer_binary(), "status", dir.file("out")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "names the prompts file '" + dir.file("gone.txt") + "', which is not there any more"))
+      << r.err;
+}
+
 TEST(StatusCommand, BadInputNamesTheProblem) {
   TempDir dir;
   three_shard_run(dir, 10, true);
@@ -153,9 +186,11 @@ TEST(StatusCommand, BadInputNamesTheProblem) {
   r = run({dpinfer_binary(), "status", dir.file("out"), "--prompts", dir.file("missing.txt")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "cannot read prompts file")) << r.err;
-  r = run({dpinfer_binary(), "status", dir.file("out")});
+  r = run({dpinfer_binary(), "status", dir.file("out")});  // no run.json to name the file
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "--prompts")) << r.err;
+  EXPECT_TRUE(contains(r.err, "holds no readable run.json to name the prompts file (has a rank started?); give "
+                              "--prompts FILE"))
+      << r.err;
   r = run({dpinfer_binary(), "status", dir.file("out"), "--prompts", dir.file("p.txt"), "--shard", "3/3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "--shard")) << r.err;

@@ -197,9 +197,13 @@ TEST(WorkerProcess, NumImagesGivesEachLineThatSetsNoneItsImages) {
   EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("txt/run.json")))["options"]["num_images"], 3);
 
   // status counts 6 items from run.json; told another count, it says which option may differ.
-  RunResult st = run({dpinfer_binary(), "status", dir.file("txt"), "--prompts", dir.file("p.txt")});
-  EXPECT_EQ(st.exit_code, 0) << st.err;
-  EXPECT_TRUE(contains(st.out, "total: 6/6 done, 0 failed, 0 missing")) << st.out;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {dpinfer_binary(), "status", dir.file("txt"), "--prompts", dir.file("p.txt")},
+           {dpinfer_binary(), "status", dir.file("txt")}}) {  // the prompts file too from run.json
+    RunResult st = run(args);
+    EXPECT_EQ(st.exit_code, 0) << st.err;
+    EXPECT_TRUE(contains(st.out, "total: 6/6 done, 0 failed, 0 missing")) << st.out;
+  }
   RunResult other = run({dpinfer_binary(), "status", dir.file("txt"), "--prompts", dir.file("p.txt"), "--num-images", "2"});
   EXPECT_EQ(other.exit_code, 2) << other.err;
   EXPECT_TRUE(contains(other.err, "or with another --num-images than 2?")) << other.err;
