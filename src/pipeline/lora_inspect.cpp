@@ -137,12 +137,13 @@ void LoraReport::to_text(std::ostream& out) const {
   }
 }
 
-bool is_lora_file(const std::string& path) {
+std::optional<LoraFileReport> lora_file_report(const std::string& path) {
   try {
-    return !describe_lora_file(path).names.components.empty();
+    LoraFileReport r = describe_lora_file(path);
+    if (!r.names.components.empty()) return r;
   } catch (const Error&) {
-    return false;
   }
+  return std::nullopt;
 }
 
 LoraFileReport describe_lora_file(const std::string& path) {

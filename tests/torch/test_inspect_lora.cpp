@@ -137,8 +137,8 @@ TEST(InspectLora, ALoraAloneIsDescribedByItsNames) {
   EXPECT_EQ(flux.names.format, "kohya / ComfyUI FLUX.1 (BFL block names)");
   EXPECT_EQ(flux.names.families.at(0), "FLUX.1 / Chroma (BFL block names)");
   EXPECT_TRUE(describe_lora_file(kData + "/loras-scaling/flux-metadata.safetensors").has_adapter_metadata);
-  EXPECT_TRUE(is_lora_file(kData + "/loras-dit/qwen-peft.safetensors"));
-  EXPECT_FALSE(is_lora_file(kPipelines + "tiny-sd1/unet/diffusion_pytorch_model.safetensors"));
+  EXPECT_TRUE(lora_file_report(kData + "/loras-dit/qwen-peft.safetensors"));
+  EXPECT_FALSE(lora_file_report(kPipelines + "tiny-sd1/unet/diffusion_pytorch_model.safetensors"));
 }
 
 TEST(InspectLora, TheBinaryReportsLorasAndExitsTwoForOneThatDoesNotFit) {

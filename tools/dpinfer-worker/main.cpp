@@ -85,12 +85,11 @@ int inspect_main(int argc, char** argv) {
     return exit_status::kBadInput;
   }
   try {
-    if (lora_args.empty() && dpinfer::pipeline::is_lora_file(model)) {
-      const dpinfer::pipeline::LoraFileReport lora = dpinfer::pipeline::describe_lora_file(model);
+    if (const auto lora = lora_args.empty() ? dpinfer::pipeline::lora_file_report(model) : std::nullopt) {
       if (json)
-        std::cout << lora.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+        std::cout << lora->to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
       else
-        std::cout << lora.to_text();
+        std::cout << lora->to_text();
       return exit_status::kSuccess;
     }
     dpinfer::io::LoraSet loras;

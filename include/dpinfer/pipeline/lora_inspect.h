@@ -10,6 +10,7 @@
 #include <memory>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -68,9 +69,9 @@ struct LoraFileReport {
   std::string to_text() const;
 };
 
-/// Whether the safetensors file at `path` holds a LoRA (a key of kohya's, PEFT's or LyCORIS' factors):
-/// false for anything else, a file that cannot be read included.
-bool is_lora_file(const std::string& path);
+/// describe_lora_file(path) when the safetensors file at `path` holds a LoRA (a key of kohya's, PEFT's
+/// or LyCORIS' factors); nullopt for anything else, a file that cannot be read included.
+std::optional<LoraFileReport> lora_file_report(const std::string& path);
 
 /// Describes the LoRA file at `path`. Throws InputError naming it when its header cannot be read.
 LoraFileReport describe_lora_file(const std::string& path);
