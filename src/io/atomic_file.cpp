@@ -1,6 +1,7 @@
 #include "dpinfer/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <signal.h>
@@ -90,16 +91,42 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
 }
 
-size_t remove_stale_temporaries(const std::string& dir) {
+size_t remove_stale_temporaries(const std::string& dir, const std::function<bool(const std::string& name)>& descend) {
   namespace fs = std::filesystem;
   size_t removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file(ec) && is_temporary_name(entry.path().filename().string()) && is_stale(entry.path())) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && is_temporary_name(name) && is_stale(entry.path())) {
       if (fs::remove(entry.path(), ec)) ++removed;
+    } else if (descend && entry.symlink_status(ec).type() == fs::file_type::directory && descend(name)) {
+      removed += remove_stale_temporaries(entry.path().string());
     }
   }
   return removed;
+}
+
+void SubdirectoryMaker::ensure(const std::string& name) {
+  if (made_.count(name)) return;
+  const std::string path = root_ + "/" + name;
+  if (::mkdir(path.c_str(), 0755) != 0) {
+    const int err = errno;
+    struct stat st;
+    if (err != EEXIST) throw SystemError("cannot make directory " + quote(path), err);
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw Error("cannot make directory " + quote(path) + ": a file of that name is in the way; move it");
+  }
+  // The new entry of the root on disk before any file in it (rename() does not order them).
+  const int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw SystemError("cannot open " + quote(root_) + " to sync it", errno);
+  // Some filesystems cannot sync a directory (EINVAL, as FUSE ones may say): nothing to order there.
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    const int err = errno;
+    ::close(fd);
+    throw SystemError("cannot sync " + quote(root_), err);
+  }
+  ::close(fd);
+  made_.insert(name);
 }
 
 }  // namespace dpinfer::io

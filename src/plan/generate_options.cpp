@@ -95,6 +95,11 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
       ->capture_default_str();
   app.add_option("--jpeg-quality", o.jpeg_quality, "JPEG quality, 1..100 (chroma subsampled at 90 and below)")
       ->capture_default_str();
+  app.add_option("--files-per-dir", o.files_per_dir,
+                 "N > 0: item i goes to a numbered subdirectory, OUT/<i / N, 5 digits>/<i, 6 digits>.png "
+                 "(00001/012345.png for N 10000), for filesystems slow with millions of files in one directory; "
+                 "0: all in OUT")
+      ->capture_default_str();
   app.add_option("--max-failures-in-a-row", o.max_failures_in_a_row,
                  "stop the run (exit 1) when a rank has this many failed items in a row, as a cause that fails "
                  "them all would fail the rest; the next run retries them; 0: never stop")
@@ -205,6 +210,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
+                      {"files_per_dir", files_per_dir},
                       {"config", config}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -335,6 +341,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   o.image_format = to_string(parse_image_format(o.image_format));  // jpg -> jpeg
   if (o.jpeg_quality < 1 || o.jpeg_quality > 100)
     throw UsageError("--jpeg-quality: expected 1..100, got " + std::to_string(o.jpeg_quality));
+  if (o.files_per_dir < 0 || o.files_per_dir > kMaxFilesPerDir)
+    throw UsageError("--files-per-dir: expected 0 (all images in --out) or 1.." + std::to_string(kMaxFilesPerDir) +
+                     ", got " + std::to_string(o.files_per_dir));
   if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
     throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got " + quote(o.dtype, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")

@@ -103,10 +103,19 @@ ImageFormat parse_image_format(const std::string& name) {
 
 std::string to_string(ImageFormat format) { return format == ImageFormat::kJpeg ? "jpeg" : "png"; }
 
-std::string item_file_name(int64_t index, ImageFormat format) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%06lld.%s", static_cast<long long>(index), format == ImageFormat::kJpeg ? "jpg" : "png");
+std::string item_file_name(int64_t index, ImageFormat format, int64_t files_per_dir) {
+  const char* extension = format == ImageFormat::kJpeg ? "jpg" : "png";
+  char buf[64];
+  if (files_per_dir > 0)
+    std::snprintf(buf, sizeof buf, "%05lld/%06lld.%s", static_cast<long long>(index / files_per_dir),
+                  static_cast<long long>(index), extension);
+  else
+    std::snprintf(buf, sizeof buf, "%06lld.%s", static_cast<long long>(index), extension);
   return buf;
+}
+
+bool is_item_dir_name(const std::string& name) {
+  return name.size() >= 5 && name.find_first_not_of("0123456789") == std::string::npos;
 }
 
 }  // namespace dpinfer::plan

@@ -82,7 +82,9 @@ int GenerateRun::run() {
     plan::check_output_dir(o_.out);  // writable, before the model loads
   }
   if (rank_.rank == 0) {
-    size_t removed = io::remove_stale_temporaries(o_.out);
+    // In --out and in --files-per-dir's numbered subdirectories (of this run's layout or an
+    // earlier one's), not in other trees under --out.
+    size_t removed = io::remove_stale_temporaries(o_.out, plan::is_item_dir_name);
     if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
   }
   // Join before anything rank-specific can fail, so that such a failure reaches
@@ -442,7 +444,7 @@ void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage
 }
 
 nlohmann::json GenerateRun::record_of(const plan::Item& it) const {
-  return item_record(it, pipe_->info(), &hashes_, image_format_);
+  return item_record(it, pipe_->info(), &hashes_, image_format_, o_.files_per_dir);
 }
 
 void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
@@ -451,7 +453,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   rec["sampler"] = info.sampler_label;
   rec["dtype"] = info.dtype;
   rec["dpinfer_version"] = version();
-  const std::string file_name = rec["file_name"];  // record_of(): the --image-format's name
+  const std::string file_name = rec["file_name"];  // record_of(): plan::item_file_name()
   const std::string infotext = a1111_infotext(it, info, &hashes_);
   const std::string record = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string file;
@@ -468,6 +470,9 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   } else {
     file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
   }
+  // --files-per-dir: "00001/012345.png", whose directory is made (durably) before its first file.
+  if (const size_t slash = file_name.find('/'); slash != std::string::npos)
+    subdirectories_.ensure(file_name.substr(0, slash));
   io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;

@@ -177,6 +177,33 @@ TEST(Items, FileNamesArePaddedToSixDigits) {
   EXPECT_EQ(item_file_name(1234567), "1234567.png");
 }
 
+// --files-per-dir N: item i in directory i / N (5 digits), as img2dataset's shards; 0 is flat.
+TEST(Items, FileNamesInNumberedSubdirectories) {
+  using dpinfer::plan::ImageFormat;
+  EXPECT_EQ(item_file_name(42, ImageFormat::kPng, 0), "000042.png");
+  EXPECT_EQ(item_file_name(42, ImageFormat::kJpeg, 0), "000042.jpg");
+  // N = 1: a directory per item.
+  EXPECT_EQ(item_file_name(0, ImageFormat::kPng, 1), "00000/000000.png");
+  EXPECT_EQ(item_file_name(7, ImageFormat::kPng, 1), "00007/000007.png");
+  // N = 3: 0-2 in 00000, 3-5 in 00001, ...
+  EXPECT_EQ(item_file_name(2, ImageFormat::kPng, 3), "00000/000002.png");
+  EXPECT_EQ(item_file_name(3, ImageFormat::kPng, 3), "00001/000003.png");
+  EXPECT_EQ(item_file_name(9, ImageFormat::kJpeg, 3), "00003/000009.jpg");
+  // N = 10000, img2dataset's default.
+  EXPECT_EQ(item_file_name(9999, ImageFormat::kPng, 10000), "00000/009999.png");
+  EXPECT_EQ(item_file_name(12345, ImageFormat::kPng, 10000), "00001/012345.png");
+  EXPECT_EQ(item_file_name(12345, ImageFormat::kJpeg, 10000), "00001/012345.jpg");
+  // Past the padding, the numbers grow: the last item a prompts file may give.
+  const int64_t last = dpinfer::plan::kMaxItems - 1;
+  EXPECT_EQ(item_file_name(last, ImageFormat::kPng, 10000), "99999/999999999.png");
+  EXPECT_EQ(item_file_name(last, ImageFormat::kPng, 1), "999999999/999999999.png");
+  EXPECT_EQ(item_file_name(last, ImageFormat::kPng, dpinfer::plan::kMaxFilesPerDir), "00000/999999999.png");
+  EXPECT_TRUE(dpinfer::plan::is_item_dir_name("00000"));
+  EXPECT_TRUE(dpinfer::plan::is_item_dir_name("999999999"));
+  for (const char* name : {"0000", "0000a", "", "images", "00001.png", ".00000"})
+    EXPECT_FALSE(dpinfer::plan::is_item_dir_name(name)) << name;
+}
+
 TEST(Sharding, ContiguousFollowsAcceleratesSplit) {
   // 10 items on 4 ranks: 3,3,2,2.
   EXPECT_EQ(contiguous_range(10, 4, 0), (std::pair<int64_t, int64_t>{0, 3}));

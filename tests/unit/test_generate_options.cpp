@@ -110,6 +110,25 @@ TEST(GenerateOptionsHardening, WriteQueueIsZeroToItsBound) {
   EXPECT_EQ(config_error(dir, "{\"write_queue\": 2.5}"), "--config '" + dir.file("c.json") + "': 'write_queue' must be an integer, got 2.5");
 }
 
+// --files-per-dir: 0 (flat, the default) or 1..10^9 images per numbered subdirectory.
+TEST(GenerateOptionsHardening, FilesPerDirIsZeroOrOneToItsBound) {
+  EXPECT_EQ(plan::parse_generate_args({"p.txt"}).files_per_dir, 0);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt"}).to_json()["files_per_dir"], 0);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--files-per-dir", "1"}).files_per_dir, 1);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--files-per-dir", "1000000000"}).to_json()["files_per_dir"],
+            1000000000);
+  for (const char* bad : {"-1", "1000000001"})
+    EXPECT_EQ(usage_error({"p.txt", "--files-per-dir", bad}),
+              std::string("--files-per-dir: expected 0 (all images in --out) or 1..1000000000, got ") + bad);
+  TempDir dir;
+  write_file(dir.file("c.json"), "{\"files_per_dir\": 10000}");
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--config", dir.file("c.json")}).files_per_dir, 10000);
+  EXPECT_EQ(plan::parse_generate_args({"p.txt", "--config", dir.file("c.json"), "--files-per-dir", "0"}).files_per_dir,
+            0);
+  EXPECT_EQ(config_error(dir, "{\"files_per_dir\": \"many\"}"),
+            "--config '" + dir.file("c.json") + "': 'files_per_dir' must be an integer, got \"many\"");
+}
+
 TEST(GenerateOptionsLora, RepeatableWithScalesAndTheCommandLineReplacesTheConfig) {
   plan::GenerateOptions o = plan::parse_generate_args({"p.txt", "--lora", "a.safetensors:0.5", "--lora", "b.safetensors"});
   ASSERT_EQ(o.loras.size(), 2u);

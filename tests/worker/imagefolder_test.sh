@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 11, item 11: an output folder loads with the real Hugging Face `datasets`
-# (imagefolder), pictures and columns. Needs the fixtures venv with datasets
+# (imagefolder), pictures and columns, flat and in --files-per-dir's subdirectories. Needs the fixtures venv with datasets
 # (tools/fixtures/setup_venv.sh); without it the test is skipped (exit 77): CI has no
 # Python, and tests/support/imagefolder.h checks the same column rule in C++.
 # Usage: imagefolder_test.sh TEST_WORKER SOURCE_DIR
@@ -19,3 +19,7 @@ printf '%s\n' '{"prompt": "a red circle", "num_images": 2}' '{"prompt": "a blue 
 CUDA_VISIBLE_DEVICES= "$worker" generate "$work/p.jsonl" --out "$work/out" 2> "$work/err.log" ||
   { cat "$work/err.log"; exit 1; }
 "$py" "$root/tools/fixtures/check_imagefolder.py" "$work/out"
+# --files-per-dir: the pictures in numbered subdirectories, metadata.jsonl's file_name relative to OUT.
+CUDA_VISIBLE_DEVICES= "$worker" generate "$work/p.jsonl" --out "$work/nested" --files-per-dir 2 2> "$work/err.log" ||
+  { cat "$work/err.log"; exit 1; }
+"$py" "$root/tools/fixtures/check_imagefolder.py" "$work/nested"

@@ -241,3 +241,40 @@ TEST(AtomicFile, WritesInPlaceAndCleansOnlyStaleTemporaries) {
   EXPECT_TRUE(std::filesystem::exists(live));
   EXPECT_TRUE(std::filesystem::exists(dir.file("x.png")));
 }
+
+// --files-per-dir: the subdirectories are made once each, and their stale temporaries go
+// with those of the root, but only in the directories the caller names.
+TEST(AtomicFile, SubdirectoriesAreMadeOnceAndSearchedForStaleTemporariesOnlyWhenAsked) {
+  TempDir dir;
+  io::SubdirectoryMaker maker(dir.path());
+  maker.ensure("00000");
+  io::write_file_atomically(dir.file("00000/000000.png"), "a");
+  EXPECT_EQ(read_file(dir.file("00000/000000.png")), "a");
+  std::filesystem::remove_all(dir.file("00000"));
+  maker.ensure("00000");  // remembered: no second mkdir
+  EXPECT_FALSE(std::filesystem::exists(dir.file("00000")));
+  std::filesystem::create_directory(dir.file("00001"));
+  io::SubdirectoryMaker other(dir.path());
+  other.ensure("00001");  // another rank's, or an earlier run's: taken as it is
+  write_file(dir.file("00002"), "a file");
+  try {
+    other.ensure("00002");
+    ADD_FAILURE() << "a file in the way";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("00002': a file of that name is in the way; move it"), std::string::npos)
+        << e.what();
+  }
+
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string h(host);
+  for (char& c : h)
+    if (c == '.') c = '_';
+  const std::string tmp = "." + std::string("000003.png.") + h + ".999999999.dpinfer-tmp";
+  std::filesystem::create_directory(dir.file("user"));
+  for (const char* sub : {"00001", "user"}) write_file(dir.file(std::string(sub) + "/" + tmp), "partial");
+  EXPECT_EQ(io::remove_stale_temporaries(dir.path()), 0u) << "the root only";
+  EXPECT_EQ(io::remove_stale_temporaries(dir.path(), [](const std::string& name) { return name == "00001"; }), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("00001/" + tmp)));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("user/" + tmp))) << "a tree of the user's";
+}

@@ -52,11 +52,21 @@ RunResult launch_generate(int nproc, const std::vector<std::string>& args, std::
   return run(argv, env, 120s);
 }
 
-/// Every PNG of `dir`, by file name, as decoded pixels.
+/// Every PNG of `dir` and its subdirectories (--files-per-dir), by path relative to `dir`, as
+/// decoded pixels.
 std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
   std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".png") out[e.path().filename().string()] = read_png(e.path().string()).pixels;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".png")
+      out[e.path().lexically_relative(dir).generic_string()] = read_png(e.path().string()).pixels;
+  return out;
+}
+
+/// Every file under `dir` (its subdirectories too), relative to it.
+std::set<std::string> files_under(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out.insert(e.path().lexically_relative(dir).generic_string());
   return out;
 }
 
@@ -278,15 +288,21 @@ TEST(WorkerProcess, ResumingWithOtherOptionsIsRefusedUnlessOverwrite) {
   for (const auto& rec : read_jsonl(out + "/metadata.jsonl")) EXPECT_EQ(rec["seed"].get<int>(), 7 + rec["index"].get<int>());
 }
 
-TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
+namespace {
+
+/// kill -9 of a 2-rank run of 30 items mid-run, then the same command again: every item
+/// made exactly once, no temporary left. `layout` adds options (--files-per-dir).
+void kill_minus_9_then_resume(const std::vector<std::string>& layout) {
   TempDir dir;
   const int n = 30;
   write_file(dir.file("p.txt"), prompts_txt(n));
   std::string out = dir.file("out");
+  std::vector<std::string> args = {dir.file("p.txt"), "--out", out, "--shard-mode", "dynamic"};
+  args.insert(args.end(), layout.begin(), layout.end());
   {
-    Child launcher({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate", dir.file("p.txt"),
-                    "--out", out, "--shard-mode", "dynamic"},
-                   {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
+    std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child launcher(argv, {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
     ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 6; }, 60s)) << launcher.err_so_far();
     launcher.signal(SIGKILL);
     launcher.wait(10s);
@@ -295,15 +311,129 @@ TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) {
   EXPECT_LT(before, static_cast<size_t>(n)) << "the kill came mid-run";
   // The keepers SIGKILL the workers; give them a moment to go.
   std::this_thread::sleep_for(300ms);
-  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--shard-mode", "dynamic"});
+  RunResult r = launch_generate(2, args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto counts = ok_counts(out);
   ASSERT_EQ(counts.size(), static_cast<size_t>(n));
   for (auto [index, c] : counts) EXPECT_EQ(c, 1) << "item " << index;
   EXPECT_EQ(images(out).size(), static_cast<size_t>(n));
+  for (const std::string& f : files_under(out)) EXPECT_EQ(f.find(".dpinfer-tmp"), std::string::npos) << f;
+  auto meta = read_jsonl(out + "/metadata.jsonl");
+  ASSERT_EQ(meta.size(), static_cast<size_t>(n));
+  for (const auto& row : meta) EXPECT_TRUE(fs::exists(out + "/" + row["file_name"].get<std::string>())) << row.dump();
+}
+
+}  // namespace
+
+TEST(WorkerProcess, KillMinus9MidRunThenResumeMakesEveryItemExactlyOnce) { kill_minus_9_then_resume({}); }
+
+TEST(WorkerProcess, KillMinus9MidRunThenResumeWithFilesPerDir) { kill_minus_9_then_resume({"--files-per-dir", "4"}); }
+
+// --files-per-dir N: item i in OUT/<i / N>/, records naming that relative path, resumed like the
+// flat layout; a resume with another N, or flat, is refused (the directory would hold both).
+TEST(WorkerProcess, FilesPerDirWritesNumberedSubdirectoriesAndResumesOnlyInTheirLayout) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(10));
+  const std::string out = dir.file("out");
+  const std::vector<std::string> base = {dir.file("p.txt"), "--out", out};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  RunResult r = launch_generate(2, with({"--files-per-dir", "3"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunResult flat = generate({dir.file("p.txt"), "--out", dir.file("flat")});
+  ASSERT_EQ(flat.exit_code, 0) << flat.err;
+
+  // 3 + 3 + 3 + 1 images, nothing else in the subdirectories, and none at the top level.
+  std::set<std::string> expected = {"run.json", "metadata.jsonl", "failures.jsonl", "manifest.rank0.jsonl",
+                                    "manifest.rank1.jsonl"};
+  for (int i = 0; i < 10; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%05d/%06d.png", i / 3, i);
+    expected.insert(name);
+  }
+  std::set<std::string> found = files_under(out);
+  found.erase("hashes.json");  // written only when there is something to hash
+  EXPECT_EQ(found, expected);
+  std::set<std::string> dirs;
   for (const auto& e : fs::directory_iterator(out))
-    EXPECT_EQ(e.path().filename().string().find(".dpinfer-tmp"), std::string::npos) << e.path();
-  EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").size(), static_cast<size_t>(n));
+    if (e.is_directory()) dirs.insert(e.path().filename().string());
+  EXPECT_EQ(dirs, (std::set<std::string>{"00000", "00001", "00002", "00003"}));
+
+  // Records and metadata.jsonl (sorted by index) name the relative paths; the pixels are the flat run's.
+  auto meta = read_jsonl(out + "/metadata.jsonl");
+  ASSERT_EQ(meta.size(), 10u);
+  const auto flat_images = images(dir.file("flat"));
+  for (int i = 0; i < 10; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%05d/%06d.png", i / 3, i);
+    EXPECT_EQ(meta[i]["index"], i);
+    EXPECT_EQ(meta[i]["file_name"], name);
+    EXPECT_EQ(nlohmann::json::parse(read_png(out + "/" + name).texts["dpinfer"])["file_name"], name);
+    EXPECT_EQ(images(out).at(name), flat_images.at(std::string(name).substr(6))) << name;
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_file(out + "/run.json"))["options"]["files_per_dir"], 3);
+  RunResult status = run({dpinfer_binary(), "status", out, "--prompts", dir.file("p.txt")});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(contains(status.out, "total: 10/10 done, 0 failed, 0 missing\n")) << status.out;
+
+  // A rerun skips all, and removes a dead writer's temporary in a subdirectory (only there:
+  // a tree of the user's under --out is not searched).
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string h(host);
+  for (char& c : h)
+    if (c == '.') c = '_';
+  const std::string stale = "/.000004.png." + h + ".999999999.dpinfer-tmp";
+  write_file(out + "/00001" + stale, "partial");
+  fs::create_directories(out + "/mine");
+  write_file(out + "/mine" + stale, "the user's");
+  RunResult again = launch_generate(2, with({"--files-per-dir", "3"}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "10/10 images (100.0%), 10 skipped")) << again.err;
+  EXPECT_TRUE(contains(again.err, "removed 1 stale temporary file(s)")) << again.err;
+  EXPECT_FALSE(fs::exists(out + "/00001" + stale));
+  EXPECT_TRUE(fs::exists(out + "/mine" + stale));
+  fs::remove_all(out + "/mine");
+
+  // Another --files-per-dir, or the flat layout: refused, naming the item, both paths and the
+  // option that resumes it; nothing written.
+  const std::set<std::string> files_before = files_under(out);
+  const std::string manifests_before = read_file(out + "/manifest.rank0.jsonl") + read_file(out + "/manifest.rank1.jsonl");
+  RunResult other = generate(with({"--files-per-dir", "4"}));
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "already holds item 3 as 00001/000003.png (manifest.rank0.jsonl), but this run "
+                                  "writes 00000/000003.png (--files-per-dir 4); give --files-per-dir 3 to resume it, "
+                                  "another --out, or --overwrite"))
+      << other.err;
+  RunResult flat_again = generate(base);
+  EXPECT_EQ(flat_again.exit_code, 2) << flat_again.err;
+  EXPECT_TRUE(contains(flat_again.err, "already holds item 0 as 00000/000000.png (manifest.rank0.jsonl), but this "
+                                       "run writes 000000.png (--files-per-dir 0); give --files-per-dir 3 to resume it"))
+      << flat_again.err;
+  RunResult jpeg = generate(with({"--image-format", "jpeg"}));
+  EXPECT_EQ(jpeg.exit_code, 2) << jpeg.err;
+  EXPECT_TRUE(contains(jpeg.err, "but this run writes 000000.jpg (--image-format jpeg --files-per-dir 0); give "
+                                 "--image-format png --files-per-dir 3 to resume it"))
+      << jpeg.err;
+  EXPECT_EQ(files_under(out), files_before);
+  EXPECT_EQ(read_file(out + "/manifest.rank0.jsonl") + read_file(out + "/manifest.rank1.jsonl"), manifests_before);
+
+  // --overwrite makes them again in the new layout; merge and status follow the records.
+  RunResult over = generate(with({"--files-per-dir", "4", "--overwrite"}));
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  meta = read_jsonl(out + "/metadata.jsonl");
+  ASSERT_EQ(meta.size(), 10u);
+  EXPECT_EQ(meta[9]["file_name"], "00002/000009.png");
+  EXPECT_EQ(images(out).at("00002/000009.png"), flat_images.at("000009.png"));
+  fs::remove(out + "/00002/000009.png");
+  RunResult merge = run({dpinfer_binary(), "merge", out});
+  EXPECT_EQ(merge.exit_code, 0) << merge.err;
+  EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").size(), 9u) << "the row of the missing file is left out";
+  status = run({dpinfer_binary(), "status", out, "--prompts", dir.file("p.txt")});
+  EXPECT_TRUE(contains(status.out, "total: 9/10 done, 0 failed, 1 missing\n")) << status.out;
 }
 
 TEST(WorkerProcess, SigtermStopsAfterTheBatchWith143AndTheRunResumes) {

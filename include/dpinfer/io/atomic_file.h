@@ -2,8 +2,10 @@
 // Outputs are written atomically: to a temporary in the same directory, fsync'd,
 // then renamed into place. A file that exists under its final name is complete.
 
+#include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 namespace dpinfer::io {
 
@@ -12,8 +14,32 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 
 /// Removes the temporaries that write_file_atomically() left in `dir` when a
 /// process died mid-write: those of dead processes on this host, and any older
-/// than an hour. Temporaries of live writers are kept. Returns how many went.
-size_t remove_stale_temporaries(const std::string& dir);
+/// than an hour. Temporaries of live writers are kept. With `descend`, also in each
+/// subdirectory of `dir` (one level, no symbolic link) whose name it accepts, in the
+/// same one listing of `dir`. Returns how many went.
+size_t remove_stale_temporaries(const std::string& dir,
+                                const std::function<bool(const std::string& name)>& descend = nullptr);
+
+/// Makes the subdirectories of one root that files are written atomically into, on
+/// first use and durably: mkdir, then fsync of the root, so that the new entry is on
+/// disk before any file renamed into it can be (a crash must not keep the file's record
+/// and lose its directory). Remembers each directory it made or found, so that a
+/// directory costs one mkdir and one fsync per run, not one per file. Not thread-safe:
+/// one writer owns it.
+class SubdirectoryMaker {
+ public:
+  explicit SubdirectoryMaker(std::string root) : root_(std::move(root)) {}
+
+  /// Makes `root/name` (one level: `name` holds no '/') unless this maker already has.
+  /// One that exists (an earlier run's, another rank's) is taken, and the root fsync'd as
+  /// well: its maker may not have got that far. Throws SystemError naming the path (its
+  /// code ENOSPC or EDQUOT on a full disk), or Error when a file of that name is there.
+  void ensure(const std::string& name);
+
+ private:
+  std::string root_;
+  std::unordered_set<std::string> made_;
+};
 
 /// True when a temporary of write_file_atomically() has this file name.
 bool is_temporary_name(const std::string& file_name);

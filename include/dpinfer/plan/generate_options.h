@@ -71,6 +71,8 @@ struct GenerateOptions {
   /// png (lossless, the default) or jpeg (plan::parse_image_format), at jpeg_quality.
   std::string image_format = "png";
   int jpeg_quality = 95;
+  /// --files-per-dir: N > 0 puts item i in OUT/<i / N>/ (plan::item_file_name); 0, the default, in OUT.
+  int64_t files_per_dir = 0;
   bool verbose = false;
   std::string config;            ///< the --config file, if any
 

@@ -134,7 +134,17 @@ ImageFormat parse_image_format(const std::string& name);
 /// "png" or "jpeg", as --image-format and run.json say it.
 std::string to_string(ImageFormat format);
 
-/// "000042.png" (or ".jpg"): the index zero-padded to at least 6 digits.
-std::string item_file_name(int64_t index, ImageFormat format = ImageFormat::kPng);
+/// The largest --files-per-dir: one directory for every item a prompts file may give.
+constexpr int64_t kMaxFilesPerDir = kMaxItems;
+
+/// An item's image, relative to --out: "000042.png" (or ".jpg"), the index zero-padded to at
+/// least 6 digits. With files_per_dir N > 0 (--files-per-dir), in numbered subdirectories of N
+/// images each, as img2dataset lays out its shards: "00004/000042.png" for N = 10, the directory
+/// index / N zero-padded to at least 5 digits. 0 is the flat layout.
+std::string item_file_name(int64_t index, ImageFormat format = ImageFormat::kPng, int64_t files_per_dir = 0);
+
+/// True for a subdirectory name item_file_name() makes: 5 or more decimal digits. Only these are
+/// searched for dpinfer's stale temporaries; other trees under --out are the user's.
+bool is_item_dir_name(const std::string& name);
 
 }  // namespace dpinfer::plan

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/pipeline/text_to_image.h"
 #include "dpinfer/plan/generate_options.h"
@@ -49,7 +50,8 @@ class GenerateRun {
       : o_(o),
         factory_(factory),
         image_format_(plan::parse_image_format(o.image_format)),
-        resume_(o.out, image_format_) {}
+        resume_(o.out, image_format_, o.files_per_dir),
+        subdirectories_(o.out) {}
 
   /// Runs the worker: joins the group, loads the pipeline, makes this rank's items,
   /// and on rank 0 merges the manifests. Returns the exit status; throws on failure
@@ -103,7 +105,8 @@ class GenerateRun {
 
   void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
-  /// item_record() of `it` for this run: the model's info and hashes, the --image-format's file name.
+  /// item_record() of `it` for this run: the model's info and hashes, the file name of its
+  /// --image-format and --files-per-dir.
   nlohmann::json record_of(const plan::Item& it) const;
 
   /// Records `it` as failed; throws, stopping the run, once --max-failures-in-a-row items in a row have failed.
@@ -153,6 +156,9 @@ class GenerateRun {
   bool multi_node_ = false;
   ProgressPipe progress_ = ProgressPipe::from_env();
   Resume resume_;
+  /// --files-per-dir's subdirectories of --out, made as the first image goes into each (by
+  /// write_image(), on the writer thread, which alone touches it).
+  io::SubdirectoryMaker subdirectories_;
   bool items_known_ = false;  ///< this rank's share is known: progress reports may start
   int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
   std::chrono::steady_clock::time_point last_report_{};

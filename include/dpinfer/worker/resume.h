@@ -9,13 +9,16 @@
 
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/plan/items.h"
+#include "dpinfer/util/error.h"
 
 namespace dpinfer::worker {
 
 class Resume {
  public:
-  /// Resumes in `out_dir`, where this run writes images in `format`.
-  Resume(std::string out_dir, plan::ImageFormat format) : out_dir_(std::move(out_dir)), format_(format) {}
+  /// Resumes in `out_dir`, where this run writes images in `format`, `files_per_dir` to a
+  /// subdirectory (plan::item_file_name; 0: flat).
+  Resume(std::string out_dir, plan::ImageFormat format, int64_t files_per_dir = 0)
+      : out_dir_(std::move(out_dir)), format_(format), files_per_dir_(files_per_dir) {}
 
   /// Whether an earlier run made `item`, i.e. its image exists and the manifests' latest
   /// record of it says ok. A PNG without such a record (a run killed between the rename
@@ -24,9 +27,10 @@ class Resume {
   /// prompts file, or another seed, steps, size, guidance, scheduler or setting) throws
   /// InputError: the two runs would mix silently in one directory. The manifests are read
   /// once, at the first item (a fresh run's --out has none to read); then each item costs one
-  /// stat(). An item made in the other --image-format (the latest record names its file, and
-  /// the file exists) throws InputError too: the directory would hold both, and metadata.jsonl
-  /// one of them.
+  /// stat(). An item made under another layout (the latest record names another file, and
+  /// that file exists: the other --image-format, or another --files-per-dir) throws InputError
+  /// too, naming the options that resume it: the directory would hold both, and
+  /// metadata.jsonl one of them.
   /// `identity` lists the fields compared, each with the value a record lacking it stands
   /// for (identity_fields()).
   bool already_made(const plan::Item& item, const nlohmann::json& now,
@@ -36,8 +40,14 @@ class Resume {
   bool image_exists(const std::string& file_name) const;
   const io::ManifestSet& earlier();
 
+  /// The InputError for `item`, which `entry` records as made in `recorded`, while this run
+  /// writes it as `file_name`.
+  InputError made_in_another_layout(const plan::Item& item, const io::ManifestEntry& entry, const std::string& recorded,
+                                    const std::string& file_name);
+
   std::string out_dir_;
   plan::ImageFormat format_;
+  int64_t files_per_dir_;
   std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, read at the first item
 };
 
