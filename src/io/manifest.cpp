@@ -52,7 +52,8 @@ namespace {
 /// clip_skip), and clip_skip and guidance_rescale, which records carried before that list.
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
-                                           "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras"};
+                                           "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras",
+                                           "scheduler_settings"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.
@@ -156,6 +157,8 @@ ManifestSet read_manifests(const std::string& dir) {
           if (rec.contains(f)) l->second.identity[f] = rec[f];
         // Records from before LoRAs were recorded were made without any.
         if (!rec.contains("loras")) l->second.identity["loras"] = nlohmann::json::array();
+        // Nor scheduler_settings, when the run set none.
+        if (!rec.contains("scheduler_settings")) l->second.identity["scheduler_settings"] = nlohmann::json::object();
         if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
       }
       if (ok) {

@@ -2,6 +2,7 @@
 
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 
@@ -11,6 +12,7 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
   try {
     const SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
     ModelDir model = resolve_model(request.model, request.variant, nullptr, single_file);
+    apply_scheduler_settings(model, request.scheduler, request.scheduler_settings);
     if (!request.variant.empty())
       for (const Component& c : model.components)
         if (has_weights(c.role) && c.variant.empty())

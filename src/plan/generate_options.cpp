@@ -21,6 +21,7 @@ struct SettingArgs {
   std::optional<int> clip_skip;
   std::optional<double> guidance_rescale;
   std::vector<std::string> set;  ///< KEY=VALUE
+  std::vector<std::string> scheduler_set;  ///< KEY=VALUE
   std::vector<std::string> lora;  ///< PATH[:SCALE], in order
 };
 
@@ -58,6 +59,10 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--scheduler", o.scheduler,
                  "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc for a UNet model (SD, SDXL); "
                  "flow_match_euler for a flow-matching one (default: the model's)");
+  app.add_option("--scheduler-set", settings.scheduler_set,
+                 "a key of the model's scheduler_config.json for this run, KEY=VALUE (repeatable), as if the file "
+                 "said so, e.g. --scheduler-set timestep_spacing=trailing (SDXL-Lightning), --scheduler-set "
+                 "use_karras_sigmas=true; values are JSON (true, 3.0, \"trailing\") or else strings");
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--device", o.device, "auto (cuda:LOCAL_RANK when CUDA is available), cuda or cpu")
       ->capture_default_str();
@@ -108,6 +113,27 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
 
+/// The KEY=VALUE words of a repeatable `option` as one object, later keys winning. A value is
+/// a number, true/false or a list as JSON reads them; anything else is the string, for the
+/// family's or the scheduler's check to refuse by name.
+nlohmann::json key_values(const std::vector<std::string>& words, const std::string& option, const std::string& example) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const std::string& kv : words) {
+    const size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      throw UsageError(option + " " + quote(kv, 60) + ": expected KEY=VALUE, e.g. " + option + " " + example);
+    nlohmann::json value;
+    try {
+      value = io::parse_json_text(kv.substr(eq + 1), io::JsonDialect::kStrict);
+    } catch (const io::JsonSyntaxError&) {
+      value = kv.substr(eq + 1);
+    }
+    if (value.is_object()) value = kv.substr(eq + 1);  // a list stays a list (skip_guidance_layers=[7,8,9])
+    out[kv.substr(0, eq)] = value;
+  }
+  return out;
+}
+
 /// "--key value" words for the keys of the --config file.
 std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
   const std::string file = "--config " + quote(path);
@@ -147,12 +173,15 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
       for (const io::LoraRef& ref : set) words.insert(words.end(), {"--lora", ref.path + ":" + fmt::format("{}", ref.scale)});
       continue;
     }
-    if (key == "settings") {
+    if (key == "settings" || key == "scheduler-settings") {
+      const bool scheduler = key != "settings";
       if (!it.value().is_object())
-        throw UsageError(file + ": 'settings' must be an object such as {\"clip_skip\": 1}, got " +
+        throw UsageError(file + ": " + given + " must be an object such as " +
+                         (scheduler ? "{\"timestep_spacing\": \"trailing\"}" : "{\"clip_skip\": 1}") + ", got " +
                          io::json_brief(it.value()));
       for (const auto& [name, value] : it.value().items())
-        words.insert(words.end(), {"--set", name + "=" + value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+        words.insert(words.end(), {scheduler ? "--scheduler-set" : "--set",
+                                   name + "=" + value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
       continue;
     }
     CLI::Option* opt = nullptr;
@@ -202,7 +231,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"vae", vae}, {"out", out},
                       {"seed", seed}, {"seed_from", seed_from}, {"num_images", num_images.value_or(1)},
                       {"negative_prompt", negative_prompt},
-                      {"scheduler", scheduler},
+                      {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
                       {"dtype", dtype}, {"device", device}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
@@ -239,7 +268,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   add_options(app, o, settings);
   for (CLI::Option* opt : app.get_options()) opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   // --set is repeatable, each KEY=VALUE kept; later ones (the command line after --config) win per key.
-  app.get_option("--set")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
+  for (const char* kv : {"--set", "--scheduler-set"})
+    app.get_option(kv)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
   // One value per occurrence: a vector option would otherwise also take the words after its
   // value (the PROMPTS positional after --config's words, which go first).
   app.get_option("--lora")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
@@ -279,21 +309,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
   if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
     throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
-  for (const std::string& kv : settings.set) {
-    const size_t eq = kv.find('=');
-    if (eq == 0 || eq == std::string::npos)
-      throw UsageError("--set " + quote(kv, 60) + ": expected KEY=VALUE, e.g. --set clip_skip=1");
-    // A number, true/false or a list as JSON reads them; anything else is the string, for the
-    // family's check to refuse by name.
-    nlohmann::json value;
-    try {
-      value = io::parse_json_text(kv.substr(eq + 1), io::JsonDialect::kStrict);
-    } catch (const io::JsonSyntaxError&) {
-      value = kv.substr(eq + 1);
-    }
-    if (value.is_object()) value = kv.substr(eq + 1);  // a list stays a list (skip_guidance_layers=[7,8,9])
-    o.settings[kv.substr(0, eq)] = value;
-  }
+  o.settings = key_values(settings.set, "--set", "clip_skip=1");
+  o.scheduler_settings = key_values(settings.scheduler_set, "--scheduler-set", "timestep_spacing=trailing");
   if (config_loras && settings.lora.size() > config_loras)
     settings.lora.erase(settings.lora.begin(), settings.lora.begin() + static_cast<std::ptrdiff_t>(config_loras));
   for (const std::string& arg : settings.lora) {

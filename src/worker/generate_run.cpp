@@ -105,7 +105,7 @@ int GenerateRun::run() {
   }
   pipeline::LoadRequest req{model,    o_.variant,      o_.scheduler,      resolve_dtype(o_.dtype, device),
                             device,   o_.settings,     o_.base,           o_.text_encoder,
-                            o_.text_encoder_2, o_.vae};
+                            o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();

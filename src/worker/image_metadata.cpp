@@ -60,6 +60,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"line", item.line},
                       // Not "image": imagefolder names the picture column that (manifest.h).
                       {"image_index", item.image}};
+  // Only when set: a record without it was made with the model's own scheduler config.
+  if (!info.scheduler_settings.empty()) j["scheduler_settings"] = info.scheduler_settings;
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
   // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
@@ -91,6 +93,7 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"prompt", nullptr}, {"negative_prompt", nullptr}, {"seed", nullptr},   {"steps", nullptr},
       {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr},
       {"seed_from", "index"},  // older records lack it: they were seeded by index, the only way then
+      {"scheduler_settings", nlohmann::json::object()},  // absent: none set
       {"loras", nlohmann::json::array()}};  // older records lack it: no LoRA then
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;

@@ -71,11 +71,12 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
   const nlohmann::json& before = found->second.record;
   for (const auto& [field, fallback] : identity) {
     const nlohmann::json was = before.value(field, fallback);
-    if (was == now[field]) continue;
+    const nlohmann::json is = now.value(field, fallback);
+    if (was == is) continue;
     throw InputError("--out " + printable(out_dir_) + " already holds item " + std::to_string(item.index) + " (" +
                      file_name + ") made with " + field + " " + io::json_brief(was, 80) + " (" +
                      printable(found->second.manifest) + "), but this run makes it with " + field + " " +
-                     io::json_brief(now[field], 80) +
+                     io::json_brief(is, 80) +
                      "; use another --out, or --overwrite to replace the earlier images");
   }
   return true;

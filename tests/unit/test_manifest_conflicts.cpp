@@ -61,6 +61,23 @@ TEST(ManifestConflicts, LatestRecordsThatDisagreeStillConflictAndNameTheLatestVa
   EXPECT_EQ(set.items[0].record["seed"], 8);
 }
 
+// --scheduler-set keys are part of what an item is; a record without them had none.
+TEST(ManifestConflicts, SchedulerSettingsConflictAndTheirAbsenceIsNone) {
+  TempDir dir;
+  nlohmann::json set = nlohmann::json::parse(ok(dir, 0, 0, 2));
+  set["scheduler_settings"] = {{"timestep_spacing", "trailing"}};
+  write_file(dir.file("manifest.rank0.jsonl"), ok(dir, 0, 0, 1));
+  write_file(dir.file("manifest.rank1.jsonl"), set.dump() + "\n");
+  io::ManifestSet manifests = io::read_manifests(dir.path());
+  ASSERT_EQ(manifests.conflicts.size(), 1u);
+  EXPECT_EQ(manifests.conflicts[0].describe(),
+            "item 0 has scheduler_settings {} in manifest.rank0.jsonl but {\"timestep_spacing\":\"trailing\"} in "
+            "manifest.rank1.jsonl");
+  set["scheduler_settings"] = nlohmann::json::object();  // written by no run, but the same as none
+  write_file(dir.file("manifest.rank1.jsonl"), set.dump() + "\n");
+  EXPECT_TRUE(io::read_manifests(dir.path()).conflicts.empty());
+}
+
 TEST(ManifestConflicts, AFieldTheFirstManifestLacksIsComparedBetweenTheOthers) {
   TempDir dir;
   write_file(dir.file("manifest.a.jsonl"), R"({"index": 0, "status": "error", "error": "x", "finished_at": 1})" "\n");

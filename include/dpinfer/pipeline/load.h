@@ -25,6 +25,8 @@ struct LoadRequest {
   std::string text_encoder;
   std::string text_encoder_2;
   std::string vae;
+  /// Keys of scheduler_config.json for this run (--scheduler-set; scheduler_settings.h).
+  nlohmann::json scheduler_settings = nlohmann::json::object();
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

@@ -55,6 +55,8 @@ struct PipelineInfo {
   nlohmann::json single_file;
   std::string scheduler_name;  ///< dpinfer's name, e.g. "pndm"
   std::string sampler_label;   ///< AUTOMATIC1111's name, e.g. "PNDM", "DPM++ 2M Karras"
+  /// The scheduler config keys the run set (--scheduler-set): part of what an image is.
+  nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string device;          ///< "cpu", "cuda:1"
   std::string dtype;           ///< "fp32", "fp16", "bf16"
   /// The family's settings, in order, and their values for this run (the load's settings

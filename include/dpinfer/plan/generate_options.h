@@ -37,6 +37,8 @@ struct GenerateOptions {
   std::optional<int> height;
   std::string negative_prompt;
   std::string scheduler;         ///< empty: the model's own
+  /// --scheduler-set KEY=VALUE: scheduler_config.json keys for this run (pipeline/scheduler_settings.h).
+  nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string dtype = "auto";    ///< auto, fp32, fp16, bf16
   std::string device = "auto";   ///< auto, cuda, cpu
   int batch_size = 1;

@@ -27,6 +27,7 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   }
   info.scheduler_name = scheduler_name;
   info.sampler_label = a1111_sampler_name(scheduler_name);
+  info.scheduler_settings = request.scheduler_settings;
   info.device = request.device;
   info.dtype = request.dtype;
   info.setting_specs = family.settings;

@@ -2,6 +2,7 @@
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 
 #include <cmath>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,6 +45,43 @@ const SchedulerKind kKinds[] = {
     // AUTOMATIC1111/Forge call flow-matching Euler on FLUX and SD3 plain "Euler".
     {"flow_match_euler", "FlowMatchEulerDiscreteScheduler", "Euler", "{}",
      [](const ConfigReader& c, double) { return schedulers::make_flow_match_euler(c); }, Prediction::kFlowVelocity},
+};
+
+/// The parameters of each class's __init__ in diffusers 0.36.0 (inspect.signature), the keys
+/// from_config passes it; it ignores any other key of a config, with a warning.
+const std::pair<const char*, const char*> kClassParameters[] = {
+    {"PNDMScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas skip_prk_steps set_alpha_to_one "
+     "prediction_type timestep_spacing steps_offset"},
+    {"DDIMScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas clip_sample set_alpha_to_one steps_offset "
+     "prediction_type thresholding dynamic_thresholding_ratio clip_sample_range sample_max_value timestep_spacing "
+     "rescale_betas_zero_snr"},
+    {"EulerDiscreteScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas prediction_type interpolation_type "
+     "use_karras_sigmas use_exponential_sigmas use_beta_sigmas sigma_min sigma_max timestep_spacing timestep_type "
+     "steps_offset rescale_betas_zero_snr final_sigmas_type"},
+    {"EulerAncestralDiscreteScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas prediction_type timestep_spacing "
+     "steps_offset rescale_betas_zero_snr"},
+    {"DPMSolverMultistepScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas solver_order prediction_type thresholding "
+     "dynamic_thresholding_ratio sample_max_value algorithm_type solver_type lower_order_final euler_at_final "
+     "use_karras_sigmas use_exponential_sigmas use_beta_sigmas use_lu_lambdas use_flow_sigmas flow_shift "
+     "final_sigmas_type lambda_min_clipped variance_type timestep_spacing steps_offset rescale_betas_zero_snr "
+     "use_dynamic_shifting time_shift_type"},
+    {"LMSDiscreteScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas use_karras_sigmas use_exponential_sigmas "
+     "use_beta_sigmas prediction_type timestep_spacing steps_offset"},
+    {"UniPCMultistepScheduler",
+     "num_train_timesteps beta_start beta_end beta_schedule trained_betas solver_order prediction_type thresholding "
+     "dynamic_thresholding_ratio sample_max_value predict_x0 solver_type lower_order_final disable_corrector solver_p "
+     "use_karras_sigmas use_exponential_sigmas use_beta_sigmas use_flow_sigmas flow_shift timestep_spacing "
+     "steps_offset final_sigmas_type rescale_betas_zero_snr use_dynamic_shifting time_shift_type"},
+    {"FlowMatchEulerDiscreteScheduler",
+     "num_train_timesteps shift use_dynamic_shifting base_shift max_shift base_image_seq_len max_image_seq_len "
+     "invert_sigmas shift_terminal use_karras_sigmas use_exponential_sigmas use_beta_sigmas time_shift_type "
+     "stochastic_sampling"},
 };
 
 const SchedulerKind* find_kind(const std::string& name) {
@@ -125,6 +163,17 @@ std::string scheduler_class(const std::string& name) {
 std::string a1111_sampler_name(const std::string& name) {
   const SchedulerKind* k = find_kind(name);
   return k ? k->a1111_label : name;
+}
+
+std::vector<std::string> scheduler_parameters(const std::string& name) {
+  const SchedulerKind* k = find_kind(name);
+  std::vector<std::string> out;
+  for (const auto& [cls, params] : kClassParameters) {
+    if (!k || std::string(cls) != k->diffusers_class) continue;
+    std::istringstream words(params);
+    for (std::string w; words >> w;) out.push_back(w);
+  }
+  return out;
 }
 
 nlohmann::json scheduler_fixed_keys(const std::string& name) {

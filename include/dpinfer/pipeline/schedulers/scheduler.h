@@ -138,4 +138,8 @@ std::string a1111_sampler_name(const std::string& name);
 /// class default. For the README's --scheduler table.
 nlohmann::json scheduler_fixed_keys(const std::string& name);
 
+/// The config keys the diffusers class of scheduler `name` takes (its __init__ parameters in
+/// diffusers 0.36.0, in their order); empty for an unknown name. from_config ignores others.
+std::vector<std::string> scheduler_parameters(const std::string& name);
+
 }  // namespace dpinfer::pipeline
