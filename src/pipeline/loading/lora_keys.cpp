@@ -10,6 +10,7 @@
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
+#include "dpinfer/pipeline/loading/lora_sgm_order.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -467,6 +468,27 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   // its converters keep ("default." dropped after, so the file's own keys).
   std::stable_sort(layers.begin(), layers.end(),
                    [](const LoraLayer& a, const LoraLayer& b) { return a.up_key < b.up_key; });
+  // A kohya file (every key lora_unet_/lora_te*_, StableDiffusionXLLoraLoaderMixin.lora_state_dict's test) in
+  // the original block names: _maybe_map_sgm_blocks_to_diffusers reorders the keys first, and the converter
+  // takes each layer where its lora_down key comes (lora_sgm_order.h). Only SDXL's loader calls that function:
+  // StableDiffusionPipeline keeps these names and fails to load the file (PEFT finds none of its target
+  // modules), where dpinfer maps and orders them as for SDXL.
+  const bool all_kohya = std::all_of(keys.begin(), keys.end(), [](const LoraTensorKey& t) {
+    return std::any_of(std::begin(kKohyaPrefixes), std::end(kKohyaPrefixes),
+                       [&](const KohyaPrefix& k) { return starts_with(t.key, k.prefix); });
+  });
+  if (rules.kohya_unet && all_kohya) {
+    std::vector<std::string> file_keys;
+    for (const LoraTensorKey& t : keys) file_keys.push_back(t.key);
+    std::sort(file_keys.begin(), file_keys.end());
+    const std::vector<std::string> order = sgm_mapped_key_order(file_keys);
+    std::map<std::string, size_t> place;
+    for (size_t i = 0; i < order.size(); ++i) place.emplace(order[i], i);
+    if (!order.empty())
+      std::stable_sort(layers.begin(), layers.end(), [&](const LoraLayer& a, const LoraLayer& b) {
+        return place.at(a.down_key) < place.at(b.down_key);
+      });
+  }
   return layers;
 }
 
