@@ -408,7 +408,8 @@ class LoraScalingParity : public ::testing::TestWithParam<std::string> {};
 // SD3, Chroma (PEFT and kohya FLUX.1 names) and Z-Image (diffusers' names, and the original ones with
 // alpha / rank in the factors): the first layer's rank. kohya SDXL files in the original block names on a UNet
 // in SDXL's layout (sdxl-3down-unet, input blocks up to 8): the layers in the order SDXL's loader lists them,
-// input block 8's before block 4's (a Python set's order), which decides the first rank and a tie of alphas.
+// input block 8's before block 4's (a Python set's order), which decides the first rank and a tie of alphas;
+// beside layers in diffusers' block names, those in the original ones are dropped (merged and counted nowhere).
 // The merged weights are diffusers' at scale 1 and 0.9.
 TEST_P(LoraScalingParity, MergedWeightsFollowTheLoraConfigDiffusersBuilds) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-scaling/");
@@ -419,7 +420,7 @@ INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
                                            "qwen-mixed-ranks", "sd1-kohya-some-alphas", "sdxl-kohya-alphas",
                                            "sd3-mixed-ranks", "chroma-mixed-ranks", "chroma-kohya",
                                            "z-image-mixed-ranks", "z-image-non-diffusers", "sdxl-sgm-first-rank",
-                                           "sdxl-sgm-alpha-tie"));
+                                           "sdxl-sgm-alpha-tie", "sdxl-sgm-and-diffusers-names"));
 
 // ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
 // make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----

@@ -131,6 +131,24 @@ TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
   EXPECT_EQ(got, (std::vector<std::string>{"down_blocks.1.attentions.0.proj_in", "down_blocks.2.attentions.1.proj_in"}));
 }
 
+TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsThem) {
+  std::vector<LoraTensorKey> keys;
+  for (const auto& k : kohya("lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q", {2, 4}, {8, 2}))
+    keys.push_back(k);
+  for (const auto& k : kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.q_proj");
+  EXPECT_EQ(layers[1].module, "mid_block.attentions.0.proj_in");
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("'lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q.alpha'"), std::string::npos)
+      << ignored[0];
+  EXPECT_NE(ignored[0].find("drops from a file that also has layers in its own block names"), std::string::npos)
+      << ignored[0];
+}
+
 TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {
   const auto layers = pipeline::map_lora_keys(
       {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},

@@ -66,6 +66,19 @@ bool holds_any(const std::string& key, std::initializer_list<const char*> pieces
   return false;
 }
 
+bool in_original_names(const std::string& key) { return holds_any(key, {"input_blocks", "middle_block", "output_blocks"}); }
+
+/// Step 1 of the function: whether some key is in the original block names, and whether some other is in
+/// diffusers' (a key with both counts as the former).
+std::pair<bool, bool> block_names(const std::vector<std::string>& keys) {
+  bool sgm = false, diffusers_names = false;
+  for (const std::string& k : keys) {
+    if (in_original_names(k)) sgm = true;
+    else if (holds_any(k, {"down_blocks", "mid_block", "up_blocks"})) diffusers_names = true;
+  }
+  return {sgm, diffusers_names};
+}
+
 }  // namespace
 
 std::vector<int64_t> python_int_set_order(const std::vector<int64_t>& added) {
@@ -94,15 +107,17 @@ std::vector<int64_t> python_int_set_order(const std::vector<int64_t>& added) {
   return order;
 }
 
+std::vector<std::string> sgm_keys_dropped(const std::vector<std::string>& keys) {
+  const auto [sgm, diffusers_names] = block_names(keys);
+  std::vector<std::string> dropped;
+  if (sgm && diffusers_names)
+    for (const std::string& k : keys)
+      if (in_original_names(k)) dropped.push_back(k);
+  return dropped;
+}
+
 std::vector<std::string> sgm_mapped_key_order(const std::vector<std::string>& keys) {
-  // Step 1 of the function: original block names in some key, and none in diffusers' names (a key with both
-  // counts as the former). Where both kinds are there, diffusers drops the original ones instead (which
-  // dpinfer does not: map_lora_keys maps both).
-  bool sgm = false, diffusers_names = false;
-  for (const std::string& k : keys) {
-    if (holds_any(k, {"input_blocks", "middle_block", "output_blocks"})) sgm = true;
-    else if (holds_any(k, {"down_blocks", "mid_block", "up_blocks"})) diffusers_names = true;
-  }
+  const auto [sgm, diffusers_names] = block_names(keys);
   if (!sgm || diffusers_names) return {};
   std::vector<std::string> order, failing;
   std::array<std::vector<int64_t>, 3> ids;  // per kind, in the order the keys add them to the set

@@ -24,9 +24,15 @@ namespace dpinfer::pipeline {
 /// 4 * used once 5 * fill >= 3 * mask).
 std::vector<int64_t> python_int_set_order(const std::vector<int64_t>& added);
 
+/// The keys of a kohya UNet-family file (`keys`, every one lora_unet_/lora_te*_) that diffusers 0.36 drops: where
+/// some key is in the original block names and another in diffusers' (down_blocks, mid_block, up_blocks), the
+/// former. SDXL's loader pops them (_maybe_map_sgm_blocks_to_diffusers); SD 1.x/2.x's keeps their names, which
+/// match no module, so PEFT leaves them out of the model ("unexpected keys"). Empty otherwise.
+std::vector<std::string> sgm_keys_dropped(const std::vector<std::string>& keys);
+
 /// `keys` (a LoRA file's, in the file's order: sorted, as safetensors lists them) in the order of the state dict
-/// _maybe_map_sgm_blocks_to_diffusers builds from them, or empty where it leaves the file as it is: no key in
-/// the original block names, or some key in diffusers' (down_blocks, mid_block, up_blocks) too. A key that
+/// _maybe_map_sgm_blocks_to_diffusers builds from them, or empty where it leaves the file as it is (no key in
+/// the original block names) or drops those keys (sgm_keys_dropped). A key that
 /// function would fail on (lora_unet_time_embed_0, ...: no block number in its fifth '_' field) comes last.
 std::vector<std::string> sgm_mapped_key_order(const std::vector<std::string>& keys);
 
