@@ -222,12 +222,22 @@ io::LoraSet dit_set_of(const json& c, const std::string& loras = kDitLoras) {
 /// machine's cpu_canary).
 void expect_merges_as_diffusers(const std::string& name, const std::string& loras) {
   const json doc = dit_cases_of(name, loras);
-  const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + doc["pipeline"].get<std::string>());
+  pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + doc["pipeline"].get<std::string>());
   const pipeline::Family* family = pipeline::find_family(md.model_index.value("_class_name", std::string()));
   ASSERT_NE(family, nullptr);
+  int64_t layers_per_block = 2;
+  for (pipeline::Component& component : md.components) {
+    if (component.name != "unet") continue;
+    if (doc.contains("unet")) {  // a UNet folder of the fixture's in place of the pipeline's
+      component.path = loras + doc["unet"].get<std::string>();
+      std::ifstream config(component.path + "/config.json");
+      component.config = json::parse(config);
+    }
+    layers_per_block = pipeline::UNetConfig::from_json(component.config).layers_per_block.front();
+  }
   Components c;
   c.merger = std::make_unique<pipeline::LoraMerger>(
-      pipeline::LoraModelFacts{family->label, 2, pipeline::lora_key_rules(family->name)});
+      pipeline::LoraModelFacts{family->label, layers_per_block, pipeline::lora_key_rules(family->name)});
   {
     c10::InferenceMode guard;
     for (const json& n : doc["components"]) {
@@ -396,7 +406,11 @@ class LoraScalingParity : public ::testing::TestWithParam<std::string> {};
 // file's key order (text encoders too), reaches the layers without one and the attention projections,
 // whose own alpha diffusers files under a name that names no module; the feed-forward layers keep theirs.
 // SD3, Chroma (PEFT and kohya FLUX.1 names) and Z-Image (diffusers' names, and the original ones with
-// alpha / rank in the factors): the first layer's rank. The merged weights are diffusers' at scale 1 and 0.9.
+// alpha / rank in the factors): the first layer's rank. kohya SDXL files in the original block names on a UNet
+// in SDXL's layout (sdxl-3down-unet, input blocks up to 8): the layers in the order SDXL's loader lists them,
+// input block 8's before block 4's (a Python set's order), which decides the first rank and a tie of alphas;
+// beside layers in diffusers' block names, those in the original ones are dropped (merged and counted nowhere).
+// The merged weights are diffusers' at scale 1 and 0.9.
 TEST_P(LoraScalingParity, MergedWeightsFollowTheLoraConfigDiffusersBuilds) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-scaling/");
 }
@@ -405,7 +419,8 @@ INSTANTIATE_TEST_SUITE_P(Files, LoraScalingParity,
                          ::testing::Values("flux-metadata", "flux-mixed-ranks", "flux-some-alphas", "sd1-mixed-ranks",
                                            "qwen-mixed-ranks", "sd1-kohya-some-alphas", "sdxl-kohya-alphas",
                                            "sd3-mixed-ranks", "chroma-mixed-ranks", "chroma-kohya",
-                                           "z-image-mixed-ranks", "z-image-non-diffusers"));
+                                           "z-image-mixed-ranks", "z-image-non-diffusers", "sdxl-sgm-first-rank",
+                                           "sdxl-sgm-alpha-tie", "sdxl-sgm-and-diffusers-names"));
 
 // ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
 // make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----
@@ -415,16 +430,22 @@ class FluxLoraFormatParity : public ::testing::TestWithParam<std::string> {};
 // flux-xlabs: qkv_lora up factors split in thirds (a block-diagonal one too, which XLabs' converter does not
 // split by blocks), no alphas, PEFT's lora_alpha the first layer's rank in the converter's order.
 // flux-mixture: alpha / rank in the factors, a bf16 alpha divided in bf16, CLIP layers of two ranks.
+// chroma-xlabs (the same XLabs file) and chroma-mixture (no CLIP layers) on Chroma, which loads LoRAs as FLUX.1.
 TEST_P(FluxLoraFormatParity, MergedWeightsAreDiffusersBitForBit) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-flux-formats/");
 }
 
 // tiny-flux-dev-formats: the XLabs file alone (its image), the mixture at 0.75 and both, merged weights and images.
 INSTANTIATE_TEST_SUITE_P(Files, FluxLoraFormatParity,
-                         ::testing::Values("flux-xlabs", "flux-mixture", "tiny-flux-dev-formats"));
+                         ::testing::Values("flux-xlabs", "flux-mixture", "tiny-flux-dev-formats", "chroma-xlabs",
+                                           "chroma-mixture", "tiny-chroma-formats"));
 
 TEST(FluxLoraFormatImages, XlabsAndUnderscoredLorasMakeDiffusersImages) {
   expect_images_as_diffusers("tiny-flux-dev-formats", kData + "/loras-flux-formats/");
+}
+
+TEST(FluxLoraFormatImages, XlabsAndUnderscoredLorasMakeDiffusersImagesOnChroma) {
+  expect_images_as_diffusers("tiny-chroma-formats", kData + "/loras-flux-formats/");
 }
 
 TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {
@@ -456,6 +477,15 @@ TEST(DitLoraBadInput, BflNamesWithLoraAFactorsAreRefusedAsDiffusersReadsNothingF
   EXPECT_NE(why.find("flux-bfl-peft.safetensors"), std::string::npos) << why;
   EXPECT_NE(why.find("BFL's FLUX.1 block names with lora_A/lora_B factors"), std::string::npos) << why;
   EXPECT_NE(why.find("lora_A.weight"), std::string::npos) << why;  // what to use instead
+}
+
+TEST(DitLoraBadInput, AnUnderscoredFluxLoraWithClipLayersIsRefusedOnChroma) {
+  // flux-mixture has lora_te1_ CLIP layers: ChromaPipeline (FluxLoraLoaderMixin) converts them to text_encoder
+  // layers, which its T5 does not have, and diffusers 0.36 fails (get_peft_kwargs: list index out of range).
+  const std::string why = dit_refusal("tiny-chroma", kData + "/loras-flux-formats/flux-mixture.safetensors");
+  EXPECT_NE(why.find("flux-mixture.safetensors': CLIP layer 'lora_te1_"), std::string::npos) << why;
+  EXPECT_NE(why.find("this Chroma model has no CLIP text encoder"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 
 TEST(DitLoraBadInput, AKohyaFluxLoraOnSdxlIsALoraForFlux) {

@@ -7,6 +7,7 @@
 
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
+#include "dpinfer/pipeline/loading/lora_sgm_order.h"
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
@@ -75,6 +76,77 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
   }
   for (const auto& [component, table] : kModules)
     for (const auto& [module, shape] : table) EXPECT_TRUE(got.count(component + ":" + module)) << module;
+}
+
+TEST(LoraKeys, PythonSetsOfBlockNumbersIterateAsCPythonsDo) {
+  // Each expected order is list(s) after s.add(x) for x in the input, in the fixture venv's CPython 3.11.
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{4, 5, 7, 8}, {8, 4, 5, 7}},            // SDXL's attention input blocks: 8 sits in slot 0 of 8
+      {{10, 1}, {1, 10}},                      // file order ("..._10_" < "..._1_"), numeric set order
+      {{10, 11, 1, 2}, {2, 1, 10, 11}},        // 2 probes slots 2, 3, then (5 * 3 + 1) & 7 = 0
+      {{8, 1, 2, 3, 4}, {1, 2, 3, 4, 8}},      // the fifth key resizes the table to 32 slots
+      {{0, 8, 16, 24}, {0, 8, 16, 24}},
+      {{1, 9, 17, 25, 33, 41}, {1, 33, 9, 41, 17, 25}},
+      {{4, 5, 7, 8, 4, 8}, {8, 4, 5, 7}}};     // a number already there adds nothing
+  for (const auto& [added, want] : cases) EXPECT_EQ(pipeline::python_int_set_order(added), want);
+}
+
+TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
+  // SDXL's attention blocks, input 4, 5, 7, 8: _maybe_map_sgm_blocks_to_diffusers lists the text keys first,
+  // then input blocks 8, 4, 5, 7 (a Python set's order), the middle block, output blocks 8, 1 ({1, 8}); each
+  // block's keys in the file's order. That order decides the first layer's rank (lora_alpha without alphas).
+  const LoraModuleTable modules = {
+      {"unet",
+       {{"down_blocks.1.attentions.0.proj_in", {8, 8}},
+        {"down_blocks.1.attentions.1.proj_in", {8, 8}},
+        {"down_blocks.2.attentions.0.proj_in", {8, 8}},
+        {"down_blocks.2.attentions.1.proj_in", {8, 8}},
+        {"down_blocks.2.attentions.1.proj_out", {8, 8}},
+        {"mid_block.attentions.0.proj_in", {8, 8}},
+        {"up_blocks.0.attentions.1.proj_out", {8, 8}},
+        {"up_blocks.2.resnets.2.time_emb_proj", {8, 16}}}},
+      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}}};
+  std::vector<LoraTensorKey> keys;
+  for (const char* name : {"lora_unet_input_blocks_4_1_proj_in", "lora_unet_input_blocks_5_1_proj_in",
+                           "lora_unet_input_blocks_7_1_proj_in", "lora_unet_input_blocks_8_1_proj_in",
+                           "lora_unet_input_blocks_8_1_proj_out", "lora_unet_middle_block_1_proj_in",
+                           "lora_unet_output_blocks_1_1_proj_out"})
+    for (const auto& k : kohya(name, {2, 8}, {8, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_unet_output_blocks_8_0_emb_layers_1", {2, 16}, {8, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  std::vector<std::string> got;
+  for (const auto& l : pipeline::map_lora_keys(keys, modules, kFacts, "x.safetensors")) got.push_back(l.module);
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "text_model.encoder.layers.0.self_attn.q_proj", "down_blocks.2.attentions.1.proj_in",
+                     "down_blocks.2.attentions.1.proj_out", "down_blocks.1.attentions.0.proj_in",
+                     "down_blocks.1.attentions.1.proj_in", "down_blocks.2.attentions.0.proj_in",
+                     "mid_block.attentions.0.proj_in", "up_blocks.2.resnets.2.time_emb_proj",
+                     "up_blocks.0.attentions.1.proj_out"}));
+  // A file in diffusers' block names keeps the file's order.
+  keys.clear();
+  for (const char* name : {"lora_unet_down_blocks_1_attentions_0_proj_in", "lora_unet_down_blocks_2_attentions_1_proj_in"})
+    for (const auto& k : kohya(name, {2, 8}, {8, 2})) keys.push_back(k);
+  got.clear();
+  for (const auto& l : pipeline::map_lora_keys(keys, modules, kFacts, "x.safetensors")) got.push_back(l.module);
+  EXPECT_EQ(got, (std::vector<std::string>{"down_blocks.1.attentions.0.proj_in", "down_blocks.2.attentions.1.proj_in"}));
+}
+
+TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsThem) {
+  std::vector<LoraTensorKey> keys;
+  for (const auto& k : kohya("lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q", {2, 4}, {8, 2}))
+    keys.push_back(k);
+  for (const auto& k : kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.q_proj");
+  EXPECT_EQ(layers[1].module, "mid_block.attentions.0.proj_in");
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("'lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q.alpha'"), std::string::npos)
+      << ignored[0];
+  EXPECT_NE(ignored[0].find("drops from a file that also has layers in its own block names"), std::string::npos)
+      << ignored[0];
 }
 
 TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {

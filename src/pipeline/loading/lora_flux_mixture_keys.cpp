@@ -162,6 +162,10 @@ std::vector<LoraLayer> map_mixture_flux_lora_keys(const std::vector<LoraTensorKe
                          "of every layer in its underscored FLUX.1 names (lora_transformer_, lora_te1_); the file is "
                          "incomplete");
     const std::string component = clip ? "text_encoder" : "transformer";
+    if (clip && !modules.count(component))  // Chroma: its T5 matches none, and get_peft_kwargs fails (IndexError)
+      throw InputError(where + ": CLIP layer " + quote(base, 80) + " in a LoRA in diffusers' underscored FLUX.1 names, "
+                       "but this " + facts.family_label + " model has no CLIP text encoder, and diffusers 0.36 fails to "
+                       "load the file on it too; drop the lora_te1_ layers from the file");
     const std::vector<int64_t>* w = nullptr;
     if (auto c = modules.find(component); c != modules.end())
       if (auto m = c->second.find(module); m != c->second.end()) w = &m->second;

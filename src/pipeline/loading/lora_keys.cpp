@@ -10,6 +10,7 @@
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
+#include "dpinfer/pipeline/loading/lora_sgm_order.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -328,12 +329,26 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   }
   const bool peft_in_kohya = rules.kohya_flux && kohya_down && transformer_keys;
   std::string dropped_example;
+  // A kohya UNet-family file (every key lora_unet_/lora_te*_, the test of StableDiffusionXLLoraLoaderMixin's
+  // and StableDiffusionLoraLoaderMixin's lora_state_dict): sorted, its keys are the file's order; those in the
+  // original block names beside some in diffusers' are dropped, as diffusers drops them (lora_sgm_order.h).
+  const bool all_kohya = std::all_of(keys.begin(), keys.end(), [](const LoraTensorKey& t) {
+    return std::any_of(std::begin(kKohyaPrefixes), std::end(kKohyaPrefixes),
+                       [&](const KohyaPrefix& k) { return starts_with(t.key, k.prefix); });
+  });
+  std::vector<std::string> file_keys;
+  if (rules.kohya_unet && all_kohya) {
+    for (const LoraTensorKey& t : keys) file_keys.push_back(t.key);
+    std::sort(file_keys.begin(), file_keys.end());
+  }
+  const std::vector<std::string> sgm_dropped = sgm_keys_dropped(file_keys);  // sorted
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
     if (peft_in_kohya && !starts_with(t.key, "transformer.")) {
       if (dropped_example.empty()) dropped_example = t.key;
       continue;
     }
+    if (std::binary_search(sgm_dropped.begin(), sgm_dropped.end(), t.key)) continue;
     for (const auto& [piece, what] : rules.refused)
       if (t.key.find(piece) != std::string::npos)
         throw InputError(where + ": a " + what + " (key " + quote(t.key, 80) + "), which dpinfer does not read yet; " +
@@ -439,6 +454,11 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
       layer.alpha_reaches_no_module = alpha_reaches_no_module(g.component, module);
     layers.push_back(std::move(layer));
   }
+  if (ignored && !sgm_dropped.empty())
+    ignored->push_back("its layers in the original UNet block names (e.g. " + quote(sgm_dropped.front(), 80) +
+                       "), which diffusers "
+                       "0.36 drops from a file that also has layers in its own block names (down_blocks_, mid_block_, "
+                       "up_blocks_)");
   if (ignored && !dropped_example.empty())
     ignored->push_back("its keys outside \"transformer.\" (e.g. " + quote(dropped_example, 80) + "), which diffusers 0.36 "
                        "does not read from a FLUX.1 LoRA with lora_down keys and \"transformer.\" ones either");
@@ -467,6 +487,17 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   // its converters keep ("default." dropped after, so the file's own keys).
   std::stable_sort(layers.begin(), layers.end(),
                    [](const LoraLayer& a, const LoraLayer& b) { return a.up_key < b.up_key; });
+  // A kohya UNet-family file in the original block names: _maybe_map_sgm_blocks_to_diffusers reorders the keys
+  // first, and the converter takes each layer where its lora_down key comes (lora_sgm_order.h). Only SDXL's
+  // loader calls that function: StableDiffusionPipeline keeps these names and fails to load the file (PEFT
+  // finds none of its target modules), where dpinfer maps and orders them as for SDXL.
+  const std::vector<std::string> order = sgm_mapped_key_order(file_keys);
+  std::map<std::string, size_t> place;
+  for (size_t i = 0; i < order.size(); ++i) place.emplace(order[i], i);
+  if (!order.empty())
+    std::stable_sort(layers.begin(), layers.end(), [&](const LoraLayer& a, const LoraLayer& b) {
+      return place.at(a.down_key) < place.at(b.down_key);
+    });
   return layers;
 }
 

@@ -150,7 +150,8 @@ struct LoraModelFacts {
 /// or family: says which prefixes the file has); only some layers match ("12 of 30 layers
 /// match ..., e.g. <key> matches nothing"); a down key has no up key or the reverse; or the
 /// factors' shapes do not fit the weight. The layers come in the order diffusers lists them, which
-/// decides the LoraConfig it infers (lora_adapter_metadata.h): the file's sorted keys, or for FLUX.1's
+/// decides the LoraConfig it infers (lora_adapter_metadata.h): the file's sorted keys, for a kohya UNet file
+/// in the original block names the order SDXL's loader rebuilds them in (lora_sgm_order.h), or for FLUX.1's
 /// kohya files the converter's order (lora_flux_keys.h).
 /// `ignored` (when given) receives one line per kind of key the file has that diffusers drops
 /// without reading, and dpinfer with it (FLUX.1's kohya files: CLIP layers named lora_te1_, T5's, the
