@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "dpinfer/io/json_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
@@ -15,6 +16,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
+#include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
@@ -253,7 +255,8 @@ const TokenizerReport& InspectReport::tokenizer(const std::string& name) const {
 }
 
 InspectReport inspect_model(const std::string& spec, const std::string& variant, const std::string& scheduler,
-                            const SingleFileOptions& single_file, const io::LoraSet& loras) {
+                            const SingleFileOptions& single_file, const io::LoraSet& loras,
+                            const nlohmann::json& scheduler_settings) {
   InspectReport report;
   report.spec = spec;
   report.variant = variant;
@@ -317,6 +320,9 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
     report.scheduler.class_name =
         string_field(scheduler_component->config, "_class_name", scheduler_component->class_name);
     report.scheduler.path = scheduler_component->path;
+    report.scheduler.settings = scheduler_settings;
+    // Into the config before it is read, and checked, as load_text_to_image() does.
+    step(report, &report.scheduler.error, [&] { apply_scheduler_settings(md, scheduler, scheduler_settings); });
   }
   auto own_error = [&](const std::string& name) -> std::string* {
     for (ComponentReport& c : report.models)
@@ -443,6 +449,7 @@ ordered_json InspectReport::to_json() const {
                              {"dpinfer_name", or_null(s.dpinfer_name)},
                              {"prediction_type", or_null(s.prediction_type)},
                              {"timestep_spacing", or_null(s.timestep_spacing)},
+                             {"scheduler_settings", s.settings},
                              {"error", or_null(s.error)}};
   j["components"] = components;
   j["ignored_components"] = ignored_components;
@@ -505,6 +512,8 @@ std::string InspectReport::to_text() const {
       << "\n";
   out << "  timestep_spacing: "
       << (scheduler.timestep_spacing.empty() ? "the class default (not set)" : scheduler.timestep_spacing) << "\n";
+  for (const auto& [key, value] : scheduler.settings.items())
+    out << "  --scheduler-set " << key << "=" << io::json_brief(value) << "\n";
   if (!scheduler.error.empty()) out << "  error: " << scheduler.error << "\n";
 
   for (const LoraReport& l : loras) l.to_text(out);

@@ -113,27 +113,6 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
 }
 
-/// The KEY=VALUE words of a repeatable `option` as one object, later keys winning. A value is
-/// a number, true/false or a list as JSON reads them; anything else is the string, for the
-/// family's or the scheduler's check to refuse by name.
-nlohmann::json key_values(const std::vector<std::string>& words, const std::string& option, const std::string& example) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const std::string& kv : words) {
-    const size_t eq = kv.find('=');
-    if (eq == 0 || eq == std::string::npos)
-      throw UsageError(option + " " + quote(kv, 60) + ": expected KEY=VALUE, e.g. " + option + " " + example);
-    nlohmann::json value;
-    try {
-      value = io::parse_json_text(kv.substr(eq + 1), io::JsonDialect::kStrict);
-    } catch (const io::JsonSyntaxError&) {
-      value = kv.substr(eq + 1);
-    }
-    if (value.is_object()) value = kv.substr(eq + 1);  // a list stays a list (skip_guidance_layers=[7,8,9])
-    out[kv.substr(0, eq)] = value;
-  }
-  return out;
-}
-
 /// "--key value" words for the keys of the --config file.
 std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
   const std::string file = "--config " + quote(path);
@@ -218,6 +197,25 @@ std::vector<std::string> config_words(const std::string& path, CLI::App& app) {
 
 
 }  // namespace
+
+nlohmann::json parse_key_values(const std::vector<std::string>& words, const std::string& option,
+                                const std::string& example) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const std::string& kv : words) {
+    const size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      throw UsageError(option + " " + quote(kv, 60) + ": expected KEY=VALUE, e.g. " + option + " " + example);
+    nlohmann::json value;
+    try {
+      value = io::parse_json_text(kv.substr(eq + 1), io::JsonDialect::kStrict);
+    } catch (const io::JsonSyntaxError&) {
+      value = kv.substr(eq + 1);
+    }
+    if (value.is_object()) value = kv.substr(eq + 1);  // a list stays a list (skip_guidance_layers=[7,8,9])
+    out[kv.substr(0, eq)] = value;
+  }
+  return out;
+}
 
 nlohmann::json lora_set_json(const io::LoraSet& set) {
   nlohmann::json j = nlohmann::json::array();
@@ -309,8 +307,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
   if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
     throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
-  o.settings = key_values(settings.set, "--set", "clip_skip=1");
-  o.scheduler_settings = key_values(settings.scheduler_set, "--scheduler-set", "timestep_spacing=trailing");
+  o.settings = parse_key_values(settings.set, "--set", "clip_skip=1");
+  o.scheduler_settings = parse_key_values(settings.scheduler_set, "--scheduler-set", "timestep_spacing=trailing");
   if (config_loras && settings.lora.size() > config_loras)
     settings.lora.erase(settings.lora.begin(), settings.lora.begin() + static_cast<std::ptrdiff_t>(config_loras));
   for (const std::string& arg : settings.lora) {

@@ -182,6 +182,27 @@ TEST(Inspect, ReportsTheSd1Fixture) {
   EXPECT_EQ(c10::get_default_dtype_as_scalartype(), c10::ScalarType::Float);
 }
 
+// --scheduler-set: the keys are in the config the report reads, and refused as generate refuses them.
+TEST(Inspect, SchedulerSetKeysAreAppliedAndChecked) {
+  const std::string root = kPipelines + "/tiny-sdxl";
+  const InspectReport set = inspect_model(root, "", "", {}, {}, json{{"timestep_spacing", "trailing"}});
+  EXPECT_TRUE(set.ok()) << set.error;
+  EXPECT_EQ(set.scheduler.timestep_spacing, "trailing");
+  EXPECT_EQ(set.scheduler.dpinfer_name, "euler");
+  EXPECT_EQ(set.scheduler.settings, json({{"timestep_spacing", "trailing"}}));
+  EXPECT_NE(set.to_text().find("  --scheduler-set timestep_spacing=\"trailing\"\n"), std::string::npos) << set.to_text();
+  EXPECT_EQ(set.to_json()["components"]["scheduler"]["scheduler_settings"].dump(), R"({"timestep_spacing":"trailing"})");
+  EXPECT_EQ(inspect_model(root).scheduler.timestep_spacing, "leading");  // the model's own
+
+  const InspectReport misspelt = inspect_model(root, "", "", {}, {}, json{{"timestep_spaceing", "trailing"}});
+  EXPECT_FALSE(misspelt.ok());
+  EXPECT_TRUE(misspelt.bad_input);
+  EXPECT_NE(misspelt.scheduler.error.find("--scheduler-set timestep_spaceing: not a parameter of diffusers' "
+                                          "EulerDiscreteScheduler"),
+            std::string::npos)
+      << misspelt.scheduler.error;
+}
+
 TEST(Inspect, ReportsTheSd2FixtureWithAndWithoutItsFp16TextEncoder) {
   const std::string root = kPipelines + "/tiny-sd2v";
   const InspectReport plain = inspect_model(root);

@@ -7,6 +7,7 @@
 
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/plan/generate_options.h"
 #include "dpinfer/pipeline/lora_inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
@@ -44,7 +45,7 @@ int inspect_main(int argc, char** argv) {
       "what it holds: the components, their configs, parameter counts and dtypes, the tokenizer, the "
       "scheduler, and any missing or unexpected weights; with --lora, what each LoRA changes and whether it fits. Given "
       "a LoRA file alone, what its names tell: format, family, layers, ranks.\n\n  dpinfer inspect MODEL "
-      "[--variant fp16] [--scheduler NAME] [--lora PATH[:SCALE]]... [--json]\n  dpinfer inspect LORA.safetensors [--json]",
+      "[--variant fp16] [--scheduler NAME] [--scheduler-set KEY=VALUE]... [--lora PATH[:SCALE]]... [--json]\n  dpinfer inspect LORA.safetensors [--json]",
       "dpinfer inspect");
   app.add_option("MODEL", model,
                  "a diffusers directory (with model_index.json), a hub id in the Hugging Face cache, or a single-file "
@@ -64,6 +65,13 @@ int inspect_main(int argc, char** argv) {
   app.add_option("--scheduler", scheduler,
                  "inspect with the scheduler `dpinfer generate --scheduler` would use: " + names +
                      " (default: the model's)");
+  std::vector<std::string> scheduler_set;
+  app.add_option("--scheduler-set", scheduler_set,
+                 "KEY=VALUE (repeatable): inspect with this key in the scheduler config, as `dpinfer generate "
+                 "--scheduler-set` writes and checks it")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->expected(1)
+      ->allow_extra_args(false);
   app.add_option("--lora", lora_args,
                  "PATH[:SCALE] (repeatable): check a LoRA (a file, a folder or a hub id, as `dpinfer generate --lora` "
                  "finds it) against the model: its format, the layers it changes per component, ranks and alphas, "
@@ -95,7 +103,9 @@ int inspect_main(int argc, char** argv) {
     dpinfer::io::LoraSet loras;
     for (const std::string& arg : lora_args) loras.push_back(dpinfer::io::parse_lora_arg(arg, "--lora"));
     const dpinfer::pipeline::InspectReport report =
-        dpinfer::pipeline::inspect_model(model, variant, scheduler, single_file, loras);
+        dpinfer::pipeline::inspect_model(model, variant, scheduler, single_file, loras,
+                                         dpinfer::plan::parse_key_values(scheduler_set, "--scheduler-set",
+                                                                         "timestep_spacing=trailing"));
     if (json)
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else

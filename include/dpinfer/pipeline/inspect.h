@@ -75,6 +75,8 @@ struct SchedulerReport {
   std::string prediction_type;  ///< as the config says, or empty when unset (epsilon)
   std::string timestep_spacing; ///< as the config says, or empty when unset (the class default)
   std::string error;            ///< what make_scheduler() throws, or empty
+  /// The --scheduler-set keys written into the config before it is read (scheduler_settings.h).
+  nlohmann::json settings = nlohmann::json::object();
 };
 
 /// What inspect_model() found. ok() is whether load_text_to_image() would load the model;
@@ -130,9 +132,11 @@ struct InspectReport {
 /// what it could.
 /// A single-file `spec` is completed by `single_file` (--base, --text-encoder, --vae).
 /// Each of `loras` is then checked against the modules built for the key check (inspect_lora()):
-/// its error, if any, is the report's when the model itself loads.
+/// its error, if any, is the report's when the model itself loads. `scheduler_settings` are
+/// --scheduler-set's keys, applied and checked as load_text_to_image() applies them.
 InspectReport inspect_model(const std::string& spec, const std::string& variant = "",
                             const std::string& scheduler = "", const SingleFileOptions& single_file = {},
-                            const io::LoraSet& loras = {});
+                            const io::LoraSet& loras = {},
+                            const nlohmann::json& scheduler_settings = nlohmann::json::object());
 
 }  // namespace dpinfer::pipeline

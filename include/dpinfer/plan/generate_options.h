@@ -95,4 +95,11 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
 /// to tell its own options from the workers'.
 std::vector<std::string> generate_option_names();
 
+/// The KEY=VALUE words of a repeatable `option` (--set, --scheduler-set) as one object, later
+/// keys winning. A value is a number, true/false or a list as JSON reads them; anything else is
+/// the string, for the family's or the scheduler's check to refuse by name. Throws UsageError
+/// for a word without KEY=, showing `example`.
+nlohmann::json parse_key_values(const std::vector<std::string>& words, const std::string& option,
+                                const std::string& example);
+
 }  // namespace dpinfer::plan
