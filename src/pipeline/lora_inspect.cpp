@@ -44,6 +44,9 @@ std::string scaling_text(const std::vector<const LoraLayerScaling*>& layers) {
                    : (alphas.size() == 1 ? "alpha " : "alphas ") + range(alphas) + " (scale " + range(scales) + ")";
   // get_alpha_scales: the converter multiplies alpha / rank into the factors; the adapter's alpha is the rank.
   if (folded) out += (out.empty() ? "" : "; ") + std::string("alpha / rank folded into the factors by the converter");
+  // PEFT's DoRA layers: the merge rescales each output row of W + dW to the file's magnitude (lora.h).
+  if (std::any_of(layers.begin(), layers.end(), [](const LoraLayerScaling* l) { return l->layer.magnitude_key; }))
+    out += (out.empty() ? "" : "; ") + std::string("DoRA (magnitudes from its lora_magnitude_vector)");
   return out;
 }
 

@@ -6,9 +6,11 @@
 // FLUX.1's (kohya / BFL names, lora_flux_keys.h; diffusers' underscored names, lora_flux_mixture_keys.h;
 // XLabs, lora_flux_xlabs_keys.h). What map_lora_keys() returns must name a module of the
 // table; a layer's part of a fused layer (up_rows) must be as many rows as its module's weight has and
-// lie inside the up factor's; anything else must be a one-line InputError.
+// lie inside the up factor's; a DoRA magnitude must be a key of the file of its weight's row count (never a
+// kohya dora_scale, which diffusers drops); anything else must be a one-line InputError.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/loading/lora_format.h"
@@ -68,6 +70,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const pipeline::LoraLayer& l : layers) {
         auto component = table.find(l.component);
         if (component == table.end() || !component->second.count(l.module) || l.rank < 1) std::abort();
+        if (l.magnitude_key) {  // DoRA: a key of the file, [out] for a Linear, [1, out, 1, 1] for a Conv2d
+          const std::vector<int64_t>& w = component->second.at(l.module);
+          const std::vector<int64_t> want = w.size() == 4 ? std::vector<int64_t>{1, w[0], 1, 1}
+                                                          : std::vector<int64_t>{w[0]};
+          bool found = false;
+          for (const auto& k : keys) found = found || (k.key == *l.magnitude_key && k.shape == want);
+          if (!found || l.magnitude_key->find("dora_scale") != std::string::npos) std::abort();
+        }
         if (!l.up_rows) continue;
         const int64_t rows = component->second.at(l.module)[0];
         int64_t up_rows = -1;

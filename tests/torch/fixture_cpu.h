@@ -9,6 +9,7 @@
 // elsewhere.
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <string>
 
@@ -31,5 +32,18 @@ bool recorded_on_this_cpu(const at::Tensor& recorded_canary = at::Tensor());
 /// elsewhere within the parity bound (model_goldens.h expect_close), saying why.
 void expect_bit_identical_on_recording_cpu(const at::Tensor& actual, const at::Tensor& expected,
                                            const std::string& what, const at::Tensor& recorded_canary = at::Tensor());
+
+/// Runs the enclosing scope on one intra-op thread, as the fixture scripts record their goldens
+/// (torch.set_num_threads(1)): oneDNN's float32 convolutions sum in a thread-dependent order.
+class OneThread {
+ public:
+  OneThread() : threads_(at::get_num_threads()) { at::set_num_threads(1); }
+  ~OneThread() { at::set_num_threads(threads_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int threads_;
+};
 
 }  // namespace dpinfer::test

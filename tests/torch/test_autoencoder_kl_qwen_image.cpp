@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -40,18 +41,6 @@ using test::model_fixture_dir;
 // bfloat16 still not at all. The bounds leave room for other machines: float32 the parity bound,
 // bfloat16 a few bfloat16 rounding steps (2^-8) of relative error.
 constexpr double kBf16Tolerance = 1e-2;
-
-/// Runs the enclosing scope on one intra-op thread, as the goldens were recorded.
-class OneThread {
- public:
-  OneThread() : threads_(at::get_num_threads()) { at::set_num_threads(1); }
-  ~OneThread() { at::set_num_threads(threads_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int threads_;
-};
 
 // Not measured (no GPU here): cuDNN's bfloat16 convolutions round differently from the CPU's, so
 // the GPU run gets AutoencoderKL's GPU bound.
@@ -78,7 +67,7 @@ class QwenImageVae : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QwenImageVae, DecodeMatchesDiffusers) {
   c10::InferenceMode guard;
-  OneThread one_thread;
+  test::OneThread one_thread;
   const std::string name = GetParam();
   const GoldenFile golden = golden_file(name);
   const json cases = golden_cases(name).at("cases");

@@ -74,6 +74,29 @@ TEST(InspectLora, KohyaAndLoConOnSd1WithTheirAlphas) {
   EXPECT_EQ(lora_component(locon, "text_encoder").layers, 0);
 }
 
+TEST(InspectLora, DoraFilesAreReportedAsDora) {
+  const InspectReport r = inspect_with("tiny-sd1", "loras-dora/sd1-dora.safetensors");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.loras[0].format, "diffusers / PEFT, DoRA (lora_magnitude_vector)");
+  const std::string file = kData + "/loras-dora/sd1-dora.safetensors";
+  EXPECT_EQ(lora_component(r, "unet").layers, down_keys(file, "unet."));
+  EXPECT_EQ(lora_component(r, "unet").min_rank, 2);
+  EXPECT_EQ(lora_component(r, "unet").max_rank, 3);
+  // No alphas: lora_alpha is the first layer's rank, 2; DoRA rescales the rows after.
+  EXPECT_EQ(lora_component(r, "unet").scaling, "alpha 2 (scale 0.6667-1); DoRA (magnitudes from its lora_magnitude_vector)");
+  EXPECT_EQ(lora_component(r, "text_encoder").scaling,
+            "alpha = rank (scale 1); DoRA (magnitudes from its lora_magnitude_vector)");
+  // kohya's dora_scale: dropped with a warning, as diffusers drops it.
+  const InspectReport kohya = inspect_with("tiny-sd1", "loras-dora/sd1-kohya-dora-scale.safetensors");
+  ASSERT_TRUE(kohya.ok()) << kohya.error;
+  EXPECT_EQ(kohya.loras[0].format,
+            "kohya / A1111 with 3x3 convolutions (LoCon), DoRA scales (dora_scale) that diffusers 0.36 drops: merged as a "
+            "plain LoRA");
+  ASSERT_EQ(kohya.loras[0].ignored.size(), 1u);
+  EXPECT_NE(kohya.loras[0].ignored[0].find("dora_scale"), std::string::npos) << kohya.loras[0].ignored[0];
+  EXPECT_EQ(lora_component(kohya, "unet").scaling.find("DoRA"), std::string::npos);
+}
+
 TEST(InspectLora, SdxlKohyaReachesBothTextEncoders) {
   const InspectReport r = inspect_with("tiny-sdxl", "loras/sdxl-kohya.safetensors");
   ASSERT_TRUE(r.ok()) << r.error;

@@ -1,5 +1,6 @@
 // LoRAs against diffusers 0.36 + peft 0.17 (tools/fixtures/make_lora_fixtures.py for SD1 and SDXL,
-// make_dit_lora_fixtures.py for FLUX.1, Chroma, SD3.5, Qwen-Image and Z-Image): the merged weights
+// make_dit_lora_fixtures.py for FLUX.1, Chroma, SD3.5, Qwen-Image and Z-Image, make_dora_lora_fixtures.py for
+// DoRA): the merged weights
 // bit for bit (fp32, CPU), the images within issue 4's bound, set after set in one pipeline without
 // reloading it, and the bad inputs refused in one line.
 #include <gtest/gtest.h>
@@ -246,6 +247,9 @@ void expect_merges_as_diffusers(const std::string& name, const std::string& lora
     }
   }
   const auto original = weights_of(c);
+  // The scripts merge on one thread; a k×k convolution's delta (conv2d(downᵀ, up)) sums in an order that depends
+  // on the thread count, in PyTorch as in dpinfer (diffusers on two threads gives other bits too).
+  test::OneThread one_thread;
   const auto golden = io::SafetensorsFile::open(loras + name + "-lora.golden/merged.safetensors");
   // The machine that recorded these goldens, for bit identity.
   const at::Tensor canary = test::GoldenFile(loras + "cpu_canary.safetensors")["cpu_canary"];
@@ -446,6 +450,45 @@ TEST(FluxLoraFormatImages, XlabsAndUnderscoredLorasMakeDiffusersImages) {
 
 TEST(FluxLoraFormatImages, XlabsAndUnderscoredLorasMakeDiffusersImagesOnChroma) {
   expect_images_as_diffusers("tiny-chroma-formats", kData + "/loras-flux-formats/");
+}
+
+// ---- DoRA: make_dora_lora_fixtures.py -> tests/data/loras-dora/ ----
+
+const std::string kDoraLoras = kData + "/loras-dora/";
+
+class DoraLoraParity : public ::testing::TestWithParam<std::string> {};
+
+// PEFT's DoRA merge, W' = m / ||W + dW|| * (W + dW) with the norm per output row: tiny-sd1's attention Linears, 3x3
+// and 1x1 convs (magnitude [1, out, 1, 1]) and CLIP layers, at ranks 2 and 3 (the first rank / 3 scaling); tiny-flux-dev's
+// transformer and CLIP. At scale 1 and 0.8, and with a plain LoRA on some of the same weights before and after it
+// (each merge takes the norm of the weight the one before left). A kohya file's dora_scale tensors are dropped, as
+// diffusers 0.36 drops them: a plain merge.
+TEST_P(DoraLoraParity, MergedWeightsAreDiffusersBitForBit) { expect_merges_as_diffusers(GetParam(), kDoraLoras); }
+
+TEST_P(DoraLoraParity, ImagesMatchDiffusersWithoutReloading) { expect_images_as_diffusers(GetParam(), kDoraLoras); }
+
+INSTANTIATE_TEST_SUITE_P(Files, DoraLoraParity, ::testing::Values("tiny-sd1-dora", "tiny-flux-dev-dora"));
+
+TEST(DoraLoraBadInput, MetadataUseDoraMustAgreeWithTheMagnitudes) {
+  // flux-dora: rank 2 everywhere, a lora_magnitude_vector on every layer; flux-plain: rank 3, none.
+  test::TempDir dir;
+  const std::string file = dir.file("flux-dora-meta.safetensors");
+  const auto with = [&](bool transformer_dora, bool text_encoder_dora, const std::string& source, int rank = 2) {
+    const json adapter = {{"transformer.r", rank},     {"transformer.lora_alpha", 2},
+                          {"transformer.use_dora", transformer_dora}, {"text_encoder.r", 2},
+                          {"text_encoder.lora_alpha", 2}, {"text_encoder.use_dora", text_encoder_dora}};
+    copy_with_metadata(kDoraLoras + source, file, {{"format", "pt"}, {"lora_adapter_metadata", adapter.dump()}});
+    return dit_refusal("tiny-flux-dev", file);
+  };
+  EXPECT_EQ(with(true, true, "flux-dora.safetensors"), "(accepted)");
+  std::string why = with(true, false, "flux-dora.safetensors");
+  EXPECT_NE(why.find("says text_encoder.use_dora false, but layer 'text_encoder.text_model.encoder.layers.0.self_attn."),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("has a DoRA magnitude"), std::string::npos) << why;
+  why = with(true, false, "flux-plain.safetensors", 3);  // rank 3, transformer layers only
+  EXPECT_NE(why.find("says transformer.use_dora true"), std::string::npos) << why;
+  EXPECT_NE(why.find("has no DoRA magnitude"), std::string::npos) << why;
 }
 
 TEST(DitLoraBadInput, MetadataThatDiffusersCannotLoadEitherIsRefusedInOneLine) {

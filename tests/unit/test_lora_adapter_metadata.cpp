@@ -100,7 +100,9 @@ TEST(LoraAdapterMetadata, WhatDpinferCannotMergeAsDiffusersDoesIsRefusedInOneLin
     return refusal(m);
   };
   EXPECT_NE(with("transformer.use_rslora", true).find("'transformer.use_rslora' is true"), std::string::npos);
-  EXPECT_NE(with("transformer.use_dora", true).find("'transformer.use_dora' is true"), std::string::npos);
+  // DoRA is merged (lora.cpp checks the flag against the file's lora_magnitude_vector tensors).
+  EXPECT_EQ(with("transformer.use_dora", true), "(accepted)");
+  EXPECT_NE(with("transformer.use_dora", "yes").find("'transformer.use_dora' is not true or false"), std::string::npos);
   EXPECT_NE(with("transformer.lora_bias", true).find("'transformer.lora_bias' is true"), std::string::npos);
   EXPECT_EQ(with("transformer.use_rslora", false), "(accepted)");
   EXPECT_NE(with("transformer.layers_to_transform", {0, 1}).find("'transformer.layers_to_transform' limits"),

@@ -34,6 +34,19 @@ TEST(LoraFormat, FollowsMapLoraKeysDispatch) {
   EXPECT_EQ(lora_format(loha, lora_key_rules("stable-diffusion")), "LyCORIS LoHa (dpinfer does not read it)");
 }
 
+TEST(LoraFormat, DoraFilesSayWhatBecomesOfTheirMagnitudes) {
+  std::vector<LoraTensorKey> peft = {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {2, 8}},
+                                     {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 2}},
+                                     {"unet.mid_block.attentions.0.proj_in.lora_magnitude_vector", {8}}};
+  EXPECT_EQ(lora_format(peft, lora_key_rules("stable-diffusion")), "diffusers / PEFT, DoRA (lora_magnitude_vector)");
+  std::vector<LoraTensorKey> kohya = kohya_unet(768);
+  kohya.push_back({kohya.front().key.substr(0, kohya.front().key.find('.')) + ".dora_scale", {320, 1}});
+  EXPECT_EQ(lora_format(kohya, lora_key_rules("stable-diffusion")),
+            "kohya / A1111, DoRA scales (dora_scale) that diffusers 0.36 drops: merged as a plain LoRA");
+  // The names still tell the family (the dora_scale keys aside).
+  EXPECT_EQ(describe_lora_names(kohya).families.at(0), "SD 1.x (cross-attention width 768)");
+}
+
 TEST(LoraFormat, CrossAttentionWidthNamesTheUnetFamily) {
   EXPECT_EQ(describe_lora_names(kohya_unet(768)).families.at(0), "SD 1.x (cross-attention width 768)");
   EXPECT_EQ(describe_lora_names(kohya_unet(1024)).families.at(0), "SD 2.x (cross-attention width 1024)");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "dpinfer/io/lora_ref.h"
@@ -185,6 +186,66 @@ TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
   EXPECT_NE(refusal({{"lora_unet_middle_block_1_proj_in.lora_down.weight", {2, 8}}}).find("not its up (B) weight"),
             std::string::npos);
   for (const std::string& why : {shape, some, none}) EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+// ---- DoRA (make_dora_lora_fixtures.py has the merges; these are the keys) ----
+
+std::vector<LoraTensorKey> peft_dora(const std::string& name, std::vector<int64_t> down, std::vector<int64_t> up,
+                                     std::vector<int64_t> magnitude) {
+  return {{name + ".lora_A.weight", down}, {name + ".lora_B.weight", up}, {name + ".lora_magnitude_vector", magnitude}};
+}
+
+TEST(DoraLoraKeys, PeftMagnitudesComeWithTheirLayers) {
+  std::vector<LoraTensorKey> keys = peft_dora("unet.down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q", {2, 4},
+                                              {8, 2}, {8});
+  for (const auto& k : peft_dora("unet.down_blocks.0.resnets.1.conv1", {2, 4, 3, 3}, {4, 2, 1, 1}, {1, 4, 1, 1}))
+    keys.push_back(k);
+  // A plain component beside a DoRA one: use_dora is the component's.
+  keys.push_back({"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight", {2, 6}});
+  keys.push_back({"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_B.weight", {6, 2}});
+  const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors");
+  ASSERT_EQ(layers.size(), 3u);
+  std::map<std::string, std::optional<std::string>> magnitude;
+  for (const auto& l : layers) magnitude[l.module] = l.magnitude_key;
+  EXPECT_EQ(magnitude.at("down_blocks.0.resnets.1.conv1"), "unet.down_blocks.0.resnets.1.conv1.lora_magnitude_vector");
+  EXPECT_EQ(magnitude.at("down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q"),
+            "unet.down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q.lora_magnitude_vector");
+  EXPECT_FALSE(magnitude.at("text_model.encoder.layers.0.self_attn.q_proj"));
+}
+
+TEST(DoraLoraKeys, KohyaDoraScalesAreDroppedAsDiffusersDropsThem) {
+  auto keys = kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2});
+  keys.push_back({"lora_unet_middle_block_1_proj_in.dora_scale", {8, 1}});
+  std::vector<std::string> ignored;
+  const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors", &ignored);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_FALSE(layers[0].magnitude_key);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("'lora_unet_middle_block_1_proj_in.dora_scale'"), std::string::npos) << ignored[0];
+  EXPECT_NE(ignored[0].find("plain LoRA layers"), std::string::npos) << ignored[0];
+}
+
+TEST(DoraLoraKeys, WhatDiffusersCannotLoadOrDpinferDoesNotEmulateIsRefusedInOneLine) {
+  const std::string to_q = "unet.down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q";
+  std::string why = refusal(peft_dora(to_q, {2, 4}, {8, 2}, {1, 8}));
+  EXPECT_NE(why.find("x.safetensors': DoRA magnitude 'unet.down_blocks.1."), std::string::npos) << why;
+  EXPECT_NE(why.find("has shape [1, 8], but " + to_q + ".weight [8, 4] takes [8]"), std::string::npos) << why;
+  why = refusal(peft_dora("unet.down_blocks.0.resnets.1.conv1", {2, 4, 3, 3}, {4, 2, 1, 1}, {4}));
+  EXPECT_NE(why.find("takes [1, 4, 1, 1]"), std::string::npos) << why;
+  why = refusal({{to_q + ".lora_magnitude_vector", {8}}});
+  EXPECT_NE(why.find("has a DoRA magnitude"), std::string::npos) << why;
+  EXPECT_NE(why.find("no lora_A / lora_B weights"), std::string::npos) << why;
+  auto mixed = peft_dora(to_q, {2, 4}, {8, 2}, {8});
+  mixed.push_back({"unet.mid_block.attentions.0.proj_in.lora_A.weight", {2, 8}});
+  mixed.push_back({"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 2}});
+  why = refusal(mixed);
+  EXPECT_NE(why.find("is a DoRA layer"), std::string::npos) << why;
+  EXPECT_NE(why.find("'mid_block.attentions.0.proj_in' has no lora_magnitude_vector"), std::string::npos) << why;
+  auto kohya_magnitude = kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2});
+  kohya_magnitude.push_back({"lora_unet_middle_block_1_proj_in.lora_magnitude_vector", {8}});
+  why = refusal(kohya_magnitude);
+  EXPECT_NE(why.find("outside diffusers' (PEFT) names"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 
 // ---- The DiT families' rules (lora_key_rules) ----

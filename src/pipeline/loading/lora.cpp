@@ -75,6 +75,23 @@ at::Tensor delta_weight(const at::Tensor& down, const at::Tensor& up, const at::
   return cast ? delta.to(weight.scalar_type()) : delta;
 }
 
+/// PEFT's DoRA merge of one layer (peft 0.17 tuners/lora/variants.py DoraLinearVariant.merge_unsafe and
+/// _DoraConvNdVariant.merge_unsafe, with dora.py's get_weight_norm at scaling 1): from the weight W and the
+/// layer's delta dW (delta_weight, in W's dtype), W' = m / ||W + dW|| * (W + dW), with the 2-norm of each output
+/// row: over dim 1 of a Linear's [out, in], over dims 1-3 of a Conv2d's [out, in, kh, kw]. `magnitude` m is the
+/// file's lora_magnitude_vector in W's dtype: [out], or [1, out, 1, 1] as the norm a Conv2d's takes (kept dims,
+/// transposed). The norm is computed in W's dtype, as PEFT does (torch.linalg.norm and Tensor.norm both reach
+/// linalg_vector_norm).
+at::Tensor dora_merged(const at::Tensor& weight, const at::Tensor& delta, const at::Tensor& magnitude) {
+  const at::Tensor sum = weight + delta;  // W + dW: [out, in] or [out, in, kh, kw]
+  if (weight.dim() == 2) {
+    const at::Tensor norm = at::linalg_vector_norm(sum, 2, {1}, /*keepdim=*/false).to(weight.scalar_type());  // [out]
+    return ((magnitude / norm).view({-1, 1}) * sum).to(weight.scalar_type());
+  }
+  const at::Tensor norm = at::linalg_vector_norm(sum, 2, {1, 2, 3}, /*keepdim=*/true).transpose(1, 0);  // [1, out, 1, 1]
+  return ((magnitude / norm).view({-1, 1, 1, 1}) * sum).to(weight.scalar_type());
+}
+
 /// Whether part `layer` of a fused LoRA layer (LoraLayer::up_rows) has zeros wherever its rows of the
 /// up factor [rows of all parts, r] meet another part's columns (r / parts each): one test of
 /// diffusers' _convert_to_ai_toolkit_cat's is_sparse, which holds when it holds for every part.
@@ -165,6 +182,7 @@ std::vector<LoraLayerScaling> LoraMerger::read_layers(const io::SafetensorsFile&
     LoraLayerScaling f;
     check_factor_dtype(*file.find(layer.down_key), path);
     check_factor_dtype(*file.find(layer.up_key), path);
+    if (layer.magnitude_key) check_factor_dtype(*file.find(*layer.magnitude_key), path);
     // diffusers reads kohya's alpha with .item() (a Python float); no alpha is alpha = rank.
     f.alpha = layer.alpha_key ? read_tensor(*file.find(*layer.alpha_key), path).to(at::kDouble).item<double>()
                               : static_cast<double>(layer.rank);
@@ -183,6 +201,14 @@ std::vector<LoraLayerScaling> LoraMerger::read_layers(const io::SafetensorsFile&
                          ", but its factors have rank " + std::to_string(layer.rank) +
                          " (diffusers cannot load it either); re-save the LoRA with diffusers' save_lora_weights");
       f.alpha = s.alpha;  // PEFT's lora_alpha for this layer: scaling = scale * alpha / r in apply()
+      // The header's use_dora decides whether PEFT makes DoRA layers: without it, diffusers leaves a file's
+      // magnitudes unread; with it, a layer without one gets PEFT's initial magnitude. dpinfer does neither.
+      if (config->uses_dora(layer.component) != layer.magnitude_key.has_value())
+        throw InputError(quote(path) + ": its lora_adapter_metadata says " + layer.component + ".use_dora " +
+                         (layer.magnitude_key ? "false" : "true") + ", but layer " +
+                         quote(layer.component + "." + layer.module, 120) +
+                         (layer.magnitude_key ? " has a DoRA magnitude (lora_magnitude_vector)" : " has no DoRA magnitude") +
+                         "; re-save the LoRA with diffusers' save_lora_weights");
     }
     f.layer = std::move(layer);
     out.push_back(std::move(f));
@@ -222,6 +248,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
     at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
+    if (layer.magnitude_key) f.magnitude = read_tensor(*file->find(*layer.magnitude_key), path);
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
       // between the factors, in the file's dtype; the adapter's own alpha is then its rank. Where the
@@ -262,6 +289,7 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
     f.down = f.down.to(options);
     f.up = f.up.to(options);
+    if (f.magnitude.defined()) f.magnitude = f.magnitude.to(options);  // loaded into the DoRA layer's parameter
     loaded->layers.push_back(std::move(f));
   }
   return *files_.emplace(path, std::move(loaded)).first->second;
@@ -331,7 +359,11 @@ bool LoraMerger::apply(const io::LoraSet& set) {
               ? static_cast<double>(static_cast<float>(static_cast<float>(ref.scale) * static_cast<float>(f.alpha)) /
                                     static_cast<float>(f.layer.rank))
               : ref.scale * f.alpha / static_cast<double>(f.layer.rank);
-      w.add_(delta_weight(f.down, f.up, w, scaling));  // PEFT merge: base_layer.weight.data += delta
+      const at::Tensor delta = delta_weight(f.down, f.up, w, scaling);
+      // PEFT merge: base_layer.weight.data += delta; a DoRA layer's weight becomes its own rescaled sum, from the
+      // weight the LoRAs before it left (each adapter merges in turn).
+      if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude));
+      else w.add_(delta);
     }
   }
   current_ = set;

@@ -100,7 +100,11 @@ LoraAdapterMetadata LoraAdapterMetadata::parse(const std::string& text, const st
       }
     }
     // What changes the delta in a way dpinfer's merge does not compute.
-    for (const char* flag : {"use_dora", "lora_bias", "use_rslora"}) {
+    if (f.contains("use_dora") && !f.at("use_dora").is_null()) {
+      if (!f.at("use_dora").is_boolean()) throw InputError(field("use_dora") + " is not true or false; " + kResave);
+      c.use_dora = f.at("use_dora").get<bool>();
+    }
+    for (const char* flag : {"lora_bias", "use_rslora"}) {
       if (f.contains(flag) && f.at(flag).is_boolean() && f.at(flag).get<bool>())
         throw InputError(
             field(flag) + " is true, which dpinfer does not read" +

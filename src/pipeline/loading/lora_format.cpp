@@ -118,9 +118,18 @@ std::vector<std::string> families_of(const std::vector<LoraTensorKey>& keys, con
   return {};
 }
 
-}  // namespace
+/// What a file's DoRA tensors add to its format, or "": diffusers' (PEFT's) lora_magnitude_vector makes DoRA layers
+/// (merged as PEFT merges them); kohya's dora_scale is dropped by every diffusers 0.36 lora_state_dict.
+std::string dora_note(const std::vector<LoraTensorKey>& keys) {
+  if (any_key(keys, [](const std::string& k) { return ends_with(k, ".lora_magnitude_vector"); }))
+    return ", DoRA (lora_magnitude_vector)";
+  if (any_key(keys, [](const std::string& k) { return has(k, "dora_scale"); }))
+    return ", DoRA scales (dora_scale) that diffusers 0.36 drops: merged as a plain LoRA";
+  return "";
+}
 
-std::string lora_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
+/// lora_format() without dora_note().
+std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
   for (const LoraTensorKey& k : keys)
     if (const std::string kind = unread_lora_kind(k.key); !kind.empty()) return kind + " (dpinfer does not read it)";
   // A FLUX.1 kohya file where its converter is off (a UNet family): still named for what it is.
@@ -138,6 +147,12 @@ std::string lora_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRul
     return kOriginalDit;
   if (rules.kohya_unet && any_key(keys, is_kohya_name)) return kohya_or_locon(keys);
   return kPeft;
+}
+
+}  // namespace
+
+std::string lora_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
+  return key_format(without_dora_scales(keys), rules) + dora_note(keys);
 }
 
 std::string rank_text(int64_t min_rank, int64_t max_rank) {
@@ -158,9 +173,10 @@ LoraNameFacts describe_lora_names(const std::vector<LoraTensorKey>& keys) {
              })) {
     rules = lora_key_rules("qwen-image");
   }
-  facts.format = lora_format(keys, rules);
-  const bool flux = facts.format == kBflFlux || facts.format == kMixtureFlux || facts.format == kXlabsFlux;
-  facts.families = families_of(keys, facts.format);
+  const std::string format = key_format(without_dora_scales(keys), rules);
+  facts.format = format + dora_note(keys);
+  const bool flux = format == kBflFlux || format == kMixtureFlux || format == kXlabsFlux;
+  facts.families = families_of(keys, format);
   for (const LoraTensorKey& k : keys) {
     std::string base;
     const Factor f = factor_of(k.key, &base);

@@ -38,9 +38,10 @@ struct Unsupported {
 };
 constexpr Unsupported kUnsupported[] = {{"hada_", "LyCORIS LoHa"},
                                         {"lokr_", "LyCORIS LoKr"},
-                                        {"dora_scale", "DoRA"},
-                                        {".lora_mid.", "LoCon with a CP-decomposed (lora_mid) conv"},
-                                        {"lora_magnitude_vector", "DoRA"}};
+                                        {".lora_mid.", "LoCon with a CP-decomposed (lora_mid) conv"}};
+
+/// A DoRA layer's magnitude in diffusers' / PEFT's names (get_peft_kwargs: use_dora).
+constexpr const char* kMagnitude = ".lora_magnitude_vector";
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -132,7 +133,7 @@ struct Group {
   bool kohya = false;     ///< an underscored module name
   bool down_up = false;   ///< lora_down/lora_up factors (kohya's names), not lora_A/lora_B
   bool non_diffusers = false;  ///< a Qwen-Image / Z-Image transformer layer outside diffusers' names
-  std::optional<std::string> down, up, alpha;
+  std::optional<std::string> down, up, alpha, magnitude;
   std::string first_key;
 };
 
@@ -210,7 +211,33 @@ const char* strip_suffix(const std::string& key, std::initializer_list<const cha
   return nullptr;
 }
 
+/// Throws unless `shape` is the DoRA magnitude PEFT keeps for a weight of shape `w`: [out] for a Linear,
+/// [1, out, 1, 1] for a Conv2d (peft 0.17 DoraLinearLayer / _DoraConvNdLayer.get_weight_norm).
+void check_magnitude_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape,
+                           const std::string& target, const std::vector<int64_t>& w) {
+  const std::vector<int64_t> want =
+      w.size() == 4 ? std::vector<int64_t>{1, w[0], 1, 1} : std::vector<int64_t>{w.empty() ? 0 : w[0]};
+  if (shape != want)
+    throw InputError(where + ": DoRA magnitude " + quote(key, 80) + " has shape " + shape_text(shape) + ", but " +
+                     target + " " + shape_text(w) + " takes " + shape_text(want) +
+                     " (diffusers cannot load it either); is it a LoRA for another model?");
+}
+
 }  // namespace
+
+std::vector<LoraTensorKey> without_dora_scales(const std::vector<LoraTensorKey>& keys,
+                                               std::vector<std::string>* ignored) {
+  std::vector<LoraTensorKey> kept;
+  std::string dropped;
+  for (const LoraTensorKey& t : keys) {
+    if (t.key.find("dora_scale") == std::string::npos) kept.push_back(t);
+    else if (dropped.empty()) dropped = t.key;
+  }
+  if (ignored && !dropped.empty())
+    ignored->push_back("its DoRA magnitudes (dora_scale, e.g. " + quote(dropped, 80) + "), which diffusers 0.36 drops "
+                       "from every file: its layers merge as plain LoRA layers");
+  return kept;
+}
 
 std::string unread_lora_kind(const std::string& key) {
   for (const Unsupported& u : kUnsupported)
@@ -284,10 +311,11 @@ void check_lora_alpha_shape(const std::string& where, const std::string& key, co
   if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + shape_text(shape) + "; an alpha is one number");
 }
 
-std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
+std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tensors, const LoraModuleTable& modules,
                                      const LoraModelFacts& facts, const std::string& file,
                                      std::vector<std::string>* ignored) {
   const std::string where = quote(file);
+  const std::vector<LoraTensorKey> keys = without_dora_scales(file_tensors, ignored);
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, Group> groups;  // by base name: kohya "lora_unet_x" or PEFT "unet.x"
   std::vector<std::string> not_lora;
@@ -360,7 +388,7 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
         key.erase(at, 8);
     std::string base;
     const char* suffix = strip_suffix(key, {".lora_down.weight", ".lora_up.weight", ".alpha", ".lora_A.weight",
-                                            ".lora_B.weight", ".lora.down.weight", ".lora.up.weight"},
+                                            ".lora_B.weight", ".lora.down.weight", ".lora.up.weight", kMagnitude},
                                       &base);
     if (!suffix || base.empty()) {
       not_lora.push_back(t.key);
@@ -373,7 +401,8 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     }
     const std::string s = suffix;
     if (s == ".lora_down.weight" || s == ".lora_up.weight") g.down_up = true;
-    std::optional<std::string>& slot = s == ".alpha" ? g.alpha
+    std::optional<std::string>& slot = s == ".alpha"  ? g.alpha
+                                       : s == kMagnitude ? g.magnitude
                                        : (s == ".lora_down.weight" || s == kPeftDown[0] || s == kPeftDown[1]) ? g.down
                                                                                                               : g.up;
     slot = t.key;
@@ -412,6 +441,13 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
   std::vector<std::string> unmatched;
   std::set<std::string> prefixes;
   for (const auto& [base, g] : groups) {
+    if (!g.down && !g.up)
+      throw InputError(where + ": layer " + quote(base, 80) + " has a DoRA magnitude (" + quote(*g.magnitude, 80) +
+                       ") but no lora_A / lora_B weights; the file is incomplete");
+    if (g.magnitude && (g.kohya || g.down_up || g.non_diffusers))
+      throw InputError(where + ": DoRA magnitude " + quote(*g.magnitude, 80) + " on a layer outside diffusers' (PEFT) "
+                       "names, which diffusers 0.36 does not convert; use <component>.<module>.lora_A.weight / "
+                       ".lora_B.weight / .lora_magnitude_vector names");
     if (!g.down || !g.up) {
       throw InputError(where + ": layer " + quote(base, 80) + " has its " + (g.down ? "down (A)" : "up (B)") +
                        " weight but not its " + (g.down ? "up (B)" : "down (A)") + " weight; the file is incomplete");
@@ -444,9 +480,12 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
     const std::vector<int64_t>& up = shapes[*g.up];
     check_lora_factors_fit(where, base, down, up, g.component + "." + module + ".weight", w);
     if (g.alpha) check_lora_alpha_shape(where, *g.alpha, shapes[*g.alpha]);
+    if (g.magnitude)
+      check_magnitude_shape(where, *g.magnitude, shapes[*g.magnitude], g.component + "." + module + ".weight", w);
     // The converters: a lora_down/lora_up layer's alpha goes into its factors; a lora_A/lora_B
     // layer's alpha is popped and dropped (its scaling is the LoRA's scale alone).
     LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
+    layer.magnitude_key = g.magnitude;
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
     if (peft_in_kohya) layer.alpha_key.reset();  // the adapter gets no alphas
@@ -482,6 +521,18 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& keys, con
                      " LoRA layers match a weight of this " + facts.family_label + " model; " +
                      std::to_string(unmatched.size()) + " match nothing, e.g. " + examples +
                      "; it was made for another model (or another version of it): use a LoRA made for this one");
+  }
+  // use_dora is one flag of a component's LoraConfig: a layer without a magnitude beside DoRA layers would get
+  // PEFT's initial one (the row norms of the weight when the adapter is injected), which dpinfer does not emulate.
+  std::map<std::string, std::pair<const LoraLayer*, const LoraLayer*>> dora_and_not;  // per component
+  for (const LoraLayer& l : layers) {
+    auto& [dora, plain] = dora_and_not[l.component];
+    (l.magnitude_key ? dora : plain) = &l;
+    if (dora && plain)
+      throw InputError(where + ": " + l.component + " layer " + quote(dora->module, 80) + " is a DoRA layer (" +
+                       quote(*dora->magnitude_key, 80) + "), but " + quote(plain->module, 80) +
+                       " has no lora_magnitude_vector; diffusers would give it one of its own: re-save the LoRA with "
+                       "a magnitude for every layer of the component, or none");
   }
   // diffusers lists the layers in the order of the file's keys (safetensors gives them sorted), which
   // its converters keep ("default." dropped after, so the file's own keys).

@@ -3,7 +3,8 @@
 // --lora and a prompts line's "loras" (README, "LoRA").
 //
 // A set of LoRAs is merged into the weights it touches, exactly as diffusers' fuse_lora
-// merges them (PEFT's get_delta_weight, W += (B @ A) * scaling, one LoRA after the other).
+// merges them (PEFT's get_delta_weight, W += (B @ A) * scaling, one LoRA after the other;
+// a DoRA layer: W = m / ||W + dW|| * (W + dW), its norm per output row).
 // Before a weight first changes, its original values are kept (only the touched weights,
 // on their device). A batch with another set first copies those originals back, then
 // merges its own set: consecutive items with different LoRAs never reload the model, and
@@ -91,6 +92,7 @@ class LoraMerger {
  private:
   struct Factors : LoraLayerScaling {
     at::Tensor down, up;  ///< in the weight's dtype, on its device
+    at::Tensor magnitude;  ///< DoRA's lora_magnitude_vector (LoraLayer::magnitude_key), likewise; undefined: none
   };
   struct LoadedFile {
     std::vector<Factors> layers;

@@ -29,6 +29,8 @@ struct LoraAdapterConfig {
   /// target_modules as a list (a module is targeted when it is one of them or ends with "." + one);
   /// nullopt when the metadata gives none or gives a regular expression (a string).
   std::optional<std::vector<std::string>> target_modules;
+  /// DoRA: every layer merges with its lora_magnitude_vector (peft 0.17 DoraLinearVariant / _DoraConvNdVariant).
+  bool use_dora = false;
 };
 
 /// A layer's alpha and rank, as PEFT builds the layer from the config.
@@ -42,7 +44,7 @@ class LoraAdapterMetadata {
   /// Parses the text of a file's "lora_adapter_metadata" header entry; `file` names it in messages.
   /// Throws InputError (one line) for: text that is not a JSON object; a component without "r" or
   /// "lora_alpha", or with values of the wrong type; the settings dpinfer cannot merge as diffusers
-  /// does (use_dora, lora_bias, use_rslora: peft 0.17 scales an rsLoRA layer by alpha / sqrt(r)
+  /// does (lora_bias, use_rslora: peft 0.17 scales an rsLoRA layer by alpha / sqrt(r)
   /// when it is built and by alpha / r after set_adapters, so diffusers' result depends on the
   /// calls made); and pattern keys that use regular-expression syntax beyond literal names, '.'
   /// and a leading '^' (dpinfer matches those itself, exactly as re.match would).
@@ -50,6 +52,12 @@ class LoraAdapterMetadata {
 
   /// Whether the metadata configures `component` ("transformer", "unet", "text_encoder", ...).
   bool configures(const std::string& component) const { return configs_.count(component) > 0; }
+
+  /// Whether `component`'s config says use_dora (false where it configures no such component).
+  bool uses_dora(const std::string& component) const {
+    const auto it = configs_.find(component);
+    return it != configs_.end() && it->second.use_dora;
+  }
 
   /// The alpha and rank PEFT gives `module` (its name within `component`). Throws InputError when
   /// the metadata has no config for `component` (diffusers fails on such a file) or its

@@ -32,8 +32,10 @@
 //    _convert_non_diffusers_z_image_lora_to_diffusers rename them (lora_conversion_utils.py).
 // Not read (refused by name): the formats a family's LoraKeyRules::refused names (FLUX.1's BFL block
 // names or its underscored diffusers names with lora_A/lora_B factors, which diffusers 0.36 loads nothing
-// from, SD3's original names), LoHa (hada_), LoKr (lokr_), DoRA (dora_scale), and the Tucker "lora_mid"
-// of LoCon's CP decomposition.
+// from, SD3's original names), LoHa (hada_), LoKr (lokr_), and the Tucker "lora_mid" of LoCon's CP decomposition.
+// DoRA: a diffusers / PEFT layer's "<component>.<module>.lora_magnitude_vector" (LoraLayer::magnitude_key) is read
+// (diffusers 0.36's get_peft_kwargs sets use_dora for it); kohya's "dora_scale" tensors are dropped, with a line
+// for a warning, as every diffusers 0.36 lora_state_dict drops them before converting the file.
 
 #include <cstdint>
 #include <map>
@@ -99,6 +101,10 @@ struct LoraLayer {
   /// Python float (.item()): _convert_to_ai_toolkit_cat's fused layers, and every layer of
   /// _convert_mixture_state_dict_to_diffusers (diffusers' underscored FLUX.1 names).
   bool alpha_divided_in_its_dtype = false;
+  /// DoRA (PEFT's lora_magnitude_vector, peft 0.17 tuners/lora/dora.py): the layer's magnitude m, [out] for a
+  /// Linear and [1, out, 1, 1] for a Conv2d; the merge then makes W' = m / ||W + dW|| * (W + dW), the norm per
+  /// output row.
+  std::optional<std::string> magnitude_key;
 };
 
 /// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
@@ -133,6 +139,12 @@ struct LoraKeyRules {
 /// The rules for the family that families() names `family` ("flux", "qwen-image", ...); the
 /// UNet families' (the default) for "stable-diffusion" and "stable-diffusion-xl".
 LoraKeyRules lora_key_rules(const std::string& family);
+
+/// The keys diffusers 0.36 reads of a file's `keys`: all but kohya's DoRA scales ("dora_scale"), which every
+/// lora_state_dict filters out with a warning before it converts the file (loaders/lora_pipeline.py), so that
+/// the layers merge as plain LoRA layers; where there were some, one line for `ignored` (when given) says so.
+std::vector<LoraTensorKey> without_dora_scales(const std::vector<LoraTensorKey>& keys,
+                                               std::vector<std::string>* ignored = nullptr);
 
 /// The format dpinfer does not read whose keys look like `key` ("LyCORIS LoHa" for "...hada_w1_a"), or "".
 std::string unread_lora_kind(const std::string& key);
