@@ -247,7 +247,6 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
     if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
-    at::Tensor alpha = layer.alpha_key ? read_tensor(*file->find(*layer.alpha_key), path) : at::Tensor();
     if (layer.magnitude_key) f.magnitude = read_tensor(*file->find(*layer.magnitude_key), path);
     if (layer.alpha_in_factors) {
       // Ref: get_alpha_scales / _convert_to_ai_toolkit (lora_conversion_utils.py): alpha / rank split
@@ -255,8 +254,11 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       // converter divides the alpha tensor itself (LoraLayer::alpha_divided_in_its_dtype), the quotient
       // is rounded to its dtype (a bf16 alpha gives a bf16 scale). The same loop serves the kohya, the
       // underscored (_convert_mixture_state_dict_to_diffusers) and the Qwen-Image / Z-Image files.
-      double scale_down = layer.alpha_divided_in_its_dtype && alpha.defined()
-                              ? (alpha.reshape({}) / layer.rank).to(at::kDouble).item<double>()
+      // read_layers() read the alpha as a double already; only this division needs the tensor itself.
+      double scale_down = layer.alpha_divided_in_its_dtype && layer.alpha_key
+                              ? (read_tensor(*file->find(*layer.alpha_key), path).reshape({}) / layer.rank)
+                                    .to(at::kDouble)
+                                    .item<double>()
                               : f.alpha / static_cast<double>(layer.rank);
       double scale_up = 1.0;
       while (scale_down * 2 < scale_up) {
