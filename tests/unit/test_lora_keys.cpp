@@ -185,6 +185,14 @@ TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
   EXPECT_NE(refusal({}).find("x.safetensors': no tensors"), std::string::npos) << refusal({});
   EXPECT_NE(refusal({{"lora_unet_middle_block_1_proj_in.lora_down.weight", {2, 8}}}).find("not its up (B) weight"),
             std::string::npos);
+  // An alpha alone (no factors of its layer) is named as such: the DoRA check before it read an empty magnitude.
+  auto alpha_alone = kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2});
+  alpha_alone.push_back({"lora_unet_nothing_here.alpha", {}});
+  const std::string alone = refusal(alpha_alone);
+  EXPECT_NE(alone.find("layer 'lora_unet_nothing_here' has an alpha ('lora_unet_nothing_here.alpha') but no down / up "
+                       "weights"),
+            std::string::npos)
+      << alone;
   for (const std::string& why : {shape, some, none}) EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 

@@ -441,9 +441,13 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
   std::vector<std::string> unmatched;
   std::set<std::string> prefixes;
   for (const auto& [base, g] : groups) {
-    if (!g.down && !g.up)
-      throw InputError(where + ": layer " + quote(base, 80) + " has a DoRA magnitude (" + quote(*g.magnitude, 80) +
-                       ") but no lora_A / lora_B weights; the file is incomplete");
+    if (!g.down && !g.up) {  // a magnitude or an alpha alone made the group
+      if (g.magnitude)
+        throw InputError(where + ": layer " + quote(base, 80) + " has a DoRA magnitude (" + quote(*g.magnitude, 80) +
+                         ") but no lora_A / lora_B weights; the file is incomplete");
+      throw InputError(where + ": layer " + quote(base, 80) + " has an alpha (" + quote(g.alpha.value_or(base), 80) +
+                       ") but no down / up weights (lora_down / lora_up or lora_A / lora_B); the file is incomplete");
+    }
     if (g.magnitude && (g.kohya || g.down_up || g.non_diffusers))
       throw InputError(where + ": DoRA magnitude " + quote(*g.magnitude, 80) + " on a layer outside diffusers' (PEFT) "
                        "names, which diffusers 0.36 does not convert; use <component>.<module>.lora_A.weight / "
