@@ -30,8 +30,8 @@ std::string cli11_message(const CLI::ParseError& e) {
   return s;
 }
 
-/// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--lora PATH[:SCALE]]... [--json]`: the report on
-/// stdout; when the model (or a LoRA on it) would not load, the error `dpinfer generate` would stop with on
+/// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--scheduler-set KEY=VALUE]... [--lora PATH[:SCALE]]...
+/// [--json]`: the report on stdout; when the model (or a LoRA on it) would not load, the error `dpinfer generate` would stop with on
 /// stderr, exit 2. A LoRA file given as MODEL is described from its names alone (exit 0).
 int inspect_main(int argc, char** argv) {
   dpinfer::log::setup(false);
