@@ -16,6 +16,7 @@
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/strings.h"
 #include "parse_command_line.h"
+#include "dpinfer/plan/batches.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/plan/items.h"
 #include "dpinfer/plan/run_status.h"
@@ -32,6 +33,7 @@ struct RecordedRun {
   bool readable = false;  ///< run.json is there and is a JSON object
   std::optional<std::string> prompts_path;
   std::optional<int> num_images;
+  std::optional<int> batch_size;  ///< --batch-size, which cuts the batches and so the shards
 };
 
 RecordedRun recorded_run(const std::string& out) {
@@ -52,6 +54,9 @@ RecordedRun recorded_run(const std::string& out) {
     const auto n = o->find("num_images");
     if (n != o->end() && n->is_number_integer() && io::kImagesPerLineRange.contains(n->get<int64_t>()))
       r.num_images = n->get<int>();
+    const auto b = o->find("batch_size");
+    if (b != o->end() && b->is_number_integer() && b->get<int64_t>() >= 1 && b->get<int64_t>() <= 1000000)
+      r.batch_size = b->get<int>();
   }
   return r;
 }
@@ -89,7 +94,9 @@ int run_status_command(const std::vector<std::string>& args) {
                        ", which is not there any more; give --prompts FILE");
   }
   std::vector<std::string> generate_args{prompts, "--out", out};
+  bool batch_size_given = false;
   for (const std::string& a : app.remaining()) {
+    batch_size_given = batch_size_given || a == "--batch-size" || a.rfind("--batch-size=", 0) == 0;
     if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
       throw UsageError("dpinfer status: give the output directory as the first argument, not with " + a);
     generate_args.push_back(a);
@@ -98,6 +105,8 @@ int run_status_command(const std::vector<std::string>& args) {
 
   auto specs = io::read_prompt_file(o.prompts, o.jsonl_stdin);
   if (specs.empty()) throw InputError(quote(o.prompts) + " holds no prompt (blank lines and # comments are skipped)");
+  // A shard is a run of whole batches (plan/batches.h): the run's --batch-size unless given.
+  const int batch_size = batch_size_given ? o.batch_size : recorded.batch_size.value_or(o.batch_size);
   // Only the item count and the prompts matter here; the defaults are the worker's
   // where they need no model.
   plan::ItemDefaults d;
@@ -108,12 +117,13 @@ int run_status_command(const std::vector<std::string>& args) {
   d.negative_prompt = o.negative_prompt;
   d.seed = o.seed;
   d.seed_from = plan::parse_seed_from(o.seed_from);
+  const plan::BatchPlan batches(specs, d.num_images, batch_size);
   const plan::ItemList items(std::move(specs), d);
   std::optional<plan::OuterShard> only;
   if (!o.shard.empty()) only = plan::parse_outer_shard(o.shard);
 
   const io::ManifestSet set = io::read_manifests(out);
-  const plan::RunStatus st = plan::run_status(items, set, only);
+  const plan::RunStatus st = plan::run_status(items, batches, set, only);
   if (!st.foreign_records.empty())
     throw InputError(quote(out) + ": " + st.foreign_records.front() + "; was it written from another prompts file " +
                      "than " + quote(o.prompts) + " or with another --num-images than " + std::to_string(d.num_images) +

@@ -16,7 +16,8 @@ std::string shard_text(const OuterShard& s) { return std::to_string(s.index) + "
 
 }  // namespace
 
-RunStatus run_status(const ItemList& items, const io::ManifestSet& set, const std::optional<OuterShard>& only) {
+RunStatus run_status(const ItemList& items, const BatchPlan& batches, const io::ManifestSet& set,
+                     const std::optional<OuterShard>& only) {
   RunStatus st;
   st.manifests = set.manifests.size();
   st.torn_lines = set.torn_lines;
@@ -32,7 +33,10 @@ RunStatus run_status(const ItemList& items, const io::ManifestSet& set, const st
     }
   };
   int64_t begin = 0, end = n;
-  if (only) std::tie(begin, end) = contiguous_range(n, only->count, only->index);
+  if (only) {
+    const ItemSpan span = batches.shard_items(*only);
+    std::tie(begin, end) = std::make_pair(span.first, span.end());
+  }
   st.total = end - begin;
   count(begin, end, st.done, st.failed);
 
@@ -50,9 +54,9 @@ RunStatus run_status(const ItemList& items, const io::ManifestSet& set, const st
         auto [g, added] = shards.try_emplace({s.count, s.index});
         if (added) {
           g->second.shard = s;
-          auto [b, e] = contiguous_range(n, s.count, s.index);
-          g->second.total = e - b;
-          count(b, e, g->second.done, g->second.failed);
+          const ItemSpan span = batches.shard_items(s);
+          g->second.total = span.size;
+          count(span.first, span.end(), g->second.done, g->second.failed);
         }
         if (i == name->shard->index) g->second.manifests.push_back(m);
       }

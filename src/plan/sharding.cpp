@@ -121,10 +121,10 @@ OuterShardChoice choose_outer_shard(const std::string& shard_option, const EnvVa
   return c;
 }
 
-int64_t dynamic_chunk_size(int64_t n, int world, int batch_size) {
-  // Small enough that the last claims are short (tail latency ~ one chunk), large
-  // enough to batch: one batch, but at most n / (4 world) when that is larger.
-  return std::max<int64_t>(batch_size, std::min<int64_t>(4L * batch_size, n / (4L * world)));
+int64_t dynamic_chunk_size(int64_t batches, int world) {
+  // Small enough that the last claims are short (tail latency ~ one chunk): one batch,
+  // up to 4 while there are at least 4 world of them.
+  return std::max<int64_t>(1, std::min<int64_t>(4, batches / (4L * world)));
 }
 
 }  // namespace dpinfer::plan

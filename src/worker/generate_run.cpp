@@ -29,7 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using plan::choose_outer_shard;
-using plan::contiguous_range;
 using plan::dynamic_chunk_size;
 using plan::Item;
 using plan::item_file_name;
@@ -64,6 +63,9 @@ int GenerateRun::run() {
   plan::check_prompts_path(o_.prompts);  // not a program, not a .json document (plan/preflight.h)
   auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
   if (specs.empty()) throw UsageError(quote(o_.prompts) + " holds no prompt (blank lines and # comments are skipped)");
+  // The batches, from the lines as written (plan/batches.h): the same in every run of this
+  // file at this --batch-size, whatever the world size, shard mode, shard or restart.
+  batches_.emplace(specs, o_.num_images.value_or(1), o_.batch_size);
   io::LoraSet run_loras = o_.loras;
   resolve_lora_paths(specs, run_loras);
   // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
@@ -142,9 +144,16 @@ int GenerateRun::run() {
   items_.emplace(std::move(specs), d);
   check_lines(info);
   total_items_ = items_->size();
-  auto [shard_begin, shard_end] = contiguous_range(total_items_, shard.count, shard.index);
-  shard_begin_ = shard_begin;
-  shard_size_ = shard_end - shard_begin;
+  if (batches_->items() != total_items_)
+    throw Error("the batch plan counts " + std::to_string(batches_->items()) + " items, the item list " +
+                std::to_string(total_items_));
+  // The outer shard takes whole batches: a contiguous run of them.
+  const auto [shard_batch_begin, shard_batch_end] = batches_->shard_batches(shard);
+  shard_batch_begin_ = shard_batch_begin;
+  shard_batches_ = shard_batch_end - shard_batch_begin;
+  const plan::ItemSpan shard_items = batches_->items_of(shard_batch_begin, shard_batch_end);
+  shard_begin_ = shard_items.first;
+  shard_size_ = shard_items.size;
 
   const std::string manifest_name =
       manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
@@ -155,10 +164,10 @@ int GenerateRun::run() {
   if (rank_.rank != 0) compute_hashes(info, items_->specs());
   group_->device_barrier();
   if (rank_.rank == 0)
-    log::info("{} item(s){} on {} rank(s), {} sharding, batch size {}", shard_size_,
+    log::info("{} item(s){} in {} batch(es) of up to {}, on {} rank(s), {} sharding", shard_size_,
               shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
                                    : "",
-              rank_.world_size, to_string(mode_), o_.batch_size);
+              shard_batches_, o_.batch_size, rank_.world_size, to_string(mode_));
 
   writer_ = std::make_unique<WriteQueue>(o_.write_queue);
   bool stopped = false;
@@ -169,6 +178,9 @@ int GenerateRun::run() {
     throw;
   }
   finish_writing(/*rethrow=*/true);
+  if (remade_)
+    log::info("rank {}: made {} item(s) again beside missing batch-mates, to keep their batches whole (their files "
+              "were kept)", rank_.rank, remade_);
   stopped = stopped || stop_signal() != 0;
   // Stopped by a signal, the signal is the story (rank 0's store may be gone by now).
   if (!stopped)
@@ -297,18 +309,25 @@ Item GenerateRun::item_at(int64_t position) const {
 }
 
 bool GenerateRun::run_static() {
-  const plan::StaticShare share = static_share(shard_size_, rank_.world_size, rank_.rank, mode_);
-  // Which of this rank's items an earlier run made, one bit each: the count is known
-  // (logged, reported) before the first image, and no list of items is kept.
-  std::vector<bool> made(static_cast<size_t>(share.size()));
-  for (int64_t k = 0; k < share.size() && !o_.overwrite; ++k) {
-    const Item it = item_at(share.at(k));
-    if (resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank)) {
-      made[static_cast<size_t>(k)] = true;
-      ++stats_.skipped;
-    }
+  // Whole batches of the shard (plan/batches.h): a contiguous run of them, or every
+  // world-th one from this rank's (kStrided).
+  const plan::StaticShare share = static_share(shard_batches_, rank_.world_size, rank_.rank, mode_);
+  const int64_t stride = batches_->batch_size();
+  // Which of this rank's items an earlier run made, one bit each (batch k's items at
+  // k * stride ...): the count is known (logged, reported) before the first image, and
+  // no list of items is kept.
+  std::vector<bool> made(static_cast<size_t>(share.size() * stride));
+  int64_t items = 0;
+  for (int64_t k = 0; k < share.size(); ++k) {
+    const plan::ItemSpan span = batches_->at(shard_batch_begin_ + share.at(k));
+    items += span.size;
+    for (int64_t j = 0; j < span.size && !o_.overwrite; ++j)
+      if (already_made(item_at(span.first + j - shard_begin_))) {
+        made[static_cast<size_t>(k * stride + j)] = true;
+        ++stats_.skipped;
+      }
   }
-  todo_ = share.size();
+  todo_ = items;
   items_known_ = true;
   if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
   report_progress(true);
@@ -316,34 +335,39 @@ bool GenerateRun::run_static() {
     log::info("rank {}: skipped {} item(s) whose {} exists (--overwrite regenerates them)", rank_.rank, stats_.skipped,
               image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
   int64_t k = 0;
-  return generate_all([&]() -> std::optional<Item> {
-    while (k < share.size())
-      if (const int64_t i = k++; !made[static_cast<size_t>(i)]) return item_at(share.at(i));
+  return generate_all([&]() -> std::optional<BatchTodo> {
+    while (k < share.size()) {
+      const int64_t at = k++;
+      BatchTodo todo{batches_->at(shard_batch_begin_ + share.at(at)), {}};
+      for (int64_t j = 0; j < todo.span.size; ++j) todo.made.push_back(made[static_cast<size_t>(at * stride + j)]);
+      if (std::find(todo.made.begin(), todo.made.end(), false) != todo.made.end()) return todo;
+    }
     return std::nullopt;
   });
 }
 
 bool GenerateRun::run_dynamic() {
-  const int64_t n = shard_size_;
-  const int64_t chunk = dynamic_chunk_size(n, rank_.world_size, o_.batch_size);
+  const int64_t n = shard_batches_;
+  const int64_t chunk = dynamic_chunk_size(n, rank_.world_size);
   items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
   report_progress(true);
   int64_t skipped_in_all = 0;
   for (;;) {
     if (stop_signal()) return true;
     if (group_->abort_reason()) return false;
-    int64_t end = group_->add("next-item", chunk);
+    // One claim: `chunk` whole batches of the shard.
+    int64_t end = group_->add("next-batch", chunk);
     int64_t begin = end - chunk;
     if (begin >= n) break;
-    std::vector<Item> todo;  // one claim: a few batches
+    std::vector<BatchTodo> todo;
     int64_t skipped = 0;
-    for (int64_t p = begin; p < std::min(end, n); ++p) {
-      Item it = item_at(p);
-      if (!o_.overwrite && resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank)) {
-        ++skipped;
-        continue;
+    for (int64_t b = begin; b < std::min(end, n); ++b) {
+      BatchTodo batch{batches_->at(shard_batch_begin_ + b), {}};
+      for (int64_t j = 0; j < batch.span.size; ++j) {
+        batch.made.push_back(!o_.overwrite && already_made(item_at(batch.span.first + j - shard_begin_)));
+        skipped += batch.made.back();
       }
-      todo.push_back(std::move(it));
+      if (std::find(batch.made.begin(), batch.made.end(), false) != batch.made.end()) todo.push_back(std::move(batch));
     }
     if (skipped) {
       skipped_in_all += skipped;
@@ -357,7 +381,7 @@ bool GenerateRun::run_dynamic() {
           0, 0);
     }
     size_t next = 0;
-    if (generate_all([&]() -> std::optional<Item> {
+    if (generate_all([&]() -> std::optional<BatchTodo> {
           if (next == todo.size()) return std::nullopt;
           return std::move(todo[next++]);
         }))
@@ -369,25 +393,39 @@ bool GenerateRun::run_dynamic() {
   return false;
 }
 
-bool GenerateRun::generate_all(const std::function<std::optional<plan::Item>()>& next) {
-  std::optional<Item> pending = next();
-  while (pending) {
+bool GenerateRun::already_made(const plan::Item& it) {
+  return resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank);
+}
+
+bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& next) {
+  while (std::optional<BatchTodo> todo = next()) {
     if (stop_signal()) return true;
     if (auto why = group_->abort_reason()) return false;
-    std::vector<Item> batch{std::move(*pending)};
-    pending = next();
-    while (pending && static_cast<int>(batch.size()) < o_.batch_size && pending->batches_with(batch[0])) {
-      batch.push_back(std::move(*pending));
-      pending = next();
+    std::vector<Item> batch;
+    for (int64_t j = 0; j < todo->span.size; ++j) {
+      batch.push_back(item_at(todo->span.first + j - shard_begin_));
+      // The plan groups lines that set the same batch fields, so their completed values agree too.
+      if (!batch.back().batches_with(batch.front()))
+        throw Error("items " + std::to_string(batch.front().index) + " and " + std::to_string(batch.back().index) +
+                    " share a batch but not their size, steps, guidance, settings or LoRAs");
     }
     std::vector<const Item*> members;
     for (const Item& it : batch) members.push_back(&it);
-    run_batch(members);
+    // A resumed batch is made whole, its made items beside the missing ones in their
+    // places, so that the kernels see the shapes of the first run; those images are
+    // not written again.
+    const auto made = std::count(todo->made.begin(), todo->made.end(), true);
+    if (made) {
+      remade_ += made;
+      log::debug("rank {}: items {}..{}: making {} item(s) again beside the {} missing (their batch-mates)",
+                 rank_.rank, todo->span.first, todo->span.end() - 1, made, todo->span.size - made);
+    }
+    run_batch(members, todo->made);
   }
   return false;
 }
 
-void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
+void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch, const std::vector<bool>& made) {
   std::vector<pipeline::ImageRequest> reqs;
   for (const Item* it : batch)
     reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
@@ -414,15 +452,17 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch) {
       // Find the culprit: one bad item must not fail its batch-mates.
       log::warn("rank {}: a batch of {} failed ({}); retrying its items one by one", rank_.rank, batch.size(),
                 first_line(e.what()));
-      for (const Item* it : batch) run_batch({it});
+      for (size_t k = 0; k < batch.size(); ++k)
+        if (made.empty() || !made[k]) run_batch({batch[k]}, {});
       return;
     }
-    queue_failure(*batch[0], first_line(e.what()), seconds_since(t0));
+    if (made.empty() || !made[0]) queue_failure(*batch[0], first_line(e.what()), seconds_since(t0));
     return;
   }
   double per_image = seconds_since(t0) / static_cast<double>(batch.size());
   stats_.busy_s += seconds_since(t0);
   for (size_t k = 0; k < batch.size(); ++k) {
+    if (!made.empty() && made[k]) continue;  // a batch-mate made again: its file is there already
     // std::function wants a copyable task: the pixels go by shared pointer, not copied.
     auto img = std::make_shared<const pipeline::RgbImage>(std::move(images[k]));
     writer_->push([this, it = *batch[k], img, per_image] { write_or_record(it, *img, per_image); }, 1, 1);

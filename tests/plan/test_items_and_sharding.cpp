@@ -259,9 +259,11 @@ TEST(Sharding, ParsesModesAndOuterShards) {
     EXPECT_THROW(parse_outer_shard(bad), UsageError) << bad;
 }
 
-TEST(Sharding, DynamicChunksAreAtLeastABatch) {
-  EXPECT_EQ(dynamic_chunk_size(10, 4, 2), 2);
-  EXPECT_EQ(dynamic_chunk_size(100000, 4, 2), 8);
+TEST(Sharding, DynamicChunksAreOneToFourBatches) {
+  EXPECT_EQ(dynamic_chunk_size(10, 4), 1);
+  EXPECT_EQ(dynamic_chunk_size(0, 4), 1);
+  EXPECT_EQ(dynamic_chunk_size(16, 2), 2);
+  EXPECT_EQ(dynamic_chunk_size(100000, 4), 4);
 }
 
 TEST(SlurmNodelist, ExpandsRangesPaddingAndSeveralGroups) {

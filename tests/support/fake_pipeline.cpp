@@ -1,5 +1,6 @@
 #include "support/fake_pipeline.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +54,7 @@ class FakePipeline : public pipeline::TextToImage {
 
   std::vector<pipeline::RgbImage> generate(const std::vector<pipeline::ImageRequest>& batch) override {
     std::vector<pipeline::RgbImage> out;
+    if (const char* log = std::getenv("DPINFER_FAKE_BATCH_LOG")) log_batch(log, batch);
     if (const char* d = std::getenv("DPINFER_FAKE_DELAY_MS")) work_for(std::atoi(d) * static_cast<int>(batch.size()));
     for (const auto& r : batch) {
       if (r.prompt.find("EXIT-ITEM") != std::string::npos) ::_exit(7);
@@ -69,6 +71,19 @@ class FakePipeline : public pipeline::TextToImage {
   }
 
  private:
+  /// Appends one line naming the batch's items in order, "prompt#seed prompt#seed ...", with
+  /// one write() under O_APPEND, so the lines of several ranks do not interleave.
+  static void log_batch(const char* path, const std::vector<pipeline::ImageRequest>& batch) {
+    std::string line;
+    for (const auto& r : batch) line += (line.empty() ? "" : " ") + r.prompt + "#" + std::to_string(r.seed);
+    line += "\n";
+    const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(std::string("DPINFER_FAKE_BATCH_LOG: cannot open ") + path);
+    const ssize_t n = ::write(fd, line.data(), line.size());
+    ::close(fd);
+    if (n != static_cast<ssize_t>(line.size())) throw Error(std::string("DPINFER_FAKE_BATCH_LOG: cannot write ") + path);
+  }
+
   pipeline::PipelineInfo info_;
 };
 

@@ -6,7 +6,8 @@
 // Prompts steer it: "FAIL-ITEM" throws, "NAN-ITEM" returns a non-finite image,
 // "EXIT-ITEM" ends the process with status 7 (a crashing rank), "SLOW-ITEM" takes
 // one second (a rank that is mid-item when its peers stop). The environment
-// variable DPINFER_FAKE_DELAY_MS makes each image take that long.
+// variable DPINFER_FAKE_DELAY_MS makes each image take that long; DPINFER_FAKE_BATCH_LOG=FILE
+// appends a line per batch to FILE naming its items, so that tests see how items were batched.
 
 #include <memory>
 

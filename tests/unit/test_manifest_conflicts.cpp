@@ -18,6 +18,12 @@ using namespace dpinfer::test;
 
 namespace {
 
+/// plan::run_status() of a run at --batch-size 1 (one item a batch: shards cut by items).
+plan::RunStatus status_of(const plan::ItemList& items, const io::ManifestSet& set,
+                          const std::optional<plan::OuterShard>& only = std::nullopt) {
+  return plan::run_status(items, plan::BatchPlan(items.specs(), items.defaults().num_images, 1), set, only);
+}
+
 /// An "ok" record of item `index` (prompt "p<index>") with `seed`, and its PNG.
 std::string ok(const TempDir& dir, int index, int seed, double t) {
   write_file(dir.file(plan::item_file_name(index)), "png");
@@ -95,7 +101,7 @@ TEST(ManifestConflicts, StatusReportsTheSameConflictsAsMerge) {
   io::ManifestSet set = io::read_manifests(dir.path());
   std::vector<io::PromptSpec> specs(2);
   for (int i = 0; i < 2; ++i) specs[i].prompt = "p" + std::to_string(i), specs[i].line = i + 1;
-  plan::RunStatus st = plan::run_status(plan::ItemList(specs, {}), set);
+  plan::RunStatus st = status_of(plan::ItemList(specs, {}), set);
   ASSERT_EQ(set.conflicts.size(), 1u);  // item 1 only: item 0's latest records agree
   ASSERT_EQ(st.conflicts.size(), 1u);
   EXPECT_EQ(st.conflicts[0].describe(), set.conflicts[0].describe());

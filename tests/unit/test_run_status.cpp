@@ -13,6 +13,12 @@ using namespace dpinfer::test;
 
 namespace {
 
+/// plan::run_status() of a run at --batch-size 1 (one item a batch: shards cut by items).
+plan::RunStatus status_of(const plan::ItemList& items, const io::ManifestSet& set,
+                          const std::optional<plan::OuterShard>& only = std::nullopt) {
+  return plan::run_status(items, plan::BatchPlan(items.specs(), items.defaults().num_images, 1), set, only);
+}
+
 plan::ItemList items_of(int n) {
   std::vector<io::PromptSpec> specs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) specs[i].prompt = "p" + std::to_string(i), specs[i].line = i + 1;
@@ -80,7 +86,7 @@ TEST(RunStatus, PerShardCountsIncludeShardsNotStarted) {
   write_file(dir.file("manifest.shard0-of-3.rank0.jsonl"), s0);
   write_file(dir.file("manifest.shard1-of-3.rank0.jsonl"), s1);
   write_file(dir.file("manifest.shard1-of-3.rank1.jsonl"), "");
-  plan::RunStatus st = plan::run_status(items_of(10), io::read_manifests(dir.path()));
+  plan::RunStatus st = status_of(items_of(10), io::read_manifests(dir.path()));
   EXPECT_EQ(st.total, 10);
   EXPECT_EQ(st.done, 5);
   EXPECT_EQ(st.failed, 1);
@@ -93,7 +99,7 @@ TEST(RunStatus, PerShardCountsIncludeShardsNotStarted) {
   EXPECT_EQ(j["shards"][1]["manifests"].size(), 2u);
   EXPECT_EQ(j["shards"][2]["missing"], 3);
   // --shard 0/3: only that shard counts.
-  plan::RunStatus only = plan::run_status(items_of(10), io::read_manifests(dir.path()), plan::OuterShard{0, 3});
+  plan::RunStatus only = status_of(items_of(10), io::read_manifests(dir.path()), plan::OuterShard{0, 3});
   EXPECT_TRUE(only.complete());
   EXPECT_EQ(only.total, 4);
   EXPECT_EQ(only.groups.size(), 1u);
@@ -104,7 +110,7 @@ TEST(RunStatus, MoreShardsThanItemsGivesEmptyShardsThatAreDone) {
   write_file(dir.file("manifest.shard0-of-4.rank0.jsonl"), done(dir, 0, 1));
   write_file(dir.file("manifest.shard1-of-4.rank0.jsonl"), done(dir, 1, 1));
   write_file(dir.file("manifest.shard3-of-4.rank0.jsonl"), "");
-  plan::RunStatus st = plan::run_status(items_of(2), io::read_manifests(dir.path()));
+  plan::RunStatus st = status_of(items_of(2), io::read_manifests(dir.path()));
   EXPECT_TRUE(st.complete());
   EXPECT_EQ(st.lines()[2], "shard 2/4: 0/0 done, 0 failed (not started: no manifest)");
   EXPECT_EQ(st.lines()[3], "shard 3/4: 0/0 done, 0 failed");
@@ -114,18 +120,18 @@ TEST(RunStatus, UnshardedRunsArePerRankAndForeignRecordsAreFound) {
   TempDir dir;
   write_file(dir.file("manifest.rank0.jsonl"), done(dir, 0, 1) + done(dir, 1, 1));
   write_file(dir.file("manifest.rank1.jsonl"), done(dir, 2, 1) + record(3, "error", 1));
-  plan::RunStatus st = plan::run_status(items_of(4), io::read_manifests(dir.path()));
+  plan::RunStatus st = status_of(items_of(4), io::read_manifests(dir.path()));
   EXPECT_EQ(st.lines(), (std::vector<std::string>{"rank 0: 2 done, 0 failed", "rank 1: 1 done, 1 failed",
                                                   "total: 3/4 done, 1 failed, 0 missing"}));
   EXPECT_TRUE(st.foreign_records.empty());
   // Another prompts file: fewer items, other prompts.
-  st = plan::run_status(items_of(2), io::read_manifests(dir.path()));
+  st = status_of(items_of(2), io::read_manifests(dir.path()));
   ASSERT_FALSE(st.foreign_records.empty());
   EXPECT_NE(st.foreign_records[0].find("records item 2 but the prompts file gives only 2 item(s)"), std::string::npos)
       << st.foreign_records[0];
   std::vector<io::PromptSpec> other(4);
   for (auto& s : other) s.prompt = "other";
-  st = plan::run_status(plan::ItemList(other, {}), io::read_manifests(dir.path()));
+  st = status_of(plan::ItemList(other, {}), io::read_manifests(dir.path()));
   ASSERT_FALSE(st.foreign_records.empty());
   EXPECT_NE(st.foreign_records[0].find("with prompt \"p0\""), std::string::npos) << st.foreign_records[0];
 }

@@ -78,8 +78,9 @@ struct Item {
   /// The LoRAs merged into the model for this item: its line's "loras", else the run's.
   io::LoraSet loras;
 
-  /// Items batch together when they share all of these (a batch runs on one set of merged
-  /// weights, so items with other LoRAs go to another batch).
+  /// What the items of one batch share (a batch runs on one set of merged weights, so items
+  /// with other LoRAs are in another batch): the worker checks every batch of the plan
+  /// (plan/batches.h) with it.
   bool batches_with(const Item& o) const {
     return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
            settings == o.settings && loras == o.loras;

@@ -1,7 +1,7 @@
 #pragma once
 // How far a run is, from its prompts file and the manifests in its output
 // directory alone (`dpinfer status`): no GPU, no store, no worker. The item list is
-// the worker's own (ItemList), the shards the worker's own (contiguous_range),
+// the worker's own (ItemList), the shards the worker's own (BatchPlan::shard_items),
 // and an item's state the merge's own (io::read_manifests).
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/manifest.h"
+#include "dpinfer/plan/batches.h"
 #include "dpinfer/plan/items.h"
 #include "dpinfer/plan/sharding.h"
 
@@ -44,10 +45,11 @@ struct RunStatus {
   std::vector<std::string> lines() const;
 };
 
-/// The status of `items` (all of the prompts file) given the manifests `set`.
-/// `only` restricts the totals and the groups to one outer shard. Every shard count
-/// that appears in a manifest name gets all its shards listed, started or not.
-RunStatus run_status(const ItemList& items, const io::ManifestSet& set,
+/// The status of `items` (all of the prompts file), cut into `batches` as the run cut them
+/// (a shard is a run of whole batches), given the manifests `set`. `only` restricts the
+/// totals and the groups to one outer shard. Every shard count that appears in a manifest
+/// name gets all its shards listed, started or not.
+RunStatus run_status(const ItemList& items, const BatchPlan& batches, const io::ManifestSet& set,
                      const std::optional<OuterShard>& only = std::nullopt);
 
 }  // namespace dpinfer::plan

@@ -68,8 +68,8 @@ std::optional<OuterShardChoice> outer_shard_from_env(const EnvVars& env);
 /// (outer_shard_from_env), else none. Throws UsageError.
 OuterShardChoice choose_outer_shard(const std::string& shard_option, const EnvVars& env);
 
-/// Size of a dynamic-mode claim: a few batches, so that claims are cheap but the
-/// tail stays short.
-int64_t dynamic_chunk_size(int64_t n, int world, int batch_size);
+/// Size of a dynamic-mode claim, in whole batches (plan/batches.h) of the `batches` to
+/// share: a few, so that claims are cheap but the tail stays short.
+int64_t dynamic_chunk_size(int64_t batches, int world);
 
 }  // namespace dpinfer::plan

@@ -15,6 +15,7 @@
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/pipeline/text_to_image.h"
+#include "dpinfer/plan/batches.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/plan/items.h"
 #include "dpinfer/plan/progress_report.h"
@@ -69,11 +70,21 @@ class GenerateRun {
   void report_progress(bool force) noexcept;
 
  private:
-  /// Static modes: this rank's positions, in order. Returns true when stopped by a signal.
+  /// One batch to make: its items, and which of them an earlier run made (made again, as
+  /// batch-mates, but not written).
+  struct BatchTodo {
+    plan::ItemSpan span;
+    std::vector<bool> made;
+  };
+
+  /// Static modes: this rank's batches, in order. Returns true when stopped by a signal.
   bool run_static();
 
-  /// Dynamic mode: claim chunks of positions from the shared counter.
+  /// Dynamic mode: claim chunks of batches from the shared counter.
   bool run_dynamic();
+
+  /// True when an earlier run made `it` (its file and record are there; Resume).
+  bool already_made(const plan::Item& it);
 
   /// Checks each line's size against the family's multiple and completes its settings
   /// (resolve_settings(), then TextToImage::check_settings()), once per line rather than
@@ -92,12 +103,13 @@ class GenerateRun {
   /// Item `position` of this run's shard, made on demand, with its completed settings.
   plan::Item item_at(int64_t position) const;
 
-  /// Generates the items `next` gives, until nullopt, in batches of consecutive items
-  /// that share size, steps, guidance and settings. Returns true when stopped by a signal.
-  bool generate_all(const std::function<std::optional<plan::Item>()>& next);
+  /// Generates the batches `next` gives, until nullopt, each whole. Returns true when
+  /// stopped by a signal.
+  bool generate_all(const std::function<std::optional<BatchTodo>()>& next);
 
-  /// Generates one batch and hands its images and records to the writer (writer_).
-  void run_batch(const std::vector<const plan::Item*>& batch);
+  /// Generates one batch and hands the images and records of its items that are not
+  /// `made` (empty: none is) to the writer (writer_).
+  void run_batch(const std::vector<const plan::Item*>& batch, const std::vector<bool>& made);
 
   /// The writer's task for one image: write it and record it, or record why it could
   /// not be written. A full disk throws (and stops the run).
@@ -142,8 +154,12 @@ class GenerateRun {
   std::unique_ptr<WorkerGroup> group_;
   std::unique_ptr<pipeline::TextToImage> pipe_;
   std::optional<plan::ItemList> items_;  ///< the whole prompts file's items, made on demand
-  int64_t shard_begin_ = 0;              ///< the outer shard: items [shard_begin_, shard_begin_ + shard_size_)
+  std::optional<plan::BatchPlan> batches_;  ///< the whole prompts file's batches (plan/batches.h)
+  int64_t shard_batch_begin_ = 0;        ///< the outer shard: batches [shard_batch_begin_, + shard_batches_)
+  int64_t shard_batches_ = 0;
+  int64_t shard_begin_ = 0;              ///< the same as items [shard_begin_, shard_begin_ + shard_size_)
   int64_t shard_size_ = 0;
+  int64_t remade_ = 0;                   ///< items made again as batch-mates of missing ones (resume)
   std::vector<nlohmann::json> line_settings_;  ///< per line: its completed settings, or null for run_settings_
   nlohmann::json run_settings_;                ///< the completed settings of lines that set none
   int64_t total_items_ = 0;
