@@ -1,5 +1,5 @@
-// PromptEmbeddingCache (pipeline/families/prompt_embedding_cache.h): each distinct text
-// encoded once, hits identical to misses, the LRU bound; and through the tiny SD and SDXL
+// PromptEmbeddingCache (pipeline/families/prompt_embedding_cache.h): each distinct text of a
+// call encoded once, an entry per call, hits identical to misses, the LRU bound; and through the tiny SD and SDXL
 // pipelines, an image whose prompts were cached is the image a fresh pipeline makes.
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ struct FakeEncoder {
 
 }  // namespace
 
-TEST(PromptEmbeddingCache, EachDistinctTextIsEncodedOnceAndHitsEqualMisses) {
+TEST(PromptEmbeddingCache, EachDistinctTextOfACallIsEncodedOnceAndHitsEqualMisses) {
   PromptEmbeddingCache cache(8);
   FakeEncoder enc;
   auto first = cache.rows({"ugly", "a cat", "ugly", "ugly"}, "k", enc.fn());
@@ -58,35 +58,49 @@ TEST(PromptEmbeddingCache, EachDistinctTextIsEncodedOnceAndHitsEqualMisses) {
   EXPECT_EQ(cache.misses(), 2);
   EXPECT_EQ(cache.hits(), 0);
 
+  // The same distinct texts in the same order (another batch of one negative prompt, or the
+  // same batch again): one hit, the very rows the miss gave.
+  auto again = cache.rows({"ugly", "ugly", "a cat"}, "k", enc.fn());
+  EXPECT_EQ(enc.calls.size(), 1u);
+  EXPECT_EQ(cache.hits(), 1);
+  EXPECT_TRUE(at::equal(again[0][1], first[0][0]));
+  EXPECT_TRUE(at::equal(again[1][2], first[1][1]));
+
+  // Other texts beside one seen before: encoded together, as this batch's own call would,
+  // not stitched from another call's rows (which round otherwise in half precision).
   auto second = cache.rows({"a dog", "ugly"}, "k", enc.fn());
   ASSERT_EQ(enc.calls.size(), 2u);
-  EXPECT_EQ(enc.calls[1], (std::vector<std::string>{"a dog"})) << "'ugly' came from the cache";
-  EXPECT_TRUE(at::equal(second[0][1], first[0][0])) << "a hit is the very row the miss gave";
-  EXPECT_TRUE(at::equal(second[1][1], first[1][0]));
-  EXPECT_EQ(cache.hits(), 1);
+  EXPECT_EQ(enc.calls[1], (std::vector<std::string>{"a dog", "ugly"}));
+  EXPECT_TRUE(at::equal(second[0][1], first[0][0]));  // the fake encoder rounds alike
 
   // What the caller does to a result (SDXL zeroes rows) leaves the cache alone.
   second[0].zero_();
-  auto third = cache.rows({"ugly"}, "k", enc.fn());
+  auto third = cache.rows({"a dog", "ugly"}, "k", enc.fn());
   EXPECT_EQ(enc.calls.size(), 2u);
-  EXPECT_TRUE(at::equal(third[0][0], FakeEncoder::hidden_of("ugly")));
+  EXPECT_TRUE(at::equal(third[0][1], FakeEncoder::hidden_of("ugly")));
 
   // Another key (another clip_skip, or side) is another entry.
-  cache.rows({"ugly"}, "k2", enc.fn());
+  cache.rows({"ugly", "a cat"}, "k2", enc.fn());
   ASSERT_EQ(enc.calls.size(), 3u);
-  EXPECT_EQ(enc.calls[2], (std::vector<std::string>{"ugly"}));
+  EXPECT_EQ(enc.calls[2], (std::vector<std::string>{"ugly", "a cat"}));
+  // Lists whose texts run together alike are not one entry.
+  cache.rows({"ab", "c"}, "k", enc.fn());
+  cache.rows({"a", "bc"}, "k", enc.fn());
+  EXPECT_EQ(enc.calls.size(), 5u);
 }
 
 TEST(PromptEmbeddingCache, TheLeastRecentlyUsedEntryGoesAndTheBoundHolds) {
   PromptEmbeddingCache cache(3);
   FakeEncoder enc;
-  cache.rows({"a", "b", "c"}, "k", enc.fn());
+  cache.rows({"a"}, "k", enc.fn());
+  cache.rows({"b"}, "k", enc.fn());
+  cache.rows({"c"}, "k", enc.fn());
   EXPECT_EQ(cache.size(), 3u);
   cache.rows({"a"}, "k", enc.fn());  // a is now the most recent; b the least
   cache.rows({"d"}, "k", enc.fn());  // b goes
   EXPECT_EQ(cache.size(), 3u);
   const size_t calls = enc.calls.size();
-  cache.rows({"a", "c", "d"}, "k", enc.fn());
+  for (const char* t : {"a", "c", "d"}) cache.rows({t}, "k", enc.fn());
   EXPECT_EQ(enc.calls.size(), calls) << "a, c and d stayed";
   cache.rows({"b"}, "k", enc.fn());
   ASSERT_EQ(enc.calls.size(), calls + 1) << "b was dropped";

@@ -1,13 +1,16 @@
 #pragma once
-// A bounded LRU cache of text-encoder outputs, one entry per (text, encoding key): a
-// dataset that repeats one negative prompt a million times encodes it once. The SD and
-// SDXL pipelines ask it for a batch's rows; what it lacks is encoded in one call, each
-// distinct text once, and kept. The key holds what else changes the encoding (clip_skip),
-// so that two settings never share an entry.
+// A bounded LRU cache of text-encoder outputs, one entry per (encoding key, distinct texts
+// of a batch): a dataset that repeats one negative prompt a million times encodes it once per
+// run, not once per batch. The SD, SDXL and SD3 pipelines ask it for a batch's rows; the key
+// holds what else changes the encoding (side, clip_skip, LoRAs), so that two settings never
+// share an entry.
 //
-// A reused row is the very tensor the encoder gave for that text, so a hit is the same
-// embedding as a miss. A row encoded beside other texts may differ from one encoded
-// beside others in float rounding only (as batching does: README, --batch-size).
+// An entry is a whole encoder call, not a text: in bf16 and fp16 a text's row rounds
+// differently beside another number of texts (the matrix products' row count), so a row
+// reused from another batch's call could differ from the row this batch's own call gives.
+// Keyed by the batch's distinct texts in order, a hit is exactly what a miss would give, and
+// an image stays a function of its batch alone (plan/batches.h), whatever ran before it on
+// that rank.
 
 #include <ATen/ATen.h>
 
@@ -22,8 +25,8 @@
 
 namespace dpinfer::pipeline {
 
-/// Entries per SD/SDXL pipeline: one per distinct (text, side, clip_skip) recently used;
-/// at most some 20 MB for SDXL in fp16 (77 x 2048 + 1280 values an entry).
+/// Entries per pipeline: one per (side, clip_skip, LoRAs, distinct texts of a batch)
+/// recently used; for SDXL in fp16 some 0.3 MB per text of an entry (77 x 2048 + 1280 values).
 constexpr size_t kPromptEmbeddingCacheEntries = 64;
 
 class PromptEmbeddingCache {
@@ -35,19 +38,21 @@ class PromptEmbeddingCache {
   /// Keeps at most `capacity` entries (0: none; every call encodes its texts, still once each).
   explicit PromptEmbeddingCache(size_t capacity) : capacity_(capacity) {}
 
-  /// The outputs for `texts` under `key`, one row per text, in order ([B, ...] each): rows
-  /// found are reused (and become the most recent), the others encoded by one `encode`
-  /// call on their distinct texts, then kept, the least recently used entries dropped.
+  /// The outputs for `texts` under `key`, one row per text, in order ([B, ...] each): the
+  /// entry of (key, the distinct texts in first-seen order) when there is one (it becomes the
+  /// most recent), else one `encode` call on those distinct texts, then kept, the least
+  /// recently used entries dropped.
   std::vector<at::Tensor> rows(const std::vector<std::string>& texts, const std::string& key, const Encoder& encode);
 
   size_t size() const { return entries_.size(); }
   size_t capacity() const { return capacity_; }
-  int64_t hits() const { return hits_; }
+  int64_t hits() const { return hits_; }      ///< calls answered from an entry
   int64_t misses() const { return misses_; }  ///< texts encoded (each distinct one of a call once)
 
  private:
-  using Entry = std::pair<std::string, std::vector<at::Tensor>>;  ///< map key; each output's row, [...] (no batch dim)
-  void keep(std::string map_key, std::vector<at::Tensor> row);
+  /// map key; each output for the distinct texts, [D, ...]
+  using Entry = std::pair<std::string, std::vector<at::Tensor>>;
+  void keep(std::string map_key, std::vector<at::Tensor> outputs);
 
   size_t capacity_;
   std::list<Entry> entries_;  ///< most recently used first
