@@ -21,12 +21,28 @@ void expect_pixels_match_golden(const std::vector<uint8_t>& pixels, const std::s
                                 const std::string& name);
 
 /// Runs `dpinfer generate` on `args` (a prompts file of three lines, --model and its settings) as
-/// three batches of one and as one batch of three, and `dpinfer launch` on three ranks; expects the
-/// same three images from each (bit for bit across ranks, each a batch of one; to float rounding
-/// for the batch, which runs other matrix shapes), and `dpinfer status` to find the run complete.
+/// three batches of one and as one batch of three, and `dpinfer launch` on three ranks at batch
+/// size 3; expects the same three images from each (bit for bit across ranks at the same batch
+/// size; to float rounding between the batch sizes, which run other matrix shapes), and
+/// `dpinfer status` to find the run complete.
 /// `dir` holds the outputs; `env` is added to the processes' environment.
 void expect_batch_and_rank_independence(const TempDir& dir, const std::vector<std::string>& args,
                                         const std::map<std::string, std::string>& env);
+
+/// Issue 34's promise, in whatever dtype and --batch-size `args` give (a prompts file first, then
+/// --model and its settings): the PNGs, byte for byte, of `dpinfer generate` alone equal those
+/// of `dpinfer launch` on 2 ranks (contiguous) and 3 (strided), of two outer shards (--shard 0/2,
+/// 1/2), and of the 3-rank run with items 1 and 4 deleted, resumed on 2 ranks (dynamic).
+/// The file needs at least 5 items.
+void expect_same_pngs_whatever_the_ranks(const TempDir& dir, const std::vector<std::string>& args,
+                                         const std::map<std::string, std::string>& env);
+
+/// expect_same_pngs_whatever_the_ranks() in bf16 at --batch-size 2 and 2 steps, on 5 prompts of
+/// very different lengths (one with a negative prompt) and `model` with `extra` options (its size
+/// and settings): three batches, the last one short.
+void expect_bf16_pngs_whatever_the_ranks(const TempDir& dir, const std::string& model,
+                                         const std::vector<std::string>& extra,
+                                         const std::map<std::string, std::string>& env);
 
 /// How many times `needle` occurs in `text` (e.g. a worker's "pipeline loaded" lines).
 size_t occurrences(const std::string& text, const std::string& needle);

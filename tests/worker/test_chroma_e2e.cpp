@@ -130,3 +130,10 @@ TEST(ChromaE2E, InspectReportsTheFamilyAndItsSettings) {
   EXPECT_TRUE(contains(text.out, "family: chroma\n")) << text.out;
   EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512 (the defaults; --set NAME=VALUE)\n")) << text.out;
 }
+
+// Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of
+// two outer shards and of a resumed run are byte-identical (the batches are the prompts file's).
+TEST(ChromaE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
+  TempDir dir;
+  dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kChroma, {"--width", "32", "--height", "16"}, kEnv);
+}

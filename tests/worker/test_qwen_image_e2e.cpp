@@ -103,3 +103,10 @@ TEST(QwenImageE2E, InspectReportsTheFamilyAndASettingIsCheckedAgainstIt) {
   const json rec = json::parse(read_png(dir.file("out/000000.png")).texts.at("dpinfer"));
   EXPECT_EQ(rec["max_sequence_length"], 3);
 }
+
+// Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of
+// two outer shards and of a resumed run are byte-identical (the batches are the prompts file's).
+TEST(QwenImageE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
+  TempDir dir;
+  dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
+}

@@ -223,3 +223,10 @@ TEST(SD3E2E, T5ComponentsThatDoNotFitAreRefusedInOneLine) {
     expect_refused_in_one_line(dir, copy, {"text_encoder_3", "tokenizer_3"});
   }
 }
+
+// Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of
+// two outer shards and of a resumed run are byte-identical (the batches are the prompts file's).
+TEST(SD3E2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
+  TempDir dir;
+  dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModelT5, {"--width", "32", "--height", "32"}, kEnv);
+}

@@ -205,3 +205,10 @@ TEST(SdxlE2E, ALoraForAnotherFamilyIsRefusedInOneLineBeforeAnyImage) {
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
   EXPECT_NE(missing.err.find("nope.safetensors' is not a file"), std::string::npos) << missing.err;
 }
+
+// Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of
+// two outer shards and of a resumed run are byte-identical (the batches are the prompts file's).
+TEST(SdxlE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
+  TempDir dir;
+  dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
+}

@@ -112,3 +112,10 @@ TEST(ZImageE2E, InspectReportsTheFamilyAndItsComponents) {
                                  "(the defaults; --set NAME=VALUE)\n"))
       << text.out;
 }
+
+// Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of
+// two outer shards and of a resumed run are byte-identical (the batches are the prompts file's).
+TEST(ZImageE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
+  TempDir dir;
+  dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
+}
