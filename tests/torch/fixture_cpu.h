@@ -28,6 +28,14 @@ at::Tensor cpu_canary();
 /// (make_fp8_fixtures.py's tiny-sd1-te-e4m3.last_hidden_state). Computed once.
 bool recorded_on_this_cpu(const at::Tensor& recorded_canary = at::Tensor());
 
+/// Whether this CPU's bf16 matrix products round as the recording machine's: it computes float32
+/// as that machine did (recorded_on_this_cpu()) and has none of the bf16 dot-product instructions
+/// (AVX512-BF16, AMX-BF16) that oneDNN uses for bf16 matmuls where a CPU has them, which the
+/// recording machine lacked. An Intel Xeon with AMX matches the float32 canary bit for bit and yet
+/// rounds bf16 otherwise (up to 8 levels of 255 after the steps; issue 25's baseline run). Read
+/// from /proc/cpuinfo's flags; computed once.
+bool bf16_as_on_recording_cpu();
+
 /// EXPECTs `actual` and `expected` bit-identical where recorded_on_this_cpu(`recorded_canary`);
 /// elsewhere within the parity bound (model_goldens.h expect_close), saying why.
 void expect_bit_identical_on_recording_cpu(const at::Tensor& actual, const at::Tensor& expected,
