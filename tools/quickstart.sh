@@ -16,7 +16,7 @@ cd "$root"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
 tools/setup.sh
 cmake --preset default
-cmake --build --preset default
+cmake --build --preset quickstart  # the two binaries only: no tests, no fuzzers
 set -x
 build/default/tools/dpinfer launch --nproc-per-node 2 configs/prompts/demo.txt --out outputs/demo "$@"
 { set +x; } 2>/dev/null

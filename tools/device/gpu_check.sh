@@ -33,6 +33,11 @@
 #              distilled guidance 3.5, T5 padded to 512 tokens, batch 1, bf16 on cuda:0; the
 #              transformer's time per step scales about x3.1 for the real 19 + 38 blocks
 #   flux_peer  diffusers_peer.py on the FLUX.1 files and settings (FluxPipeline)
+#   invariance (issue 34; after bench, whose random SD1.5-shaped model it uses) 9 items at
+#              --batch-size 4, 256x256, 8 steps, in fp16 and in bf16 on cuda:0, made by one
+#              process, by two processes at once (--shard 0/2 and 1/2: NCCL takes no two ranks on
+#              one GPU), and again with 3 of the PNGs deleted (a resume): every PNG byte-identical
+#              (cmp); and the one-process images/s at batch 4 and batch 1 (invariance.log)
 # then a short summary, printed last. Runs in the repository root; needs no network.
 # Steps run in the order GPU_CHECK_STEPS lists them. Every step runs even when an earlier
 # one failed (unless it needs what that one makes), and none starts once GPU_CHECK_BUDGET_S
@@ -41,10 +46,10 @@
 #
 # Writes under $OUT (else out/gpu-check), at most 8 files, all of which come back:
 #   summary.txt  build.log  cuda_tests.log  cuda_tests.json  bench.log (SD1.5 bench and
-#   peer)  sdxl.log (SDXL bench and peer)  [qwen.log (Qwen-Image bench and peer)]  [flux.log (FLUX.1
+#   peer)  invariance.log  sdxl.log (SDXL bench and peer)  [qwen.log (Qwen-Image bench and peer)]  [flux.log (FLUX.1
 #   bench and peer)]  bench.json (every bench and peer report of the call, {"sd15": {"dpinfer": ...,
 #   "diffusers": ...}, "sdxl": {...}}). `run` brings back 8 files at most: a call with every step that
-#   writes a log and both qwen and flux makes 9, so ask for those two in separate calls.
+#   writes a log and both qwen and flux makes 10, so ask for those two in separate calls.
 #
 # Environment (all optional):
 #   GPU_CHECK_STEPS     steps to run, in this order (default: "facts configure build tests
@@ -85,7 +90,7 @@ out="${OUT:-$root/out/gpu-check}"
 mkdir -p "$out"
 deps="${DPINFER_DEPS_DIR:-$root/third_party_cache/device}"
 build="${GPU_CHECK_BUILD_DIR:-$root/build-device}"
-steps=" ${GPU_CHECK_STEPS:-facts configure build tests bench peer sdxl sdxl_peer} "
+steps=" ${GPU_CHECK_STEPS:-facts configure build tests bench peer invariance sdxl sdxl_peer} "
 budget="${GPU_CHECK_BUDGET_S:-540}"
 jobs="${GPU_CHECK_JOBS:-$(nproc)}"
 # The random-weight models, the images and each bench's and peer's JSON report stay outside
@@ -262,6 +267,37 @@ PY
     --images "$work/flux_images" --json "$work/flux_dpinfer.json"
 }
 
+# invariance: issue 34's promise on the GPU, in fp16 and bf16 (see the list of steps above).
+invariance() {
+  local model="$tmp/dpinfer-sd15-random" worker="$build/tools/dpinfer-worker" w="$work/invariance" bad=0
+  [ -f "$model/model_index.json" ] || { echo "no $model: the bench step writes it"; return 3; }
+  rm -rf "$w" && mkdir -p "$w"
+  for i in 0 1 2 3 4 5 6 7 8; do echo "a photograph of object number $i on a table, studio light"; done >"$w/p.txt"
+  local common=("$w/p.txt" --model "$model" --device cuda:0 --steps 8 --width 256 --height 256)
+  for dtype in fp16 bf16; do
+    for b in 1 4; do
+      "$worker" generate "${common[@]}" --dtype "$dtype" --batch-size "$b" --out "$w/$dtype-b$b" || return
+      echo "$dtype batch $b: $("$py" -c 'import json, sys; print("%.2f images/s" % json.load(open(sys.argv[1]))["summary"]["images_per_second"])' "$w/$dtype-b$b/run.json")"
+    done
+    "$worker" generate "${common[@]}" --dtype "$dtype" --batch-size 4 --shard 0/2 --out "$w/$dtype-shards" &
+    local first=$!
+    "$worker" generate "${common[@]}" --dtype "$dtype" --batch-size 4 --shard 1/2 --out "$w/$dtype-shards" || bad=1
+    wait "$first" || bad=1
+    cp -r "$w/$dtype-b4" "$w/$dtype-resumed" && rm -f "$w/$dtype-resumed"/00000{1,4,8}.png
+    "$worker" generate "${common[@]}" --dtype "$dtype" --batch-size 4 --out "$w/$dtype-resumed" || bad=1
+    for run in shards resumed; do
+      for f in "$w/$dtype-b4"/*.png; do
+        if ! cmp -s "$f" "$w/$dtype-$run/$(basename "$f")"; then
+          echo "$dtype $run: $(basename "$f") differs from the one-process run"
+          bad=1
+        fi
+      done
+      echo "$dtype $run: compared $(ls "$w/$dtype-b4"/*.png | wc -l) PNGs with the one-process run"
+    done
+  done
+  return $bad
+}
+
 # peer KEY: diffusers_peer.py on what bench_shape KEY wrote. Installs the carried wheels into
 # /tmp/site once per machine (a python3 that has diffusers already, as on a dry run, is used
 # as it is when there are none).
@@ -287,7 +323,7 @@ peer() {
 export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS \
   GPU_CHECK_QWEN_ARGS GPU_CHECK_QWEN_LAYERS GPU_CHECK_QWEN_TE_LAYERS GPU_CHECK_FLUX_ARGS GPU_CHECK_FLUX_LAYERS \
   GPU_CHECK_FLUX_T5_LAYERS
-export -f facts configure bench_shape bench sdxl qwen flux peer
+export -f facts configure bench_shape bench sdxl qwen flux peer invariance
 
 # A step that runs again replaces its earlier report (from an earlier call on this machine),
 # and a new bench report makes the old peer report stale.
@@ -327,6 +363,7 @@ for s in $steps; do
       step configure 200 "$out/build.log" configure ;;
     build)
       targets=(dpinfer_bench)
+      want invariance && targets+=(dpinfer-worker)
       want tests && targets+=(dpinfer_torch_tests)
       step build 420 "$out/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" ;;
     tests)
@@ -338,6 +375,7 @@ for s in $steps; do
       fi ;;
     bench) run_bench bench "$out/bench.log" 15 240 ;;
     peer) run_peer peer sd15 "$out/bench.log" 15 240 ;;
+    invariance) step invariance 180 "$out/invariance.log" invariance ;;
     # SDXL: not started without the time to write its weights, load and time batch 1 at least.
     sdxl) run_bench sdxl "$out/sdxl.log" 90 300 ;;
     sdxl_peer) run_peer sdxl_peer sdxl "$out/sdxl.log" 60 240 ;;
@@ -347,7 +385,7 @@ for s in $steps; do
     # FLUX.1: about 17 GB of random weights to write first.
     flux) run_bench flux "$out/flux.log" 240 420 ;;
     flux_peer) run_peer flux_peer flux "$out/flux.log" 120 300 ;;
-    *) status+=("$s: unknown step (known: facts configure build tests bench peer sdxl sdxl_peer qwen qwen_peer flux flux_peer)") ;;
+    *) status+=("$s: unknown step (known: facts configure build tests bench peer invariance sdxl sdxl_peer qwen qwen_peer flux flux_peer)") ;;
   esac
 done
 
