@@ -64,7 +64,7 @@ def main():
         worst = max(worst, max(abs(p - q) for p, q in zip(x, y)))
         same += sum(p == q for p, q in zip(x, y))
         total += len(x)
-    print(f"{len(names)} {worst} {100.0 * same / total:.1f}")
+    print(f"{len(names)} {worst} {100.0 * same / total:.2f}")
 
 
 if __name__ == "__main__":
