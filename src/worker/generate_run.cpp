@@ -312,22 +312,18 @@ bool GenerateRun::run_static() {
   // Whole batches of the shard (plan/batches.h): a contiguous run of them, or every
   // world-th one from this rank's (kStrided).
   const plan::StaticShare share = static_share(shard_batches_, rank_.world_size, rank_.rank, mode_);
-  const int64_t stride = batches_->batch_size();
-  // Which of this rank's items an earlier run made, one bit each (batch k's items at
-  // k * stride ...): the count is known (logged, reported) before the first image, and
-  // no list of items is kept.
-  std::vector<bool> made(static_cast<size_t>(share.size() * stride));
-  int64_t items = 0;
+  // Which of this rank's items an earlier run made, one bit each, in the order the batches
+  // come: the count is known (logged, reported) before the first image, and no list of
+  // items is kept.
+  std::vector<bool> made;
   for (int64_t k = 0; k < share.size(); ++k) {
     const plan::ItemSpan span = batches_->at(shard_batch_begin_ + share.at(k));
-    items += span.size;
-    for (int64_t j = 0; j < span.size && !o_.overwrite; ++j)
-      if (already_made(item_at(span.first + j - shard_begin_))) {
-        made[static_cast<size_t>(k * stride + j)] = true;
-        ++stats_.skipped;
-      }
+    for (int64_t j = 0; j < span.size; ++j) {
+      made.push_back(!o_.overwrite && already_made(item_at(span.first + j - shard_begin_)));
+      stats_.skipped += made.back();
+    }
   }
-  todo_ = items;
+  todo_ = static_cast<int64_t>(made.size());
   items_known_ = true;
   if (multi_node_ && stats_.skipped) group_->add("skipped-items", stats_.skipped);
   report_progress(true);
@@ -335,11 +331,13 @@ bool GenerateRun::run_static() {
     log::info("rank {}: skipped {} item(s) whose {} exists (--overwrite regenerates them)", rank_.rank, stats_.skipped,
               image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
   int64_t k = 0;
+  size_t bit = 0;  // the first bit of batch k in `made`
   return generate_all([&]() -> std::optional<BatchTodo> {
     while (k < share.size()) {
-      const int64_t at = k++;
-      BatchTodo todo{batches_->at(shard_batch_begin_ + share.at(at)), {}};
-      for (int64_t j = 0; j < todo.span.size; ++j) todo.made.push_back(made[static_cast<size_t>(at * stride + j)]);
+      BatchTodo todo{batches_->at(shard_batch_begin_ + share.at(k++)), {}};
+      const auto first = made.begin() + static_cast<std::ptrdiff_t>(bit);
+      todo.made.assign(first, first + todo.span.size);
+      bit += static_cast<size_t>(todo.span.size);
       if (std::find(todo.made.begin(), todo.made.end(), false) != todo.made.end()) return todo;
     }
     return std::nullopt;

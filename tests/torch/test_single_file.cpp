@@ -7,7 +7,8 @@
 // configs build modules whose keys and shapes are exactly those of the real architectures'
 // checkpoints; and bad input is refused in one line.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>  // torch::Tensor and its factories: not all of <torch/torch.h> (jit, optim, data)
 
 #include <cstdlib>
 #include <filesystem>

@@ -2,7 +2,11 @@
 // module, from files written by the test's own writer and by the reference python
 // writer (tests/data/safetensors, tools/fixtures/make_safetensors.py).
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>  // torch::Tensor and its factories: not all of <torch/torch.h> (jit, optim, data)
 
 #include <cmath>
 #include <cstdint>
