@@ -318,10 +318,9 @@ bool GenerateRun::run_static() {
   std::vector<bool> made;
   for (int64_t k = 0; k < share.size(); ++k) {
     const plan::ItemSpan span = batches_->at(shard_batch_begin_ + share.at(k));
-    for (int64_t j = 0; j < span.size; ++j) {
-      made.push_back(!o_.overwrite && already_made(item_at(span.first + j - shard_begin_)));
-      stats_.skipped += made.back();
-    }
+    const std::vector<bool> in_batch = made_items(span);
+    made.insert(made.end(), in_batch.begin(), in_batch.end());
+    stats_.skipped += std::count(in_batch.begin(), in_batch.end(), true);
   }
   todo_ = static_cast<int64_t>(made.size());
   items_known_ = true;
@@ -360,11 +359,9 @@ bool GenerateRun::run_dynamic() {
     std::vector<BatchTodo> todo;
     int64_t skipped = 0;
     for (int64_t b = begin; b < std::min(end, n); ++b) {
-      BatchTodo batch{batches_->at(shard_batch_begin_ + b), {}};
-      for (int64_t j = 0; j < batch.span.size; ++j) {
-        batch.made.push_back(!o_.overwrite && already_made(item_at(batch.span.first + j - shard_begin_)));
-        skipped += batch.made.back();
-      }
+      const plan::ItemSpan span = batches_->at(shard_batch_begin_ + b);
+      BatchTodo batch{span, made_items(span)};
+      skipped += std::count(batch.made.begin(), batch.made.end(), true);
       if (std::find(batch.made.begin(), batch.made.end(), false) != batch.made.end()) todo.push_back(std::move(batch));
     }
     if (skipped) {
@@ -391,8 +388,13 @@ bool GenerateRun::run_dynamic() {
   return false;
 }
 
-bool GenerateRun::already_made(const plan::Item& it) {
-  return resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank);
+std::vector<bool> GenerateRun::made_items(const plan::ItemSpan& span) {
+  std::vector<bool> made;
+  for (int64_t j = 0; j < span.size; ++j) {
+    const Item it = item_at(span.first + j - shard_begin_);
+    made.push_back(!o_.overwrite && resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank));
+  }
+  return made;
 }
 
 bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& next) {

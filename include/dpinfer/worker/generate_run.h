@@ -83,8 +83,9 @@ class GenerateRun {
   /// Dynamic mode: claim chunks of batches from the shared counter.
   bool run_dynamic();
 
-  /// True when an earlier run made `it` (its file and record are there; Resume).
-  bool already_made(const plan::Item& it);
+  /// Per item of `span`: whether an earlier run made it (its file and record are there;
+  /// Resume), never with --overwrite. The one resume check of both modes.
+  std::vector<bool> made_items(const plan::ItemSpan& span);
 
   /// Checks each line's size against the family's multiple and completes its settings
   /// (resolve_settings(), then TextToImage::check_settings()), once per line rather than
