@@ -18,6 +18,7 @@
 #include "dpinfer/launcher/worker_env.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/plan/preflight.h"
+#include "dpinfer/plan/run_token.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
@@ -186,6 +187,10 @@ int run_launch(const LaunchOptions& given) {
   group.max_restarts = o.max_restarts;
 
   const EnvMap inherited = current_environment();
+  // One node: a fresh secret for this run, which only its workers see (plan/run_token.h).
+  // Several nodes' launchers cannot agree on one without talking: their workers take the
+  // user's DPINFER_RUN_TOKEN, or the token file in the --out they share.
+  if (o.nnodes == 1 && inherited.count(plan::kRunTokenEnv) == 0) group.run_token = plan::make_run_token();
   if (sets_omp_num_threads(inherited, group.layout))
     log::info("setting OMP_NUM_THREADS=1 for each worker so that {} workers do not oversubscribe the CPU; "
               "set OMP_NUM_THREADS yourself to change this",

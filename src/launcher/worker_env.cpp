@@ -1,5 +1,7 @@
 #include "dpinfer/launcher/worker_env.h"
 
+#include "dpinfer/plan/run_token.h"
+
 namespace dpinfer::launcher {
 
 bool sets_omp_num_threads(const EnvMap& inherited, const RankLayout& layout) {
@@ -28,6 +30,7 @@ EnvMap worker_env(const EnvMap& inherited, const GroupEnv& group, int local_rank
   env["TORCHELASTIC_RUN_ID"] = group.run_id;
   // Workers host their own store (rank 0), as under torchrun's static rendezvous.
   env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  if (!group.run_token.empty()) env[plan::kRunTokenEnv] = group.run_token;
   // Tells dpinfer's own worker that its lines get "[rank N] " from the launcher.
   env["DPINFER_LAUNCHED"] = "1";
   if (sets_omp_num_threads(inherited, l)) env["OMP_NUM_THREADS"] = "1";

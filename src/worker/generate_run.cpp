@@ -12,6 +12,7 @@
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/plan/manifest_names.h"
 #include "dpinfer/plan/preflight.h"
+#include "dpinfer/plan/run_token.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
@@ -94,6 +95,12 @@ int GenerateRun::run() {
   WorkerGroup::Options go;
   go.timeout = std::chrono::seconds(o_.rendezvous_timeout_s);
   go.interrupted = [] { return stop_signal() != 0; };
+  if (rank_.world_size > 1) {
+    // From the launcher's environment, else from --out's token file (plan/run_token.h).
+    const plan::RunToken token = plan::run_token(current_environment(), o_.out);
+    go.run_token = token.value;
+    go.run_token_source = token.source;
+  }
   if (rank_.world_size > 1)
     log::debug("rank {}/{} ({}): rendezvous at {}:{} (from {})", rank_.rank, rank_.world_size, rank_.source,
                rank_.master_addr, rank_.master_port, rank_.master_from);

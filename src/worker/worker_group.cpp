@@ -11,13 +11,27 @@
 #include <mutex>
 #include <thread>
 
+#include "dpinfer/plan/run_token.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/listen_socket.h"
+#include "dpinfer/util/log.h"
 
 namespace dpinfer::worker {
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
+// Every key below lives under "dpinfer/run/<token>/" (a c10d::PrefixStore), NCCL's
+// bootstrap keys ("nccl/...") included.
 const std::string kAbortKey = "dpinfer/abort";
+// Rank 0 sets kHelloKey under the token, then kHostedKey outside it, whose value is the
+// token's fingerprint. A client that finds kHostedKey but not its own kHelloKey is in
+// another run. The store is one server, so a rank that sees kHostedKey also sees rank 0's
+// kHelloKey; only a foreign client that set kHostedKey before rank 0 did (a window of
+// microseconds after the bind) could show one without the other, so a client waits
+// kForeignRunGrace before it believes it.
+const std::string kHelloKey = "dpinfer/hello";
+const std::string kHostedKey = "dpinfer/hosted";
+constexpr auto kForeignRunGrace = std::chrono::milliseconds(250);
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
@@ -25,7 +39,8 @@ std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 }  // namespace
 
 struct WorkerGroup::Impl {
-  c10::intrusive_ptr<c10d::Store> store;  // null for a world of one
+  c10::intrusive_ptr<c10d::Store> store;  // under the run's token; null for a world of one
+  c10::intrusive_ptr<c10d::Store> tcp;    // the connection itself, for the keys outside the token
   std::string where;                      // "MASTER_ADDR:MASTER_PORT", for errors
 
   // The store calls the group makes. A store that has gone away (rank 0, or its
@@ -85,6 +100,22 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const plan::RankInfo& r, const Op
   // until every rank has connected. The model-loaded barrier waits for every rank
   // instead, watching for signals and naming the ranks that are missing.
   so.waitWorkers = false;
+  if (options.run_token.empty()) throw Error("rank " + std::to_string(r.rank) + " has no run token to join " + where);
+  if (r.rank == 0) {
+    // Bound here, where the ranks connect, not by TCPStore on every interface.
+    ListenSocket listener;
+    try {
+      listener = listen_for_store(r.master_addr, r.master_port, r.world_size == r.local_world_size);
+    } catch (const std::exception& e) {
+      throw Error("rank 0 cannot host the store at " + where + ": " + first_line(e.what()));
+    }
+    if (listener.fallback.empty())
+      log::debug("the store listens on {} only", listener.address);
+    else
+      log::warn("the store listens on every interface ({}): {}; its keys stay under the run's token",
+                listener.address, listener.fallback);
+    so.masterListenFd = listener.fd;
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + options.timeout;
   for (;;) {
@@ -92,10 +123,10 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const plan::RankInfo& r, const Op
     // SIGTERM while rank 0 is not up yet) is seen within a second, not at the timeout.
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     so.timeout = std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+    c10::intrusive_ptr<c10d::TCPStore> tcp;
     try {
-      g->impl_->store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
-      g->impl_->store->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout));
-      return g;
+      tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
+      tcp->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout));
     } catch (const std::exception& e) {
       const std::string why = first_line(e.what());
       if (r.rank == 0)  // the server binds at once or not at all
@@ -107,6 +138,45 @@ std::unique_ptr<WorkerGroup> WorkerGroup::join(const plan::RankInfo& r, const Op
                   " s for rank 0's store at " + where +
                   ", in vain (is rank 0 running, and MASTER_ADDR/MASTER_PORT right?): " + why);
     }
+    g->impl_->tcp = tcp;
+    g->impl_->store = c10::make_intrusive<c10d::PrefixStore>("dpinfer/run/" + options.run_token, tcp);
+    if (r.rank == 0) {
+      g->impl_->set(kHelloKey, "1");
+      g->impl_->guarded([&] { tcp->set(kHostedKey, bytes(plan::run_token_fingerprint(options.run_token))); });
+    } else {
+      g->wait_for_hello(deadline, start);
+    }
+    return g;
+  }
+}
+
+void WorkerGroup::wait_for_hello(std::chrono::steady_clock::time_point deadline,
+                                 std::chrono::steady_clock::time_point start) {
+  c10d::Store& tcp = *impl_->tcp;
+  const std::string where = impl_->where;
+  std::optional<std::chrono::steady_clock::time_point> foreign_since;
+  for (;;) {
+    if (impl_->check(kHelloKey)) return;
+    const bool hosted = impl_->guarded([&] { return tcp.check({kHostedKey}); });
+    const auto now = std::chrono::steady_clock::now();
+    if (hosted && !foreign_since) foreign_since = now;
+    if (foreign_since && now - *foreign_since >= kForeignRunGrace) {
+      const std::string theirs = impl_->guarded([&] { return text(tcp.get(kHostedKey)); });
+      throw InputError("rank " + std::to_string(rank()) + " is refused by the store at " + where +
+                       ": it hosts a run of another token (fingerprint " + theirs + "; this rank's is " +
+                       plan::run_token_fingerprint(options_.run_token) + ", from " + options_.run_token_source +
+                       "); every rank of a run needs the same token: start them from one `dpinfer launch`, or give "
+                       "them all the same DPINFER_RUN_TOKEN, or the same --out on a filesystem that every node shares");
+    }
+    if (options_.interrupted()) throw Interrupted();
+    if (now > deadline) {
+      const double waited = std::chrono::duration<double>(now - start).count();
+      throw Error("rank " + std::to_string(rank()) + " waited " + std::to_string(static_cast<int>(waited)) +
+                  " s for rank 0's store at " + where +
+                  " to announce the run: something answers there, but not dpinfer's rank 0 (is MASTER_PORT another "
+                  "program's?)");
+    }
+    std::this_thread::sleep_for(kPollInterval);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -90,6 +91,30 @@ TEST(LaunchProcess, WorkersGetTheTorchrunEnvironment) {
       << r.out;
   EXPECT_TRUE(contains(r.out, "[rank 3] R=3 L=1 W=6")) << r.out;
   EXPECT_TRUE(contains(r.err, "OMP_NUM_THREADS=1")) << "the OMP default is announced once: " << r.err;
+}
+
+// The store's secret (plan/run_token.h): on one node a fresh one per run, the same for
+// every worker of it; the user's own kept; none from a launcher of several nodes, whose
+// workers then share the token file in --out.
+TEST(LaunchProcess, WorkersOfOneNodeShareAFreshRunToken) {
+  auto tokens = [](const std::vector<std::string>& opts, const std::map<std::string, std::string>& env) {
+    std::vector<std::string> args = {"--nproc-per-node", "2"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    RunResult r = launch_sh(args, "echo T=${DPINFER_RUN_TOKEN:-none}", 60s, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::set<std::string> seen;
+    std::smatch m;
+    for (auto it = r.out.cbegin(); std::regex_search(it, r.out.cend(), m, std::regex("T=([0-9a-z]+)")); it = m[0].second)
+      seen.insert(m[1]);
+    return seen;
+  };
+  const std::set<std::string> first = tokens({}, {}), second = tokens({}, {});
+  ASSERT_EQ(first.size(), 1u) << "both workers of a run get the same token";
+  EXPECT_TRUE(std::regex_match(*first.begin(), std::regex("[0-9a-f]{32}"))) << *first.begin();
+  EXPECT_NE(first, second) << "each run gets its own";
+  const std::string mine = "00112233445566778899aabbccddeeff";
+  EXPECT_EQ(tokens({}, {{"DPINFER_RUN_TOKEN", mine}}), std::set<std::string>{mine});
+  EXPECT_EQ(tokens({"--nnodes", "2", "--node-rank", "1", "--master-port", "29999"}, {}), std::set<std::string>{"none"});
 }
 
 TEST(LaunchProcess, UserSetOmpAndNcclVariablesAreKept) {

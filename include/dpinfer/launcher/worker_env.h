@@ -31,6 +31,9 @@ struct GroupEnv {
   std::string run_id = "none";
   int restart_count = 0;
   int max_restarts = 0;
+  /// DPINFER_RUN_TOKEN for the workers (plan/run_token.h); empty leaves the inherited
+  /// environment's, if any, and otherwise lets the workers find it in --out.
+  std::string run_token;
 };
 
 using dpinfer::EnvMap;

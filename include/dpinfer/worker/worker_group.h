@@ -1,6 +1,8 @@
 #pragma once
 // The workers of one run, joined through a c10d TCPStore hosted by rank 0 at
-// MASTER_ADDR:MASTER_PORT (torchrun's static rendezvous). Everything the worker
+// MASTER_ADDR:MASTER_PORT (torchrun's static rendezvous). The store listens only where
+// the ranks connect (util/listen_socket.h: the loopback on one node), and every key of
+// the run lives under the run's secret token (plan/run_token.h). Everything the worker
 // needs from its peers goes through the store: a barrier after the model loads,
 // a shared work counter for dynamic scheduling, the per-rank statistics gathered
 // to rank 0, and an abort flag with which one fatal rank stops the others. On
@@ -27,6 +29,10 @@ class WorkerGroup {
     /// Polled while waiting on peers: true makes the wait throw Interrupted (a
     /// stop signal arrived), so that a worker never hangs on a dead peer.
     std::function<bool()> interrupted = [] { return false; };
+    /// The run's secret (plan/run_token.h), which every key lives under; needed when the
+    /// world has more than one rank. `run_token_source` names where it came from, for errors.
+    std::string run_token;
+    std::string run_token_source;
   };
 
   /// Thrown from a wait that `Options::interrupted` cut short.
@@ -43,7 +49,8 @@ class WorkerGroup {
   };
 
   /// Joins the group; a world of one needs no store. Throws Error saying who
-  /// waited for whom, where and for how long, when the rendezvous times out.
+  /// waited for whom, where and for how long, when the rendezvous times out, and
+  /// InputError within about a second when rank 0's store hosts a run of another token.
   static std::unique_ptr<WorkerGroup> join(const plan::RankInfo& rank, const Options& options);
   virtual ~WorkerGroup();
 
@@ -78,6 +85,9 @@ class WorkerGroup {
  private:
   struct Impl;
   WorkerGroup(const plan::RankInfo& rank, const Options& options);
+  /// A client rank, once connected: returns when rank 0 has said hello under this rank's
+  /// token; throws InputError when the store hosts a run of another token.
+  void wait_for_hello(std::chrono::steady_clock::time_point deadline, std::chrono::steady_clock::time_point start);
   plan::RankInfo rank_;
   Options options_;
   int cuda_device_ = 0;
