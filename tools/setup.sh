@@ -6,6 +6,7 @@
 #
 #   tools/setup.sh            install what is missing
 #   DPINFER_SKIP_TORCH=1 ...  skip the venv (the launcher and its tests need no LibTorch)
+#   DPINFER_SKIP_READERS=1 .. skip the interop tests' Python readers (the quickstart runs no test)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,6 +71,15 @@ PY
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
     err="$("$venv/bin/python" -c "import torch" 2>&1)" ||
       { say "ERROR: torch still does not load: $(printf '%s' "$err" | tail -n 1)"; exit 1; }
+  fi
+  # The Python readers of the interop tests (tools/readers-requirements.txt): a user's
+  # datasets and Pillow must load what dpinfer writes, in CI too.
+  if [ "${DPINFER_SKIP_READERS:-0}" != 1 ] && ! "$venv/bin/python" -c "import datasets, PIL" 2>/dev/null; then
+    say "installing the interop tests' Python readers into $venv (datasets, Pillow)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/tools/readers-requirements.txt" 2>&1 |
+      grep -v "^torch .* requires \|dependency resolver does not currently" >&2 || true
+    "$venv/bin/python" -c "import datasets, PIL" ||
+      { say "ERROR: the readers do not import after installing tools/readers-requirements.txt"; exit 1; }
   fi
 fi
 say "ready"
