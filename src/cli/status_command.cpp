@@ -34,6 +34,8 @@ struct RecordedRun {
   std::optional<std::string> prompts_path;
   std::optional<int> num_images;
   std::optional<int> batch_size;  ///< --batch-size, which cuts the batches and so the shards
+  std::optional<std::string> prompt_column;  ///< --prompt-column, for a CSV/TSV prompts file
+  std::optional<bool> keep_fields;           ///< --keep-fields: the file's unknown keys were kept, not refused
 };
 
 RecordedRun recorded_run(const std::string& out) {
@@ -57,6 +59,8 @@ RecordedRun recorded_run(const std::string& out) {
     const auto b = o->find("batch_size");
     if (b != o->end() && b->is_number_integer() && b->get<int64_t>() >= 1 && b->get<int64_t>() <= 1000000)
       r.batch_size = b->get<int>();
+    if (const auto c = o->find("prompt_column"); c != o->end() && c->is_string()) r.prompt_column = c->get<std::string>();
+    if (const auto k = o->find("keep_fields"); k != o->end() && k->is_boolean()) r.keep_fields = k->get<bool>();
   }
   return r;
 }
@@ -94,16 +98,20 @@ int run_status_command(const std::vector<std::string>& args) {
                        ", which is not there any more; give --prompts FILE");
   }
   std::vector<std::string> generate_args{prompts, "--out", out};
-  bool batch_size_given = false;
+  bool batch_size_given = false, prompt_column_given = false;
   for (const std::string& a : app.remaining()) {
     batch_size_given = batch_size_given || a == "--batch-size" || a.rfind("--batch-size=", 0) == 0;
+    prompt_column_given = prompt_column_given || a == "--prompt-column" || a.rfind("--prompt-column=", 0) == 0;
     if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
       throw UsageError("dpinfer status: give the output directory as the first argument, not with " + a);
     generate_args.push_back(a);
   }
   plan::GenerateOptions o = plan::parse_generate_args(generate_args);
 
-  auto specs = io::read_prompt_file(o.prompts, o.jsonl_stdin);
+  // Read as the run read it: its --prompt-column and --keep-fields unless given here.
+  if (!prompt_column_given && recorded.prompt_column) o.prompt_column = *recorded.prompt_column;
+  if (recorded.keep_fields) o.keep_fields = o.keep_fields || *recorded.keep_fields;
+  auto specs = io::read_prompt_file(o.prompts, plan::prompt_file_options(o));
   if (specs.empty()) throw InputError(quote(o.prompts) + " holds no prompt (blank lines and # comments are skipped)");
   // A shard is a run of whole batches (plan/batches.h): the run's --batch-size unless given.
   const int batch_size = batch_size_given ? o.batch_size : recorded.batch_size.value_or(o.batch_size);

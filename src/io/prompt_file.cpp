@@ -60,7 +60,8 @@ std::string get_string(const json& v, const std::string& key, const std::string&
   return v.get<std::string>();
 }
 
-PromptSpec parse_json_line(const std::string& text, const std::string& name, int line) {
+PromptSpec parse_json_line(const std::string& text, const std::string& name, int line,
+                           const PromptFileOptions& options) {
   json obj;
   // JSON allows a key twice and nlohmann keeps the last; in a prompts file that is a
   // mistake ({"prompt": "a", ..., "prompt": "b"}), so the parse refuses it.
@@ -107,8 +108,14 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
       if (!v.is_number() || !std::isfinite(v.get<double>()))
         fail(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
+    } else if (options.keep_fields) {
+      if (options.reserved_field && options.reserved_field(k))
+        fail(name, line, "key " + quote(k, 60) + " is one that dpinfer writes in each image's record itself, so "
+                         "--keep-fields cannot keep it; rename it");
+      s.fields[k] = v;
     } else {
-      fail(name, line, "unknown key " + quote(k, 60) + "; allowed: " + kAllowedKeys);
+      fail(name, line, "unknown key " + quote(k, 60) + "; allowed: " + kAllowedKeys +
+                           " (--keep-fields keeps unknown keys)");
     }
   }
   check_no_nul(s.prompt, "'prompt'", name, line);
@@ -147,10 +154,26 @@ std::string read_stdin() {
 
 }  // namespace
 
+PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin) {
+  if (path == "-") return jsonl_stdin ? PromptFormat::kJsonl : PromptFormat::kText;
+  if (ends_with(path, ".jsonl")) return PromptFormat::kJsonl;
+  if (ends_with(path, ".csv")) return PromptFormat::kCsv;
+  if (ends_with(path, ".tsv")) return PromptFormat::kTsv;
+  return PromptFormat::kText;
+}
+
 std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, bool jsonl) {
+  return parse_prompts(content, name, jsonl ? PromptFormat::kJsonl : PromptFormat::kText, {});
+}
+
+std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, PromptFormat format,
+                                      const PromptFileOptions& options) {
   if (content.size() > kMaxPromptFileBytes)
     throw InputError(quote(name) + " is " + std::to_string(content.size()) + " bytes, more than the limit of " +
                      std::to_string(kMaxPromptFileBytes) + "; split it into several files");
+  if (format == PromptFormat::kCsv || format == PromptFormat::kTsv)
+    return parse_prompt_table(content, name, format == PromptFormat::kCsv ? ',' : '\t', options);
+  const bool jsonl = format == PromptFormat::kJsonl;
   std::vector<PromptSpec> out;
   size_t pos = 0;
   if (content.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;  // UTF-8 BOM
@@ -168,7 +191,7 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
     if (bad != std::string::npos)
       fail(name, line, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line; save the file as UTF-8");
     if (jsonl) {
-      out.push_back(parse_json_line(text, name, line));
+      out.push_back(parse_json_line(text, name, line, options));
     } else {
       check_no_nul(*prompt, "the prompt", name, line);
       PromptSpec s;
@@ -181,19 +204,26 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
 }
 
 std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin) {
-  if (path == "-") return parse_prompts(read_stdin(), "<stdin>", jsonl_stdin);
+  PromptFileOptions options;
+  options.jsonl_stdin = jsonl_stdin;
+  return read_prompt_file(path, options);
+}
+
+std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFileOptions& options) {
+  const PromptFormat format = prompt_format_of(path, options.jsonl_stdin);
+  if (path == "-") return parse_prompts(read_stdin(), "<stdin>", format, options);
   std::string content, why;
   switch (read_whole_file(path, kMaxPromptFileBytes, &content, &why)) {
     case ReadStatus::kOk:
       break;
     case ReadStatus::kIsDirectory:
-      throw InputError("prompts file " + quote(path) + " is a directory; give a .txt or .jsonl file");
+      throw InputError("prompts file " + quote(path) + " is a directory; give a .txt, .jsonl, .csv or .tsv file");
     case ReadStatus::kTooLarge:
       throw InputError("prompts file " + quote(path) + " is " + why + "; split it into several files");
     default:
       throw InputError("cannot read prompts file " + quote(path) + ": " + why);
   }
-  return parse_prompts(content, path, ends_with(path, ".jsonl"));
+  return parse_prompts(content, path, format, options);
 }
 
 }  // namespace dpinfer::io

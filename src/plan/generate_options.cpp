@@ -1,5 +1,7 @@
 #include "dpinfer/plan/generate_options.h"
 
+#include "dpinfer/plan/record_fields.h"
+
 #include <algorithm>
 #include <cmath>
 #include <CLI/CLI.hpp>
@@ -26,8 +28,15 @@ struct SettingArgs {
 };
 
 void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
-  app.add_option("prompts", o.prompts, "prompts file: .txt (one per line) or .jsonl; - reads stdin")->required();
+  app.add_option("prompts", o.prompts,
+                 "prompts file: .txt (one per line), .jsonl, or .csv/.tsv with a header row; - reads stdin")
+      ->required();
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
+  app.add_option("--prompt-column", o.prompt_column, "a .csv/.tsv prompts file's column of the prompt")
+      ->capture_default_str();
+  app.add_flag("--keep-fields", o.keep_fields,
+               "carry a prompts line's unknown JSONL keys or CSV/TSV columns into each of its images' records, "
+               "instead of refusing them");
   app.add_option("--model,-m", o.model,
                  "diffusers directory, hub id (org/name, from the local HF cache) or single-file checkpoint "
                  "(.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image, as their makers ship "
@@ -238,7 +247,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"files_per_dir", files_per_dir},
-                      {"config", config}};
+                      {"config", config}, {"prompt_column", prompt_column}, {"keep_fields", keep_fields}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
   j["width"] = width ? nlohmann::json(*width) : nlohmann::json();
@@ -364,6 +373,15 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
     throw UsageError("--device: expected auto, cuda or cpu, got " + quote(o.device, 60));
   return o;
+}
+
+io::PromptFileOptions prompt_file_options(const GenerateOptions& o) {
+  io::PromptFileOptions p;
+  p.jsonl_stdin = o.jsonl_stdin;
+  p.prompt_column = o.prompt_column;
+  p.keep_fields = o.keep_fields;
+  p.reserved_field = is_record_field;
+  return p;
 }
 
 }  // namespace dpinfer::plan

@@ -92,6 +92,7 @@ Item ItemList::at(int64_t index) const {
   it.settings = d.settings;
   if (s.settings) it.settings.update(*s.settings);
   it.loras = s.loras ? *s.loras : d.loras;
+  it.fields = s.fields;
   return it;
 }
 

@@ -62,7 +62,7 @@ int GenerateRun::run() {
     throw UsageError("prompts from stdin ('-') work with one rank only: every rank reads the same item list, and "
                      "ranks do not share one stdin; write the prompts to a file and pass its path");
   plan::check_prompts_path(o_.prompts);  // not a program, not a .json document (plan/preflight.h)
-  auto specs = io::read_prompt_file(o_.prompts, o_.jsonl_stdin);
+  auto specs = io::read_prompt_file(o_.prompts, plan::prompt_file_options(o_));
   if (specs.empty()) throw UsageError(quote(o_.prompts) + " holds no prompt (blank lines and # comments are skipped)");
   // The batches, from the lines as written (plan/batches.h): the same in every run of this
   // file at this --batch-size, whatever the world size, shard mode, shard or restart.
@@ -235,6 +235,13 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
     const io::PromptSpec& s = items_->specs()[k];
     const std::string where = quote(o_.prompts) + " line " + std::to_string(s.line);
     if (s.loras) check_loras(*s.loras, where);
+    // A kept field (--keep-fields) named as one of this family's settings, which the
+    // record holds too (the other record keys were refused as the file was read).
+    for (const pipeline::SettingSpec& spec : info.setting_specs)
+      if (s.fields.contains(spec.name))
+        throw InputError(where + ": field " + quote(spec.name) + " is a setting of " + info.family_label +
+                         " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
+                         "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
     if (width % info.size_multiple || height % info.size_multiple)
       throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +

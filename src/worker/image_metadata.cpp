@@ -85,6 +85,9 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
     names.push_back(spec.name);
   }
   j["settings"] = names;
+  // --keep-fields: the line's own fields, as written; none has a record key's name
+  // (plan/record_fields.h, and the settings' names: GenerateRun checks them once loaded).
+  for (const auto& [key, value] : item.fields.items()) j[key] = value;
   return j;
 }
 

@@ -1,6 +1,7 @@
-// libFuzzer: io::parse_prompts on .txt and .jsonl content, then the items made from it
-// (plan::ItemList, both --seed-from modes). The first byte picks the format and the
-// seed mode; the rest is the file.
+// libFuzzer: io::parse_prompts on .txt, .jsonl, .csv and .tsv content, with and without
+// --keep-fields, then the items made from it (plan::ItemList, both --seed-from modes).
+// The first byte picks the format and the seed mode, the second --keep-fields and the
+// CSV/TSV prompt column; the rest is the file.
 #include <cstdint>
 #include <string>
 
@@ -21,16 +22,26 @@ void check_item(const plan::ItemList& items, int64_t index) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0) return 0;
-  const uint8_t mode = data[0];
-  const std::string content(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const bool jsonl = mode & 1;
+  if (size < 2) return 0;
+  const uint8_t mode = data[0], table = data[1];
+  const std::string content(reinterpret_cast<const char*>(data) + 2, size - 2);
+  // Bit 0: JSONL; with bit 7: CSV (bit 0 clear) or TSV (bit 0 set).
+  const io::PromptFormat format = mode & 0x80 ? (mode & 1 ? io::PromptFormat::kTsv : io::PromptFormat::kCsv)
+                                  : mode & 1  ? io::PromptFormat::kJsonl
+                                              : io::PromptFormat::kText;
+  io::PromptFileOptions options;
+  options.keep_fields = table & 1;
+  options.prompt_column = table & 2 ? "caption" : "prompt";
+  options.reserved_field = [](const std::string& k) { return k == "status"; };
   try {
-    auto specs = io::parse_prompts(content, jsonl ? "fuzz.jsonl" : "fuzz.txt", jsonl);
+    auto specs = io::parse_prompts(content, "fuzz.file", format, options);
+    for (const io::PromptSpec& s : specs)
+      if (!s.fields.is_object() || (!options.keep_fields && !s.fields.empty()) || s.fields.contains("status"))
+        std::abort();
     plan::ItemDefaults d;
     d.seed_from = mode & 2 ? plan::SeedFrom::kPrompt : plan::SeedFrom::kIndex;
     // A base seed near the top now and then, where seed + index would overflow.
-    d.seed = mode & 4 ? INT64_MAX - (mode >> 3) : mode >> 3;
+    d.seed = mode & 4 ? INT64_MAX - ((mode >> 3) & 15) : (mode >> 3) & 15;
     const plan::ItemList items(std::move(specs), d);
     if (!items.empty()) {
       check_item(items, 0);

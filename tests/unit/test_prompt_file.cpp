@@ -70,7 +70,7 @@ TEST(PromptFileHardening, NumberOverflowIsInvalidJson) {
 TEST(PromptFileHardening, KeysAndValuesAreEscapedAndBounded) {
   const std::string key_error = error_of("{\"prompt\":\"a\",\"\\u001b]0;pwned\\u0007\\nx\":1}\n");
   EXPECT_EQ(key_error, "'p.jsonl' line 1: unknown key '\\x1B]0;pwned\\x07\\nx'; allowed: prompt, negative_prompt, seed, "
-                       "steps, guidance_scale, width, height, num_images, id, settings, loras");
+                       "steps, guidance_scale, width, height, num_images, id, settings, loras (--keep-fields keeps unknown keys)");
   const std::string huge = "{\"prompt\":\"a\",\"steps\":\"" + std::string(5'000'000, 'x') + "\\u001b[2J\"}\n";
   const std::string value_error = error_of(huge);
   EXPECT_LT(value_error.size(), 200u) << value_error.size();
@@ -125,7 +125,7 @@ TEST(PromptFileHardening, ASelfLoopingLinkIsNamedAsOne) {
     io::read_prompt_file(dir.path());
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("is a directory; give a .txt or .jsonl file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is a directory; give a .txt, .jsonl, .csv or .tsv file"), std::string::npos) << e.what();
   }
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// Prompt files: .txt (one prompt per line) and .jsonl (one object per line).
+// Prompt files: .txt (one prompt per line), .jsonl (one object per line), and .csv /
+// .tsv tables with a header row (io/prompt_table.cpp).
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -45,7 +47,26 @@ struct PromptSpec {
   /// The line's LoRAs ("loras": [{"path": ..., "scale": ...}]), instead of the run's; paths as
   /// written (the worker resolves them against the current directory).
   std::optional<LoraSet> loras;
+  /// With --keep-fields: the line's keys (JSONL) or columns (CSV/TSV) that dpinfer does not
+  /// know, as written (a CSV cell is a string), carried into each of its images' records.
+  nlohmann::json fields = nlohmann::json::object();
 };
+
+enum class PromptFormat { kText, kJsonl, kCsv, kTsv };
+
+/// How a prompts file is read, beyond its content.
+struct PromptFileOptions {
+  bool jsonl_stdin = false;               ///< "-" holds JSONL (--jsonl)
+  std::string prompt_column = "prompt";   ///< CSV/TSV: the column of the prompt (--prompt-column)
+  bool keep_fields = false;               ///< unknown keys and columns kept, not refused (--keep-fields)
+  /// A kept field may not have a name that dpinfer writes in a record itself
+  /// (plan/record_fields.h); none when unset.
+  std::function<bool(const std::string&)> reserved_field;
+};
+
+/// The format of `path` by its extension (ASCII case ignored): .jsonl, .csv, .tsv, else
+/// text; "-" is text, or JSONL with `jsonl_stdin`.
+PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
 /// with the keys `prompt` (required), `negative_prompt`, `seed`, `steps`,
@@ -57,9 +78,25 @@ struct PromptSpec {
 /// then `#`, one backslash is dropped (`\#tag` is the prompt `#tag`, `\\#tag` is `\#tag`).
 /// Throws InputError naming the file and line for invalid UTF-8, bad JSON, an unknown key
 /// or a bad value; every quoted value is escaped and cut short (util/strings.h).
+/// CSV and TSV files: see parse_prompt_table.
+std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFileOptions& options);
 std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin = false);
 
 /// Parses already-read content (see read_prompt_file); `name` is used in messages.
+std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, PromptFormat format,
+                                      const PromptFileOptions& options);
 std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, bool jsonl);
+
+/// A CSV (RFC 4180, as Python's csv module and pandas write it) or TSV table: a header row
+/// naming the columns, then one prompt per row. The prompt is in the column
+/// `options.prompt_column`; the columns negative_prompt, seed, steps, guidance_scale, width,
+/// height, num_images and id are read as in a .jsonl line, and an empty cell leaves its
+/// value unset. Any other column is refused, or kept with `options.keep_fields`. Quoted
+/// cells may hold the delimiter, `""` and newlines; CRLF and a UTF-8 BOM are accepted;
+/// blank rows are skipped. A row's line is that of its first character. Throws InputError
+/// naming the file, the line and the column for a ragged row, bad quoting, a missing or
+/// repeated column, or a bad value. Read as Python's csv module reads (io/prompt_table.cpp).
+std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std::string& name, char delimiter,
+                                           const PromptFileOptions& options);
 
 }  // namespace dpinfer::io

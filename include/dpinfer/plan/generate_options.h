@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/lora_ref.h"
+#include "dpinfer/io/prompt_file.h"
 
 namespace dpinfer::plan {
 
@@ -17,6 +18,8 @@ constexpr int kMaxWriteQueue = 1024;
 struct GenerateOptions {
   std::string prompts;           ///< file, or "-" for stdin
   bool jsonl_stdin = false;      ///< stdin holds JSONL (--jsonl)
+  std::string prompt_column = "prompt";  ///< a CSV/TSV prompts file's prompt column (--prompt-column)
+  bool keep_fields = false;      ///< unknown JSONL keys / CSV columns go into the records (--keep-fields)
   std::string model;             ///< directory or hub id; empty: the default model
   std::string variant;           ///< e.g. "fp16"
   /// What completes a single-file --model (pipeline/single_file/single_file.h): the diffusers
@@ -94,6 +97,10 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
 /// Every spelling of every generate option ("--steps", "-v", ...), for the launcher
 /// to tell its own options from the workers'.
 std::vector<std::string> generate_option_names();
+
+/// How `o` reads its prompts file: --jsonl, --prompt-column, --keep-fields, and the record's
+/// own keys (plan/record_fields.h), which a kept field may not have.
+io::PromptFileOptions prompt_file_options(const GenerateOptions& o);
 
 /// The KEY=VALUE words of a repeatable `option` (--set, --scheduler-set) as one object, later
 /// keys winning. A value is a number, true/false or a list as JSON reads them; anything else is

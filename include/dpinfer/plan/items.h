@@ -77,6 +77,8 @@ struct Item {
   nlohmann::json settings = nlohmann::json::object();
   /// The LoRAs merged into the model for this item: its line's "loras", else the run's.
   io::LoraSet loras;
+  /// Its line's fields that --keep-fields carries into the record as they are (an object).
+  nlohmann::json fields = nlohmann::json::object();
 
   /// What the items of one batch share (a batch runs on one set of merged weights, so items
   /// with other LoRAs are in another batch): the worker checks every batch of the plan
