@@ -26,6 +26,26 @@ endif()
 
 include(Torch)
 
+# libwebp and libwebpmux (Debian's libwebp-dev): --image-format webp (io/webp_writer.cpp),
+# linked by dpinfer_io. A carried folder (tools/device/prepare_carry.sh) holds their headers
+# and static libraries under <dir>/webp.
+set(_webp_hints "")
+if(DPINFER_DEPS_DIR)
+  get_filename_component(_webp_hints "${DPINFER_DEPS_DIR}/webp" ABSOLUTE)
+endif()
+find_path(DPINFER_WEBP_INCLUDE_DIR webp/mux.h HINTS ${_webp_hints} PATH_SUFFIXES include)
+find_library(DPINFER_WEBP_LIBRARY webp HINTS ${_webp_hints} PATH_SUFFIXES lib)
+find_library(DPINFER_WEBPMUX_LIBRARY webpmux HINTS ${_webp_hints} PATH_SUFFIXES lib)
+if(NOT DPINFER_WEBP_INCLUDE_DIR OR NOT DPINFER_WEBP_LIBRARY OR NOT DPINFER_WEBPMUX_LIBRARY)
+  message(FATAL_ERROR "libwebp not found: install libwebp-dev (tools/setup.sh)")
+endif()
+add_library(dpinfer::webp INTERFACE IMPORTED)
+find_package(Threads REQUIRED)
+set_target_properties(dpinfer::webp PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${DPINFER_WEBP_INCLUDE_DIR}"
+  # mux before the codec it uses; libwebp's static build needs threads and libm.
+  INTERFACE_LINK_LIBRARIES "${DPINFER_WEBPMUX_LIBRARY};${DPINFER_WEBP_LIBRARY};Threads::Threads;m")
+
 # SentencePiece (Debian's libsentencepiece-dev): the T5 tokenizer reads spiece.model with
 # it. Only dpinfer_pipeline links it, so only with LibTorch; the launcher never does. A
 # carried folder (tools/device/prepare_carry.sh) holds it under <dir>/sentencepiece.

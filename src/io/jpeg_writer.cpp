@@ -1,5 +1,6 @@
 #include "dpinfer/io/jpeg_writer.h"
 
+#include "dpinfer/io/exif.h"
 #include "dpinfer/io/stb_image_write.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
@@ -14,56 +15,8 @@ void put_u16(std::string& out, uint32_t v) {
   out.push_back(static_cast<char>(v & 0xFF));
 }
 
-void put_u32(std::string& out, uint32_t v) {
-  put_u16(out, v >> 16);
-  put_u16(out, v & 0xFFFF);
-}
-
-/// UTF-16BE of valid UTF-8 `s` (a code point above U+FFFF as a surrogate pair).
-std::string utf16be(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const int n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    uint32_t cp = n == 1 ? b : n == 2 ? b & 0x1F : n == 3 ? b & 0x0F : b & 0x07;
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    i += n;
-    if (cp < 0x10000) {
-      put_u16(out, cp);
-    } else {
-      cp -= 0x10000;
-      put_u16(out, 0xD800 + (cp >> 10));
-      put_u16(out, 0xDC00 + (cp & 0x3FF));
-    }
-  }
-  return out;
-}
-
-/// An APP1 Exif payload, big-endian TIFF: IFD0 with one entry (the Exif IFD's offset), then
-/// the Exif IFD with one entry (UserComment, type UNDEFINED), then the comment's bytes.
-std::string exif_user_comment(const std::string& text) {
-  const std::string value = std::string("UNICODE\0", 8) + utf16be(text);
-  constexpr uint32_t kIfd0 = 8;                      // right after the TIFF header
-  constexpr uint32_t kExifIfd = kIfd0 + 2 + 12 + 4;  // count, one entry, next-IFD offset
-  constexpr uint32_t kValue = kExifIfd + 2 + 12 + 4;
-  std::string p("Exif\0\0", 6);
-  p += "MM";
-  put_u16(p, 42);
-  put_u32(p, kIfd0);
-  put_u16(p, 1);                  // IFD0: one entry
-  put_u16(p, 0x8769);             // ExifIFDPointer
-  put_u16(p, 4);                  // LONG
-  put_u32(p, 1);
-  put_u32(p, kExifIfd);
-  put_u32(p, 0);                  // no IFD1
-  put_u16(p, 1);                  // Exif IFD: one entry
-  put_u16(p, 0x9286);             // UserComment
-  put_u16(p, 7);                  // UNDEFINED
-  put_u32(p, static_cast<uint32_t>(value.size()));
-  put_u32(p, kValue);
-  put_u32(p, 0);
-  return p + value;
-}
+/// An APP1 Exif payload: "Exif\0\0", then the TIFF block.
+std::string exif_user_comment(const std::string& text) { return std::string("Exif\0\0", 6) + exif_user_comment_tiff(text); }
 
 /// Marker 0xFF `marker`, then the 16-bit length and `data`; false when `data` is too long.
 bool append_segment(std::string& out, uint8_t marker, const std::string& data) {

@@ -104,11 +104,13 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "batch denoises; 0: write each batch before the next one starts")
       ->capture_default_str();
   app.add_option("--image-format", o.image_format,
-                 "png (lossless) or jpeg (smaller files; the pixels get JPEG's loss); files 000000.png or "
-                 "000000.jpg")
+                 "png (lossless), jpeg or webp (smaller files; the pixels get their loss, unless --webp-lossless); "
+                 "files 000000.png, 000000.jpg or 000000.webp")
       ->capture_default_str();
   app.add_option("--jpeg-quality", o.jpeg_quality, "JPEG quality, 1..100 (chroma subsampled at 90 and below)")
       ->capture_default_str();
+  app.add_option("--webp-quality", o.webp_quality, "lossy WebP quality, 0..100")->capture_default_str();
+  app.add_flag("--webp-lossless", o.webp_lossless, "WebP without loss: the exact pixels, in smaller files than PNG's");
   app.add_option("--files-per-dir", o.files_per_dir,
                  "N > 0: item i goes to a numbered subdirectory, OUT/<i / N, 5 digits>/<i, 6 digits>.png "
                  "(00001/012345.png for N 10000), for filesystems slow with millions of files in one directory; "
@@ -246,6 +248,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
+                      {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
                       {"files_per_dir", files_per_dir},
                       {"config", config}, {"prompt_column", prompt_column}, {"keep_fields", keep_fields}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
@@ -365,6 +368,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   o.image_format = to_string(parse_image_format(o.image_format));  // jpg -> jpeg
   if (o.jpeg_quality < 1 || o.jpeg_quality > 100)
     throw UsageError("--jpeg-quality: expected 1..100, got " + std::to_string(o.jpeg_quality));
+  if (o.webp_quality < 0 || o.webp_quality > 100)
+    throw UsageError("--webp-quality: expected 0..100, got " + std::to_string(o.webp_quality));
   if (o.files_per_dir < 0 || o.files_per_dir > kMaxFilesPerDir)
     throw UsageError("--files-per-dir: expected 0 (all images in --out) or 1.." + std::to_string(kMaxFilesPerDir) +
                      ", got " + std::to_string(o.files_per_dir));

@@ -96,16 +96,50 @@ Item ItemList::at(int64_t index) const {
   return it;
 }
 
-ImageFormat parse_image_format(const std::string& name) {
-  if (name == "png") return ImageFormat::kPng;
-  if (name == "jpeg" || name == "jpg") return ImageFormat::kJpeg;
-  throw UsageError("--image-format: expected png or jpeg, got " + quote(name, 60));
+namespace {
+
+/// One row per image format: its --image-format name, file extension and label.
+struct ImageFormatRow {
+  ImageFormat format;
+  const char* name;
+  const char* extension;
+  const char* label;
+};
+constexpr ImageFormatRow kImageFormats[] = {
+    {ImageFormat::kPng, "png", "png", "PNG"},
+    {ImageFormat::kJpeg, "jpeg", "jpg", "JPEG"},
+    {ImageFormat::kWebp, "webp", "webp", "WebP"},
+};
+
+const ImageFormatRow& row_of(ImageFormat format) {
+  for (const ImageFormatRow& r : kImageFormats)
+    if (r.format == format) return r;
+  return kImageFormats[0];
 }
 
-std::string to_string(ImageFormat format) { return format == ImageFormat::kJpeg ? "jpeg" : "png"; }
+}  // namespace
+
+ImageFormat parse_image_format(const std::string& name) {
+  if (name == "jpg") return ImageFormat::kJpeg;
+  for (const ImageFormatRow& r : kImageFormats)
+    if (name == r.name) return r.format;
+  throw UsageError("--image-format: expected png, jpeg or webp, got " + quote(name, 60));
+}
+
+std::string to_string(ImageFormat format) { return row_of(format).name; }
+
+std::string label_of(ImageFormat format) { return row_of(format).label; }
+
+std::optional<ImageFormat> image_format_of_file_name(const std::string& file_name) {
+  const size_t dot = file_name.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  for (const ImageFormatRow& r : kImageFormats)
+    if (file_name.compare(dot + 1, std::string::npos, r.extension) == 0) return r.format;
+  return std::nullopt;
+}
 
 std::string item_file_name(int64_t index, ImageFormat format, int64_t files_per_dir) {
-  const char* extension = format == ImageFormat::kJpeg ? "jpg" : "png";
+  const char* extension = row_of(format).extension;
   char buf[64];
   if (files_per_dir > 0)
     std::snprintf(buf, sizeof buf, "%05lld/%06lld.%s", static_cast<long long>(index / files_per_dir),

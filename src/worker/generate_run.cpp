@@ -10,6 +10,7 @@
 #include "dpinfer/io/lora_file.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
+#include "dpinfer/io/webp_writer.h"
 #include "dpinfer/plan/manifest_names.h"
 #include "dpinfer/plan/preflight.h"
 #include "dpinfer/plan/run_token.h"
@@ -243,6 +244,9 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
                          " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
                          "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    if (image_format_ == plan::ImageFormat::kWebp && (width > 16383 || height > 16383))
+      throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
+                       " is larger than a WebP holds (16383x16383); use --image-format png");
     if (width % info.size_multiple || height % info.size_multiple)
       throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
                        " is not a multiple of " + std::to_string(info.size_multiple) + ", which " +
@@ -342,7 +346,7 @@ bool GenerateRun::run_static() {
   report_progress(true);
   if (stats_.skipped)
     log::info("rank {}: skipped {} item(s) whose {} exists (--overwrite regenerates them)", rank_.rank, stats_.skipped,
-              image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
+              plan::label_of(image_format_));
   int64_t k = 0;
   size_t bit = 0;  // the first bit of batch k in `made`
   return generate_all([&]() -> std::optional<BatchTodo> {
@@ -398,7 +402,7 @@ bool GenerateRun::run_dynamic() {
   }
   if (skipped_in_all)
     log::info("rank {}: skipped {} item(s) whose {} exists", rank_.rank, skipped_in_all,
-              image_format_ == plan::ImageFormat::kJpeg ? "JPEG" : "PNG");
+              plan::label_of(image_format_));
   return false;
 }
 
@@ -521,6 +525,9 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
                                                                     : "record is",
                 file_name);
     file = std::move(jpeg.bytes);
+  } else if (image_format_ == plan::ImageFormat::kWebp) {
+    file = io::encode_webp(img.pixels.data(), img.width, img.height, o_.webp_quality, o_.webp_lossless,
+                           {infotext, record});
   } else {
     file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
   }

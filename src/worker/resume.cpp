@@ -42,8 +42,6 @@ std::string recorded_file_name(const nlohmann::json& record) {
   return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-bool is_jpeg_name(const std::string& file_name) { return ends_with(file_name, ".jpg"); }
-
 /// `file_name` without its extension: what --files-per-dir decides.
 std::string stem_path(const std::string& file_name) { return file_name.substr(0, file_name.rfind('.')); }
 
@@ -87,10 +85,10 @@ InputError Resume::made_in_another_layout(const plan::Item& item, const io::Mani
   // The options that differ, as this run has them and as they would make `recorded`.
   std::string ours, theirs;
   const auto add = [](std::string& to, const std::string& option) { to += (to.empty() ? "" : " ") + option; };
-  if (is_jpeg_name(recorded) != (format_ == plan::ImageFormat::kJpeg)) {
+  const plan::ImageFormat recorded_format = plan::image_format_of_file_name(recorded).value_or(plan::ImageFormat::kPng);
+  if (recorded_format != format_) {
     add(ours, "--image-format " + plan::to_string(format_));
-    add(theirs, "--image-format " + plan::to_string(is_jpeg_name(recorded) ? plan::ImageFormat::kJpeg
-                                                                            : plan::ImageFormat::kPng));
+    add(theirs, "--image-format " + plan::to_string(recorded_format));
   }
   if (stem_path(recorded) != stem_path(file_name)) {
     add(ours, "--files-per-dir " + std::to_string(files_per_dir_));

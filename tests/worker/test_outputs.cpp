@@ -10,6 +10,7 @@
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/jpeg_writer.h"
+#include "dpinfer/io/webp_writer.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
@@ -131,6 +132,24 @@ TEST(JpegWriter, TextsTooLongForASegmentAreLeftOutAndSaid) {
   DecodedJpeg d = read_jpeg(dir.file("k.jpg"));
   EXPECT_EQ(d.user_comment, "ok");
   EXPECT_EQ(d.comment, "");
+}
+
+TEST(WebpWriter, RejectsBadSizesQualitiesAndText) {
+  std::vector<uint8_t> px(16384 * 3, 7);
+  EXPECT_THROW(io::encode_webp(px.data(), 0, 1, 90, false, {}), Error);
+  EXPECT_THROW(io::encode_webp(px.data(), 16384, 1, 90, false, {}), Error);  // WebP's side is at most 16383
+  EXPECT_THROW(io::encode_webp(px.data(), 1, 1, 101, false, {}), Error);
+  EXPECT_THROW(io::encode_webp(px.data(), 1, 1, 90, false, {"\xFF", ""}), Error);
+  // A plain file without text; an extended one (VP8X) with EXIF and XMP chunks with it.
+  const std::string plain = io::encode_webp(px.data(), 4, 4, 90, true, {});
+  EXPECT_EQ(plain.substr(0, 4), "RIFF");
+  EXPECT_EQ(plain.substr(8, 4), "WEBP");
+  EXPECT_EQ(plain.find("EXIF"), std::string::npos);
+  const std::string full = io::encode_webp(px.data(), 4, 4, 90, true, {"Steps: 1", "{\"a\":\"<&>\"}"});
+  EXPECT_EQ(full.substr(12, 4), "VP8X");
+  EXPECT_NE(full.find("EXIF"), std::string::npos);
+  EXPECT_NE(full.find("XMP "), std::string::npos);
+  EXPECT_NE(full.find("<dpinfer:record>{&quot;a&quot;:&quot;&lt;&amp;&gt;&quot;}</dpinfer:record>"), std::string::npos);
 }
 
 TEST(JpegWriter, RejectsBadSizesQualitiesAndText) {

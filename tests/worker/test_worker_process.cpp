@@ -732,12 +732,38 @@ TEST(WorkerProcess, JpegOutputIsRecordedResumedAndNotMixedWithPng) {
   ASSERT_EQ(over.exit_code, 0) << over.err;
   EXPECT_EQ(read_jsonl(out + "/metadata.jsonl").at(0)["file_name"], "000000.png");
 
-  RunResult bad = generate({dir.file("p.txt"), "--out", out, "--image-format", "webp"});
+  RunResult bad = generate({dir.file("p.txt"), "--out", out, "--image-format", "gif"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_TRUE(contains(bad.err, "--image-format: expected png or jpeg, got 'webp'")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--image-format: expected png, jpeg or webp, got 'gif'")) << bad.err;
   RunResult q = generate({dir.file("p.txt"), "--out", out, "--image-format", "jpeg", "--jpeg-quality", "0"});
   EXPECT_EQ(q.exit_code, 2) << q.err;
   EXPECT_TRUE(contains(q.err, "--jpeg-quality: expected 1..100, got 0")) << q.err;
+  RunResult w = generate({dir.file("p.txt"), "--out", out, "--image-format", "webp", "--webp-quality", "101"});
+  EXPECT_EQ(w.exit_code, 2) << w.err;
+  EXPECT_TRUE(contains(w.err, "--webp-quality: expected 0..100, got 101")) << w.err;
+}
+
+// --image-format webp (Pillow reads the files: ctest webp_opens_in_pillow_with_metadata): the
+// records name .webp files, a rerun skips them, and a rerun in another format is refused.
+TEST(WorkerProcess, WebpFilesAreRecordedResumedAndNotMixed) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), prompts_txt(3));
+  const std::string out = dir.file("out");
+  RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--image-format", "webp", "--webp-lossless"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto meta = read_jsonl(out + "/metadata.jsonl");
+  ASSERT_EQ(meta.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "00000" + std::to_string(i) + ".webp";
+    EXPECT_EQ(meta[i]["file_name"], name);
+    EXPECT_EQ(read_file(out + "/" + name).substr(8, 4), "WEBP");
+  }
+  RunResult again = generate({dir.file("p.txt"), "--out", out, "--image-format", "webp"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "skipped 3 item(s) whose WebP exists")) << again.err;
+  RunResult mixed = generate({dir.file("p.txt"), "--out", out, "--image-format", "jpeg"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "(--image-format jpeg); give --image-format webp to resume it")) << mixed.err;
 }
 
 TEST(WorkerProcess, BadPromptFilesExit2NamingTheLine) {

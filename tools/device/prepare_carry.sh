@@ -5,8 +5,8 @@
 # network. Runs HERE, on the Debian 12 build machine, before the `run` call that
 # names third_party_cache/device in `carry` (tools/device/README.md).
 #
-# Headers and sources only, never a compiled library (the GPU machine's glibc may
-# differ), except SentencePiece's shared library (below):
+# Headers and sources only, never a shared library built here (the GPU machine's glibc may
+# differ), except SentencePiece's and libcrypto's shared libraries and libwebp's static ones (below):
 #   include/CLI, include/nlohmann, include/spdlog, include/fmt, include/stb/stb_image_write.h
 #             the headers of libcli11-dev, nlohmann-json3-dev, libspdlog-dev,
 #             libfmt-dev and libstb-dev: copied from /usr/include when the package is
@@ -16,6 +16,7 @@
 #             lib/libsentencepiece.so* (libsentencepiece0): the one compiled library carried,
 #             since the T5 tokenizer links it and the machine has no apt;
 #   openssl/  include/openssl (libssl-dev) and lib/libcrypto.so* (libssl3), for SHA-256;
+#   webp/     include/webp and lib/libwebp.a, libwebpmux.a (libwebp-dev), static, for WebP output;
 #   googletest/  the GoogleTest sources of Debian's googletest package
 #             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
 #   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
@@ -111,6 +112,14 @@ cp -a "$r"/usr/include/x86_64-linux-gnu/openssl/*.h "$dest/openssl/include/opens
 r="$(pkg_root libssl3)"
 cp -L "$r/usr/lib/x86_64-linux-gnu/libcrypto.so.3" "$dest/openssl/lib/libcrypto.so.3"
 cp -L "$r/usr/lib/x86_64-linux-gnu/libcrypto.so.3" "$dest/openssl/lib/libcrypto.so"
+
+# libwebp and libwebpmux (--image-format webp; cmake/Dependencies.cmake looks in webp/): the
+# headers and static libraries of libwebp-dev, which need only libc, libm and pthreads, so
+# nothing is loaded at run time.
+r="$(pkg_root libwebp-dev)"
+mkdir -p "$dest/webp/include" "$dest/webp/lib"
+cp -a "$r/usr/include/webp" "$dest/webp/include/"
+cp -L "$r/usr/lib/x86_64-linux-gnu/libwebp.a" "$r/usr/lib/x86_64-linux-gnu/libwebpmux.a" "$dest/webp/lib/"
 
 # GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
 r="$(pkg_root googletest)"

@@ -73,9 +73,12 @@ struct GenerateOptions {
   /// make, a broken CUDA context) must not turn a million items into a million failure
   /// records. Its failures stay recorded; the next run retries them. 0: never stop.
   int max_failures_in_a_row = 20;
-  /// png (lossless, the default) or jpeg (plan::parse_image_format), at jpeg_quality.
+  /// png (lossless, the default), jpeg at jpeg_quality, or webp at webp_quality or lossless
+  /// (plan::parse_image_format).
   std::string image_format = "png";
   int jpeg_quality = 95;
+  int webp_quality = 90;
+  bool webp_lossless = false;
   /// --files-per-dir: N > 0 puts item i in OUT/<i / N>/ (plan::item_file_name); 0, the default, in OUT.
   int64_t files_per_dir = 0;
   bool verbose = false;

@@ -129,13 +129,19 @@ class ItemList {
 };
 
 /// The image files a run writes (--image-format).
-enum class ImageFormat { kPng, kJpeg };
+enum class ImageFormat { kPng, kJpeg, kWebp };
 
-/// png, or jpeg (also jpg); throws UsageError naming --image-format otherwise.
+/// png, jpeg (also jpg) or webp; throws UsageError naming --image-format otherwise.
 ImageFormat parse_image_format(const std::string& name);
 
-/// "png" or "jpeg", as --image-format and run.json say it.
+/// "png", "jpeg" or "webp", as --image-format and run.json say it.
 std::string to_string(ImageFormat format);
+
+/// "PNG", "JPEG" or "WebP", for messages.
+std::string label_of(ImageFormat format);
+
+/// The format whose extension `file_name` has (.png, .jpg, .webp); nullopt for another.
+std::optional<ImageFormat> image_format_of_file_name(const std::string& file_name);
 
 /// The largest --files-per-dir: one directory for every item a prompts file may give.
 constexpr int64_t kMaxFilesPerDir = kMaxItems;
