@@ -17,7 +17,7 @@ std::vector<std::string> lora_formats(const LoraKeyRules& rules) {
   std::vector<std::string> formats{"diffusers / PEFT"};
   if (rules.kohya_unet) formats.insert(formats.end(), {"kohya / A1111", "LyCORIS LoCon"});
   if (rules.kohya_flux)
-    formats.insert(formats.end(), {"kohya / ComfyUI (BFL block names)", "lora_transformer_", "XLabs"});
+    formats.insert(formats.end(), {"kohya / ComfyUI (BFL block names)", "kohya (`lora_transformer_` names)", "XLabs"});
   if (rules.non_diffusers_transformer) formats.push_back("the transformer's original names");
   return formats;
 }
