@@ -293,12 +293,12 @@ std::string options_reference_markdown() {
              "[`dpinfer launch`](../launch.md),\n"
              "[`dpinfer generate`](../generate.md). The model families' defaults, size multiples and settings are in "
              "the [model table](../../README.md#models).\n\n"
-             "## `dpinfer launch`\n\n```\n") +
+             "## `dpinfer launch`\n\n```\nusage: ") +
          kLaunchUsage +
          "\n```\n\nThe launch options come before PROMPTS or the program; what follows PROMPTS is `dpinfer generate`'s "
          "options.\n\n" +
          options_markdown(launch) +
-         "\n## `dpinfer generate`\n\n```\ndpinfer generate PROMPTS [OPTIONS]\n```\n\n" +
+         "\n## `dpinfer generate`\n\n```\nusage: dpinfer generate PROMPTS [OPTIONS]\n```\n\n" +
          plan::generate_options_markdown();
 }
 
