@@ -16,6 +16,7 @@
 #include "dpinfer/launcher/launcher.h"
 #include "dpinfer/launcher/termination.h"
 #include "dpinfer/plan/generate_options.h"
+#include "dpinfer/util/cli_reference.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/strings.h"
@@ -279,6 +280,28 @@ void check_no_launch_option_after_prompts(const CLI::App& app, const LaunchOptio
 
 }  // namespace
 
+std::string options_reference_markdown() {
+  LaunchOptions o;
+  RawLaunchOptions raw;
+  CLI::App launch;
+  add_launch_options(launch, o, raw);
+  return std::string(
+             "# Option reference\n\n"
+             "Generated from the command-line definitions by `dpinfer help --markdown` (`tools/docs/regenerate.sh` "
+             "rewrites this page; the test\n"
+             "`docs_generated_up_to_date` fails when it differs). What the options do, with examples: "
+             "[`dpinfer launch`](../launch.md),\n"
+             "[`dpinfer generate`](../generate.md). The model families' defaults, size multiples and settings are in "
+             "the [model table](../../README.md#models).\n\n"
+             "## `dpinfer launch`\n\n```\nusage: ") +
+         kLaunchUsage +
+         "\n```\n\nThe launch options come before PROMPTS or the program; what follows PROMPTS is `dpinfer generate`'s "
+         "options.\n\n" +
+         options_markdown(launch) +
+         "\n## `dpinfer generate`\n\n```\nusage: dpinfer generate PROMPTS [OPTIONS]\n```\n\n" +
+         plan::generate_options_markdown();
+}
+
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::string* help) {
   LaunchOptions o;
   RawLaunchOptions raw;
@@ -286,7 +309,7 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::strin
                     kLaunchUsage,
                 "dpinfer launch");
   app.footer("The generate options (after PROMPTS) are those of 'dpinfer generate --help'.\n"
-             "Worker environment, exit statuses, log layout and a torchrun migration table: see the README.");
+             "Worker environment, exit statuses, log layout and a torchrun migration table: see docs/launch.md.");
   app.prefix_command();  // the first word that is not a launch option starts the worker's arguments
   add_launch_options(app, o, raw);
   // An option given twice takes its last value, as argparse (torchrun) does.
@@ -310,7 +333,7 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::strin
     const std::string name = option_name(o.worker_args.front());
     if (const char* hint = torchrun_only_option_hint(name))
       throw UsageError("'" + name + "' is a torchrun option that dpinfer launch does not have: " + hint +
-                       " (README: \"Coming from torchrun\")");
+                       " (docs/launch.md: \"Coming from torchrun\")");
     throw UsageError("unknown launch option " + quote(o.worker_args.front()) +
                      "; see 'dpinfer launch --help' (put the worker command after '--')");
   }
@@ -350,9 +373,21 @@ int run_cli(int argc, char** argv) {
       }
       return launcher::run_launch(o);
     }
+    if (sub == "generate" && std::find(rest.begin(), rest.end(), "--dry-run") != rest.end()) {
+      // Checked here, without LibTorch: a launcher-only build checks a command it cannot run.
+      std::string help;
+      const plan::GenerateOptions g = plan::parse_generate_args(rest, &help);
+      std::cout << (help.empty() ? g.to_json().dump(2) + "\n" : help);
+      if (help.empty()) log::info("dry run: the generate options are valid; nothing was read or written");
+      return exit_status::kSuccess;
+    }
     if (sub == "generate" || sub == "inspect") exec_worker(sub, rest);
     if (sub == "merge") return run_merge_command(rest);
     if (sub == "status") return run_status_command(rest);
+    if (sub == "help" && rest == std::vector<std::string>{"--markdown"}) {
+      std::cout << options_reference_markdown();
+      return exit_status::kSuccess;
+    }
     if (sub == "--version" || sub == "version") {
       std::cout << "dpinfer " << version() << "\n";
       return exit_status::kSuccess;
@@ -365,11 +400,13 @@ int run_cli(int argc, char** argv) {
                    "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
                    "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--scheduler-set K=V] [--base DIR] [--lora PATH[:SCALE]]... [--json]   (check that a model, and its LoRAs, load)\n"
                    "       dpinfer inspect LORA.safetensors [--json]   (what a LoRA file is: format, family, layers, ranks)\n"
+                   "       dpinfer inspect --families [--json]   (the model families: defaults, settings, LoRA formats, single files)\n"
                    "       dpinfer merge OUT   (merge all manifests into OUT/metadata.jsonl)\n"
                    "       dpinfer status OUT [--prompts FILE] [--json]   (done/failed/missing items per shard)\n"
                    "       dpinfer --version\n\n"
-                   "'dpinfer launch --help' lists the launch options; the README documents the\n"
-                   "worker environment, exit statuses and output layout.\n";
+                   "'dpinfer launch --help' lists the launch options; docs/ documents the worker\n"
+                   "environment and exit statuses (docs/launch.md, docs/generate.md) and the output\n"
+                   "layout (docs/outputs-and-resume.md); docs/reference/options.md lists every option.\n";
       return sub.empty() ? exit_status::kBadInput : exit_status::kSuccess;
     }
     throw UsageError("unknown command '" + sub +

@@ -148,6 +148,30 @@ int run_launch(const LaunchOptions& given) {
   LaunchOptions o = given;
   for (const std::string& line : apply_slurm_step(o, current_environment())) log::debug("{}", line);
   o.validate();
+  if (o.worker_args.front() != "--") {
+    // The workers' own parser, here once: a bad generate option is then one line
+    // before anything starts, not one per worker and per restart, and --help prints
+    // generate's help once. Then what can be checked without LibTorch: the prompts
+    // file, --out and --model (plan/preflight.h), which every rank would otherwise
+    // report after loading LibTorch. A --dry-run stops after the command line, before
+    // the devices are counted, so that it checks a GPU box's command on any machine.
+    std::vector<std::string> words;
+    for (const std::string& w : o.worker_args) words.push_back(substitute_local_rank(w, 0));
+    std::string help;
+    const plan::GenerateOptions g = plan::parse_generate_args(words, &help);
+    if (!help.empty()) {
+      std::cout << help;
+      return exit_status::kSuccess;
+    }
+    if (g.dry_run) {
+      std::cout << g.to_json().dump(2) << "\n";
+      log::info("dry run: the launch and generate options are valid; no worker started");
+      return exit_status::kSuccess;
+    }
+    if (g.prompts != "-") plan::check_prompts_path(g.prompts);
+    plan::check_output_dir(g.out);
+    plan::check_model_spec(g.model);
+  }
   const bool needs_devices = o.nproc_per_node == "auto" || o.nproc_per_node == "gpu";
   const int nproc = resolve_nproc_per_node(o.nproc_per_node, needs_devices ? count_cuda_devices() : 0,
                                            count_usable_cpus());
@@ -157,24 +181,6 @@ int run_launch(const LaunchOptions& given) {
                        std::to_string(nproc) + " process(es) per node");
   }
   check_nproc_fits_fd_limit(nproc, open_file_limit());
-  if (o.worker_args.front() != "--") {
-    // The workers' own parser, here once: a bad generate option is then one line
-    // before anything starts, not one per worker and per restart, and --help prints
-    // generate's help once. Then what can be checked without LibTorch: the prompts
-    // file, --out and --model (plan/preflight.h), which every rank would otherwise
-    // report after loading LibTorch.
-    std::vector<std::string> words;
-    for (const std::string& w : o.worker_args) words.push_back(substitute_local_rank(w, 0));
-    std::string help;
-    const plan::GenerateOptions g = plan::parse_generate_args(words, &help);
-    if (!help.empty()) {
-      std::cout << help;
-      return exit_status::kSuccess;
-    }
-    if (g.prompts != "-") plan::check_prompts_path(g.prompts);
-    plan::check_output_dir(g.out);
-    plan::check_model_spec(g.model);
-  }
   const SpawnSpec command = worker_command(o);
   const bool auto_port = !o.master_port || *o.master_port == 0;
 

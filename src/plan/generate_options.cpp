@@ -11,6 +11,7 @@
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/plan/items.h"
 #include "dpinfer/util/cli_extras.h"
+#include "dpinfer/util/cli_reference.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
 #include "dpinfer/util/strings.h"
@@ -60,10 +61,20 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--num-images,--num-images-per-prompt", o.num_images,
                  "images per prompt line that sets no num_images, 1..100000 (default: 1; diffusers' "
                  "num_images_per_prompt); each is an item of its own, with its own seed and file");
-  app.add_option("--steps", o.steps, "denoising steps, 1..10000 (default: 50, or the model's preset)");
-  app.add_option("--guidance-scale,--cfg", o.guidance_scale, "classifier-free guidance scale (default: 7.5)");
-  app.add_option("--width", o.width, "image width, a multiple of 8 up to 16384 (default: the model's)");
-  app.add_option("--height", o.height, "image height, a multiple of 8 up to 16384 (default: the model's)");
+  // The defaults and size multiples are the family rows' (pipeline/families/families.cpp), which this
+  // torch-free parser cannot read; `dpinfer inspect --families` prints them, and the README's model table.
+  app.add_option("--steps", o.steps,
+                 "denoising steps, 1..10000 (default: the model family's; `dpinfer inspect --families` lists them)");
+  app.add_option("--guidance-scale,--cfg", o.guidance_scale,
+                 "guidance scale: classifier-free guidance, or the family's own kind (FLUX.1's distilled guidance "
+                 "input, Qwen-Image's true_cfg_scale) (default: the model family's; `dpinfer inspect --families` "
+                 "lists them)");
+  app.add_option("--width", o.width,
+                 "image width up to 16384, a multiple of the model family's size multiple (8 or more; `dpinfer "
+                 "inspect --families` lists them) (default: the model's)");
+  app.add_option("--height", o.height,
+                 "image height up to 16384, a multiple of the model family's size multiple (8 or more; `dpinfer "
+                 "inspect --families` lists them) (default: the model's)");
   app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
   app.add_option("--scheduler", o.scheduler,
                  "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc for a UNet model (SD, SDXL); "
@@ -122,6 +133,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
       ->capture_default_str();
   app.add_flag("--verbose,-v", o.verbose, "debug logging (per-rank progress)");
   app.add_option("--config", o.config, "JSON file with defaults for any of these options");
+  app.add_flag("--dry-run", o.dry_run,
+               "check the options (and --config) and exit 0, printing the resolved options as JSON: no prompts "
+               "file or model is read, nothing is written, no worker starts");
 }
 
 /// "--key value" words for the keys of the --config file.
@@ -256,6 +270,14 @@ nlohmann::json GenerateOptions::to_json() const {
   j["width"] = width ? nlohmann::json(*width) : nlohmann::json();
   j["height"] = height ? nlohmann::json(*height) : nlohmann::json();
   return j;
+}
+
+std::string generate_options_markdown() {
+  GenerateOptions o;
+  SettingArgs settings;
+  CLI::App app;
+  add_options(app, o, settings);
+  return options_markdown(app);
 }
 
 std::vector<std::string> generate_option_names() {

@@ -109,6 +109,10 @@ int generate_main(int argc, char** argv, const PipelineFactory& make_pipeline) {
       return exit_status::kSuccess;
     }
     setup_worker_logging(o.verbose);
+    if (o.dry_run) {  // as `dpinfer generate --dry-run`, which the launcher answers itself
+      std::cout << o.to_json().dump(2) << "\n";
+      return exit_status::kSuccess;
+    }
     return run_generate(o, make_pipeline);
   } catch (const UsageError& e) {
     setup_worker_logging(false);

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dpinfer/plan/generate_options.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -566,6 +567,48 @@ TEST(LaunchProcess, BadGenerateOptionsExit2BeforeAnyWorkerStarts) {
   EXPECT_EQ(v.exit_code, 2) << v.err;
   EXPECT_EQ(lines_of(v.err).size(), 1u) << v.err;
   EXPECT_TRUE(contains(v.err, "--dtype")) << v.err;
+}
+
+// Issue 31: --dry-run checks a documented GPU command on any machine. It reads no prompts file and
+// no model (neither exists here), counts no device (`gpu` with none visible) and starts no worker;
+// it prints the resolved generate options as JSON. A bad option is still one line and exit 2.
+TEST(LaunchProcess, DryRunChecksTheCommandLineAndStartsNoWorker) {
+  TempDir dir;
+  RunResult r = run(launch({"--nproc-per-node", "gpu", dir.file("missing.txt"), "--model", "org/not-in-any-cache",
+                            "--steps", "9", "--out", dir.file("out"), "--dry-run"}),
+                    {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"steps\": 9")) << r.out;
+  EXPECT_TRUE(contains(r.err, "dry run")) << r.err;
+  EXPECT_FALSE(contains(r.out + r.err, "[rank ")) << "no worker started";
+  EXPECT_NE(::access(dir.file("out").c_str(), F_OK), 0) << "nothing written";
+  RunResult bad = run(launch({"--nproc-per-node", "gpu", dir.file("missing.txt"), "--steps", "0", "--dry-run"}),
+                      {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_EQ(lines_of(bad.err).size(), 1u) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--steps")) << bad.err;
+  // `dpinfer generate --dry-run` is answered by the launcher binary itself, without LibTorch.
+  RunResult g = run({dpinfer_binary(), "generate", dir.file("missing.txt"), "--width", "1024", "--dry-run"});
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_TRUE(contains(g.out, "\"width\": 1024")) << g.out;
+  RunResult gbad = run({dpinfer_binary(), "generate", dir.file("missing.txt"), "--width", "1001", "--dry-run"});
+  EXPECT_EQ(gbad.exit_code, 2) << gbad.err;
+  EXPECT_TRUE(contains(gbad.err, "--width")) << gbad.err;
+}
+
+// Issue 31: the option reference (docs/reference/options.md) is made from the parsers' own
+// definitions, so every option either command takes is in it.
+TEST(LaunchProcess, OptionReferenceListsEveryLaunchAndGenerateOption) {
+  RunResult r = run({dpinfer_binary(), "help", "--markdown"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& name : dpinfer::plan::generate_option_names()) {
+    if (name.rfind("--", 0) == 0 && name != "--help") {
+      EXPECT_TRUE(contains(r.out, "`" + name + "`")) << name;
+    }
+  }
+  for (const char* name : {"`--nproc-per-node`", "`--max-restarts`", "`--log-dir`", "`--rdzv-backend`", "`-m`"})
+    EXPECT_TRUE(contains(r.out, name)) << name;
+  EXPECT_FALSE(contains(r.out, "`--help`")) << "--help is CLI11's, not an option of the run";
 }
 
 TEST(LaunchProcess, StandaloneIsAcceptedAsTorchrunsSingleNodeDefault) {

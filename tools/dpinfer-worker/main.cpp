@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "dpinfer/io/lora_ref.h"
+#include "dpinfer/pipeline/family_table.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/pipeline/lora_inspect.h"
@@ -32,25 +33,28 @@ std::string cli11_message(const CLI::ParseError& e) {
 
 /// `dpinfer inspect MODEL [--variant V] [--scheduler NAME] [--scheduler-set KEY=VALUE]... [--lora PATH[:SCALE]]...
 /// [--json]`: the report on stdout; when the model (or a LoRA on it) would not load, the error `dpinfer generate` would stop with on
-/// stderr, exit 2. A LoRA file given as MODEL is described from its names alone (exit 0).
+/// stderr, exit 2. A LoRA file given as MODEL is described from its names alone (exit 0). `dpinfer inspect
+/// --families [--json]` prints the model table of every family instead, from the family rows (the README's).
 int inspect_main(int argc, char** argv) {
   dpinfer::log::setup(false);
   dpinfer::log::set_prefix("");  // as `dpinfer generate` run alone
   std::string model, variant, scheduler;
   std::vector<std::string> lora_args;
   dpinfer::pipeline::SingleFileOptions single_file;
-  bool json = false;
+  bool json = false, families = false;
   CLI::App app(
       "Checks that a model would load, reading its configs and the headers of its weight files, and prints "
       "what it holds: the components, their configs, parameter counts and dtypes, the tokenizer, the "
       "scheduler, and any missing or unexpected weights; with --lora, what each LoRA changes and whether it fits. Given "
       "a LoRA file alone, what its names tell: format, family, layers, ranks.\n\n  dpinfer inspect MODEL "
-      "[--variant fp16] [--scheduler NAME] [--scheduler-set KEY=VALUE]... [--lora PATH[:SCALE]]... [--json]\n  dpinfer inspect LORA.safetensors [--json]",
+      "[--variant fp16] [--scheduler NAME] [--scheduler-set KEY=VALUE]... [--lora PATH[:SCALE]]... [--json]\n  dpinfer inspect LORA.safetensors [--json]\n  dpinfer inspect --families [--json]",
       "dpinfer inspect");
   app.add_option("MODEL", model,
                  "a diffusers directory (with model_index.json), a hub id in the Hugging Face cache, or a single-file "
-                 "checkpoint (.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image)")
-      ->required();
+                 "checkpoint (.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image)");
+  app.add_flag("--families", families,
+               "instead of a model: the table of every model family dpinfer runs (pipeline classes, default steps and "
+               "guidance, size multiple, settings, LoRA formats, single-file kinds) in Markdown, or JSON with --json");
   app.add_option("--base", single_file.base,
                  "for a single file: the diffusers pipeline whose configs and missing components it uses");
   app.add_option("--text-encoder", single_file.text_encoder, "for a single file without one: a text_encoder folder");
@@ -90,6 +94,21 @@ int inspect_main(int argc, char** argv) {
     return exit_status::kBadInput;
   } catch (const CLI::ParseError& e) {
     dpinfer::log::error("{}; see 'dpinfer inspect --help'", cli11_message(e));
+    return exit_status::kBadInput;
+  }
+  if (families) {
+    if (!model.empty()) {
+      dpinfer::log::error("--families takes no MODEL; see 'dpinfer inspect --help'");
+      return exit_status::kBadInput;
+    }
+    if (json)
+      std::cout << dpinfer::pipeline::families_json().dump(2) << "\n";
+    else
+      std::cout << dpinfer::pipeline::families_markdown();
+    return exit_status::kSuccess;
+  }
+  if (model.empty()) {
+    dpinfer::log::error("MODEL is required; see 'dpinfer inspect --help'");
     return exit_status::kBadInput;
   }
   try {

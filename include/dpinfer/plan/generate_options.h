@@ -82,6 +82,10 @@ struct GenerateOptions {
   /// --files-per-dir: N > 0 puts item i in OUT/<i / N>/ (plan::item_file_name); 0, the default, in OUT.
   int64_t files_per_dir = 0;
   bool verbose = false;
+  /// --dry-run: check the command line (options, values, their combinations, --config) and exit 0,
+  /// reading no prompts file or model, writing nothing, starting no worker and looking at no device.
+  /// Not part of a run: to_json() leaves it out.
+  bool dry_run = false;
   std::string config;            ///< the --config file, if any
 
   /// The resolved options as JSON (run.json).
@@ -96,6 +100,9 @@ nlohmann::json lora_set_json(const io::LoraSet& set);
 /// '_'); the command line overrides it. Throws UsageError with a hint; sets `help`
 /// instead when --help was asked for.
 GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::string* help = nullptr);
+
+/// Every generate option as a Markdown table (util/cli_reference.h), for the option reference.
+std::string generate_options_markdown();
 
 /// Every spelling of every generate option ("--steps", "-v", ...), for the launcher
 /// to tell its own options from the workers'.

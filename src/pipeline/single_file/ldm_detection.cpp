@@ -76,7 +76,7 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
     throw InputError(where + " is not a single-file checkpoint dpinfer knows: none of its keys start with " +
                      std::string(kUNetPrefix) +
                      " (the LDM UNet of SD 1.x, 2.x and SDXL) or are a FLUX.1, Chroma, SD3, Qwen-Image or Z-Image "
-                     "transformer's (README, Single-file checkpoints); its keys: " + prefixes_found(tensors));
+                     "transformer's (docs/single-files.md); its keys: " + prefixes_found(tensors));
   }
   // diffusers' infer_diffusers_model_type, in its order.
   if (const SourceTensor* in = find(tensors, "model.diffusion_model.input_blocks.0.0.weight");

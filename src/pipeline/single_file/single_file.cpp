@@ -198,6 +198,16 @@ void fit_config(Component& c, const ConfigFacts& facts, bool shipped, const std:
 
 }  // namespace
 
+const std::vector<std::string>& single_file_kinds() {
+  static const std::vector<std::string> kinds{"sd1",      "sd2",          "sdxl",  "sd3",        "flux-dev",
+                                              "flux-schnell", "chroma", "qwen-image", "z-image-turbo"};
+  return kinds;
+}
+
+std::string single_file_pipeline_class(const std::string& kind) { return pipeline_class_of(kind); }
+
+bool single_file_kind_has_shipped_base(const std::string& kind) { return !is_sd3(kind) && !is_chroma(kind); }
+
 std::string shipped_config_dir(const std::string& kind) {
   std::vector<std::string> candidates;
   if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
@@ -248,7 +258,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       throw InputError(where + " holds a Stable Diffusion UNet whose family its keys do not tell (no text encoder, "
                        "cross-attention width neither 768 nor 1024); pass --base DIR|org/name, a diffusers "
                        "pipeline of the same architecture");
-    if (is_sd3(detected.kind) || is_chroma(detected.kind))
+    if (!single_file_kind_has_shipped_base(detected.kind))
       // Their tokenizers (CLIP's and T5's; Chroma's T5 only) are not in the file, and dpinfer ships no
       // T5 vocabulary (tokenizer_3 / tokenizer): a diffusers pipeline of the family must give them.
       throw InputError(where + " is a " + kind_label(detected.kind) +

@@ -29,4 +29,15 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
 /// Throws InputError naming the places looked at.
 std::string shipped_config_dir(const std::string& kind);
 
+/// Every kind of single file dpinfer reads ("sd1", "sd2", "sdxl", "sd3", "flux-dev", "flux-schnell",
+/// "chroma", "qwen-image", "z-image-turbo"), for the generated model table.
+const std::vector<std::string>& single_file_kinds();
+
+/// The family table's pipeline class that runs files of `kind` ("FluxPipeline" for "flux-dev").
+std::string single_file_pipeline_class(const std::string& kind);
+
+/// Whether dpinfer ships a base for `kind` (configs/single_file/<kind>): not for SD3 and Chroma,
+/// whose T5 vocabulary cannot ship, so their files need --base.
+bool single_file_kind_has_shipped_base(const std::string& kind);
+
 }  // namespace dpinfer::pipeline

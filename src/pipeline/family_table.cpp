@@ -1,0 +1,103 @@
+#include "dpinfer/pipeline/family_table.h"
+
+#include <fmt/format.h>
+
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/loading/lora_keys.h"
+#include "dpinfer/pipeline/single_file/dit_detection.h"
+#include "dpinfer/pipeline/single_file/ldm_detection.h"
+#include "dpinfer/pipeline/single_file/single_file.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::pipeline {
+namespace {
+
+/// The LoRA formats a family reads, named as docs/lora.md names them, from its key rules.
+std::vector<std::string> lora_formats(const LoraKeyRules& rules) {
+  std::vector<std::string> formats{"diffusers / PEFT"};
+  if (rules.kohya_unet) formats.insert(formats.end(), {"kohya / A1111", "LyCORIS LoCon"});
+  if (rules.kohya_flux)
+    formats.insert(formats.end(), {"kohya / ComfyUI (BFL block names)", "kohya (`lora_transformer_` names)", "XLabs"});
+  if (rules.non_diffusers_transformer) formats.push_back("the transformer's original names");
+  return formats;
+}
+
+struct SingleFileKind {
+  std::string kind;
+  std::string label;
+  bool shipped_base;
+};
+
+std::vector<SingleFileKind> single_file_kinds_of(const Family& family) {
+  std::vector<SingleFileKind> kinds;
+  for (const std::string& kind : single_file_kinds()) {
+    const std::string pipeline_class = single_file_pipeline_class(kind);
+    bool served = false;
+    for (const std::string& c : family.pipeline_classes) served = served || c == pipeline_class;
+    if (!served) continue;
+    const char* dit = dit_kind_label(kind);
+    kinds.push_back({kind, dit ? dit : ldm_kind_label(kind), single_file_kind_has_shipped_base(kind)});
+  }
+  return kinds;
+}
+
+/// "7.5", "5.0": the shortest decimal that reads back as the value, with one decimal at least.
+std::string number_text(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string code_list(const std::vector<std::string>& words) {
+  std::vector<std::string> quoted;
+  for (const std::string& w : words) quoted.push_back("`" + w + "`");
+  return join(quoted);
+}
+
+}  // namespace
+
+nlohmann::json families_json() {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Family& family : families()) {
+    nlohmann::json settings = nlohmann::json::object();
+    for (const SettingSpec& s : family.settings) settings[s.name] = s.default_value;
+    const LoraKeyRules rules = lora_key_rules(family.name);
+    nlohmann::json files = nlohmann::json::array();
+    for (const SingleFileKind& k : single_file_kinds_of(family))
+      files.push_back({{"kind", k.kind}, {"label", k.label}, {"shipped_base", k.shipped_base}});
+    rows.push_back({{"family", family.name},
+                    {"label", family.label},
+                    {"pipeline_classes", family.pipeline_classes},
+                    {"default_steps", family.default_steps},
+                    {"default_guidance_scale", family.default_guidance_scale},
+                    {"size_multiple", family.size_multiple},
+                    {"settings", settings},
+                    {"lora_components", rules.components},
+                    {"lora_formats", lora_formats(rules)},
+                    {"single_file_kinds", files}});
+  }
+  return rows;
+}
+
+std::string families_markdown() {
+  std::string out =
+      "| family | pipeline classes | steps, guidance | size multiple | settings (default) | LoRA: components; formats | "
+      "single files (kind) |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const Family& family : families()) {
+    std::vector<std::string> settings;
+    for (const SettingSpec& s : family.settings) settings.push_back("`" + s.name + "` (" + s.default_value.dump() + ")");
+    const LoraKeyRules rules = lora_key_rules(family.name);
+    std::vector<std::string> files;
+    for (const SingleFileKind& k : single_file_kinds_of(family))
+      files.push_back(k.label + " (`" + k.kind + "`" + (k.shipped_base ? "" : ", needs `--base`") + ")");
+    // Each family's page is docs/models/<name>.md (the links test checks that it exists).
+    out += fmt::format("| [{}](docs/models/{}.md) (`{}`) | {} | {}, {} | {} | {} | {}; {} | {} |\n", family.label, family.name, family.name,
+                       code_list(family.pipeline_classes), family.default_steps,
+                       number_text(family.default_guidance_scale), family.size_multiple, join(settings),
+                       code_list(rules.components), join(lora_formats(rules)), files.empty() ? "none" : join(files));
+  }
+  return out;
+}
+
+}  // namespace dpinfer::pipeline
