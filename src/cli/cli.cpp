@@ -291,7 +291,8 @@ std::string options_reference_markdown() {
              "rewrites this page; the test\n"
              "`docs_generated_up_to_date` fails when it differs). What the options do, with examples: "
              "[`dpinfer launch`](../launch.md),\n"
-             "[`dpinfer generate`](../generate.md). The model families' defaults, size multiples and settings are in "
+             "[`dpinfer generate`](../generate.md), [`dpinfer merge` and `dpinfer status`](../merge-and-status.md); "
+             "`dpinfer inspect`'s options\nare on [its page](../inspect.md). The model families' defaults, size multiples and settings are in "
              "the [model table](../../README.md#models).\n\n"
              "## `dpinfer launch`\n\n```\nusage: ") +
          kLaunchUsage +
@@ -299,7 +300,12 @@ std::string options_reference_markdown() {
          "options.\n\n" +
          options_markdown(launch) +
          "\n## `dpinfer generate`\n\n```\nusage: dpinfer generate PROMPTS [OPTIONS]\n```\n\n" +
-         plan::generate_options_markdown();
+         plan::generate_options_markdown() +
+         "\n## `dpinfer merge`\n\n```\nusage: dpinfer merge OUT [--latest-wins]\n```\n\n" + merge_options_markdown() +
+         "\n## `dpinfer status`\n\n```\nusage: dpinfer status OUT [--prompts FILE] [--json] [GENERATE OPTIONS]\n```\n\n"
+         "After OUT and its own options, status takes `dpinfer generate`'s (e.g. `--shard I/N`, `--config F`, "
+         "`--batch-size`), which decide how the prompts file's items are counted.\n\n" +
+         status_options_markdown();
 }
 
 LaunchOptions parse_launch_args(const std::vector<std::string>& args, std::string* help) {

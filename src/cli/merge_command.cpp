@@ -4,29 +4,51 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "dpinfer/cli/run_dir_commands.h"
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/launcher/termination.h"
+#include "dpinfer/util/cli_reference.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "parse_command_line.h"
 
 namespace dpinfer::cli {
+namespace {
 
-int run_merge_command(const std::vector<std::string>& args) {
-  namespace fs = std::filesystem;
+struct MergeArgs {
   std::string out;
   bool latest_wins = false;
-  CLI::App app(
+};
+
+/// The parser, once for the command and for the option reference (merge_options_markdown).
+std::unique_ptr<CLI::App> merge_parser(MergeArgs& a) {
+  auto app = std::make_unique<CLI::App>(
       "Merges every manifest*.jsonl in OUT (all ranks, shards and job array tasks) into OUT/metadata.jsonl and "
       "OUT/failures.jsonl, as the worker does at the end of a run.",
       "dpinfer merge");
-  app.add_option("out", out, "the output directory (--out of dpinfer generate)")->required();
-  app.add_flag("--latest-wins", latest_wins,
-               "when two manifests disagree on what an item is (prompt, seed, size, ...), keep its latest record "
-               "instead of refusing to merge");
-  if (!parse_command_line(app, args, "dpinfer merge")) return exit_status::kSuccess;
+  app->add_option("out", a.out, "the output directory (--out of dpinfer generate)")->required();
+  app->add_flag("--latest-wins", a.latest_wins,
+                "when two manifests disagree on what an item is (prompt, seed, size, ...), keep its latest record "
+                "instead of refusing to merge");
+  return app;
+}
+
+}  // namespace
+
+std::string merge_options_markdown() {
+  MergeArgs a;
+  return options_markdown(*merge_parser(a));
+}
+
+int run_merge_command(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  MergeArgs a;
+  const std::unique_ptr<CLI::App> app = merge_parser(a);
+  if (!parse_command_line(*app, args, "dpinfer merge")) return exit_status::kSuccess;
+  const std::string& out = a.out;
+  const bool latest_wins = a.latest_wins;
   std::error_code ec;
   if (!fs::is_directory(out, ec)) throw UsageError("'" + out + "' is not a directory; give the --out of dpinfer generate");
   io::ManifestSet set = io::read_manifests(out);

@@ -5,6 +5,7 @@
 // run's own, from OUT/run.json.
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <memory>
 #include <iostream>
 
 #include "dpinfer/cli/run_dir_commands.h"
@@ -12,6 +13,7 @@
 #include "dpinfer/io/manifest.h"
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/launcher/termination.h"
+#include "dpinfer/util/cli_reference.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/strings.h"
@@ -65,23 +67,41 @@ RecordedRun recorded_run(const std::string& out) {
   return r;
 }
 
-}  // namespace
 
-int run_status_command(const std::vector<std::string>& args) {
-  namespace fs = std::filesystem;
+struct StatusArgs {
   std::string out, prompts;
   bool json = false;
-  CLI::App app(
+};
+
+/// The parser, once for the command and for the option reference (status_options_markdown).
+std::unique_ptr<CLI::App> status_parser(StatusArgs& a) {
+  auto app = std::make_unique<CLI::App>(
       "Counts the done, failed and missing items of a run, overall and per shard (or per rank), from the "
       "prompts file and OUT's manifests. Exit status 0: all done; 3: items failed or missing; 2: bad input.\n\n"
       "  dpinfer status OUT [--prompts FILE] [--json] [GENERATE OPTIONS, e.g. --shard I/N, --config F]",
       "dpinfer status");
-  app.add_option("out", out, "the output directory (--out of dpinfer generate), first")->required();
-  app.add_option("--prompts", prompts,
-                 "the prompts file the run was given (default: the one OUT/run.json names, and its --num-images)");
-  app.add_flag("--json", json, "print one JSON object instead of lines");
-  app.allow_extras();  // the rest are generate options
-  if (!parse_command_line(app, args, "dpinfer status")) return exit_status::kSuccess;
+  app->add_option("out", a.out, "the output directory (--out of dpinfer generate), first")->required();
+  app->add_option("--prompts", a.prompts,
+                  "the prompts file the run was given (default: the one OUT/run.json names, and its --num-images)");
+  app->add_flag("--json", a.json, "print one JSON object instead of lines");
+  app->allow_extras();  // the rest are generate options
+  return app;
+}
+
+}  // namespace
+
+std::string status_options_markdown() {
+  StatusArgs a;
+  return options_markdown(*status_parser(a));
+}
+
+int run_status_command(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  StatusArgs a;
+  const std::unique_ptr<CLI::App> app = status_parser(a);
+  if (!parse_command_line(*app, args, "dpinfer status")) return exit_status::kSuccess;
+  std::string out = a.out, prompts = a.prompts;
+  const bool json = a.json;
   std::error_code ec;
   if (!fs::is_directory(out, ec)) throw UsageError(quote(out) + " is not a directory; give the --out of dpinfer generate");
   const RecordedRun recorded = recorded_run(out);
@@ -99,12 +119,12 @@ int run_status_command(const std::vector<std::string>& args) {
   }
   std::vector<std::string> generate_args{prompts, "--out", out};
   bool batch_size_given = false, prompt_column_given = false;
-  for (const std::string& a : app.remaining()) {
-    batch_size_given = batch_size_given || a == "--batch-size" || a.rfind("--batch-size=", 0) == 0;
-    prompt_column_given = prompt_column_given || a == "--prompt-column" || a.rfind("--prompt-column=", 0) == 0;
-    if (a == "--out" || a == "-o" || a.rfind("--out=", 0) == 0)
-      throw UsageError("dpinfer status: give the output directory as the first argument, not with " + a);
-    generate_args.push_back(a);
+  for (const std::string& arg : app->remaining()) {
+    batch_size_given = batch_size_given || arg == "--batch-size" || arg.rfind("--batch-size=", 0) == 0;
+    prompt_column_given = prompt_column_given || arg == "--prompt-column" || arg.rfind("--prompt-column=", 0) == 0;
+    if (arg == "--out" || arg == "-o" || arg.rfind("--out=", 0) == 0)
+      throw UsageError("dpinfer status: give the output directory as the first argument, not with " + arg);
+    generate_args.push_back(arg);
   }
   plan::GenerateOptions o = plan::parse_generate_args(generate_args);
 

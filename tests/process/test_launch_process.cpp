@@ -609,6 +609,13 @@ TEST(LaunchProcess, OptionReferenceListsEveryLaunchAndGenerateOption) {
   for (const char* name : {"`--nproc-per-node`", "`--max-restarts`", "`--log-dir`", "`--rdzv-backend`", "`-m`"})
     EXPECT_TRUE(contains(r.out, name)) << name;
   EXPECT_FALSE(contains(r.out, "`--help`")) << "--help is CLI11's, not an option of the run";
+  // merge and status, from their own parsers.
+  const size_t merge = r.out.find("## `dpinfer merge`"), status = r.out.find("## `dpinfer status`");
+  ASSERT_NE(merge, std::string::npos) << r.out;
+  ASSERT_NE(status, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("`--latest-wins`", merge), std::string::npos);
+  EXPECT_NE(r.out.find("`--prompts`", status), std::string::npos);
+  EXPECT_NE(r.out.find("`--json`", status), std::string::npos);
 }
 
 TEST(LaunchProcess, StandaloneIsAcceptedAsTorchrunsSingleNodeDefault) {

@@ -1,6 +1,6 @@
 #pragma once
 // `dpinfer merge` and `dpinfer status`: commands on an output directory, without
-// LibTorch, a GPU or running workers (README, "Merging and checking a run").
+// LibTorch, a GPU or running workers (docs/merge-and-status.md).
 
 #include <string>
 #include <vector>
@@ -17,5 +17,10 @@ int run_merge_command(const std::vector<std::string>& args);
 /// and missing items overall and per shard (or rank). Returns 0 when every item is
 /// done, 3 when some failed or are missing; throws UsageError/InputError (status 2).
 int run_status_command(const std::vector<std::string>& args);
+
+/// Their options as Markdown tables, from the parsers themselves (the option reference,
+/// docs/reference/options.md).
+std::string merge_options_markdown();
+std::string status_options_markdown();
 
 }  // namespace dpinfer::cli
