@@ -100,7 +100,7 @@ size_t remove_stale_temporaries(const std::string& dir, const std::function<bool
     if (entry.is_regular_file(ec) && is_temporary_name(name) && is_stale(entry.path())) {
       if (fs::remove(entry.path(), ec)) ++removed;
     } else if (descend && entry.symlink_status(ec).type() == fs::file_type::directory && descend(name)) {
-      removed += remove_stale_temporaries(entry.path().string());
+      removed += remove_stale_temporaries(entry.path().string(), descend);
     }
   }
   return removed;
@@ -116,14 +116,16 @@ void SubdirectoryMaker::ensure(const std::string& name) {
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       throw Error("cannot make directory " + quote(path) + ": a file of that name is in the way; move it");
   }
-  // The new entry of the root on disk before any file in it (rename() does not order them).
-  const int fd = ::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw SystemError("cannot open " + quote(root_) + " to sync it", errno);
+  // The new entry of its parent on disk before any file in it (rename() does not order them).
+  const size_t slash = name.rfind('/');
+  const std::string parent = slash == std::string::npos ? root_ : root_ + "/" + name.substr(0, slash);
+  const int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw SystemError("cannot open " + quote(parent) + " to sync it", errno);
   // Some filesystems cannot sync a directory (EINVAL, as FUSE ones may say): nothing to order there.
   if (::fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
     const int err = errno;
     ::close(fd);
-    throw SystemError("cannot sync " + quote(root_), err);
+    throw SystemError("cannot sync " + quote(parent), err);
   }
   ::close(fd);
   made_.insert(name);

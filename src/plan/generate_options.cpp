@@ -122,6 +122,11 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
       ->capture_default_str();
   app.add_option("--webp-quality", o.webp_quality, "lossy WebP quality, 0..100")->capture_default_str();
   app.add_flag("--webp-lossless", o.webp_lossless, "WebP without loss: the exact pixels, in smaller files than PNG's");
+  app.add_option("--layout", o.layout,
+                 "flat (OUT/000000.png, ...), or the tree a benchmark's evaluation reads: geneval "
+                 "(OUT/<prompt line>/samples/<n>.png and the line's metadata.jsonl; implies --keep-fields) or "
+                 "t2i-compbench (OUT/samples/<prompt>_<index>.png)")
+      ->capture_default_str();
   app.add_option("--files-per-dir", o.files_per_dir,
                  "N > 0: item i goes to a numbered subdirectory, OUT/<i / N, 5 digits>/<i, 6 digits>.png "
                  "(00001/012345.png for N 10000), for filesystems slow with millions of files in one directory; "
@@ -263,7 +268,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
-                      {"files_per_dir", files_per_dir},
+                      {"files_per_dir", files_per_dir}, {"layout", layout},
                       {"config", config}, {"prompt_column", prompt_column}, {"keep_fields", keep_fields}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -392,6 +397,12 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     throw UsageError("--jpeg-quality: expected 1..100, got " + std::to_string(o.jpeg_quality));
   if (o.webp_quality < 0 || o.webp_quality > 100)
     throw UsageError("--webp-quality: expected 0..100, got " + std::to_string(o.webp_quality));
+  const Layout layout = parse_layout(o.layout);
+  if (layout != Layout::kFlat && o.files_per_dir != 0)
+    throw UsageError("--files-per-dir: the " + o.layout + " layout names its own directories; drop --files-per-dir");
+  if (layout == Layout::kGeneval && o.image_format != "png")
+    throw UsageError("--image-format " + o.image_format +
+                     ": GenEval's evaluate_images.py reads only <n>.png files; drop --image-format with --layout geneval");
   if (o.files_per_dir < 0 || o.files_per_dir > kMaxFilesPerDir)
     throw UsageError("--files-per-dir: expected 0 (all images in --out) or 1.." + std::to_string(kMaxFilesPerDir) +
                      ", got " + std::to_string(o.files_per_dir));
@@ -406,7 +417,8 @@ io::PromptFileOptions prompt_file_options(const GenerateOptions& o) {
   io::PromptFileOptions p;
   p.jsonl_stdin = o.jsonl_stdin;
   p.prompt_column = o.prompt_column;
-  p.keep_fields = o.keep_fields;
+  // GenEval's metadata lines carry tag, include and exclude, which its layout writes back.
+  p.keep_fields = o.keep_fields || o.layout == "geneval";
   p.reserved_field = is_record_field;
   return p;
 }

@@ -71,6 +71,7 @@ Item ItemList::at(int64_t index) const {
   Item it;
   it.index = index;
   it.line = s.line;
+  it.prompt_index = static_cast<int64_t>(k);
   it.image = static_cast<int>(index - first_[k]);
   it.prompt = s.prompt;
   it.negative_prompt = s.negative_prompt.value_or(d.negative_prompt);
@@ -147,6 +148,47 @@ std::string item_file_name(int64_t index, ImageFormat format, int64_t files_per_
   else
     std::snprintf(buf, sizeof buf, "%06lld.%s", static_cast<long long>(index), extension);
   return buf;
+}
+
+Layout parse_layout(const std::string& name) {
+  if (name == "flat") return Layout::kFlat;
+  if (name == "geneval") return Layout::kGeneval;
+  if (name == "t2i-compbench") return Layout::kT2iCompBench;
+  throw UsageError("--layout: expected flat, geneval or t2i-compbench, got " + quote(name, 60));
+}
+
+std::string to_string(Layout layout) {
+  switch (layout) {
+    case Layout::kGeneval: return "geneval";
+    case Layout::kT2iCompBench: return "t2i-compbench";
+    default: return "flat";
+  }
+}
+
+std::string item_file_name(const Item& item, const OutputLayout& layout) {
+  const std::string extension = item_file_name(0, layout.format).substr(7);  // "000000.png" -> "png"
+  char buf[64];
+  switch (layout.layout) {
+    case Layout::kGeneval:
+      std::snprintf(buf, sizeof buf, "%05lld/samples/%05d.%s", static_cast<long long>(item.prompt_index), item.image,
+                    extension.c_str());
+      return buf;
+    case Layout::kT2iCompBench:
+      std::snprintf(buf, sizeof buf, "_%06lld.%s", static_cast<long long>(item.index), extension.c_str());
+      return "samples/" + item.prompt + buf;
+    default:
+      return item_file_name(item.index, layout.format, layout.files_per_dir);
+  }
+}
+
+std::string t2i_compbench_name_problem(const std::string& prompt) {
+  if (prompt.empty()) return "an empty prompt names no file";
+  if (prompt.find('_') != std::string::npos)
+    return "it holds a '_', and T2I-CompBench's scripts take the prompt from the file name up to its first '_'";
+  if (prompt.find('/') != std::string::npos) return "it holds a '/', which a file name cannot";
+  if (prompt == "." || prompt == "..") return "'.' and '..' name no file";
+  if (prompt.size() + 16 > 255) return "it is too long for a file name (255 bytes with '_NNNNNN.webp')";
+  return "";
 }
 
 bool is_item_dir_name(const std::string& name) {

@@ -88,7 +88,8 @@ int GenerateRun::run() {
   if (rank_.rank == 0) {
     // In --out and in --files-per-dir's numbered subdirectories (of this run's layout or an
     // earlier one's), not in other trees under --out.
-    size_t removed = io::remove_stale_temporaries(o_.out, plan::is_item_dir_name);
+    size_t removed = io::remove_stale_temporaries(
+        o_.out, [](const std::string& name) { return plan::is_item_dir_name(name) || name == "samples"; });
     if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
   }
   // Join before anything rank-specific can fail, so that such a failure reaches
@@ -244,6 +245,10 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
                          " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
                          "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    if (layout_.layout == plan::Layout::kT2iCompBench) {
+      if (const std::string problem = plan::t2i_compbench_name_problem(s.prompt); !problem.empty())
+        throw UsageError(where + ": the prompt cannot name a T2I-CompBench file (--layout t2i-compbench): " + problem);
+    }
     if (image_format_ == plan::ImageFormat::kWebp && (width > 16383 || height > 16383))
       throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
                        " is larger than a WebP holds (16383x16383); use --image-format png");
@@ -502,7 +507,7 @@ void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage
 }
 
 nlohmann::json GenerateRun::record_of(const plan::Item& it) const {
-  return item_record(it, pipe_->info(), &hashes_, image_format_, o_.files_per_dir);
+  return item_record(it, pipe_->info(), &hashes_, layout_);
 }
 
 void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
@@ -531,9 +536,19 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   } else {
     file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
   }
-  // --files-per-dir: "00001/012345.png", whose directory is made (durably) before its first file.
-  if (const size_t slash = file_name.find('/'); slash != std::string::npos)
+  // --files-per-dir's "00001/012345.png", or a benchmark layout's "00012/samples/00000.png": each
+  // directory is made (durably) before its first file.
+  for (size_t slash = file_name.find('/'); slash != std::string::npos; slash = file_name.find('/', slash + 1))
     subdirectories_.ensure(file_name.substr(0, slash));
+  if (layout_.layout == plan::Layout::kGeneval && geneval_metadata_written_.insert(it.prompt_index).second) {
+    // GenEval's evaluate_images.py reads each prompt's metadata line (tag, include, exclude) from
+    // OUT/<k>/metadata.jsonl: written before the prompt's first image, the same by every rank.
+    nlohmann::json line = it.fields;
+    line["prompt"] = it.prompt;
+    const std::string dir = file_name.substr(0, file_name.find('/'));
+    io::write_file_atomically((fs::path(o_.out) / dir / "metadata.jsonl").string(),
+                              line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  }
   io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;

@@ -44,9 +44,9 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
 }
 
 nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info, const RunHashes* hashes,
-                           plan::ImageFormat format, int64_t files_per_dir) {
+                           const plan::OutputLayout& layout) {
   nlohmann::json j = {{"index", item.index},
-                      {"file_name", plan::item_file_name(item.index, format, files_per_dir)},
+                      {"file_name", plan::item_file_name(item, layout)},
                       {"prompt", item.prompt},
                       {"negative_prompt", item.negative_prompt},
                       {"seed", item.seed},

@@ -49,7 +49,7 @@ std::string stem_path(const std::string& file_name) { return file_name.substr(0,
 
 bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
                           const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank) {
-  const std::string file_name = plan::item_file_name(item.index, format_, files_per_dir_);
+  const std::string file_name = plan::item_file_name(item, layout_);
   auto found = earlier().items.find(item.index);
   const bool recorded = found != earlier().items.end() && found->second.state == io::ItemState::kDone;
   // Made under another layout (the other --image-format, another --files-per-dir)? Only a record
@@ -90,7 +90,17 @@ InputError Resume::made_in_another_layout(const plan::Item& item, const io::Mani
     add(ours, "--image-format " + plan::to_string(format_));
     add(theirs, "--image-format " + plan::to_string(recorded_format));
   }
-  if (stem_path(recorded) != stem_path(file_name)) {
+  // A benchmark layout's names have a samples/ directory (plan::Layout); the flat ones do not.
+  const auto layout_of = [](const std::string& name) {
+    if (name.rfind("samples/", 0) == 0) return plan::Layout::kT2iCompBench;
+    if (name.find("/samples/") != std::string::npos) return plan::Layout::kGeneval;
+    return plan::Layout::kFlat;
+  };
+  const plan::Layout recorded_layout = layout_of(recorded);
+  if (recorded_layout != layout_.layout) {
+    add(ours, "--layout " + plan::to_string(layout_.layout));
+    add(theirs, "--layout " + plan::to_string(recorded_layout));
+  } else if (recorded_layout == plan::Layout::kFlat && stem_path(recorded) != stem_path(file_name)) {
     add(ours, "--files-per-dir " + std::to_string(files_per_dir_));
     const std::optional<int64_t> dir = dir_number(recorded);
     if (!dir) {

@@ -15,8 +15,8 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 /// Removes the temporaries that write_file_atomically() left in `dir` when a
 /// process died mid-write: those of dead processes on this host, and any older
 /// than an hour. Temporaries of live writers are kept. With `descend`, also in each
-/// subdirectory of `dir` (one level, no symbolic link) whose name it accepts, in the
-/// same one listing of `dir`. Returns how many went.
+/// subdirectory of `dir` (no symbolic link) whose name it accepts, and in theirs that it
+/// accepts, and so on (a benchmark layout's 00012/samples/). Returns how many went.
 size_t remove_stale_temporaries(const std::string& dir,
                                 const std::function<bool(const std::string& name)>& descend = nullptr);
 
@@ -30,9 +30,9 @@ class SubdirectoryMaker {
  public:
   explicit SubdirectoryMaker(std::string root) : root_(std::move(root)) {}
 
-  /// Makes `root/name` (one level: `name` holds no '/') unless this maker already has.
-  /// One that exists (an earlier run's, another rank's) is taken, and the root fsync'd as
-  /// well: its maker may not have got that far. Throws SystemError naming the path (its
+  /// Makes `root/name` unless this maker already has; a `name` with '/' ("00012/samples")
+  /// needs its parent made first. One that exists (an earlier run's, another rank's) is
+  /// taken, and its parent fsync'd as well: its maker may not have got that far. Throws SystemError naming the path (its
   /// code ENOSPC or EDQUOT on a full disk), or Error when a file of that name is there.
   void ensure(const std::string& name);
 

@@ -62,6 +62,7 @@ struct ItemDefaults {
 struct Item {
   int64_t index = 0;
   int line = 0;         ///< prompt file line
+  int64_t prompt_index = 0;  ///< its line's place among the file's prompt lines, from 0
   int image = 0;        ///< j < num_images of its prompt
   std::string prompt;
   std::string negative_prompt;
@@ -151,6 +152,36 @@ constexpr int64_t kMaxFilesPerDir = kMaxItems;
 /// images each, as img2dataset lays out its shards: "00004/000042.png" for N = 10, the directory
 /// index / N zero-padded to at least 5 digits. 0 is the flat layout.
 std::string item_file_name(int64_t index, ImageFormat format = ImageFormat::kPng, int64_t files_per_dir = 0);
+
+/// Where a run puts its images (--layout): flat in --out (with --files-per-dir's
+/// subdirectories), or as a benchmark's evaluation script reads them.
+enum class Layout {
+  kFlat,
+  /// GenEval (djghosh13/geneval, evaluation/evaluate_images.py): OUT/<k, 5 digits>/samples/<j, 5
+  /// digits>.png for image j of prompt line k, beside OUT/<k>/metadata.jsonl, the line's object.
+  kGeneval,
+  /// T2I-CompBench (BLIPvqa_eval/BLIP_vqa.py and the other metrics): OUT/samples/<prompt>_<item
+  /// index, 6 digits>.png; the scripts take the prompt from the name, before its first '_'.
+  kT2iCompBench,
+};
+
+/// flat, geneval or t2i-compbench; throws UsageError naming --layout otherwise.
+Layout parse_layout(const std::string& name);
+std::string to_string(Layout layout);
+
+/// Everything that decides an item's file name.
+struct OutputLayout {
+  Layout layout = Layout::kFlat;
+  ImageFormat format = ImageFormat::kPng;
+  int64_t files_per_dir = 0;  ///< kFlat only
+};
+
+/// The item's image, relative to --out, in `layout` (the index-based names above for kFlat).
+std::string item_file_name(const Item& item, const OutputLayout& layout);
+
+/// Why `prompt` cannot name a T2I-CompBench file ("" when it can): the scripts cut the name at
+/// its first '_', a '/' would make a directory, and a name holds at most 255 bytes.
+std::string t2i_compbench_name_problem(const std::string& prompt);
 
 /// True for a subdirectory name item_file_name() makes: 5 or more decimal digits. Only these are
 /// searched for dpinfer's stale temporaries; other trees under --out are the user's.

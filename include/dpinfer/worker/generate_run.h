@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,7 +52,8 @@ class GenerateRun {
       : o_(o),
         factory_(factory),
         image_format_(plan::parse_image_format(o.image_format)),
-        resume_(o.out, image_format_, o.files_per_dir),
+        layout_{plan::parse_layout(o.layout), image_format_, o.files_per_dir},
+        resume_(o.out, layout_),
         subdirectories_(o.out) {}
 
   /// Runs the worker: joins the group, loads the pipeline, makes this rank's items,
@@ -149,6 +151,9 @@ class GenerateRun {
   const plan::GenerateOptions& o_;
   const PipelineFactory& factory_;
   const plan::ImageFormat image_format_;
+  const plan::OutputLayout layout_;  ///< where each item's image goes (--layout, --image-format, --files-per-dir)
+  /// --layout geneval: the prompt lines whose OUT/<k>/metadata.jsonl this rank has written.
+  std::set<int64_t> geneval_metadata_written_;
   plan::RankInfo rank_;
   const SlurmJob slurm_ = SlurmJob::from_env();
   plan::ShardMode mode_ = plan::ShardMode::kContiguous;

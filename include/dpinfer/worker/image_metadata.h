@@ -25,11 +25,10 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
 /// model settings are fields of their own ("clip_skip": 1), and "settings" lists their names,
 /// so that resume and merge treat them as part of what the item is.
 /// With `hashes`, "model_hash" and each LoRA's "hash" too; "loras" lists each LoRA's name and
-/// scale (and hash), "lora_paths" their files. "file_name" is the image's, in `format`, relative
-/// to --out (in its subdirectory with `files_per_dir` > 0: plan::item_file_name).
+/// scale (and hash), "lora_paths" their files. "file_name" is the image's in `layout`, relative
+/// to --out (plan::item_file_name).
 nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo& info,
-                           const RunHashes* hashes = nullptr, plan::ImageFormat format = plan::ImageFormat::kPng,
-                           int64_t files_per_dir = 0);
+                           const RunHashes* hashes = nullptr, const plan::OutputLayout& layout = {});
 
 /// What an item is: the record fields two records of it must agree on, each with the value
 /// a record that lacks it stands for (records of older versions lack the newer settings,

@@ -15,10 +15,9 @@ namespace dpinfer::worker {
 
 class Resume {
  public:
-  /// Resumes in `out_dir`, where this run writes images in `format`, `files_per_dir` to a
-  /// subdirectory (plan::item_file_name; 0: flat).
-  Resume(std::string out_dir, plan::ImageFormat format, int64_t files_per_dir = 0)
-      : out_dir_(std::move(out_dir)), format_(format), files_per_dir_(files_per_dir) {}
+  /// Resumes in `out_dir`, where this run writes images in `layout` (plan::item_file_name).
+  Resume(std::string out_dir, const plan::OutputLayout& layout)
+      : out_dir_(std::move(out_dir)), layout_(layout), format_(layout.format), files_per_dir_(layout.files_per_dir) {}
 
   /// Whether an earlier run made `item`, i.e. its image exists and the manifests' latest
   /// record of it says ok. A PNG without such a record (a run killed between the rename
@@ -46,6 +45,7 @@ class Resume {
                                     const std::string& file_name);
 
   std::string out_dir_;
+  plan::OutputLayout layout_;
   plan::ImageFormat format_;
   int64_t files_per_dir_;
   std::optional<io::ManifestSet> earlier_;  ///< the output directory's manifests, read at the first item
