@@ -202,6 +202,45 @@ bool alpha_reaches_no_module(const std::string& component, const std::string& mo
   return std::any_of(projections.begin(), projections.end(), [&](const std::string& p) { return ends_with(module, p); });
 }
 
+/// `key` in PEFT's spelling when it is in one of the older ones that diffusers 0.36's
+/// StableDiffusionLoraLoaderMixin still maps there (utils/state_dict_utils.py: DIFFUSERS_OLD_TO_PEFT for the text
+/// encoders, convert_unet_state_dict_to_peft for the UNet), else `key` itself:
+///   <module>.lora_linear_layer.down/up.weight         -> <module>.lora_A/lora_B.weight (DreamBooth LoRA scripts)
+///   <attention>.processor.to_q_lora.down/up.weight     -> <attention>.to_q.lora_A/lora_B.weight (to_k, to_v;
+///                                                         to_out_lora -> to_out.0: the UNet's LoRA processors)
+///   <self_attn>.to_q_lora.down/up.weight               -> <self_attn>.q_proj.lora_A/lora_B.weight (k, v; to_out_lora
+///                                                         -> out_proj: CLIP's old monkey-patched attention)
+std::string peft_spelling(const std::string& key) {
+  std::string base;
+  const char* factor = nullptr;
+  for (const char* f : {".down.weight", ".up.weight"})
+    if (ends_with(key, f)) {
+      factor = f;
+      base = key.substr(0, key.size() - std::char_traits<char>::length(f));
+    }
+  if (!factor) return key;
+  const std::string peft = std::string(factor) == ".down.weight" ? ".lora_A.weight" : ".lora_B.weight";
+  static const std::string kLinearLayer = ".lora_linear_layer";
+  if (ends_with(base, kLinearLayer)) return base.substr(0, base.size() - kLinearLayer.size()) + peft;
+  static const std::pair<const char*, const char*> kProcessor[] = {
+      {"to_q_lora", "to_q"}, {"to_k_lora", "to_k"}, {"to_v_lora", "to_v"}, {"to_out_lora", "to_out.0"}};
+  static const std::pair<const char*, const char*> kClip[] = {
+      {"to_q_lora", "q_proj"}, {"to_k_lora", "k_proj"}, {"to_v_lora", "v_proj"}, {"to_out_lora", "out_proj"}};
+  const size_t dot = base.rfind('.');
+  if (dot == std::string::npos) return key;
+  const std::string parent = base.substr(0, dot), last = base.substr(dot + 1);
+  static const std::string kProcessorPart = ".processor";
+  if (ends_with(parent, kProcessorPart)) {
+    for (const auto& [from, to] : kProcessor)
+      if (last == from) return parent.substr(0, parent.size() - kProcessorPart.size()) + "." + to + peft;
+    return key;
+  }
+  if (ends_with(parent, ".self_attn"))
+    for (const auto& [from, to] : kClip)
+      if (last == from) return parent + "." + to + peft;
+  return key;
+}
+
 const char* strip_suffix(const std::string& key, std::initializer_list<const char*> suffixes, std::string* base) {
   for (const char* s : suffixes)
     if (ends_with(key, s)) {
@@ -383,6 +422,8 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
                          rules.reads);
     // The converters' has_default: "default." (PEFT's adapter name) is dropped from every key.
     std::string key = t.key;
+    // SD / SDXL files in diffusers' pre-PEFT spellings, as their loader reads them.
+    if (rules.kohya_unet) key = peft_spelling(key);
     if (rules.non_diffusers_transformer)
       for (size_t at = key.find("default."); at != std::string::npos; at = key.find("default.", at))
         key.erase(at, 8);
