@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -209,9 +211,50 @@ std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_std
   return read_prompt_file(path, options);
 }
 
+std::vector<PromptSpec> read_prompt_folder(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code entry_ec;  // a dangling or looping link is no prompt file: skipped
+    if (name.size() > 4 && name[0] != '.' && ends_with(name, ".txt") && e.is_regular_file(entry_ec))
+      names.push_back(name);
+  }
+  if (ec) throw InputError("cannot list the prompts folder " + quote(dir) + ": " + ec.message());
+  if (names.empty())
+    throw InputError("the prompts folder " + quote(dir) + " holds no .txt file; give a folder of one prompt per .txt file "
+                     "(as DPG-Bench's prompts/), or a prompts file");
+  std::sort(names.begin(), names.end());
+  std::vector<PromptSpec> out;
+  for (const std::string& name : names) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::string text, why;
+    if (read_whole_file(path, kMaxPromptFileBytes, &text, &why) != ReadStatus::kOk)
+      throw InputError("cannot read prompt file " + quote(path) + ": " + why);
+    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    if (text.empty()) throw InputError("prompt file " + quote(path) + " is empty; write its prompt in it, or remove it");
+    if (const size_t bad = find_invalid_utf8(text); bad != std::string::npos)
+      throw InputError("prompt file " + quote(path) + ": invalid UTF-8 at byte " + std::to_string(bad + 1) +
+                       "; save it as UTF-8");
+    if (text.find('\0') != std::string::npos)
+      throw InputError("prompt file " + quote(path) + " contains a NUL character, which a PNG's text chunk cannot "
+                       "hold; remove it");
+    PromptSpec s;
+    s.line = static_cast<int>(out.size()) + 1;
+    s.prompt = std::move(text);
+    s.id = name.substr(0, name.size() - 4);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFileOptions& options) {
   const PromptFormat format = prompt_format_of(path, options.jsonl_stdin);
   if (path == "-") return parse_prompts(read_stdin(), "<stdin>", format, options);
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec)) return read_prompt_folder(path);
   std::string content, why;
   switch (read_whole_file(path, kMaxPromptFileBytes, &content, &why)) {
     case ReadStatus::kOk:

@@ -125,7 +125,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--layout", o.layout,
                  "flat (OUT/000000.png, ...), or the tree a benchmark's evaluation reads: geneval "
                  "(OUT/<prompt line>/samples/<n>.png and the line's metadata.jsonl; implies --keep-fields) or "
-                 "t2i-compbench (OUT/samples/<prompt>_<index>.png)")
+                 "t2i-compbench (OUT/samples/<prompt>_<index>.png) or dpg (OUT/grids/<id>.png, 2x2 grids of "
+                 "OUT/samples/<id>_<j>.png; needs --num-images 4)")
       ->capture_default_str();
   app.add_option("--files-per-dir", o.files_per_dir,
                  "N > 0: item i goes to a numbered subdirectory, OUT/<i / N, 5 digits>/<i, 6 digits>.png "
@@ -403,6 +404,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (layout == Layout::kGeneval && o.image_format != "png")
     throw UsageError("--image-format " + o.image_format +
                      ": GenEval's evaluate_images.py reads only <n>.png files; drop --image-format with --layout geneval");
+  if (layout == Layout::kDpgBench && o.image_format != "png")
+    throw UsageError("--image-format " + o.image_format +
+                     ": --layout dpg composes its grids from PNGs; drop --image-format with --layout dpg");
   if (o.files_per_dir < 0 || o.files_per_dir > kMaxFilesPerDir)
     throw UsageError("--files-per-dir: expected 0 (all images in --out) or 1.." + std::to_string(kMaxFilesPerDir) +
                      ", got " + std::to_string(o.files_per_dir));

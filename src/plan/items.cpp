@@ -154,13 +154,15 @@ Layout parse_layout(const std::string& name) {
   if (name == "flat") return Layout::kFlat;
   if (name == "geneval") return Layout::kGeneval;
   if (name == "t2i-compbench") return Layout::kT2iCompBench;
-  throw UsageError("--layout: expected flat, geneval or t2i-compbench, got " + quote(name, 60));
+  if (name == "dpg") return Layout::kDpgBench;
+  throw UsageError("--layout: expected flat, geneval, t2i-compbench or dpg, got " + quote(name, 60));
 }
 
 std::string to_string(Layout layout) {
   switch (layout) {
     case Layout::kGeneval: return "geneval";
     case Layout::kT2iCompBench: return "t2i-compbench";
+    case Layout::kDpgBench: return "dpg";
     default: return "flat";
   }
 }
@@ -176,9 +178,27 @@ std::string item_file_name(const Item& item, const OutputLayout& layout) {
     case Layout::kT2iCompBench:
       std::snprintf(buf, sizeof buf, "_%06lld.%s", static_cast<long long>(item.index), extension.c_str());
       return "samples/" + item.prompt + buf;
+    case Layout::kDpgBench:
+      return "samples/" + dpg_bench_name(item) + "_" + std::to_string(item.image) + "." + extension;
     default:
       return item_file_name(item.index, layout.format, layout.files_per_dir);
   }
+}
+
+std::string dpg_bench_name(const Item& item) {
+  if (item.id) return *item.id;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%05lld", static_cast<long long>(item.prompt_index));
+  return buf;
+}
+
+std::string file_name_problem(const std::string& name) {
+  if (name.empty()) return "it is empty";
+  if (name == "." || name == "..") return "'.' and '..' name no file";
+  if (name.find('/') != std::string::npos) return "it holds a '/'";
+  if (name.find('\0') != std::string::npos) return "it holds a NUL";
+  if (name.size() > 240) return "it is too long for a file name";
+  return "";
 }
 
 std::string t2i_compbench_name_problem(const std::string& prompt) {

@@ -57,7 +57,7 @@ void check_prompts_path(const std::string& path) {
     throw UsageError("PROMPTS " + quote(path) + ": " + open_error_text(path, err) +
                      (err == ENOENT || err == ELOOP ? "; give a .txt, .jsonl, .csv or .tsv file of prompts" : ""));
   }
-  if (S_ISDIR(st.st_mode)) throw UsageError("PROMPTS " + quote(path) + " is a directory; give a .txt, .jsonl, .csv or .tsv file");
+  if (S_ISDIR(st.st_mode)) return;  // a folder of one prompt per .txt file (io::read_prompt_folder)
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
     throw UsageError("PROMPTS " + quote(path) + " is not a regular file; give a .txt, .jsonl, .csv or .tsv file");
   if (S_ISREG(st.st_mode)) {

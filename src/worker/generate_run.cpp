@@ -23,6 +23,7 @@
 #include "dpinfer/util/version.h"
 #include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/devices.h"
+#include "dpinfer/worker/dpg_grids.h"
 #include "dpinfer/worker/image_metadata.h"
 #include "dpinfer/worker/stop_signals.h"
 
@@ -89,7 +90,7 @@ int GenerateRun::run() {
     // In --out and in --files-per-dir's numbered subdirectories (of this run's layout or an
     // earlier one's), not in other trees under --out.
     size_t removed = io::remove_stale_temporaries(
-        o_.out, [](const std::string& name) { return plan::is_item_dir_name(name) || name == "samples"; });
+        o_.out, [](const std::string& name) { return plan::is_item_dir_name(name) || name == "samples" || name == "grids"; });
     if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
   }
   // Join before anything rank-specific can fail, so that such a failure reaches
@@ -245,6 +246,17 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
                          " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
                          "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    if (layout_.layout == plan::Layout::kDpgBench) {
+      // compute_dpg_bench.py crops 4 images from each grid.
+      if (s.num_images.value_or(d.num_images) != 4)
+        throw UsageError(where + ": --layout dpg makes a 2x2 grid of 4 images per prompt; give --num-images 4 (and no "
+                         "other num_images on a line)");
+      plan::Item first;
+      first.id = s.id;
+      first.prompt_index = static_cast<int64_t>(k);
+      if (const std::string problem = plan::file_name_problem(plan::dpg_bench_name(first)); !problem.empty())
+        throw UsageError(where + ": its id " + quote(*s.id) + " cannot name a DPG-Bench grid file: " + problem);
+    }
     if (layout_.layout == plan::Layout::kT2iCompBench) {
       if (const std::string problem = plan::t2i_compbench_name_problem(s.prompt); !problem.empty())
         throw UsageError(where + ": the prompt cannot name a T2I-CompBench file (--layout t2i-compbench): " + problem);
@@ -652,6 +664,15 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
                             {"wall_seconds", wall}, {"per_rank", per_rank},
                             {"images_per_second", wall > 0 ? total.generated / wall : 0.0},
                             {"metadata_rows", merged.ok}, {"failure_rows", merged.failed}};
+  if (layout_.layout == plan::Layout::kDpgBench) {
+    const DpgGrids grids = make_dpg_grids(o_.out, *items_, layout_);
+    summary["dpg_grids_made"] = grids.made;
+    log::info("--layout dpg: {} grid(s) made in {}/grids{}", grids.made, o_.out,
+              grids.incomplete ? ", " + std::to_string(grids.incomplete) +
+                                     " prompt(s) without their 4 images yet (a rerun, or the shard that makes them, "
+                                     "completes them)"
+                               : std::string());
+  }
   write_run_json(info, shard, &summary);
   log::info("done: {} generated, {} skipped, {} failed in {:.1f}s ({:.2f} images/s); {} row(s) in {}/metadata.jsonl",
             total.generated, total.skipped, total.failed, wall, wall > 0 ? total.generated / wall : 0.0, merged.ok,

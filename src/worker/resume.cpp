@@ -92,7 +92,11 @@ InputError Resume::made_in_another_layout(const plan::Item& item, const io::Mani
   }
   // A benchmark layout's names have a samples/ directory (plan::Layout); the flat ones do not.
   const auto layout_of = [](const std::string& name) {
-    if (name.rfind("samples/", 0) == 0) return plan::Layout::kT2iCompBench;
+    if (name.rfind("samples/", 0) == 0) {  // <prompt>_<index, 6+ digits> or <id>_<j, one digit>
+      const size_t underscore = name.rfind('_'), dot = name.rfind('.');
+      const bool t2i = underscore != std::string::npos && dot != std::string::npos && dot > underscore + 6;
+      return t2i ? plan::Layout::kT2iCompBench : plan::Layout::kDpgBench;
+    }
     if (name.find("/samples/") != std::string::npos) return plan::Layout::kGeneval;
     return plan::Layout::kFlat;
   };

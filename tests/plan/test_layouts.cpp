@@ -39,6 +39,13 @@ TEST(Layouts, EachLayoutNamesTheFileItsReaderLooksFor) {
             "samples/a red car_000007.png");
   EXPECT_EQ(plan::item_file_name(item(7, 0, 0, "x"), {plan::Layout::kT2iCompBench, plan::ImageFormat::kJpeg}),
             "samples/x_000007.jpg");
+  // DPG-Bench: the line's id (a prompts folder's file stem), else its place.
+  plan::Item with_id = item(9, 2, 1, "x");
+  with_id.id = "partiprompts_57";
+  EXPECT_EQ(plan::item_file_name(with_id, {plan::Layout::kDpgBench}), "samples/partiprompts_57_1.png");
+  EXPECT_EQ(plan::item_file_name(item(9, 2, 3, "x"), {plan::Layout::kDpgBench}), "samples/00002_3.png");
+  EXPECT_EQ(plan::file_name_problem("a/b"), "it holds a '/'");
+  EXPECT_EQ(plan::file_name_problem("ok"), "");
 }
 
 TEST(Layouts, APromptThatCannotNameAT2iCompBenchFileIsSaidWhy) {
@@ -50,7 +57,10 @@ TEST(Layouts, APromptThatCannotNameAT2iCompBenchFileIsSaidWhy) {
 }
 
 TEST(Layouts, OptionsThatDoNotGoTogetherAreRefused) {
-  EXPECT_EQ(usage_error({"p.txt", "--layout", "dpg"}), "--layout: expected flat, geneval or t2i-compbench, got 'dpg'");
+  EXPECT_EQ(usage_error({"p.txt", "--layout", "drawbench"}),
+            "--layout: expected flat, geneval, t2i-compbench or dpg, got 'drawbench'");
+  EXPECT_EQ(usage_error({"p.txt", "--layout", "dpg", "--image-format", "webp"}),
+            "--image-format webp: --layout dpg composes its grids from PNGs; drop --image-format with --layout dpg");
   EXPECT_EQ(usage_error({"p.txt", "--layout", "geneval", "--files-per-dir", "10"}),
             "--files-per-dir: the geneval layout names its own directories; drop --files-per-dir");
   EXPECT_EQ(usage_error({"p.txt", "--layout", "geneval", "--image-format", "jpg"}),

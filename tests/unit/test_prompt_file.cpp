@@ -125,7 +125,9 @@ TEST(PromptFileHardening, ASelfLoopingLinkIsNamedAsOne) {
     io::read_prompt_file(dir.path());
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("is a directory; give a .txt, .jsonl, .csv or .tsv file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds no .txt file; give a folder of one prompt per .txt file"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "dpinfer/io/prompt_file.h"
 #include "dpinfer/util/error.h"
+#include "support/temp_dir.h"
 
 using namespace dpinfer;
 
@@ -161,4 +162,27 @@ TEST(PromptTable, AHeaderAloneOrNothingHoldsNoPrompt) {
   EXPECT_TRUE(csv("").empty());
   EXPECT_TRUE(csv("prompt,seed\n").empty());
   EXPECT_TRUE(csv("\n\n").empty());
+}
+
+// DPG-Bench's dpg_bench/prompts/: one <id>.txt per prompt.
+TEST(PromptFolder, EachTxtFileIsOnePromptNamedByItsStem) {
+  dpinfer::test::TempDir dir;
+  dpinfer::test::write_file(dir.file("256.txt"), "A small blue cup.\n\n");
+  dpinfer::test::write_file(dir.file("1.txt"), "An eye-catching red truck, \"vibrant\".");
+  dpinfer::test::write_file(dir.file("notes.md"), "not a prompt");
+  dpinfer::test::write_file(dir.file(".hidden.txt"), "not one either");
+  const auto specs = io::read_prompt_file(dir.path(), io::PromptFileOptions{});
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].id, "1");
+  EXPECT_EQ(specs[0].prompt, "An eye-catching red truck, \"vibrant\".");
+  EXPECT_EQ(specs[0].line, 1);
+  EXPECT_EQ(specs[1].id, "256");
+  EXPECT_EQ(specs[1].prompt, "A small blue cup.") << "trailing newlines dropped";
+  dpinfer::test::write_file(dir.file("3.txt"), "  \n");
+  try {
+    io::read_prompt_folder(dir.path());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "prompt file '" + dir.file("3.txt") + "' is empty; write its prompt in it, or remove it");
+  }
 }

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# --layout geneval and --layout t2i-compbench (issue 27): runs of two ranks on prompt files in
-# each benchmark's published format, then each evaluation script's file walking, restated
-# here from its published rules (no model): GenEval's evaluation/evaluate_images.py (the digit
-# folders of OUT, each one's metadata.jsonl read with json.load, and its samples/ files that
-# match \d+\.png) and T2I-CompBench's BLIPvqa_eval/BLIP_vqa.py (every file of OUT/samples,
-# sorted by the integer after its last '_', the prompt taken up to its first '_'). Each must
-# find every image, with its own prompt and metadata. Python's standard library only.
+# --layout geneval, t2i-compbench and dpg (issue 27): runs of two ranks on prompt files in each
+# benchmark's published format, then each evaluation script's file walking, restated here from
+# its published rules (no model): GenEval's evaluation/evaluate_images.py (the digit folders of
+# OUT, each one's metadata.jsonl read with json.load, and its samples/ files that match
+# \d+\.png), T2I-CompBench's BLIPvqa_eval/BLIP_vqa.py (every file of OUT/samples, sorted by the
+# integer after its last '_', the prompt taken up to its first '_') and DPG-Bench's
+# dpg_bench/compute_dpg_bench.py (every file of the image root, its id the name before the first
+# '.', cropped as a 2x2 grid of --resolution squares). Each must find every image, with its own
+# prompt and metadata; DPG's crops must be the samples themselves. Pillow and numpy from the
+# project venv (tools/readers-requirements.txt) read the grids.
 # Usage: benchmark_layouts_test.sh DPINFER TEST_WORKER SOURCE_DIR
 set -euo pipefail
 dpinfer="$1"
 worker="$2"
 root="$3"
 py="${DPINFER_VENV:-$root/.venv}/bin/python"
-[ -x "$py" ] || py=python3
+if ! "$py" -c "import numpy, PIL" 2>/dev/null; then
+  echo "no numpy/Pillow in the project venv ${py%/bin/python}: run tools/setup.sh (tools/readers-requirements.txt)"
+  exit 1
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # GenEval's prompts/evaluation_metadata.jsonl, as published: tag, include (exclude), prompt.
@@ -24,11 +30,17 @@ cat > "$work/evaluation_metadata.jsonl" <<'JSONL'
 JSONL
 # T2I-CompBench's examples/dataset/color_val.txt, as published: one prompt per line.
 printf '%s\n' 'a green bench and a red car' 'a blue backpack and a brown cow' 'a yellow book and a red vase' > "$work/color_val.txt"
+# DPG-Bench's dpg_bench/prompts/, as published: one <item_id>.txt per prompt, no trailing newline.
+mkdir "$work/prompts"
+printf '%s' 'An eye-catching vibrant red pickup truck is parked on the sandy shores as dusk sets in.' > "$work/prompts/1.txt"
+printf '%s' 'A small blue ceramic cup on a wooden table beside an open book.' > "$work/prompts/256.txt"
+printf '%s' 'Three yellow tulips in a glass vase by a sunny window.' > "$work/prompts/partiprompts_57.txt"
 
 launch() { CUDA_VISIBLE_DEVICES= "$dpinfer" launch --nproc-per-node 2 -- "$worker" generate "$@" 2> "$work/err.log" ||
   { cat "$work/err.log"; exit 1; }; }
 launch "$work/evaluation_metadata.jsonl" --out "$work/geneval" --layout geneval --num-images 4 --shard-mode dynamic
 launch "$work/color_val.txt" --out "$work/t2i" --layout t2i-compbench --num-images 10
+launch "$work/prompts" --out "$work/dpg" --layout dpg --num-images 4 --batch-size 3 --width 16 --height 16
 # A rerun resumes: nothing is made twice, nothing added.
 launch "$work/evaluation_metadata.jsonl" --out "$work/geneval" --layout geneval --num-images 4
 grep -q "skipped 8 item(s)" "$work/err.log" || { cat "$work/err.log"; exit 1; }
@@ -64,5 +76,22 @@ names.sort(key=lambda x: int(x.split('_')[-1].split('.')[0]))
 assert len(names) == 10 * len(prompts), len(names)  # sample_num = len(os.listdir(samples))
 for i, name in enumerate(names):
     assert name.split('_')[0] == prompts[i // 10], (i, name)
-print(f'geneval: {len(found)} prompt folders of 4 samples; t2i-compbench: {len(names)} samples')
+
+# DPG-Bench: what compute_dpg_bench.py's main() and compute_dpg_one_sample() walk, pointed at OUT/grids.
+import numpy as np
+from PIL import Image
+ids = sorted(n[:-4] for n in os.listdir(f'{work}/prompts'))
+root = f'{work}/dpg/grids'
+keys = []
+for fn in os.listdir(root):
+    key = os.path.basename(fn).split('.')[0]
+    keys.append(key)
+    grid = np.asarray(Image.open(os.path.join(root, fn)).convert('RGB'))
+    r = 16  # --resolution, each image's side
+    crops = [(0, 0, r, r), (r, 0, 2 * r, r), (0, r, r, 2 * r), (r, r, 2 * r, 2 * r)]
+    for j, (x0, y0, x1, y1) in enumerate(crops):
+        sample = np.asarray(Image.open(f'{work}/dpg/samples/{key}_{j}.png').convert('RGB'))
+        assert (grid[y0:y1, x0:x1] == sample).all(), (fn, j)
+assert sorted(keys) == ids, (keys, ids)
+print(f'geneval: {len(found)} prompt folders of 4 samples; t2i-compbench: {len(names)} samples; dpg: {len(keys)} grids')
 PY

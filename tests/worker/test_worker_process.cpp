@@ -799,7 +799,7 @@ TEST(WorkerProcess, BadPathsNumbersAndCharactersExit2WithOneLine) {
   write_file(dir.file("flag.json"), "{\"overwrite\": \"yes\"}");
   write_file(dir.file("broken.json"), "{\"steps\": 3,");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{dir.file("adir")}, "is a directory; give a .txt, .jsonl, .csv or .tsv file"},
+      {{dir.file("adir")}, "the prompts folder '" + dir.file("adir") + "' holds no .txt file"},
       {{dir.file("p.txt"), "--out", dir.file("afile")}, "--out '" + dir.file("afile") + "': cannot make it a directory"},
       {{dir.file("p.txt"), "--guidance-scale", "nan"}, "--guidance-scale: expected a finite number"},
       {{dir.file("p.txt"), "--seed", "-3"}, "--seed: expected 0 or more, got -3"},

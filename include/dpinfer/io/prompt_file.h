@@ -78,8 +78,15 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 /// then `#`, one backslash is dropped (`\#tag` is the prompt `#tag`, `\\#tag` is `\#tag`).
 /// Throws InputError naming the file and line for invalid UTF-8, bad JSON, an unknown key
 /// or a bad value; every quoted value is escaped and cut short (util/strings.h).
-/// CSV and TSV files: see parse_prompt_table.
+/// CSV and TSV files: see parse_prompt_table. A directory: see read_prompt_folder.
 std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFileOptions& options);
+
+/// A folder of prompt files, as DPG-Bench publishes its prompts (dpg_bench/prompts/<id>.txt): each
+/// `.txt` file directly in it (in byte order of the names; other files are not read) is one
+/// prompt, its whole text with trailing blanks and newlines dropped, with the file's stem as its
+/// `id`; `line` is the file's place in that order, from 1. Throws InputError naming the file for an
+/// empty one, invalid UTF-8 or a NUL, and the folder when it holds no .txt file.
+std::vector<PromptSpec> read_prompt_folder(const std::string& dir);
 std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin = false);
 
 /// Parses already-read content (see read_prompt_file); `name` is used in messages.

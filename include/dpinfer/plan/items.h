@@ -163,9 +163,13 @@ enum class Layout {
   /// T2I-CompBench (BLIPvqa_eval/BLIP_vqa.py and the other metrics): OUT/samples/<prompt>_<item
   /// index, 6 digits>.png; the scripts take the prompt from the name, before its first '_'.
   kT2iCompBench,
+  /// DPG-Bench (TencentQQGYLab/ELLA, dpg_bench/compute_dpg_bench.py): the 4 images of a prompt in
+  /// OUT/samples/<id>_<j>.png, and their 2x2 grid, which the script crops, in OUT/grids/<id>.png
+  /// (rank 0 makes each grid once its 4 images are there); <id> its line's id, else its 5-digit place.
+  kDpgBench,
 };
 
-/// flat, geneval or t2i-compbench; throws UsageError naming --layout otherwise.
+/// flat, geneval, t2i-compbench or dpg; throws UsageError naming --layout otherwise.
 Layout parse_layout(const std::string& name);
 std::string to_string(Layout layout);
 
@@ -178,6 +182,12 @@ struct OutputLayout {
 
 /// The item's image, relative to --out, in `layout` (the index-based names above for kFlat).
 std::string item_file_name(const Item& item, const OutputLayout& layout);
+
+/// The name DPG-Bench knows item's prompt by: its line's id, else its place, 5 digits.
+std::string dpg_bench_name(const Item& item);
+
+/// Why `name` cannot name a file ("" when it can): empty, '.', '..', a '/' or a NUL, or too long.
+std::string file_name_problem(const std::string& name);
 
 /// Why `prompt` cannot name a T2I-CompBench file ("" when it can): the scripts cut the name at
 /// its first '_', a '/' would make a directory, and a name holds at most 255 bytes.
