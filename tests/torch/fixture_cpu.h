@@ -24,11 +24,12 @@ at::Tensor clip_last_hidden_state(const std::string& fixture);
 at::Tensor cpu_canary();
 
 /// The same with the model in `dtype` (kFloat, kBFloat16 or kHalf; F8_E4M3's values are exact in
-/// each), as cpu_canary.py's cpu_canary(dtype): [1, 77, 32] in `dtype`. The half-precision variants
-/// tell a CPU's bf16 and fp16 kernels, which it picks by its own instructions (oneDNN's AVX512-BF16
-/// and AMX-BF16 dot products, AVX512-FP16): an Intel Xeon with AMX gives the float32 canary of the
-/// machine that recorded most of tests/data bit for bit, and yet rounds bf16 otherwise (up to 8
-/// levels of 255 after a pipeline's steps; issue 25's baseline run). Computed once per dtype.
+/// each), as cpu_canary.py's cpu_canary(dtype): [4, 77, 32] in `dtype` (the golden's four prompts).
+/// The half-precision variants tell a CPU's bf16 and fp16 kernels, which it picks by its own
+/// instructions (oneDNN's AVX512-BF16 and AMX-BF16 dot products, AVX512-FP16): an Intel Xeon with
+/// AMX gives the float32 canary of the machine that recorded most of tests/data bit for bit, and
+/// yet rounds bf16 otherwise (up to 8 levels of 255 after a pipeline's steps; issue 25's baseline
+/// run). Computed once per dtype.
 at::Tensor cpu_canary(at::ScalarType dtype);
 
 /// Whether this CPU computes as the machine that recorded `recorded_canary` (a golden's
