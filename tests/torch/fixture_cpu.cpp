@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "dpinfer/pipeline/hub/weight_files.h"
@@ -33,15 +33,27 @@ at::Tensor clip_last_hidden_state(const std::string& fixture) {
   return model->forward(golden["text.input_ids"]).last_hidden_state.contiguous();
 }
 
-at::Tensor cpu_canary() {
-  static const at::Tensor canary = [] {
-    const int threads = at::get_num_threads();
-    at::set_num_threads(1);
-    at::Tensor t = clip_last_hidden_state("tiny-sd1-te-e4m3");
-    at::set_num_threads(threads);
-    return t;
-  }();
-  return canary;
+at::Tensor cpu_canary() { return cpu_canary(at::kFloat); }
+
+at::Tensor cpu_canary(at::ScalarType dtype) {
+  static std::mutex mutex;
+  static std::map<at::ScalarType, at::Tensor> canaries;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = canaries.find(dtype);
+  if (it != canaries.end()) return it->second;
+  c10::InferenceMode guard;
+  OneThread one;
+  // As cpu_canary.py: the F8_E4M3 weights upcast into the model (exact in float32, bf16 and fp16),
+  // the model in `dtype`, tiny-sd1-te-fp8.golden's token ids.
+  const std::string dir = model_fixture_dir("tiny-sd1-te-e4m3");
+  pipeline::CLIPTextModel model(pipeline::CLIPTextConfig::from_file(dir + "/config.json"),
+                                at::TensorOptions().dtype(dtype));
+  pipeline::load_weights(*model, pipeline::find_weight_files(dir, "").files,
+                         pipeline::find_model_class("CLIPTextModel")->renames, "text_encoder");
+  model->eval();
+  GoldenFile golden(model_fixture_dir(kFp8Golden) + "/text_encoder.safetensors");
+  at::Tensor t = model->forward(golden["text.input_ids"]).last_hidden_state.contiguous();
+  return canaries[dtype] = t;
 }
 
 bool recorded_on_this_cpu(const at::Tensor& recorded_canary) {
@@ -58,24 +70,25 @@ bool recorded_on_this_cpu(const at::Tensor& recorded_canary) {
   return legacy;
 }
 
-bool bf16_as_on_recording_cpu() {
-  static const bool same = [] {
-    std::ifstream cpuinfo("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(cpuinfo, line)) {
-      if (line.rfind("flags", 0) != 0) continue;
-      std::istringstream words(line);
-      for (std::string w; words >> w;)
-        if (w == "avx512_bf16" || w == "amx_bf16") {
-          std::printf("  note: this CPU has %s, which oneDNN's bf16 matmuls use and the machine that recorded "
-                      "tests/data lacked: bf16 goldens are held to the cross-CPU bound here\n", w.c_str());
-          return false;
-        }
-      break;
-    }
-    return recorded_on_this_cpu();
-  }();
-  return same;
+bool half_recorded_on_this_cpu(const std::string& canary_file) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> answers;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = answers.find(canary_file);
+    if (it != answers.end()) return it->second;
+  }
+  GoldenFile recorded(canary_file);
+  std::string differs;
+  for (const auto& [key, dtype] : {std::pair{"cpu_canary", at::kFloat}, std::pair{"cpu_canary_bf16", at::kBFloat16},
+                                   std::pair{"cpu_canary_fp16", at::kHalf}})
+    if (!at::equal(cpu_canary(dtype), recorded[key])) differs += std::string(differs.empty() ? "" : ", ") + key;
+  if (!differs.empty())
+    std::printf("  note: this CPU computes %s otherwise than the machine that recorded %s (cpu_canary.py): its "
+                "half-precision goldens are held to the cross-CPU bound here\n",
+                differs.c_str(), canary_file.c_str());
+  std::lock_guard<std::mutex> lock(mutex);
+  return answers[canary_file] = differs.empty();
 }
 
 void expect_bit_identical_on_recording_cpu(const at::Tensor& actual, const at::Tensor& expected,

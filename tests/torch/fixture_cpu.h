@@ -23,18 +23,25 @@ at::Tensor clip_last_hidden_state(const std::string& fixture);
 /// float32), as tools/fixtures/cpu_canary.py computes it with torch. Computed once.
 at::Tensor cpu_canary();
 
+/// The same with the model in `dtype` (kFloat, kBFloat16 or kHalf; F8_E4M3's values are exact in
+/// each), as cpu_canary.py's cpu_canary(dtype): [4, 77, 32] in `dtype` (the golden's four prompts).
+/// The half-precision variants tell a CPU's bf16 and fp16 kernels, which it picks by its own
+/// instructions (oneDNN's AVX512-BF16 and AMX-BF16 dot products, AVX512-FP16): an Intel Xeon with
+/// AMX gives the float32 canary of the machine that recorded most of tests/data bit for bit, and
+/// yet rounds bf16 otherwise (up to 8 levels of 255 after a pipeline's steps; issue 25's baseline
+/// run). Computed once per dtype.
+at::Tensor cpu_canary(at::ScalarType dtype);
+
 /// Whether this CPU computes as the machine that recorded `recorded_canary` (a golden's
 /// "cpu_canary"); an undefined tensor means the machine that recorded the goldens that have none
 /// (make_fp8_fixtures.py's tiny-sd1-te-e4m3.last_hidden_state). Computed once.
 bool recorded_on_this_cpu(const at::Tensor& recorded_canary = at::Tensor());
 
-/// Whether this CPU's bf16 matrix products round as the recording machine's: it computes float32
-/// as that machine did (recorded_on_this_cpu()) and has none of the bf16 dot-product instructions
-/// (AVX512-BF16, AMX-BF16) that oneDNN uses for bf16 matmuls where a CPU has them, which the
-/// recording machine lacked. An Intel Xeon with AMX matches the float32 canary bit for bit and yet
-/// rounds bf16 otherwise (up to 8 levels of 255 after the steps; issue 25's baseline run). Read
-/// from /proc/cpuinfo's flags; computed once.
-bool bf16_as_on_recording_cpu();
+/// Whether this CPU computes float32, bf16 and fp16 as the machine that recorded the half-precision
+/// goldens beside `canary_file` (make_half_pipelines.py's cpu_canary.safetensors: "cpu_canary",
+/// "cpu_canary_bf16", "cpu_canary_fp16"): all three canaries equal this CPU's, by measurement. Says
+/// so in the output where they do not. Computed once per file.
+bool half_recorded_on_this_cpu(const std::string& canary_file);
 
 /// EXPECTs `actual` and `expected` bit-identical where recorded_on_this_cpu(`recorded_canary`);
 /// elsewhere within the parity bound (model_goldens.h expect_close), saying why.

@@ -1,10 +1,31 @@
 #include "dpinfer/pipeline/nn/layers.h"
 
+#include <vector>
+
 namespace dpinfer::pipeline::nn {
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias, const at::TensorOptions& options) {
   weight = register_parameter("weight", at::empty({out_features, in_features}, options), /*requires_grad=*/false);
   if (with_bias) bias = register_parameter("bias", at::empty({out_features}, options), false);
+}
+
+// Ref: aten/src/ATen/native/Linear.cpp linear and LinearAlgebra.cpp _matmul_impl / should_fold.
+// A contiguous input, or a 2-D one, takes at::linear's fused path (addmm), whatever the weight.
+// A non-contiguous input of 3 or more dims goes through matmul(x, weight.t()), then add_(bias);
+// and matmul folds x into a matrix (x.reshape(-1, in).mm(weight.t()), a copy) when the weight
+// requires grad, as diffusers' and transformers' Parameters do even under torch.no_grad, but
+// runs a bmm over x's batch when it does not (dpinfer's weights, in InferenceMode) and x's batch
+// dims cannot be merged without a copy. The two sum in another order: in fp16 one value in a few
+// hundred differs by an ulp (tiny-sdxl-alt's linear proj_in on Transformer2DModel's permuted
+// [B, H W, C] view, issue 35: 96.98% of an fp16 image identical before, 100% after). So the fold,
+// as diffusers computes it.
+at::Tensor LinearImpl::forward(const at::Tensor& x) const {
+  if (x.dim() < 3 || x.is_contiguous()) return at::linear(x, weight, bias);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight.size(0);
+  at::Tensor out = at::mm(x.reshape({-1, x.size(-1)}), weight.t()).view(shape);  // [..., out]
+  if (bias.defined()) out.add_(bias);
+  return out;
 }
 
 Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,

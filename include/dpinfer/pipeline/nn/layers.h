@@ -19,8 +19,10 @@ namespace dpinfer::pipeline::nn {
 class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, const at::TensorOptions& options);
-  /// [..., in] to [..., out].
-  at::Tensor forward(const at::Tensor& x) const { return at::linear(x, weight, bias); }
+  /// [..., in] to [..., out], computed as torch.nn.functional.linear computes it for diffusers'
+  /// and transformers' modules, whose weights are Parameters that require grad even under no_grad
+  /// (see layers.cpp).
+  at::Tensor forward(const at::Tensor& x) const;
 
   at::Tensor weight, bias;
 };

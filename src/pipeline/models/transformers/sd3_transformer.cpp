@@ -21,11 +21,13 @@ SD3PatchEmbedImpl::SD3PatchEmbedImpl(int64_t in_channels, int64_t dim, int64_t p
                                      const at::TensorOptions& options)
     : patch_size_(patch_size), max_size_(pos_embed_max_size) {
   proj_ = register_module("proj", nn::Conv2d(in_channels, dim, patch_size, patch_size, 0, true, options));
-  // float32 whatever the run dtype: diffusers registers it float32 and from_pretrained(torch_dtype=...)
-  // leaves it so (checked with diffusers 0.36.0, without accelerate, as the goldens are recorded); the
-  // sum with the patches is then float32, rounded once to their dtype.
-  pos_embed_ = register_buffer("pos_embed", at::empty({1, pos_embed_max_size * pos_embed_max_size, dim},
-                                                      options.dtype(at::kFloat)));
+  // In the run dtype, as diffusers as installed by default holds it (issue 35): PatchEmbed registers the
+  // table float32 and persistent, so the checkpoint stores it, and from_pretrained(torch_dtype=...) with
+  // accelerate (low_cpu_mem_usage, the default) casts every checkpoint tensor, buffers too, to torch_dtype
+  // (model_loading_utils.load_model_dict_into_meta). Only without accelerate does load_state_dict copy it
+  // into the float32 buffer (tools/fixtures/audit_half_dtypes.py; the dtype table in tools/fixtures/README.md).
+  // The sum with the patches is then in the run dtype, as PatchEmbed.forward's latent + pos_embed.
+  pos_embed_ = register_buffer("pos_embed", at::empty({1, pos_embed_max_size * pos_embed_max_size, dim}, options));
 }
 
 at::Tensor SD3PatchEmbedImpl::forward(const at::Tensor& latent) {

@@ -24,7 +24,8 @@ namespace dpinfer::pipeline {
 /// diffusers' PatchEmbed as SD3 builds it (pos_embed_max_size set, layer_norm False): proj, a
 /// Conv2d(in, dim, patch, stride patch), then the latent's patches in row-major order plus the
 /// centre crop of the pos_embed buffer [1, M * M, dim] (M = pos_embed_max_size, a persistent
-/// buffer, so read from the checkpoint like a weight; kept in float32 in every run dtype).
+/// buffer, so read from the checkpoint like a weight and cast to the run dtype with it, as
+/// diffusers' default loading path does).
 class SD3PatchEmbedImpl : public torch::nn::Module {
  public:
   SD3PatchEmbedImpl(int64_t in_channels, int64_t dim, int64_t patch_size, int64_t pos_embed_max_size,
