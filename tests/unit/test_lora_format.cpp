@@ -17,6 +17,16 @@ TEST(LoraFormat, FollowsMapLoraKeysDispatch) {
   const std::vector<LoraTensorKey> peft = {{"unet.a.to_q.lora_A.weight", {2, 8}}, {"unet.a.to_q.lora_B.weight", {8, 2}}};
   EXPECT_EQ(lora_format(peft, lora_key_rules("stable-diffusion")), "diffusers / PEFT");
   EXPECT_EQ(lora_format(kohya_unet(768), lora_key_rules("stable-diffusion")), "kohya / A1111");
+  // diffusers' pre-PEFT spellings, which its SD / SDXL loader maps to PEFT's (lora_keys.cpp, peft_spelling).
+  const std::string old_diffusers =
+      "diffusers before PEFT (lora_linear_layer or attention-processor names, which diffusers reads as PEFT's)";
+  const std::vector<LoraTensorKey> linear_layer = {
+      {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_linear_layer.down.weight", {2, 8}},
+      {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_linear_layer.up.weight", {8, 2}}};
+  EXPECT_EQ(lora_format(linear_layer, lora_key_rules("stable-diffusion-xl")), old_diffusers);
+  const std::vector<LoraTensorKey> processor = {{"unet.a.attn1.processor.to_q_lora.down.weight", {2, 8}},
+                                                {"unet.a.attn1.processor.to_q_lora.up.weight", {8, 2}}};
+  EXPECT_EQ(lora_format(processor, lora_key_rules("stable-diffusion")), old_diffusers);
   std::vector<LoraTensorKey> locon = kohya_unet(768);
   locon.push_back({"lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight", {4, 320, 3, 3}});
   EXPECT_EQ(lora_format(locon, lora_key_rules("stable-diffusion")), "kohya / A1111 with 3x3 convolutions (LoCon)");

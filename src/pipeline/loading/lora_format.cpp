@@ -19,6 +19,8 @@ constexpr const char* kOriginalDit = "Qwen-Image / Z-Image original names";
 constexpr const char* kKohya = "kohya / A1111";
 constexpr const char* kLoCon = "kohya / A1111 with 3x3 convolutions (LoCon)";
 constexpr const char* kPeft = "diffusers / PEFT";
+constexpr const char* kOldDiffusers =
+    "diffusers before PEFT (lora_linear_layer or attention-processor names, which diffusers reads as PEFT's)";
 
 bool has(const std::string& s, const char* piece) { return s.find(piece) != std::string::npos; }
 
@@ -146,6 +148,11 @@ std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRule
       any_key(keys, [](const std::string& k) { return !starts_with(k, "transformer."); }))
     return kOriginalDit;
   if (rules.kohya_unet && any_key(keys, is_kohya_name)) return kohya_or_locon(keys);
+  // The spellings peft_spelling() maps, on the SD / SDXL families whose loader reads them.
+  if (rules.kohya_unet && any_key(keys, [](const std::string& k) {
+        return has(k, ".lora_linear_layer.") || has(k, "_lora.down.weight") || has(k, "_lora.up.weight");
+      }))
+    return kOldDiffusers;
   return kPeft;
 }
 
