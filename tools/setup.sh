@@ -75,11 +75,11 @@ PY
   fi
   # The Python readers of the interop tests (tools/readers-requirements.txt): a user's
   # datasets and Pillow must load what dpinfer writes, in CI too.
-  if [ "${DPINFER_SKIP_READERS:-0}" != 1 ] && ! "$venv/bin/python" -c "import datasets, PIL" 2>/dev/null; then
-    say "installing the interop tests' Python readers into $venv (datasets, Pillow)"
+  if [ "${DPINFER_SKIP_READERS:-0}" != 1 ] && ! "$venv/bin/python" -c "import datasets, PIL, webdataset" 2>/dev/null; then
+    say "installing the interop tests' Python readers into $venv (datasets, Pillow, webdataset)"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/tools/readers-requirements.txt" 2>&1 |
       grep -v "^torch .* requires \|dependency resolver does not currently" >&2 || true
-    "$venv/bin/python" -c "import datasets, PIL" ||
+    "$venv/bin/python" -c "import datasets, PIL, webdataset" ||
       { say "ERROR: the readers do not import after installing tools/readers-requirements.txt"; exit 1; }
   fi
 fi

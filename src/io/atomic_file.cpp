@@ -53,6 +53,54 @@ bool is_stale(const std::filesystem::path& p) {
 
 }  // namespace
 
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  namespace fs = std::filesystem;
+  const fs::path target(path_);
+  tmp_ = (target.parent_path() /
+          ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix))
+             .string();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw SystemError("cannot write " + quote(tmp_), errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AtomicFileWriter::write(std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw SystemError("cannot write " + quote(tmp_), errno);
+    done += static_cast<size_t>(n);
+  }
+  size_ += static_cast<int64_t>(bytes.size());
+}
+
+void AtomicFileWriter::sync() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw SystemError("cannot sync " + quote(tmp_), err);
+  }
+  if (::close(fd) != 0) throw SystemError("cannot close " + quote(tmp_), errno);
+}
+
+void AtomicFileWriter::publish() {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw SystemError("cannot rename " + quote(tmp_) + " to " + quote(path_), errno);
+  // The new name on disk too: a published file must survive a crash.
+  const std::string dir = std::filesystem::path(path_).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 bool is_temporary_name(const std::string& file_name) {
   const std::string suffix = kTempSuffix;
   return file_name.size() > suffix.size() + 1 && file_name[0] == '.' &&

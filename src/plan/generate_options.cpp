@@ -125,8 +125,11 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--layout", o.layout,
                  "flat (OUT/000000.png, ...), or the tree a benchmark's evaluation reads: geneval "
                  "(OUT/<prompt line>/samples/<n>.png and the line's metadata.jsonl; implies --keep-fields) or "
-                 "t2i-compbench (OUT/samples/<prompt>_<index>.png) or dpg (OUT/grids/<id>.png, 2x2 grids of "
-                 "OUT/samples/<id>_<j>.png; needs --num-images 4)")
+                 "t2i-compbench (OUT/samples/<prompt>_<index>.png), dpg (OUT/grids/<id>.png, 2x2 grids of "
+                 "OUT/samples/<id>_<j>.png; needs --num-images 4), or webdataset (OUT/<key>.tar shards of image, "
+                 ".txt and .json per item, --shard-size items each)")
+      ->capture_default_str();
+  app.add_option("--shard-size", o.shard_size, "--layout webdataset: items per shard, 1..1000000")
       ->capture_default_str();
   app.add_option("--files-per-dir", o.files_per_dir,
                  "N > 0: item i goes to a numbered subdirectory, OUT/<i / N, 5 digits>/<i, 6 digits>.png "
@@ -269,7 +272,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
-                      {"files_per_dir", files_per_dir}, {"layout", layout},
+                      {"files_per_dir", files_per_dir}, {"layout", layout}, {"shard_size", shard_size},
                       {"config", config}, {"prompt_column", prompt_column}, {"keep_fields", keep_fields}};
   j["steps"] = steps ? nlohmann::json(*steps) : nlohmann::json();
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
@@ -399,6 +402,11 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.webp_quality < 0 || o.webp_quality > 100)
     throw UsageError("--webp-quality: expected 0..100, got " + std::to_string(o.webp_quality));
   const Layout layout = parse_layout(o.layout);
+  if (layout == Layout::kWebDataset && o.overwrite)
+    throw UsageError("--overwrite: a WebDataset shard is not rewritten in place, and a remade item would then be in two "
+                     "shards; give another --out");
+  if (o.shard_size < 1 || o.shard_size > 1000000)
+    throw UsageError("--shard-size: expected 1..1000000 items per shard, got " + std::to_string(o.shard_size));
   if (layout != Layout::kFlat && o.files_per_dir != 0)
     throw UsageError("--files-per-dir: the " + o.layout + " layout names its own directories; drop --files-per-dir");
   if (layout == Layout::kGeneval && o.image_format != "png")

@@ -155,7 +155,8 @@ Layout parse_layout(const std::string& name) {
   if (name == "geneval") return Layout::kGeneval;
   if (name == "t2i-compbench") return Layout::kT2iCompBench;
   if (name == "dpg") return Layout::kDpgBench;
-  throw UsageError("--layout: expected flat, geneval, t2i-compbench or dpg, got " + quote(name, 60));
+  if (name == "webdataset") return Layout::kWebDataset;
+  throw UsageError("--layout: expected flat, geneval, t2i-compbench, dpg or webdataset, got " + quote(name, 60));
 }
 
 std::string to_string(Layout layout) {
@@ -163,6 +164,7 @@ std::string to_string(Layout layout) {
     case Layout::kGeneval: return "geneval";
     case Layout::kT2iCompBench: return "t2i-compbench";
     case Layout::kDpgBench: return "dpg";
+    case Layout::kWebDataset: return "webdataset";
     default: return "flat";
   }
 }
@@ -180,6 +182,9 @@ std::string item_file_name(const Item& item, const OutputLayout& layout) {
       return "samples/" + item.prompt + buf;
     case Layout::kDpgBench:
       return "samples/" + dpg_bench_name(item) + "_" + std::to_string(item.image) + "." + extension;
+    case Layout::kWebDataset:
+      std::snprintf(buf, sizeof buf, "%09lld.%s", static_cast<long long>(item.index), extension.c_str());
+      return buf;
     default:
       return item_file_name(item.index, layout.format, layout.files_per_dir);
   }

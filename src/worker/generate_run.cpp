@@ -24,6 +24,7 @@
 #include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/devices.h"
 #include "dpinfer/worker/dpg_grids.h"
+#include "dpinfer/worker/shard_writer.h"
 #include "dpinfer/worker/image_metadata.h"
 #include "dpinfer/worker/stop_signals.h"
 
@@ -168,6 +169,8 @@ int GenerateRun::run() {
   const std::string manifest_name =
       manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
   manifest_ = std::make_unique<io::ManifestWriter>((fs::path(o_.out) / manifest_name).string());
+  if (layout_.layout == plan::Layout::kWebDataset)
+    shards_ = std::make_unique<ShardWriter>(o_.out, o_.shard_size, *manifest_, rank_.rank);
   if (rank_.rank == 0) write_run_json(info, shard, nullptr);
 
   group_->barrier("model-loaded");
@@ -561,13 +564,18 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
     io::write_file_atomically((fs::path(o_.out) / dir / "metadata.jsonl").string(),
                               line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
-  io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;
   rec["status"] = "ok";
   rec["finished_at"] = wall_seconds();
-  manifest_->append(rec);
+  if (shards_) {
+    // Into the rank's open shard; its record reaches the manifest when the shard is published.
+    shards_->add(rec, file_name.substr(file_name.rfind('.') + 1), file, it.prompt);
+  } else {
+    io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
+    manifest_->append(rec);
+  }
   ++stats_.generated;
   failures_in_a_row_ = 0;
   int64_t done = count_in_group("done-items", 1);
@@ -613,6 +621,9 @@ void GenerateRun::finish_writing(bool rethrow) {
   if (dropped)
     log::warn("rank {}: stopped with {} item(s) not yet written after --stop-timeout {}; the next run makes them",
               rank_.rank, dropped, o_.stop_timeout_s);
+  // The open shard, with what the writer finished (a failed writer's error stops the run instead,
+  // and the shard's items are made again by the next run).
+  if (shards_ && !writer_->failed()) shards_->commit();
   if (first_batch_) {
     // The denoiser's idle share: of the time from the first batch to the last record,
     // what was not spent in TextToImage::generate() (waiting for the writer, batching,

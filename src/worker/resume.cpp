@@ -49,9 +49,15 @@ std::string stem_path(const std::string& file_name) { return file_name.substr(0,
 
 bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
                           const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank) {
-  const std::string file_name = plan::item_file_name(item, layout_);
   auto found = earlier().items.find(item.index);
   const bool recorded = found != earlier().items.end() && found->second.state == io::ItemState::kDone;
+  // A WebDataset item is made when its record names a shard that is there (shard_writer.h); a
+  // record of a loose file is another layout's.
+  std::string file_name = plan::item_file_name(item, layout_);
+  if (layout_.layout == plan::Layout::kWebDataset && recorded) {
+    const std::string shard = recorded_file_name(found->second.record);
+    if (ends_with(shard, ".tar")) file_name = shard;
+  }
   // Made under another layout (the other --image-format, another --files-per-dir)? Only a record
   // naming that file says so: the manifests (read once), not a stat() per layout of every item.
   if (recorded) {
@@ -98,6 +104,7 @@ InputError Resume::made_in_another_layout(const plan::Item& item, const io::Mani
       return t2i ? plan::Layout::kT2iCompBench : plan::Layout::kDpgBench;
     }
     if (name.find("/samples/") != std::string::npos) return plan::Layout::kGeneval;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tar") == 0) return plan::Layout::kWebDataset;
     return plan::Layout::kFlat;
   };
   const plan::Layout recorded_layout = layout_of(recorded);

@@ -58,7 +58,7 @@ TEST(Layouts, APromptThatCannotNameAT2iCompBenchFileIsSaidWhy) {
 
 TEST(Layouts, OptionsThatDoNotGoTogetherAreRefused) {
   EXPECT_EQ(usage_error({"p.txt", "--layout", "drawbench"}),
-            "--layout: expected flat, geneval, t2i-compbench or dpg, got 'drawbench'");
+            "--layout: expected flat, geneval, t2i-compbench, dpg or webdataset, got 'drawbench'");
   EXPECT_EQ(usage_error({"p.txt", "--layout", "dpg", "--image-format", "webp"}),
             "--image-format webp: --layout dpg composes its grids from PNGs; drop --image-format with --layout dpg");
   EXPECT_EQ(usage_error({"p.txt", "--layout", "geneval", "--files-per-dir", "10"}),
@@ -67,6 +67,11 @@ TEST(Layouts, OptionsThatDoNotGoTogetherAreRefused) {
             "--image-format jpeg: GenEval's evaluate_images.py reads only <n>.png files; drop --image-format with "
             "--layout geneval");
   EXPECT_EQ(usage_error({"p.txt", "--layout", "t2i-compbench", "--image-format", "webp"}), "(no error)");
+  EXPECT_EQ(usage_error({"p.txt", "--layout", "webdataset", "--overwrite"}),
+            "--overwrite: a WebDataset shard is not rewritten in place, and a remade item would then be in two shards; "
+            "give another --out");
+  EXPECT_EQ(usage_error({"p.txt", "--layout", "webdataset", "--shard-size", "0"}),
+            "--shard-size: expected 1..1000000 items per shard, got 0");
   // GenEval's metadata lines carry fields dpinfer does not know: its layout keeps them.
   EXPECT_TRUE(plan::prompt_file_options(plan::parse_generate_args({"p.jsonl", "--layout", "geneval"})).keep_fields);
   EXPECT_FALSE(plan::prompt_file_options(plan::parse_generate_args({"p.jsonl"})).keep_fields);

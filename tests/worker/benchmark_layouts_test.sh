@@ -14,11 +14,8 @@ set -euo pipefail
 dpinfer="$1"
 worker="$2"
 root="$3"
-py="${DPINFER_VENV:-$root/.venv}/bin/python"
-if ! "$py" -c "import numpy, PIL" 2>/dev/null; then
-  echo "no numpy/Pillow in the project venv ${py%/bin/python}: run tools/setup.sh (tools/readers-requirements.txt)"
-  exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/readers_python.sh"
+readers_python "$root" numpy,PIL
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # GenEval's prompts/evaluation_metadata.jsonl, as published: tag, include (exclude), prompt.

@@ -8,11 +8,8 @@
 set -euo pipefail
 worker="$1"
 root="$2"
-py="${DPINFER_VENV:-$root/.venv}/bin/python"
-if ! "$py" -c "import pandas" 2>/dev/null; then
-  echo "no pandas in the project venv ${py%/bin/python}: run tools/setup.sh, which installs tools/readers-requirements.txt"
-  exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/readers_python.sh"
+readers_python "$root" pandas
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$py" - "$work" <<'PY'

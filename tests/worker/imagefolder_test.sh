@@ -7,11 +7,8 @@
 set -euo pipefail
 worker="$1"
 root="$2"
-py="${DPINFER_VENV:-$root/.venv}/bin/python"
-if ! "$py" -c "import datasets" 2>/dev/null; then
-  echo "no datasets in the project venv ${py%/bin/python}: run tools/setup.sh, which installs tools/readers-requirements.txt"
-  exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/readers_python.sh"
+readers_python "$root" datasets
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 printf '%s\n' '{"prompt": "a red circle", "num_images": 2}' '{"prompt": "a blue square", "seed": 7}' \

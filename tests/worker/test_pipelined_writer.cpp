@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "support/png_reader.h"
+#include "support/run_outputs.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -22,12 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
-
-std::string prompts_txt(int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
-  return s;
-}
 
 std::vector<std::string> generate_argv(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {kWorker, "generate"};
@@ -43,17 +38,6 @@ size_t png_count(const std::string& dir) {
   size_t n = 0;
   for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ".png";
   return n;
-}
-
-/// How often each index appears among the "ok" records of all manifests.
-std::map<int, int> ok_counts(const std::string& dir) {
-  std::map<int, int> counts;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("manifest", 0) != 0) continue;
-    for (const auto& rec : read_jsonl(e.path().string()))
-      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
-  }
-  return counts;
 }
 
 /// Every item of `n` made once: one "ok" record each, its PNG there and whole, no
@@ -89,7 +73,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST(PipelinedWriter, KillMinus9WhileTheQueueIsFullThenResumeMakesEveryItemExactlyOnce) {
   TempDir dir;
   const int n = 40;
-  write_file(dir.file("p.txt"), prompts_txt(n));
+  write_file(dir.file("p.txt"), numbered_prompts(n));
   const std::string out = dir.file("out");
   const auto args = with({dir.file("p.txt"), "--out", out, "--write-queue", "4", "-v"}, kBigImages);
   {
@@ -112,7 +96,7 @@ TEST(PipelinedWriter, KillMinus9WhileTheQueueIsFullThenResumeMakesEveryItemExact
 TEST(PipelinedWriter, SigtermWritesTheQueuedImagesThenExits143) {
   TempDir dir;
   const int n = 40;
-  write_file(dir.file("p.txt"), prompts_txt(n));
+  write_file(dir.file("p.txt"), numbered_prompts(n));
   const std::string out = dir.file("out");
   const auto args = with({dir.file("p.txt"), "--out", out, "--write-queue", "6", "-v"}, kBigImages);
   Child worker(generate_argv(args), {{"CUDA_VISIBLE_DEVICES", ""}});
@@ -145,7 +129,7 @@ TEST(PipelinedWriter, SigtermWritesTheQueuedImagesThenExits143) {
 TEST(PipelinedWriter, SigtermWithStopTimeout0LeavesTheQueuedImagesToTheNextRun) {
   TempDir dir;
   const int n = 40;
-  write_file(dir.file("p.txt"), prompts_txt(n));
+  write_file(dir.file("p.txt"), numbered_prompts(n));
   const std::string out = dir.file("out");
   const auto args = with({dir.file("p.txt"), "--out", out, "--write-queue", "8", "-v"}, kBigImages);
   Child worker(generate_argv(with(args, {"--stop-timeout", "0"})), {{"CUDA_VISIBLE_DEVICES", ""}});
@@ -166,7 +150,7 @@ TEST(PipelinedWriter, SigtermWithStopTimeout0LeavesTheQueuedImagesToTheNextRun) 
 // recorded with the same error and the same exit status (3) as in the serial loop.
 TEST(PipelinedWriter, AWriteErrorOnTheWriterThreadIsRecordedAsInTheSerialLoop) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(6));
+  write_file(dir.file("p.txt"), numbered_prompts(6));
   std::map<std::string, std::string> failure;
   for (const std::string queue : {"0", "4"}) {
     const std::string out = dir.file("out" + queue);
@@ -190,7 +174,7 @@ TEST(PipelinedWriter, AWriteErrorOnTheWriterThreadIsRecordedAsInTheSerialLoop) {
 // and message; nothing is recorded as failed, and nothing after the first ENOSPC is tried.
 TEST(PipelinedWriter, AFullDiskOnTheWriterThreadStopsTheRunAsInTheSerialLoop) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(20));
+  write_file(dir.file("p.txt"), numbered_prompts(20));
   for (const std::string queue : {"0", "8"}) {
     const std::string out = dir.file("out" + queue);
     // 256x256 random pixels: about 197 KB a PNG, so two fit in 400k.
@@ -214,7 +198,7 @@ TEST(PipelinedWriter, AFullDiskOnTheWriterThreadStopsTheRunAsInTheSerialLoop) {
 // records but for their timings, with and without it.
 TEST(PipelinedWriter, TheSameFilesAndRecordsWithAndWithoutTheWriterThread) {
   TempDir dir;
-  std::string prompts = prompts_txt(10);
+  std::string prompts = numbered_prompts(10);
   prompts += "a NAN-ITEM here\nthis FAIL-ITEM too\n";
   write_file(dir.file("p.txt"), prompts);
   std::map<std::string, std::vector<nlohmann::json>> rows;

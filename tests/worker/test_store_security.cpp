@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "support/png_reader.h"
+#include "support/run_outputs.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -31,12 +32,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
-
-std::string prompts_txt(int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
-  return s;
-}
 
 std::vector<std::string> launch_argv(int port, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--master-port",
@@ -74,26 +69,6 @@ std::vector<std::string> listeners_on(int port) {
   return out;
 }
 
-/// Every PNG under `dir`, by name, as decoded pixels.
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().extension() == ".png")
-      out[e.path().lexically_relative(dir).generic_string()] = read_png(e.path().string()).pixels;
-  return out;
-}
-
-/// How often each item index has an "ok" record in the run's manifests.
-std::map<int, int> ok_counts(const std::string& dir) {
-  std::map<int, int> counts;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("manifest", 0) != 0) continue;
-    for (const auto& rec : read_jsonl(e.path().string()))
-      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
-  }
-  return counts;
-}
-
 /// A non-loopback IPv4 address of this host, if it has one.
 std::optional<std::string> own_ipv4_address() {
   ifaddrs* list = nullptr;
@@ -125,7 +100,7 @@ std::string proc_net_spelling(const std::string& ipv4) {
 // and the run's token in the workers' environment (no token file left in --out).
 TEST(StoreSecurity, ASingleNodeRunsStoreListensOnTheLoopbackOnly) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(30));
+  write_file(dir.file("p.txt"), numbered_prompts(30));
   const int port = free_port();
   Child launcher(launch_argv(port, {dir.file("p.txt"), "--out", dir.file("out")}),
                  {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}});
@@ -143,7 +118,7 @@ TEST(StoreSecurity, ASingleNodeRunsStoreListensOnTheLoopbackOnly) {
 // through --out: one file, mode 0600, made once, which a rerun (a requeue) reads again.
 TEST(StoreSecurity, RanksWithoutALauncherShareATokenFileOnlyTheirUserCanRead) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(6));
+  write_file(dir.file("p.txt"), numbered_prompts(6));
   const int port = free_port();
   const std::vector<std::string> argv = {kWorker, "generate", dir.file("p.txt"), "--out", dir.file("out")};
   Child rank0(argv, rank_env(0, 2, 2, "127.0.0.1", port));
@@ -211,7 +186,7 @@ TEST(StoreSecurity, AMultiNodeRunsStoreListensOnMasterAddrsInterface) {
 // the barriers during a run: the run makes every item once, as without it.
 TEST(StoreSecurity, AForeignClientWithoutTheTokenChangesNothing) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(40));
+  write_file(dir.file("p.txt"), numbered_prompts(40));
   const std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}};
   const std::vector<std::string> dynamic = {"--shard-mode", "dynamic", "--batch-size", "2"};
   auto args = [&](const std::string& out) {
@@ -237,7 +212,7 @@ TEST(StoreSecurity, AForeignClientWithoutTheTokenChangesNothing) {
   const std::map<int, int> counts = ok_counts(dir.file("attacked"));
   ASSERT_EQ(counts.size(), 40u) << attacked.err;
   for (const auto& [index, n] : counts) EXPECT_EQ(n, 1) << "item " << index;
-  EXPECT_EQ(images(dir.file("attacked")), images(dir.file("reference")));
+  EXPECT_EQ(png_pixels(dir.file("attacked")), png_pixels(dir.file("reference")));
 }
 
 // A rank of another token (another run on the same port, or a mistyped

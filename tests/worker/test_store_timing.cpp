@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "support/png_reader.h"
+#include "support/run_outputs.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -26,35 +27,11 @@ namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
-std::string prompts_txt(int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
-  return s;
-}
-
 std::vector<std::string> launch_argv(int port, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--master-port",
                                    std::to_string(port), "--", kWorker, "generate"};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
-}
-
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().extension() == ".png")
-      out[e.path().lexically_relative(dir).generic_string()] = read_png(e.path().string()).pixels;
-  return out;
-}
-
-std::map<int, int> ok_counts(const std::string& dir) {
-  std::map<int, int> counts;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("manifest", 0) != 0) continue;
-    for (const auto& rec : read_jsonl(e.path().string()))
-      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
-  }
-  return counts;
 }
 
 }  // namespace
@@ -63,7 +40,7 @@ std::map<int, int> ok_counts(const std::string& dir) {
 // during a run: it makes every item once, the same images, within 10% of its time.
 TEST(StoreTiming, GarbageAndHalfOpenConnectionsLeaveTheRunUnharmed) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(60));
+  write_file(dir.file("p.txt"), numbered_prompts(60));
   const std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}};
   auto unattacked = [&](const std::string& out) {
     RunResult r = run(launch_argv(free_port(), {dir.file("p.txt"), "--out", dir.file(out)}), env, 120s);
@@ -126,7 +103,7 @@ TEST(StoreTiming, GarbageAndHalfOpenConnectionsLeaveTheRunUnharmed) {
   const std::map<int, int> counts = ok_counts(dir.file("attacked"));
   ASSERT_EQ(counts.size(), 60u);
   for (const auto& [index, n] : counts) EXPECT_EQ(n, 1) << "item " << index;
-  EXPECT_EQ(images(dir.file("attacked")), images(dir.file("before")));
+  EXPECT_EQ(png_pixels(dir.file("attacked")), png_pixels(dir.file("before")));
   std::cout << "attacked " << attacked.seconds << " s (" << garbage_sent.load() << " garbage connections), unattacked "
             << before << " s and " << after << " s\n";
   // Against the slower of the two unattacked runs around it: the machine's own drift is

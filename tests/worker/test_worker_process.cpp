@@ -20,6 +20,7 @@
 #include "support/imagefolder.h"
 #include "support/jpeg_reader.h"
 #include "support/png_reader.h"
+#include "support/run_outputs.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -30,12 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
-
-std::string prompts_txt(int n) {
-  std::string s;
-  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
-  return s;
-}
 
 RunResult generate(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
   std::vector<std::string> argv = {kWorker, "generate"};
@@ -52,16 +47,6 @@ RunResult launch_generate(int nproc, const std::vector<std::string>& args, std::
   return run(argv, env, 120s);
 }
 
-/// Every PNG of `dir` and its subdirectories (--files-per-dir), by path relative to `dir`, as
-/// decoded pixels.
-std::map<std::string, std::vector<uint8_t>> images(const std::string& dir) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().extension() == ".png")
-      out[e.path().lexically_relative(dir).generic_string()] = read_png(e.path().string()).pixels;
-  return out;
-}
-
 /// Every file under `dir` (its subdirectories too), relative to it.
 std::set<std::string> files_under(const std::string& dir) {
   std::set<std::string> out;
@@ -70,23 +55,11 @@ std::set<std::string> files_under(const std::string& dir) {
   return out;
 }
 
-/// How often each index appears among the "ok" records of all manifests.
-std::map<int, int> ok_counts(const std::string& dir) {
-  std::map<int, int> counts;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("manifest", 0) != 0) continue;
-    for (const auto& rec : read_jsonl(e.path().string()))
-      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
-  }
-  return counts;
-}
-
 }  // namespace
 
 TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(5));
+  write_file(dir.file("p.txt"), numbered_prompts(5));
   RunResult r = generate({dir.file("p.txt"), "--out", dir.file("out"), "--seed", "100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto meta = read_jsonl(dir.file("out/metadata.jsonl"));
@@ -167,7 +140,7 @@ TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
              "{\"prompt\": \"c\", \"width\": 24, \"height\": 16}\n{\"prompt\": \"d\", \"steps\": 2}\n"
              "{\"prompt\": \"e\"}\n{\"prompt\": \"f\", \"num_images\": 4}\n");
   ASSERT_EQ(generate({dir.file("p.jsonl"), "--out", dir.file("one")}).exit_code, 0);
-  auto reference = images(dir.file("one"));
+  auto reference = png_pixels(dir.file("one"));
   ASSERT_EQ(reference.size(), 12u);
   int run_id = 0;
   for (const char* mode : {"contiguous", "strided", "dynamic"}) {
@@ -175,7 +148,7 @@ TEST(WorkerProcess, ImagesDoNotDependOnWorldSizeShardModeOrBatchSize) {
       std::string out = dir.file("run" + std::to_string(run_id++));
       RunResult r = launch_generate(3, {dir.file("p.jsonl"), "--out", out, "--shard-mode", mode, "--batch-size", batch});
       ASSERT_EQ(r.exit_code, 0) << mode << " " << batch << ": " << r.err;
-      EXPECT_EQ(images(out), reference) << mode << " batch " << batch;
+      EXPECT_EQ(png_pixels(out), reference) << mode << " batch " << batch;
       auto counts = ok_counts(out);
       ASSERT_EQ(counts.size(), 12u) << mode;
       for (auto [index, n] : counts) EXPECT_EQ(n, 1) << "item " << index << " generated once in " << mode;
@@ -216,7 +189,7 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
     return args;
   };
   ASSERT_EQ(generate(with({}, dir.file("one")), {{"DPINFER_FAKE_BATCH_LOG", dir.file("one.log")}}).exit_code, 0);
-  const auto reference_images = images(dir.file("one"));
+  const auto reference_images = png_pixels(dir.file("one"));
   const std::multiset<std::string> reference = logged_batches(dir.file("one.log"));
   ASSERT_EQ(reference_images.size(), 12u);
   // 3 items of a, then b alone (its group has 4), c alone, then d,d,e | f,f,f | f.
@@ -230,7 +203,7 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
     RunResult r = launch_generate(nproc, with({"--shard-mode", mode}, out), {{"DPINFER_FAKE_BATCH_LOG", log}});
     ASSERT_EQ(r.exit_code, 0) << nproc << " " << mode << ": " << r.err;
     EXPECT_EQ(logged_batches(log), reference) << nproc << " ranks, " << mode;
-    EXPECT_EQ(images(out), reference_images) << nproc << " ranks, " << mode;
+    EXPECT_EQ(png_pixels(out), reference_images) << nproc << " ranks, " << mode;
   }
   // Outer shards: each a run of whole batches (3 shards of 6 batches: 2 each).
   for (int i = 0; i < 3; ++i)
@@ -239,7 +212,7 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
                   .exit_code,
               0);
   EXPECT_EQ(logged_batches(dir.file("shards.log")), reference);
-  EXPECT_EQ(images(dir.file("shards")), reference_images);
+  EXPECT_EQ(png_pixels(dir.file("shards")), reference_images);
   RunResult status = run({dpinfer_binary(), "status", dir.file("shards"), "--shard", "1/3"}, {}, 60s);
   EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
   EXPECT_NE(status.out.find("total: 4/4 done"), std::string::npos) << status.out;  // b, c | d,d,e
@@ -247,7 +220,7 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
   // Killed by SIGKILL mid-run on 2 ranks, resumed on 3: every batch the resume makes is one of the
   // reference batches, whole, and each item is written once.
   const int n = 30;
-  write_file(dir.file("long.txt"), prompts_txt(n));
+  write_file(dir.file("long.txt"), numbered_prompts(n));
   const std::string out = dir.file("killed");
   const std::vector<std::string> args = {dir.file("long.txt"), "--out", out, "--batch-size", "4", "--shard-mode",
                                          "dynamic"};
@@ -261,11 +234,11 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
     argv.insert(argv.end(), args.begin(), args.end());
     Child launcher(argv, {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"},
                           {"DPINFER_FAKE_BATCH_LOG", dir.file("killed-first.log")}});
-    ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 6; }, 60s)) << launcher.err_so_far();
+    ASSERT_TRUE(wait_until([&] { return fs::exists(out) && png_pixels(out).size() >= 6; }, 60s)) << launcher.err_so_far();
     launcher.signal(SIGKILL);
     launcher.wait(10s);
   }
-  const size_t before = images(out).size();
+  const size_t before = png_pixels(out).size();
   EXPECT_LT(before, static_cast<size_t>(n)) << "the kill came mid-run";
   std::this_thread::sleep_for(300ms);  // the keepers SIGKILL the workers
   std::vector<std::string> resume = args;
@@ -277,7 +250,7 @@ TEST(WorkerProcess, AnItemsBatchMatesDoNotDependOnWorldSizeModeShardsOrRestarts)
   for (const std::string& batch : resumed) EXPECT_EQ(long_reference.count(batch), 1u) << "not a batch of the plan: " << batch;
   for (const std::string& batch : logged_batches(dir.file("killed-first.log")))
     EXPECT_EQ(long_reference.count(batch), 1u) << batch;
-  EXPECT_EQ(images(out), images(dir.file("long-one")));
+  EXPECT_EQ(png_pixels(out), png_pixels(dir.file("long-one")));
   auto counts = ok_counts(out);
   ASSERT_EQ(counts.size(), static_cast<size_t>(n));
   for (auto [index, c] : counts) EXPECT_EQ(c, 1) << "item " << index << " recorded once";
@@ -294,7 +267,7 @@ TEST(WorkerProcess, NumImagesGivesEachLineThatSetsNoneItsImages) {
   RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", dir.file("txt"), "--seed", "5", "--num-images", "3",
                                     "--batch-size", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(images(dir.file("txt")), images(dir.file("jsonl")));
+  EXPECT_EQ(png_pixels(dir.file("txt")), png_pixels(dir.file("jsonl")));
   const auto rows = read_jsonl(dir.file("txt/metadata.jsonl"));
   ASSERT_EQ(rows.size(), 6u);
   for (int i = 0; i < 6; ++i) {
@@ -323,7 +296,7 @@ TEST(WorkerProcess, NumImagesGivesEachLineThatSetsNoneItsImages) {
   ASSERT_EQ(generate({dir.file("m.jsonl"), "--out", dir.file("mixed"), "--config", dir.file("c.json")}).exit_code, 0);
   EXPECT_EQ(read_jsonl(dir.file("mixed/metadata.jsonl")).size(), 3u);
   ASSERT_EQ(generate({dir.file("m.jsonl"), "--out", dir.file("alias"), "--num-images-per-prompt", "2"}).exit_code, 0);
-  EXPECT_EQ(images(dir.file("alias")), images(dir.file("mixed")));
+  EXPECT_EQ(png_pixels(dir.file("alias")), png_pixels(dir.file("mixed")));
 
   for (const char* bad : {"0", "100001"}) {
     RunResult b = generate({dir.file("p.txt"), "--out", dir.file("bad"), "--num-images", bad});
@@ -334,7 +307,7 @@ TEST(WorkerProcess, NumImagesGivesEachLineThatSetsNoneItsImages) {
 
 TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(4));
+  write_file(dir.file("p.txt"), numbered_prompts(4));
   ASSERT_EQ(generate({dir.file("p.txt"), "--out", dir.file("out")}).exit_code, 0);
   RunResult again = generate({dir.file("p.txt"), "--out", dir.file("out")});
   EXPECT_EQ(again.exit_code, 0);
@@ -350,7 +323,7 @@ TEST(WorkerProcess, ResumeSkipsFinishedItemsAndOverwriteRedoesThem) {
 // records: resume makes it again, so that metadata.jsonl gets its row.
 TEST(WorkerProcess, APngThatNoManifestRecordsIsMadeAgain) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(4));
+  write_file(dir.file("p.txt"), numbered_prompts(4));
   std::string out = dir.file("out");
   ASSERT_EQ(generate({dir.file("p.txt"), "--out", out}).exit_code, 0);
   std::string kept;
@@ -371,7 +344,7 @@ TEST(WorkerProcess, APngThatNoManifestRecordsIsMadeAgain) {
 // steps, ...) would mix the two silently: it is bad input, unless --overwrite.
 TEST(WorkerProcess, ResumingWithOtherOptionsIsRefusedUnlessOverwrite) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(3));
+  write_file(dir.file("p.txt"), numbered_prompts(3));
   std::string out = dir.file("out");
   ASSERT_EQ(generate({dir.file("p.txt"), "--out", out}).exit_code, 0);
   RunResult seed = generate({dir.file("p.txt"), "--out", out, "--seed", "7"});
@@ -394,7 +367,7 @@ namespace {
 void kill_minus_9_then_resume(const std::vector<std::string>& layout) {
   TempDir dir;
   const int n = 30;
-  write_file(dir.file("p.txt"), prompts_txt(n));
+  write_file(dir.file("p.txt"), numbered_prompts(n));
   std::string out = dir.file("out");
   std::vector<std::string> args = {dir.file("p.txt"), "--out", out, "--shard-mode", "dynamic"};
   args.insert(args.end(), layout.begin(), layout.end());
@@ -402,11 +375,11 @@ void kill_minus_9_then_resume(const std::vector<std::string>& layout) {
     std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate"};
     argv.insert(argv.end(), args.begin(), args.end());
     Child launcher(argv, {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
-    ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 6; }, 60s)) << launcher.err_so_far();
+    ASSERT_TRUE(wait_until([&] { return fs::exists(out) && png_pixels(out).size() >= 6; }, 60s)) << launcher.err_so_far();
     launcher.signal(SIGKILL);
     launcher.wait(10s);
   }
-  size_t before = images(out).size();
+  size_t before = png_pixels(out).size();
   EXPECT_LT(before, static_cast<size_t>(n)) << "the kill came mid-run";
   // The keepers SIGKILL the workers; give them a moment to go.
   std::this_thread::sleep_for(300ms);
@@ -415,7 +388,7 @@ void kill_minus_9_then_resume(const std::vector<std::string>& layout) {
   auto counts = ok_counts(out);
   ASSERT_EQ(counts.size(), static_cast<size_t>(n));
   for (auto [index, c] : counts) EXPECT_EQ(c, 1) << "item " << index;
-  EXPECT_EQ(images(out).size(), static_cast<size_t>(n));
+  EXPECT_EQ(png_pixels(out).size(), static_cast<size_t>(n));
   for (const std::string& f : files_under(out)) EXPECT_EQ(f.find(".dpinfer-tmp"), std::string::npos) << f;
   auto meta = read_jsonl(out + "/metadata.jsonl");
   ASSERT_EQ(meta.size(), static_cast<size_t>(n));
@@ -432,7 +405,7 @@ TEST(WorkerProcess, KillMinus9MidRunThenResumeWithFilesPerDir) { kill_minus_9_th
 // flat layout; a resume with another N, or flat, is refused (the directory would hold both).
 TEST(WorkerProcess, FilesPerDirWritesNumberedSubdirectoriesAndResumesOnlyInTheirLayout) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(10));
+  write_file(dir.file("p.txt"), numbered_prompts(10));
   const std::string out = dir.file("out");
   const std::vector<std::string> base = {dir.file("p.txt"), "--out", out};
   const auto with = [&](std::vector<std::string> extra) {
@@ -464,14 +437,14 @@ TEST(WorkerProcess, FilesPerDirWritesNumberedSubdirectoriesAndResumesOnlyInTheir
   // Records and metadata.jsonl (sorted by index) name the relative paths; the pixels are the flat run's.
   auto meta = read_jsonl(out + "/metadata.jsonl");
   ASSERT_EQ(meta.size(), 10u);
-  const auto flat_images = images(dir.file("flat"));
+  const auto flat_images = png_pixels(dir.file("flat"));
   for (int i = 0; i < 10; ++i) {
     char name[32];
     std::snprintf(name, sizeof name, "%05d/%06d.png", i / 3, i);
     EXPECT_EQ(meta[i]["index"], i);
     EXPECT_EQ(meta[i]["file_name"], name);
     EXPECT_EQ(nlohmann::json::parse(read_png(out + "/" + name).texts["dpinfer"])["file_name"], name);
-    EXPECT_EQ(images(out).at(name), flat_images.at(std::string(name).substr(6))) << name;
+    EXPECT_EQ(png_pixels(out).at(name), flat_images.at(std::string(name).substr(6))) << name;
   }
   EXPECT_EQ(nlohmann::json::parse(read_file(out + "/run.json"))["options"]["files_per_dir"], 3);
   RunResult status = run({dpinfer_binary(), "status", out, "--prompts", dir.file("p.txt")});
@@ -526,7 +499,7 @@ TEST(WorkerProcess, FilesPerDirWritesNumberedSubdirectoriesAndResumesOnlyInTheir
   meta = read_jsonl(out + "/metadata.jsonl");
   ASSERT_EQ(meta.size(), 10u);
   EXPECT_EQ(meta[9]["file_name"], "00002/000009.png");
-  EXPECT_EQ(images(out).at("00002/000009.png"), flat_images.at("000009.png"));
+  EXPECT_EQ(png_pixels(out).at("00002/000009.png"), flat_images.at("000009.png"));
   fs::remove(out + "/00002/000009.png");
   RunResult merge = run({dpinfer_binary(), "merge", out});
   EXPECT_EQ(merge.exit_code, 0) << merge.err;
@@ -537,22 +510,22 @@ TEST(WorkerProcess, FilesPerDirWritesNumberedSubdirectoriesAndResumesOnlyInTheir
 
 TEST(WorkerProcess, SigtermStopsAfterTheBatchWith143AndTheRunResumes) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(40));
+  write_file(dir.file("p.txt"), numbered_prompts(40));
   std::string out = dir.file("out");
   Child worker({kWorker, "generate", dir.file("p.txt"), "--out", out},
                {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}});
-  ASSERT_TRUE(wait_until([&] { return fs::exists(out) && images(out).size() >= 3; }, 60s)) << worker.err_so_far();
+  ASSERT_TRUE(wait_until([&] { return fs::exists(out) && png_pixels(out).size() >= 3; }, 60s)) << worker.err_so_far();
   auto t0 = std::chrono::steady_clock::now();
   worker.signal(SIGTERM);
   RunResult r = worker.wait(30s);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
   EXPECT_EQ(r.exit_code, 143) << r.err;
   EXPECT_TRUE(contains(r.err, "stopped by SIGTERM")) << r.err;
-  size_t done = images(out).size();
+  size_t done = png_pixels(out).size();
   EXPECT_EQ(ok_counts(out).size(), done) << "the manifest holds every finished image";
   RunResult rest = generate({dir.file("p.txt"), "--out", out});
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
-  EXPECT_EQ(images(out).size(), 40u);
+  EXPECT_EQ(png_pixels(out).size(), 40u);
 }
 
 // Rank 0 hosts the store. Stopped by the same SIGTERM as its peers, it must wait for
@@ -563,7 +536,7 @@ TEST(WorkerProcess, SigtermWhileAPeerIsMidItemRecordsItOnceAsOk) {
   TempDir dir;
   // Contiguous over 2 ranks: rank 0 gets the 10 quick items, rank 1 the 10 slow ones
   // (1 s each), so rank 0 is done and waiting when the signal comes, and rank 1 is busy.
-  std::string prompts = prompts_txt(10);
+  std::string prompts = numbered_prompts(10);
   for (int i = 0; i < 10; ++i) prompts += "SLOW-ITEM number " + std::to_string(i) + "\n";
   write_file(dir.file("p.txt"), prompts);
   std::string out = dir.file("out");
@@ -583,8 +556,8 @@ TEST(WorkerProcess, SigtermWhileAPeerIsMidItemRecordsItOnceAsOk) {
     }
   }
   EXPECT_GE(ok, 12) << "rank 0's 10 items, and rank 1's first slow item and the one it was making";
-  EXPECT_EQ(ok_counts(out).size(), images(out).size()) << "every PNG is recorded once";
-  EXPECT_LT(images(out).size(), 20u) << "the signal came mid-run";
+  EXPECT_EQ(ok_counts(out).size(), png_pixels(out).size()) << "every PNG is recorded once";
+  EXPECT_LT(png_pixels(out).size(), 20u) << "the signal came mid-run";
 }
 
 // A batch that would outlast SLURM's KillWait is abandoned between two denoising steps
@@ -592,7 +565,7 @@ TEST(WorkerProcess, SigtermWhileAPeerIsMidItemRecordsItOnceAsOk) {
 // run makes its items.
 TEST(WorkerProcess, SigtermAbandonsALongBatchAfterTheStopTimeout) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(16));
+  write_file(dir.file("p.txt"), numbered_prompts(16));
   std::string out = dir.file("out");
   // Batches of 8 at 0.5 s per image: 4 s each.
   Child worker({kWorker, "generate", dir.file("p.txt"), "--out", out, "--batch-size", "8", "--stop-timeout", "1"},
@@ -608,11 +581,11 @@ TEST(WorkerProcess, SigtermAbandonsALongBatchAfterTheStopTimeout) {
   EXPECT_GE(took, 0.9) << "the batch had --stop-timeout 1 to finish";
   EXPECT_LT(took, 2.5) << "not the 3.5 s the batch still needed";
   EXPECT_TRUE(contains(r.err, "abandoned a batch of 8 item(s)")) << r.err;
-  EXPECT_EQ(images(out).size(), 0u);
+  EXPECT_EQ(png_pixels(out).size(), 0u);
   EXPECT_EQ(ok_counts(out).size(), 0u) << "nothing recorded for the abandoned batch";
   RunResult rest = generate({dir.file("p.txt"), "--out", out, "--batch-size", "8"});
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
-  EXPECT_EQ(images(out).size(), 16u);
+  EXPECT_EQ(png_pixels(out).size(), 16u);
   for (auto [index, c] : ok_counts(out)) EXPECT_EQ(c, 1) << "item " << index;
 }
 
@@ -693,7 +666,7 @@ TEST(WorkerProcess, ManyFailedItemsInARowStopTheRunAndTheNextRunRetriesThem) {
 // in the other format is refused (the directory would hold both), --overwrite makes them again.
 TEST(WorkerProcess, JpegOutputIsRecordedResumedAndNotMixedWithPng) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(4));
+  write_file(dir.file("p.txt"), numbered_prompts(4));
   const std::string out = dir.file("out");
   RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--image-format", "jpg", "--jpeg-quality", "100"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -747,7 +720,7 @@ TEST(WorkerProcess, JpegOutputIsRecordedResumedAndNotMixedWithPng) {
 // records name .webp files, a rerun skips them, and a rerun in another format is refused.
 TEST(WorkerProcess, WebpFilesAreRecordedResumedAndNotMixed) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(3));
+  write_file(dir.file("p.txt"), numbered_prompts(3));
   const std::string out = dir.file("out");
   RunResult r = launch_generate(2, {dir.file("p.txt"), "--out", out, "--image-format", "webp", "--webp-lossless"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -865,7 +838,7 @@ TEST(WorkerProcess, ConfigFileGivesDefaultsAndTheCommandLineWins) {
 
 TEST(WorkerProcess, OuterShardsPartitionTheItems) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(7));
+  write_file(dir.file("p.txt"), numbered_prompts(7));
   std::string out = dir.file("out");
   for (int i = 0; i < 3; ++i)
     ASSERT_EQ(generate({dir.file("p.txt"), "--out", out, "--shard", std::to_string(i) + "/3"}).exit_code, 0);
@@ -909,7 +882,7 @@ std::vector<int> progress_counts(const std::string& err, const std::string& tota
 // Issue 3, "Progress": the launcher's aggregated line over dpinfer's own workers.
 TEST(WorkerProcess, TheLauncherShowsTheRanksProgressAsOneLine) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(10));
+  write_file(dir.file("p.txt"), numbered_prompts(10));
   const std::vector<std::string> args = {dir.file("p.txt"), "--out", dir.file("out")};
   RunResult r = run(launch_argv({"--nproc-per-node", "2", "--progress-interval", "0.2"}, args),
                     {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "150"}}, 120s);
@@ -936,7 +909,7 @@ TEST(WorkerProcess, TheLauncherShowsTheRanksProgressAsOneLine) {
 
 TEST(WorkerProcess, ProgressCountsFailedItemsInDynamicMode) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(5) + "bad FAIL-ITEM\n" + prompts_txt(3));
+  write_file(dir.file("p.txt"), numbered_prompts(5) + "bad FAIL-ITEM\n" + numbered_prompts(3));
   RunResult r = run(launch_argv({"--nproc-per-node", "2", "--progress-interval", "0.2"},
                                 {dir.file("p.txt"), "--out", dir.file("out"), "--shard-mode", "dynamic"}),
                     {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "50"}}, 120s);
@@ -949,7 +922,7 @@ TEST(WorkerProcess, ProgressCountsFailedItemsInDynamicMode) {
 // others their own share.
 TEST(WorkerProcess, ProgressAcrossTwoNodes) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(10));
+  write_file(dir.file("p.txt"), numbered_prompts(10));
   const std::string port = std::to_string(free_port());
   auto node = [&](int n) {
     return std::make_unique<Child>(
@@ -977,7 +950,7 @@ TEST(WorkerProcess, ProgressAcrossTwoNodes) {
 // of rank 0's 2 (so that the PROMPTS form's "bad input: not restarting" was missed too).
 TEST(WorkerProcess, TheRankThatFailedFirstIsTheRootCauseEvenIfItDiesLast) {
   TempDir dir;
-  write_file(dir.file("p.txt"), prompts_txt(12));
+  write_file(dir.file("p.txt"), numbered_prompts(12));
   std::string out = dir.file("out");
   ASSERT_EQ(generate({dir.file("p.txt"), "--out", out, "--shard", "0/2"}).exit_code, 0);  // items 0-5: rank 0's
   // Item 0 made with another seed: rank 0's resume check refuses it (bad input, exit 2).
@@ -1006,7 +979,7 @@ TEST(WorkerProcess, TheRankThatFailedFirstIsTheRootCauseEvenIfItDiesLast) {
 TEST(WorkerProcess, AFailedMergeOnRankZeroIsTheRootCause) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     TempDir dir;
-    write_file(dir.file("p.txt"), prompts_txt(3) + "SLOW-ITEM last\n" + prompts_txt(4));
+    write_file(dir.file("p.txt"), numbered_prompts(3) + "SLOW-ITEM last\n" + numbered_prompts(4));
     std::string out = dir.file("out");
     fs::create_directories(out + "/metadata.jsonl");  // a directory: the merge cannot write the file
     RunResult r = run({dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate",
@@ -1036,7 +1009,7 @@ TEST(WorkerProcess, ADeadPeerDoesNotDelayTheTeardown) {
 TEST(WorkerProcess, AFullDiskStopsAtOnceAndTheRerunResumes) {
   TempDir dir;
   // 256x256 random pixels do not compress: about 197 KB a PNG, so two fit in 400k.
-  write_file(dir.file("p.txt"), prompts_txt(20));
+  write_file(dir.file("p.txt"), numbered_prompts(20));
   TmpfsMount disk(dir.file("out"), "400k");
   if (!disk.ok()) GTEST_SKIP() << disk.why();
   std::string out = dir.file("out");
@@ -1051,7 +1024,7 @@ TEST(WorkerProcess, AFullDiskStopsAtOnceAndTheRerunResumes) {
     if (e.path().filename().string().rfind("manifest", 0) == 0)
       for (const auto& rec : read_jsonl(e.path().string())) errors += rec["status"] != "ok";
   EXPECT_EQ(errors, 0) << "no item is recorded as failed for want of space";
-  const size_t made = images(out).size();
+  const size_t made = png_pixels(out).size();
   EXPECT_GE(made, 1u);
   EXPECT_LT(made, 20u);
   // Under the launcher, the same, once.
@@ -1065,7 +1038,7 @@ TEST(WorkerProcess, AFullDiskStopsAtOnceAndTheRerunResumes) {
   RunResult rest = generate({dir.file("p.txt"), "--out", keep, "--width", "256", "--height", "256"});
   EXPECT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_TRUE(contains(rest.err, "skipped " + std::to_string(made) + " item(s)")) << rest.err;
-  EXPECT_EQ(images(keep).size(), 20u);
+  EXPECT_EQ(png_pixels(keep).size(), 20u);
 }
 
 // Item 9: an --out that exists but cannot be written is bad input before the model

@@ -2,6 +2,7 @@
 // Outputs are written atomically: to a temporary in the same directory, fsync'd,
 // then renamed into place. A file that exists under its final name is complete.
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,32 @@ namespace dpinfer::io {
 
 /// Writes `bytes` to `path` atomically (see above). Throws Error naming the path.
 void write_file_atomically(const std::string& path, std::string_view bytes);
+
+/// The same for a file too large to hold in memory (a WebDataset shard): written in pieces
+/// to the temporary, then sync()'d and publish()'d under its name. One that is destroyed
+/// unpublished (a run stopped mid-shard) leaves its temporary, which the next run's
+/// remove_stale_temporaries() removes; the name never points at a partial file.
+class AtomicFileWriter {
+ public:
+  /// Creates the temporary beside `path`. Throws SystemError naming it.
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(std::string_view bytes);
+  /// Makes the bytes durable (fsync) and closes the temporary.
+  void sync();
+  /// Renames the synced temporary to its name and syncs the directory.
+  void publish();
+  const std::string& path() const { return path_; }
+  int64_t size() const { return size_; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
 
 /// Removes the temporaries that write_file_atomically() left in `dir` when a
 /// process died mid-write: those of dead processes on this host, and any older

@@ -81,8 +81,11 @@ struct GenerateOptions {
   bool webp_lossless = false;
   /// --files-per-dir: N > 0 puts item i in OUT/<i / N>/ (plan::item_file_name); 0, the default, in OUT.
   int64_t files_per_dir = 0;
-  /// --layout: flat, geneval or t2i-compbench (plan::Layout).
+  /// --layout: flat, geneval, t2i-compbench, dpg or webdataset (plan::Layout).
   std::string layout = "flat";
+  /// --shard-size: items per WebDataset shard (--layout webdataset); img2dataset writes 10000, a
+  /// smaller shard loses less to a kill and suits small runs.
+  int64_t shard_size = 1000;
   bool verbose = false;
   /// --dry-run: check the command line (options, values, their combinations, --config) and exit 0,
   /// reading no prompts file or model, writing nothing, starting no worker and looking at no device.

@@ -167,9 +167,12 @@ enum class Layout {
   /// OUT/samples/<id>_<j>.png, and their 2x2 grid, which the script crops, in OUT/grids/<id>.png
   /// (rank 0 makes each grid once its 4 images are there); <id> its line's id, else its 5-digit place.
   kDpgBench,
+  /// WebDataset shards (worker/shard_writer.h): OUT/<key>.tar holding <key>.<ext>, <key>.txt and
+  /// <key>.json per item; item_file_name() is the image's member name in its shard.
+  kWebDataset,
 };
 
-/// flat, geneval, t2i-compbench or dpg; throws UsageError naming --layout otherwise.
+/// flat, geneval, t2i-compbench, dpg or webdataset; throws UsageError naming --layout otherwise.
 Layout parse_layout(const std::string& name);
 std::string to_string(Layout layout);
 

@@ -26,6 +26,7 @@
 #include "dpinfer/worker/model_hashes.h"
 #include "dpinfer/worker/progress_pipe.h"
 #include "dpinfer/worker/resume.h"
+#include "dpinfer/worker/shard_writer.h"
 #include "dpinfer/worker/slurm_job.h"
 #include "dpinfer/worker/worker.h"
 #include "dpinfer/worker/worker_group.h"
@@ -152,6 +153,8 @@ class GenerateRun {
   const PipelineFactory& factory_;
   const plan::ImageFormat image_format_;
   const plan::OutputLayout layout_;  ///< where each item's image goes (--layout, --image-format, --files-per-dir)
+  /// --layout webdataset: this rank's shards (written on the writer thread, published at the end).
+  std::unique_ptr<ShardWriter> shards_;
   /// --layout geneval: the prompt lines whose OUT/<k>/metadata.jsonl this rank has written.
   std::set<int64_t> geneval_metadata_written_;
   plan::RankInfo rank_;

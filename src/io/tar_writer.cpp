@@ -1,0 +1,57 @@
+#include "dpinfer/io/tar_writer.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
+
+namespace dpinfer::io {
+namespace {
+
+constexpr size_t kBlock = 512;
+
+/// `value` in octal, zero-padded to `width` - 1 digits and a NUL, at `field`. Throws Error when it
+/// needs more digits (a member of 8 GiB or more).
+void octal(char* field, size_t width, uint64_t value) {
+  field[width - 1] = '\0';
+  for (size_t i = width - 1; i-- > 0;) {
+    field[i] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
+  if (value != 0) throw Error("a tar member of 8 GiB or more does not fit a ustar header");
+}
+
+}  // namespace
+
+std::string ustar_header(const std::string& name, uint64_t size, int64_t mtime) {
+  if (name.empty() || name.size() > 100) throw Error("tar member name " + quote(name) + " is not 1 to 100 bytes");
+  char h[kBlock] = {};
+  std::memcpy(h, name.data(), name.size());        // name[100]
+  octal(h + 100, 8, 0644);                          // mode
+  octal(h + 108, 8, 0);                             // uid
+  octal(h + 116, 8, 0);                             // gid
+  octal(h + 124, 12, size);                         // size
+  octal(h + 136, 12, static_cast<uint64_t>(mtime > 0 ? mtime : 0));  // mtime
+  std::memset(h + 148, ' ', 8);                     // chksum, as spaces while summing
+  h[156] = '0';                                     // typeflag: a regular file
+  std::memcpy(h + 257, "ustar", 6);                 // magic "ustar\0"
+  std::memcpy(h + 263, "00", 2);                    // version
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  octal(h + 148, 7, sum);                           // six digits and a NUL, then a space
+  h[155] = ' ';
+  return std::string(h, kBlock);
+}
+
+void TarWriter::add(const std::string& name, std::string_view bytes, int64_t mtime) {
+  file_.write(ustar_header(name, bytes.size(), mtime));
+  file_.write(bytes);
+  const size_t pad = (kBlock - bytes.size() % kBlock) % kBlock;
+  if (pad) file_.write(std::string(pad, '\0'));
+  ++members_;
+}
+
+void TarWriter::finish() { file_.write(std::string(2 * kBlock, '\0')); }
+
+}  // namespace dpinfer::io

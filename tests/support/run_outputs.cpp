@@ -1,0 +1,35 @@
+#include "support/run_outputs.h"
+
+#include <filesystem>
+
+#include "support/png_reader.h"
+#include "support/temp_dir.h"
+
+namespace dpinfer::test {
+
+std::string numbered_prompts(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "prompt number " + std::to_string(i) + "\n";
+  return s;
+}
+
+std::map<std::string, std::vector<uint8_t>> png_pixels(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".png")
+      out[e.path().lexically_relative(dir).generic_string()] = read_png(e.path().string()).pixels;
+  return out;
+}
+
+std::map<int, int> ok_counts(const std::string& dir) {
+  std::map<int, int> counts;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("manifest", 0) != 0) continue;
+    for (const auto& rec : read_jsonl(e.path().string()))
+      if (rec["status"] == "ok") ++counts[rec["index"].get<int>()];
+  }
+  return counts;
+}
+
+}  // namespace dpinfer::test
