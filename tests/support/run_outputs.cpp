@@ -3,9 +3,17 @@
 #include <filesystem>
 
 #include "support/png_reader.h"
+#include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace dpinfer::test {
+
+std::vector<std::string> two_rank_launch(const std::string& worker, int port, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--master-port",
+                                   std::to_string(port), "--", worker, "generate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
 
 std::string numbered_prompts(int n) {
   std::string s;

@@ -9,6 +9,10 @@
 
 namespace dpinfer::test {
 
+/// `dpinfer launch --nproc-per-node 2 --master-port PORT -- WORKER generate ARGS...`: two ranks of
+/// `worker` (the test double, or dpinfer-worker) on a store port the test knows.
+std::vector<std::string> two_rank_launch(const std::string& worker, int port, const std::vector<std::string>& args);
+
 /// n distinct prompts, one per line: "prompt number 0\n" ... "prompt number n-1\n".
 std::string numbered_prompts(int n);
 

@@ -33,13 +33,6 @@ namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
-std::vector<std::string> launch_argv(int port, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--master-port",
-                                   std::to_string(port), "--", kWorker, "generate"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 std::map<std::string, std::string> rank_env(int rank, int world, int local_world, const std::string& addr, int port) {
   return {{"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(world)},
           {"LOCAL_RANK", "0"},                    {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
@@ -102,7 +95,7 @@ TEST(StoreSecurity, ASingleNodeRunsStoreListensOnTheLoopbackOnly) {
   TempDir dir;
   write_file(dir.file("p.txt"), numbered_prompts(30));
   const int port = free_port();
-  Child launcher(launch_argv(port, {dir.file("p.txt"), "--out", dir.file("out")}),
+  Child launcher(two_rank_launch(kWorker, port, {dir.file("p.txt"), "--out", dir.file("out")}),
                  {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}});
   std::vector<std::string> seen;
   ASSERT_TRUE(wait_until([&] { return !(seen = listeners_on(port)).empty(); }, 60s)) << launcher.err_so_far();
@@ -194,11 +187,11 @@ TEST(StoreSecurity, AForeignClientWithoutTheTokenChangesNothing) {
     a.insert(a.end(), dynamic.begin(), dynamic.end());
     return a;
   };
-  RunResult reference = run(launch_argv(free_port(), args(dir.file("reference"))), env, 120s);
+  RunResult reference = run(two_rank_launch(kWorker, free_port(), args(dir.file("reference"))), env, 120s);
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
 
   const int port = free_port();
-  Child launcher(launch_argv(port, args(dir.file("attacked"))), env);
+  Child launcher(two_rank_launch(kWorker, port, args(dir.file("attacked"))), env);
   // The intruder's client waits for the store to come up, then writes until the run ends.
   RunResult intruder = run({DPINFER_STORE_INTRUDER, "127.0.0.1", std::to_string(port), "60"}, {}, 90s);
   RunResult attacked = launcher.wait(120s);

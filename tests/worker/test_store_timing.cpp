@@ -27,13 +27,6 @@ namespace {
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
-std::vector<std::string> launch_argv(int port, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--master-port",
-                                   std::to_string(port), "--", kWorker, "generate"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
 }  // namespace
 
 // Many concurrent connections that send garbage, and many that connect and say nothing,
@@ -43,14 +36,14 @@ TEST(StoreTiming, GarbageAndHalfOpenConnectionsLeaveTheRunUnharmed) {
   write_file(dir.file("p.txt"), numbered_prompts(60));
   const std::map<std::string, std::string> env = {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "100"}};
   auto unattacked = [&](const std::string& out) {
-    RunResult r = run(launch_argv(free_port(), {dir.file("p.txt"), "--out", dir.file(out)}), env, 120s);
+    RunResult r = run(two_rank_launch(kWorker, free_port(), {dir.file("p.txt"), "--out", dir.file(out)}), env, 120s);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.seconds;
   };
   const double before = unattacked("before");
 
   const int port = free_port();
-  Child launcher(launch_argv(port, {dir.file("p.txt"), "--out", dir.file("attacked")}), env);
+  Child launcher(two_rank_launch(kWorker, port, {dir.file("p.txt"), "--out", dir.file("attacked")}), env);
   std::atomic<bool> stop{false};
   std::atomic<long> garbage_sent{0}, half_open{0};
   auto connect_to_store = [&] {
