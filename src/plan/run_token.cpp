@@ -29,6 +29,20 @@ std::string as_token(const std::string& s) {
   return out;
 }
 
+/// The owner that a file this process makes beside `path` gets: its own user id, except on a
+/// filesystem that maps it to another (NFS's root_squash and all_squash make root's files
+/// nobody's), where the token file it made is that user's. -1 when no file can be made there.
+long uid_of_files_made_in(const std::string& path) {
+  const std::string probe = path + "." + std::to_string(::getpid()) + ".owner";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st {};
+  const bool known = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return known ? static_cast<long>(st.st_uid) : -1;
+}
+
 /// The token in the file `path`, checked to be this user's secret; "" when there is no
 /// such file.
 std::string read_token_file(const std::string& path) {
@@ -49,7 +63,7 @@ std::string read_token_file(const std::string& path) {
   if (!S_ISREG(st.st_mode))
     throw InputError(quote(path) + " is not a regular file; the run's token must be a file of your own: remove it");
   if (n < 0) throw SystemError("cannot read " + quote(path), err);
-  if (st.st_uid != ::geteuid())
+  if (st.st_uid != ::geteuid() && st.st_uid != uid_of_files_made_in(path))
     throw InputError(quote(path) + " belongs to user id " + std::to_string(st.st_uid) +
                      ", not to you; another user could know the run's token: remove it, and the next run makes a new one");
   if ((st.st_mode & 077) != 0) {
