@@ -134,6 +134,14 @@ std::string dora_note(const std::vector<LoraTensorKey>& keys) {
 std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
   for (const LoraTensorKey& k : keys)
     if (const std::string kind = unread_lora_kind(k.key); !kind.empty()) return kind + " (dpinfer does not read it)";
+  // diffusers' pre-PEFT spellings (lora_keys.cpp, peft_spelling), before the FLUX.1 checks: an attention processor's
+  // "processor.to_q_lora" is not XLabs' "processor.qkv_lora1".
+  if (any_key(keys, [](const std::string& k) {
+        return (starts_with(k, "text_encoder") && has(k, ".lora_linear_layer.")) || has(k, "_lora.down.weight") ||
+               has(k, "_lora.up.weight");
+      }) &&
+      !any_key(keys, [](const std::string& k) { return has(k, "qkv_lora") || has(k, "proj_lora"); }))
+    return kOldDiffusers;
   // A FLUX.1 kohya file where its converter is off (a UNet family): still named for what it is.
   if (!rules.kohya_flux && any_key(keys, is_bfl_name) && any_key(keys, is_kohya_down)) return kBflFlux;
   if (rules.kohya_flux) {
@@ -148,11 +156,6 @@ std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRule
       any_key(keys, [](const std::string& k) { return !starts_with(k, "transformer."); }))
     return kOriginalDit;
   if (rules.kohya_unet && any_key(keys, is_kohya_name)) return kohya_or_locon(keys);
-  // The spellings peft_spelling() maps, on the SD / SDXL families whose loader reads them.
-  if (rules.kohya_unet && any_key(keys, [](const std::string& k) {
-        return has(k, ".lora_linear_layer.") || has(k, "_lora.down.weight") || has(k, "_lora.up.weight");
-      }))
-    return kOldDiffusers;
   return kPeft;
 }
 

@@ -202,12 +202,13 @@ bool alpha_reaches_no_module(const std::string& component, const std::string& mo
   return std::any_of(projections.begin(), projections.end(), [&](const std::string& p) { return ends_with(module, p); });
 }
 
-/// `key` in PEFT's spelling when it is in one of the older ones that diffusers 0.36's
-/// StableDiffusionLoraLoaderMixin still maps there (utils/state_dict_utils.py: DIFFUSERS_OLD_TO_PEFT for the text
-/// encoders, convert_unet_state_dict_to_peft for the UNet), else `key` itself:
-///   <module>.lora_linear_layer.down/up.weight         -> <module>.lora_A/lora_B.weight (DreamBooth LoRA scripts)
+/// `key` in PEFT's spelling when it is in one of the older ones that diffusers 0.36 still maps there for every
+/// family (tools/fixtures/survey_lora_spellings.py; utils/state_dict_utils.py: DIFFUSERS_OLD_TO_PEFT and
+/// DIFFUSERS_TO_PEFT for the text encoders, the denoisers' load_lora_adapter for the processor names), else `key`:
+///   text_encoder*.<module>.lora_linear_layer.down/up.weight -> .lora_A/lora_B.weight (DreamBooth LoRA scripts; on a
+///                                                         UNet or transformer diffusers fails on it, and so it stays)
 ///   <attention>.processor.to_q_lora.down/up.weight     -> <attention>.to_q.lora_A/lora_B.weight (to_k, to_v;
-///                                                         to_out_lora -> to_out.0: the UNet's LoRA processors)
+///                                                         to_out_lora -> to_out.0: LoRA attention processors)
 ///   <self_attn>.to_q_lora.down/up.weight               -> <self_attn>.q_proj.lora_A/lora_B.weight (k, v; to_out_lora
 ///                                                         -> out_proj: CLIP's old monkey-patched attention)
 std::string peft_spelling(const std::string& key) {
@@ -221,7 +222,8 @@ std::string peft_spelling(const std::string& key) {
   if (!factor) return key;
   const std::string peft = std::string(factor) == ".down.weight" ? ".lora_A.weight" : ".lora_B.weight";
   static const std::string kLinearLayer = ".lora_linear_layer";
-  if (ends_with(base, kLinearLayer)) return base.substr(0, base.size() - kLinearLayer.size()) + peft;
+  if (ends_with(base, kLinearLayer))
+    return starts_with(key, "text_encoder") ? base.substr(0, base.size() - kLinearLayer.size()) + peft : key;
   static const std::pair<const char*, const char*> kProcessor[] = {
       {"to_q_lora", "to_q"}, {"to_k_lora", "to_k"}, {"to_v_lora", "to_v"}, {"to_out_lora", "to_out.0"}};
   static const std::pair<const char*, const char*> kClip[] = {
@@ -350,9 +352,45 @@ void check_lora_alpha_shape(const std::string& where, const std::string& key, co
   if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + shape_text(shape) + "; an alpha is one number");
 }
 
+namespace {
+
+std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>& file_tensors,
+                                                const LoraModuleTable& modules, const LoraModelFacts& facts,
+                                                const std::string& file, std::vector<std::string>* ignored);
+
+}  // namespace
+
 std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tensors, const LoraModuleTable& modules,
                                      const LoraModelFacts& facts, const std::string& file,
                                      std::vector<std::string>* ignored) {
+  // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
+  // name the file's own keys, which the merge reads.
+  std::vector<LoraTensorKey> respelled;
+  std::map<std::string, std::string> file_key_of;
+  for (const LoraTensorKey& t : file_tensors) {
+    const std::string key = peft_spelling(t.key);
+    if (key != t.key) file_key_of[key] = t.key;
+    respelled.push_back({key, t.shape});
+  }
+  std::vector<LoraLayer> layers = map_lora_keys_as_spelled(respelled, modules, facts, file, ignored);
+  if (file_key_of.empty()) return layers;
+  const auto back = [&](std::string& key) {
+    if (auto it = file_key_of.find(key); it != file_key_of.end()) key = it->second;
+  };
+  for (LoraLayer& l : layers) {
+    back(l.down_key);
+    back(l.up_key);
+    if (l.alpha_key) back(*l.alpha_key);
+    if (l.magnitude_key) back(*l.magnitude_key);
+  }
+  return layers;
+}
+
+namespace {
+
+std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>& file_tensors,
+                                                const LoraModuleTable& modules, const LoraModelFacts& facts,
+                                                const std::string& file, std::vector<std::string>* ignored) {
   const std::string where = quote(file);
   const std::vector<LoraTensorKey> keys = without_dora_scales(file_tensors, ignored);
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -422,8 +460,6 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
                          rules.reads);
     // The converters' has_default: "default." (PEFT's adapter name) is dropped from every key.
     std::string key = t.key;
-    // SD / SDXL files in diffusers' pre-PEFT spellings, as their loader reads them.
-    if (rules.kohya_unet) key = peft_spelling(key);
     if (rules.non_diffusers_transformer)
       for (size_t at = key.find("default."); at != std::string::npos; at = key.find("default.", at))
         key.erase(at, 8);
@@ -529,7 +565,13 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
       check_magnitude_shape(where, *g.magnitude, shapes[*g.magnitude], g.component + "." + module + ".weight", w);
     // The converters: a lora_down/lora_up layer's alpha goes into its factors; a lora_A/lora_B
     // layer's alpha is popped and dropped (its scaling is the LoRA's scale alone).
-    LoraLayer layer{g.component, module, *g.down, *g.up, g.alpha, down[0]};
+    LoraLayer layer;
+    layer.component = g.component;
+    layer.module = module;
+    layer.down_key = *g.down;
+    layer.up_key = *g.up;
+    layer.alpha_key = g.alpha;
+    layer.rank = down[0];
     layer.magnitude_key = g.magnitude;
     if (g.non_diffusers && g.down_up) layer.alpha_in_factors = true;
     if (rules.non_diffusers_transformer && g.component == "transformer" && !g.down_up) layer.alpha_key.reset();
@@ -596,5 +638,7 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
     });
   return layers;
 }
+
+}  // namespace
 
 }  // namespace dpinfer::pipeline
