@@ -51,14 +51,30 @@ bool is_stale(const std::filesystem::path& p) {
   return !ec && std::filesystem::file_time_type::clock::now() - mtime > kStaleAge;
 }
 
+/// The temporary beside `path` that stands for it until the rename: hidden, and naming this
+/// host and process, so that remove_stale_temporaries() can tell a dead writer's.
+std::string temporary_path(const std::string& path) {
+  const std::filesystem::path target(path);
+  return (target.parent_path() /
+          ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix))
+      .string();
+}
+
+/// Writes all of `bytes` to `fd`; 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
-  namespace fs = std::filesystem;
-  const fs::path target(path_);
-  tmp_ = (target.parent_path() /
-          ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix))
-             .string();
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), tmp_(temporary_path(path_)) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw SystemError("cannot write " + quote(tmp_), errno);
 }
@@ -68,14 +84,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 void AtomicFileWriter::write(std::string_view bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw SystemError("cannot write " + quote(tmp_), errno);
-    done += static_cast<size_t>(n);
-  }
-  size_ += static_cast<int64_t>(bytes.size());
+  if (const int err = write_all(fd_, bytes)) throw SystemError("cannot write " + quote(tmp_), err);
 }
 
 void AtomicFileWriter::sync() {
@@ -108,34 +117,24 @@ bool is_temporary_name(const std::string& file_name) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path tmp = target.parent_path() /
-                 ("." + target.filename().string() + "." + host_name() + "." + std::to_string(::getpid()) + kTempSuffix);
+  const std::string tmp = temporary_path(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw SystemError("cannot write " + quote(tmp.string()), errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw SystemError("cannot write " + quote(tmp.string()), err);
-    }
-    done += static_cast<size_t>(n);
+  if (fd < 0) throw SystemError("cannot write " + quote(tmp), errno);
+  if (const int err = write_all(fd, bytes)) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw SystemError("cannot write " + quote(tmp), err);
   }
   // fsync before rename: after a crash the name must never point at missing data.
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw SystemError("cannot write " + quote(tmp.string()), err);
+    throw SystemError("cannot write " + quote(tmp), err);
   }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw SystemError("cannot rename " + quote(tmp.string()) + " to " + quote(path), err);
+    throw SystemError("cannot rename " + quote(tmp) + " to " + quote(path), err);
   }
 }
 

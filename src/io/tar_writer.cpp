@@ -49,7 +49,6 @@ void TarWriter::add(const std::string& name, std::string_view bytes, int64_t mti
   file_.write(bytes);
   const size_t pad = (kBlock - bytes.size() % kBlock) % kBlock;
   if (pad) file_.write(std::string(pad, '\0'));
-  ++members_;
 }
 
 void TarWriter::finish() { file_.write(std::string(2 * kBlock, '\0')); }

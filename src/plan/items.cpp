@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <unordered_map>
 
 #include "dpinfer/util/error.h"
@@ -118,6 +119,13 @@ const ImageFormatRow& row_of(ImageFormat format) {
   return kImageFormats[0];
 }
 
+/// Each --layout's name.
+constexpr std::pair<Layout, const char*> kLayouts[] = {{Layout::kFlat, "flat"},
+                                                       {Layout::kGeneval, "geneval"},
+                                                       {Layout::kT2iCompBench, "t2i-compbench"},
+                                                       {Layout::kDpgBench, "dpg"},
+                                                       {Layout::kWebDataset, "webdataset"}};
+
 }  // namespace
 
 ImageFormat parse_image_format(const std::string& name) {
@@ -151,26 +159,19 @@ std::string item_file_name(int64_t index, ImageFormat format, int64_t files_per_
 }
 
 Layout parse_layout(const std::string& name) {
-  if (name == "flat") return Layout::kFlat;
-  if (name == "geneval") return Layout::kGeneval;
-  if (name == "t2i-compbench") return Layout::kT2iCompBench;
-  if (name == "dpg") return Layout::kDpgBench;
-  if (name == "webdataset") return Layout::kWebDataset;
+  for (const auto& [layout, layout_name] : kLayouts)
+    if (name == layout_name) return layout;
   throw UsageError("--layout: expected flat, geneval, t2i-compbench, dpg or webdataset, got " + quote(name, 60));
 }
 
 std::string to_string(Layout layout) {
-  switch (layout) {
-    case Layout::kGeneval: return "geneval";
-    case Layout::kT2iCompBench: return "t2i-compbench";
-    case Layout::kDpgBench: return "dpg";
-    case Layout::kWebDataset: return "webdataset";
-    default: return "flat";
-  }
+  for (const auto& [l, name] : kLayouts)
+    if (l == layout) return name;
+  return "flat";
 }
 
 std::string item_file_name(const Item& item, const OutputLayout& layout) {
-  const std::string extension = item_file_name(0, layout.format).substr(7);  // "000000.png" -> "png"
+  const std::string extension = row_of(layout.format).extension;
   char buf[64];
   switch (layout.layout) {
     case Layout::kGeneval:
@@ -214,6 +215,21 @@ std::string t2i_compbench_name_problem(const std::string& prompt) {
   if (prompt == "." || prompt == "..") return "'.' and '..' name no file";
   if (prompt.size() + 16 > 255) return "it is too long for a file name (255 bytes with '_NNNNNN.webp')";
   return "";
+}
+
+Layout layout_of_file_name(const std::string& name) {
+  if (name.rfind("samples/", 0) == 0) {  // <prompt>_<index, 6+ digits>.<ext> or <id>_<j, one digit>.<ext>
+    const size_t underscore = name.rfind('_'), dot = name.rfind('.');
+    const bool t2i = underscore != std::string::npos && dot != std::string::npos && dot > underscore + 6;
+    return t2i ? Layout::kT2iCompBench : Layout::kDpgBench;
+  }
+  if (name.find("/samples/") != std::string::npos) return Layout::kGeneval;
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tar") == 0) return Layout::kWebDataset;
+  return Layout::kFlat;
+}
+
+bool is_layout_dir_name(const std::string& name) {
+  return is_item_dir_name(name) || name == "samples" || name == "grids";
 }
 
 bool is_item_dir_name(const std::string& name) {

@@ -88,10 +88,9 @@ int GenerateRun::run() {
     plan::check_output_dir(o_.out);  // writable, before the model loads
   }
   if (rank_.rank == 0) {
-    // In --out and in --files-per-dir's numbered subdirectories (of this run's layout or an
-    // earlier one's), not in other trees under --out.
-    size_t removed = io::remove_stale_temporaries(
-        o_.out, [](const std::string& name) { return plan::is_item_dir_name(name) || name == "samples" || name == "grids"; });
+    // In --out and in the subdirectories a layout makes (of this run's layout or an earlier
+    // one's), not in other trees under --out.
+    size_t removed = io::remove_stale_temporaries(o_.out, plan::is_layout_dir_name);
     if (removed) log::info("removed {} stale temporary file(s) from an interrupted run", removed);
   }
   // Join before anything rank-specific can fail, so that such a failure reaches
@@ -104,10 +103,9 @@ int GenerateRun::run() {
     const plan::RunToken token = plan::run_token(current_environment(), o_.out);
     go.run_token = token.value;
     go.run_token_source = token.source;
-  }
-  if (rank_.world_size > 1)
     log::debug("rank {}/{} ({}): rendezvous at {}:{} (from {})", rank_.rank, rank_.world_size, rank_.source,
                rank_.master_addr, rank_.master_port, rank_.master_from);
+  }
   group_ = WorkerGroup::join(rank_, go);
   const std::string device = resolve_device(o_.device, rank_);
   if (device != "cpu") group_->join_nccl(std::stoi(device.substr(5)));  // "cuda:N"
@@ -571,7 +569,7 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   rec["finished_at"] = wall_seconds();
   if (shards_) {
     // Into the rank's open shard; its record reaches the manifest when the shard is published.
-    shards_->add(rec, file_name.substr(file_name.rfind('.') + 1), file, it.prompt);
+    shards_->add(rec, file_name, file, it.prompt);
   } else {
     io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
     manifest_->append(rec);

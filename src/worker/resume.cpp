@@ -56,7 +56,7 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
   std::string file_name = plan::item_file_name(item, layout_);
   if (layout_.layout == plan::Layout::kWebDataset && recorded) {
     const std::string shard = recorded_file_name(found->second.record);
-    if (ends_with(shard, ".tar")) file_name = shard;
+    if (plan::layout_of_file_name(shard) == plan::Layout::kWebDataset) file_name = shard;
   }
   // Made under another layout (the other --image-format, another --files-per-dir)? Only a record
   // naming that file says so: the manifests (read once), not a stat() per layout of every item.
@@ -96,18 +96,7 @@ InputError Resume::made_in_another_layout(const plan::Item& item, const io::Mani
     add(ours, "--image-format " + plan::to_string(format_));
     add(theirs, "--image-format " + plan::to_string(recorded_format));
   }
-  // A benchmark layout's names have a samples/ directory (plan::Layout); the flat ones do not.
-  const auto layout_of = [](const std::string& name) {
-    if (name.rfind("samples/", 0) == 0) {  // <prompt>_<index, 6+ digits> or <id>_<j, one digit>
-      const size_t underscore = name.rfind('_'), dot = name.rfind('.');
-      const bool t2i = underscore != std::string::npos && dot != std::string::npos && dot > underscore + 6;
-      return t2i ? plan::Layout::kT2iCompBench : plan::Layout::kDpgBench;
-    }
-    if (name.find("/samples/") != std::string::npos) return plan::Layout::kGeneval;
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tar") == 0) return plan::Layout::kWebDataset;
-    return plan::Layout::kFlat;
-  };
-  const plan::Layout recorded_layout = layout_of(recorded);
+  const plan::Layout recorded_layout = plan::layout_of_file_name(recorded);
   if (recorded_layout != layout_.layout) {
     add(ours, "--layout " + plan::to_string(layout_.layout));
     add(theirs, "--layout " + plan::to_string(recorded_layout));

@@ -1,24 +1,17 @@
 #include "dpinfer/worker/shard_writer.h"
 
-#include <cstdio>
 #include <filesystem>
 
 #include "dpinfer/util/clock.h"
 
 namespace dpinfer::worker {
 
-std::string shard_key(int64_t index) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%09lld", static_cast<long long>(index));
-  return buf;
-}
-
 ShardWriter::ShardWriter(std::string out_dir, int64_t shard_size, io::ManifestWriter& manifest, int rank)
     : out_dir_(std::move(out_dir)), shard_size_(shard_size), manifest_(manifest), rank_(rank) {}
 
-void ShardWriter::add(nlohmann::json record, const std::string& image_extension, const std::string& image,
+void ShardWriter::add(nlohmann::json record, const std::string& image_name, const std::string& image,
                       const std::string& prompt) {
-  const std::string key = shard_key(record["index"].get<int64_t>());
+  const std::string key = image_name.substr(0, image_name.rfind('.'));
   if (!tar_) {
     name_ = key + ".tar";
     file_ = std::make_unique<io::AtomicFileWriter>((std::filesystem::path(out_dir_) / name_).string());
@@ -28,7 +21,7 @@ void ShardWriter::add(nlohmann::json record, const std::string& image_extension,
   record["key"] = key;
   record["file_name"] = name_;
   const auto now = static_cast<int64_t>(wall_seconds());
-  tar_->add(key + "." + image_extension, image, now);
+  tar_->add(image_name, image, now);
   tar_->add(key + ".txt", prompt, now);
   tar_->add(key + ".json", record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), now);
   records_.push_back(std::move(record));
@@ -47,7 +40,6 @@ void ShardWriter::commit() {
                                 {"end_time", wall_seconds()}};
   const std::string stem = name_.substr(0, name_.size() - 4);
   io::write_file_atomically((std::filesystem::path(out_dir_) / (stem + "_stats.json")).string(), stats.dump(1) + "\n");
-  ++published_;
   records_.clear();
   tar_.reset();
   file_.reset();

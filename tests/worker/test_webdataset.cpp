@@ -75,6 +75,16 @@ std::map<std::string, int> keys_in_shards(const std::string& out, int* shards = 
   return keys;
 }
 
+/// `dpinfer launch` of two test-worker ranks writing `prompts` into WebDataset shards of `shard_size` in `out`.
+std::vector<std::string> webdataset_launch(const std::string& prompts, const std::string& out, int shard_size,
+                                           const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker, "generate",
+                                   prompts, "--out", out, "--layout", "webdataset", "--shard-size",
+                                   std::to_string(shard_size)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
 std::string key_of(int i) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%09d", i);
@@ -87,9 +97,7 @@ TEST(WebDataset, TwoRanksWriteEachItemOnceInShardsOfTheSize) {
   TempDir dir;
   write_file(dir.file("p.txt"), numbered_prompts(11));
   const std::string out = dir.file("out");
-  const std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker,
-                                         "generate", dir.file("p.txt"), "--out", out, "--layout", "webdataset",
-                                         "--shard-size", "3", "--shard-mode", "dynamic"};
+  const std::vector<std::string> argv = webdataset_launch(dir.file("p.txt"), out, 3, {"--shard-mode", "dynamic"});
   RunResult r = run(argv, {{"CUDA_VISIBLE_DEVICES", ""}}, 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int shards = 0;
@@ -127,9 +135,7 @@ TEST(WebDataset, AKilledRunLosesAtMostItsOpenShardsAndTheRerunCompletesIt) {
   constexpr int n = 30;
   write_file(dir.file("p.txt"), numbered_prompts(n));
   const std::string out = dir.file("out");
-  const std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker,
-                                         "generate", dir.file("p.txt"), "--out", out, "--layout", "webdataset",
-                                         "--shard-size", "4"};
+  const std::vector<std::string> argv = webdataset_launch(dir.file("p.txt"), out, 4);
   {
     Child launcher(argv, {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
     ASSERT_TRUE(wait_until([&] { return fs::exists(out) && keys_in_shards(out).size() >= 8; }, 60s))
@@ -160,9 +166,7 @@ TEST(WebDataset, AStoppedRunPublishesItsOpenShards) {
   constexpr int n = 40;
   write_file(dir.file("p.txt"), numbered_prompts(n));
   const std::string out = dir.file("out");
-  const std::vector<std::string> argv = {dpinfer_binary(), "launch", "--nproc-per-node", "2", "--", kWorker,
-                                         "generate", dir.file("p.txt"), "--out", out, "--layout", "webdataset",
-                                         "--shard-size", "5"};
+  const std::vector<std::string> argv = webdataset_launch(dir.file("p.txt"), out, 5);
   Child launcher(argv, {{"CUDA_VISIBLE_DEVICES", ""}, {"DPINFER_FAKE_DELAY_MS", "60"}});
   ASSERT_TRUE(wait_until([&] { return fs::exists(out) && !keys_in_shards(out).empty(); }, 60s)) << launcher.err_so_far();
   launcher.signal(SIGTERM);

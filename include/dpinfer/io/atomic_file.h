@@ -2,7 +2,6 @@
 // Outputs are written atomically: to a temporary in the same directory, fsync'd,
 // then renamed into place. A file that exists under its final name is complete.
 
-#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -31,12 +30,10 @@ class AtomicFileWriter {
   /// Renames the synced temporary to its name and syncs the directory.
   void publish();
   const std::string& path() const { return path_; }
-  int64_t size() const { return size_; }
 
  private:
   std::string path_, tmp_;
   int fd_ = -1;
-  int64_t size_ = 0;
 };
 
 /// Removes the temporaries that write_file_atomically() left in `dir` when a

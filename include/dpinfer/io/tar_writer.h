@@ -22,11 +22,9 @@ class TarWriter {
   void add(const std::string& name, std::string_view bytes, int64_t mtime);
   /// Writes the end-of-archive marker; then the caller syncs and publishes the file.
   void finish();
-  int64_t members() const { return members_; }
 
  private:
   AtomicFileWriter& file_;
-  int64_t members_ = 0;
 };
 
 /// The ustar header block of a regular file (exposed for the tests).

@@ -196,6 +196,15 @@ std::string file_name_problem(const std::string& name);
 /// its first '_', a '/' would make a directory, and a name holds at most 255 bytes.
 std::string t2i_compbench_name_problem(const std::string& prompt);
 
+/// The layout whose item_file_name() `file_name` has the form of: samples/<prompt>_<6+ digits> is
+/// T2I-CompBench's, samples/<id>_<j> DPG-Bench's, <k>/samples/... GenEval's, <key>.tar (a shard, as
+/// records name it) WebDataset's; anything else flat.
+Layout layout_of_file_name(const std::string& file_name);
+
+/// True for a subdirectory name that a layout makes: --files-per-dir's and GenEval's numbered ones
+/// (is_item_dir_name), "samples", and DPG-Bench's "grids". Only these are searched for stale temporaries.
+bool is_layout_dir_name(const std::string& name);
+
 /// True for a subdirectory name item_file_name() makes: 5 or more decimal digits. Only these are
 /// searched for dpinfer's stale temporaries; other trees under --out are the user's.
 bool is_item_dir_name(const std::string& name);

@@ -31,13 +31,12 @@ class ShardWriter {
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
-  /// Adds a made item: `record` is its manifest record (status ok), `image` its encoded file.
-  /// Publishes the shard once it holds --shard-size items.
-  void add(nlohmann::json record, const std::string& image_extension, const std::string& image,
-           const std::string& prompt);
+  /// Adds a made item: `record` is its manifest record (status ok), `image` its encoded file under
+  /// `image_name`, "<key>.<ext>" (plan::item_file_name in this layout). Publishes the shard once it
+  /// holds --shard-size items.
+  void add(nlohmann::json record, const std::string& image_name, const std::string& image, const std::string& prompt);
   /// Publishes the open shard, if it holds any item: at the end of a run, or of a stopped one.
   void commit();
-  int64_t published() const { return published_; }
 
  private:
   std::string out_dir_;
@@ -49,10 +48,6 @@ class ShardWriter {
   std::unique_ptr<io::TarWriter> tar_;
   std::vector<nlohmann::json> records_;  ///< the open shard's, appended to the manifest when it is published
   double started_at_ = 0;
-  int64_t published_ = 0;
 };
-
-/// An item's key in the shards: its index, zero-padded to 9 digits.
-std::string shard_key(int64_t index);
 
 }  // namespace dpinfer::worker

@@ -134,12 +134,9 @@ std::string dora_note(const std::vector<LoraTensorKey>& keys) {
 std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
   for (const LoraTensorKey& k : keys)
     if (const std::string kind = unread_lora_kind(k.key); !kind.empty()) return kind + " (dpinfer does not read it)";
-  // diffusers' pre-PEFT spellings (lora_keys.cpp, peft_spelling), before the FLUX.1 checks: an attention processor's
-  // "processor.to_q_lora" is not XLabs' "processor.qkv_lora1".
-  if (any_key(keys, [](const std::string& k) {
-        return (starts_with(k, "text_encoder") && has(k, ".lora_linear_layer.")) || has(k, "_lora.down.weight") ||
-               has(k, "_lora.up.weight");
-      }) &&
+  // diffusers' pre-PEFT spellings (the keys peft_spelling respells), before the FLUX.1 checks: an attention
+  // processor's "processor.to_q_lora" is not XLabs' "processor.qkv_lora1".
+  if (any_key(keys, [](const std::string& k) { return peft_spelling(k) != k; }) &&
       !any_key(keys, [](const std::string& k) { return has(k, "qkv_lora") || has(k, "proj_lora"); }))
     return kOldDiffusers;
   // A FLUX.1 kohya file where its converter is off (a UNet family): still named for what it is.

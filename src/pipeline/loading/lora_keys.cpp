@@ -202,15 +202,29 @@ bool alpha_reaches_no_module(const std::string& component, const std::string& mo
   return std::any_of(projections.begin(), projections.end(), [&](const std::string& p) { return ends_with(module, p); });
 }
 
-/// `key` in PEFT's spelling when it is in one of the older ones that diffusers 0.36 still maps there for every
-/// family (tools/fixtures/survey_lora_spellings.py; utils/state_dict_utils.py: DIFFUSERS_OLD_TO_PEFT and
-/// DIFFUSERS_TO_PEFT for the text encoders, the denoisers' load_lora_adapter for the processor names), else `key`:
-///   text_encoder*.<module>.lora_linear_layer.down/up.weight -> .lora_A/lora_B.weight (DreamBooth LoRA scripts; on a
-///                                                         UNet or transformer diffusers fails on it, and so it stays)
-///   <attention>.processor.to_q_lora.down/up.weight     -> <attention>.to_q.lora_A/lora_B.weight (to_k, to_v;
-///                                                         to_out_lora -> to_out.0: LoRA attention processors)
-///   <self_attn>.to_q_lora.down/up.weight               -> <self_attn>.q_proj.lora_A/lora_B.weight (k, v; to_out_lora
-///                                                         -> out_proj: CLIP's old monkey-patched attention)
+const char* strip_suffix(const std::string& key, std::initializer_list<const char*> suffixes, std::string* base) {
+  for (const char* s : suffixes)
+    if (ends_with(key, s)) {
+      *base = key.substr(0, key.size() - std::char_traits<char>::length(s));
+      return s;
+    }
+  return nullptr;
+}
+
+/// Throws unless `shape` is the DoRA magnitude PEFT keeps for a weight of shape `w`: [out] for a Linear,
+/// [1, out, 1, 1] for a Conv2d (peft 0.17 DoraLinearLayer / _DoraConvNdLayer.get_weight_norm).
+void check_magnitude_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape,
+                           const std::string& target, const std::vector<int64_t>& w) {
+  const std::vector<int64_t> want =
+      w.size() == 4 ? std::vector<int64_t>{1, w[0], 1, 1} : std::vector<int64_t>{w.empty() ? 0 : w[0]};
+  if (shape != want)
+    throw InputError(where + ": DoRA magnitude " + quote(key, 80) + " has shape " + shape_text(shape) + ", but " +
+                     target + " " + shape_text(w) + " takes " + shape_text(want) +
+                     " (diffusers cannot load it either); is it a LoRA for another model?");
+}
+
+}  // namespace
+
 std::string peft_spelling(const std::string& key) {
   std::string base;
   const char* factor = nullptr;
@@ -242,29 +256,6 @@ std::string peft_spelling(const std::string& key) {
       if (last == from) return parent + "." + to + peft;
   return key;
 }
-
-const char* strip_suffix(const std::string& key, std::initializer_list<const char*> suffixes, std::string* base) {
-  for (const char* s : suffixes)
-    if (ends_with(key, s)) {
-      *base = key.substr(0, key.size() - std::char_traits<char>::length(s));
-      return s;
-    }
-  return nullptr;
-}
-
-/// Throws unless `shape` is the DoRA magnitude PEFT keeps for a weight of shape `w`: [out] for a Linear,
-/// [1, out, 1, 1] for a Conv2d (peft 0.17 DoraLinearLayer / _DoraConvNdLayer.get_weight_norm).
-void check_magnitude_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape,
-                           const std::string& target, const std::vector<int64_t>& w) {
-  const std::vector<int64_t> want =
-      w.size() == 4 ? std::vector<int64_t>{1, w[0], 1, 1} : std::vector<int64_t>{w.empty() ? 0 : w[0]};
-  if (shape != want)
-    throw InputError(where + ": DoRA magnitude " + quote(key, 80) + " has shape " + shape_text(shape) + ", but " +
-                     target + " " + shape_text(w) + " takes " + shape_text(want) +
-                     " (diffusers cannot load it either); is it a LoRA for another model?");
-}
-
-}  // namespace
 
 std::vector<LoraTensorKey> without_dora_scales(const std::vector<LoraTensorKey>& keys,
                                                std::vector<std::string>* ignored) {
@@ -350,40 +341,6 @@ void check_lora_alpha_shape(const std::string& where, const std::string& key, co
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + shape_text(shape) + "; an alpha is one number");
-}
-
-namespace {
-
-std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>& file_tensors,
-                                                const LoraModuleTable& modules, const LoraModelFacts& facts,
-                                                const std::string& file, std::vector<std::string>* ignored);
-
-}  // namespace
-
-std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tensors, const LoraModuleTable& modules,
-                                     const LoraModelFacts& facts, const std::string& file,
-                                     std::vector<std::string>* ignored) {
-  // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
-  // name the file's own keys, which the merge reads.
-  std::vector<LoraTensorKey> respelled;
-  std::map<std::string, std::string> file_key_of;
-  for (const LoraTensorKey& t : file_tensors) {
-    const std::string key = peft_spelling(t.key);
-    if (key != t.key) file_key_of[key] = t.key;
-    respelled.push_back({key, t.shape});
-  }
-  std::vector<LoraLayer> layers = map_lora_keys_as_spelled(respelled, modules, facts, file, ignored);
-  if (file_key_of.empty()) return layers;
-  const auto back = [&](std::string& key) {
-    if (auto it = file_key_of.find(key); it != file_key_of.end()) key = it->second;
-  };
-  for (LoraLayer& l : layers) {
-    back(l.down_key);
-    back(l.up_key);
-    if (l.alpha_key) back(*l.alpha_key);
-    if (l.magnitude_key) back(*l.magnitude_key);
-  }
-  return layers;
 }
 
 namespace {
@@ -640,5 +597,31 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
 }
 
 }  // namespace
+
+std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tensors, const LoraModuleTable& modules,
+                                     const LoraModelFacts& facts, const std::string& file,
+                                     std::vector<std::string>* ignored) {
+  // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
+  // name the file's own keys, which the merge reads.
+  std::vector<LoraTensorKey> respelled;
+  std::map<std::string, std::string> file_key_of;
+  for (const LoraTensorKey& t : file_tensors) {
+    const std::string key = peft_spelling(t.key);
+    if (key != t.key) file_key_of[key] = t.key;
+    respelled.push_back({key, t.shape});
+  }
+  std::vector<LoraLayer> layers = map_lora_keys_as_spelled(respelled, modules, facts, file, ignored);
+  if (file_key_of.empty()) return layers;
+  const auto back = [&](std::string& key) {
+    if (auto it = file_key_of.find(key); it != file_key_of.end()) key = it->second;
+  };
+  for (LoraLayer& l : layers) {
+    back(l.down_key);
+    back(l.up_key);
+    if (l.alpha_key) back(*l.alpha_key);
+    if (l.magnitude_key) back(*l.magnitude_key);
+  }
+  return layers;
+}
 
 }  // namespace dpinfer::pipeline

@@ -149,6 +149,17 @@ std::vector<LoraTensorKey> without_dora_scales(const std::vector<LoraTensorKey>&
 /// The format dpinfer does not read whose keys look like `key` ("LyCORIS LoHa" for "...hada_w1_a"), or "".
 std::string unread_lora_kind(const std::string& key);
 
+/// `key` in PEFT's spelling when it is in one of the older ones that diffusers 0.36 still maps there for every
+/// family (tools/fixtures/survey_lora_spellings.py; utils/state_dict_utils.py: DIFFUSERS_OLD_TO_PEFT and
+/// DIFFUSERS_TO_PEFT for the text encoders, the denoisers' load_lora_adapter for the processor names), else `key`:
+///   text_encoder*.<module>.lora_linear_layer.down/up.weight -> .lora_A/lora_B.weight (DreamBooth LoRA scripts; on a
+///                                                         UNet or transformer diffusers fails on it, and so it stays)
+///   <attention>.processor.to_q_lora.down/up.weight     -> <attention>.to_q.lora_A/lora_B.weight (to_k, to_v;
+///                                                         to_out_lora -> to_out.0: LoRA attention processors)
+///   <self_attn>.to_q_lora.down/up.weight               -> <self_attn>.q_proj.lora_A/lora_B.weight (k, v; to_out_lora
+///                                                         -> out_proj: CLIP's old monkey-patched attention)
+std::string peft_spelling(const std::string& key);
+
 /// What the model's structure adds to the key conversion.
 struct LoraModelFacts {
   std::string family_label;  ///< for messages: "Stable Diffusion XL"
