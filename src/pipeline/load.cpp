@@ -1,6 +1,7 @@
 #include "dpinfer/pipeline/load.h"
 
 #include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/util/error.h"
@@ -17,6 +18,12 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
       for (const Component& c : model.components)
         if (has_weights(c.role) && c.variant.empty())
           log::warn("{} has no '{}' variant; loading its plain weights", c.name, request.variant);
+    // --weight-storage: the denoiser's layers, and with "fp8" the text encoders' too (never the VAE's).
+    if (parse_weight_storage(request.weight_storage) != c10::ScalarType::Undefined)
+      for (Component& c : model.components)
+        if (c.role == ComponentRole::kDenoiser ||
+            (c.role == ComponentRole::kTextEncoder && request.weight_storage == "fp8"))
+          c.weight_storage = "fp8";
     return model.family->load(model, request, *model.family);
   } catch (const InputError&) {
     throw;

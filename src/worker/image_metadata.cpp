@@ -26,6 +26,7 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
                    info.sampler_label, item.guidance_scale, item.seed, item.width, item.height);
   if (hashes && !hashes->model.empty()) s += "Model hash: " + model_short_hash(hashes->model) + ", ";
   s += "Model: " + info.model_name;
+  if (!info.weight_storage.empty()) s += ", Weight storage: " + info.weight_storage;
   s += pipeline::settings_infotext(info.setting_specs, item.settings);
   // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
   // without ':' or ','; the whole value then quoted.
@@ -62,6 +63,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"image_index", item.image}};
   // Only when set: a record without it was made with the model's own scheduler config.
   if (!info.scheduler_settings.empty()) j["scheduler_settings"] = info.scheduler_settings;
+  // Only when it changes pixels: a record without it was made with the weights in the run dtype.
+  if (!info.weight_storage.empty()) j["weight_storage"] = info.weight_storage;
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
   // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
@@ -97,7 +100,8 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr},
       {"seed_from", "index"},  // older records lack it: they were seeded by index, the only way then
       {"scheduler_settings", nlohmann::json::object()},  // absent: none set
-      {"loras", nlohmann::json::array()}};  // older records lack it: no LoRA then
+      {"loras", nlohmann::json::array()},  // older records lack it: no LoRA then
+      {"weight_storage", "default"}};  // absent: the weights in the run dtype
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;
 }

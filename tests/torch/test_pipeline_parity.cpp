@@ -84,10 +84,14 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   };
   const std::string gdir = kData + "/pipelines/" + name + ".golden";
   std::vector<Golden> goldens{{doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""}};
-  std::ifstream half_in(gdir + "/half/cases.json");
-  if (half_in)
-    goldens.push_back({json::parse(half_in)["cases"], io::SafetensorsFile::open(gdir + "/half/images.safetensors"),
-                       gdir + "/half/cpu_canary.safetensors"});
+  // Then half/'s (make_half_pipelines.py) and fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
+  // stored in float8, issue 26), both recorded with their machine's canaries.
+  for (const char* sub : {"half", "fp8"}) {
+    std::ifstream in(gdir + "/" + sub + "/cases.json");
+    if (in)
+      goldens.push_back({json::parse(in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
+                         gdir + "/" + sub + "/cpu_canary.safetensors"});
+  }
   std::vector<std::pair<const json*, const Golden*>> all;
   for (const Golden& g : goldens)
     for (const json& c : g.cases) all.emplace_back(&c, &g);
@@ -105,8 +109,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     o.model = kRoot + "/" + doc["model_dir"].get<std::string>();
     o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
     o.dtype = c.value("dtype", std::string("fp32"));
-    // One pipeline per scheduler and dtype; the family settings travel with each image.
-    auto& pipe = pipes[o.scheduler + "/" + o.dtype];
+    o.weight_storage = c.value("weight_storage", std::string("default"));
+    // One pipeline per scheduler, dtype and weight storage; the family settings travel with each image.
+    auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
     // What dpinfer is asked: recorded with the case (Z-Image: "settings"; Qwen-Image: "dpinfer",
     // the settings and the guidance scale, which is diffusers' true_cfg_scale), or the SD
@@ -204,6 +209,39 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   RecordProperty("worst_exact_fraction", std::to_string(worst_exact));
   std::cout << name << ": " << all.size() - skipped << " cases (" << skipped
             << " for call arguments dpinfer does not take), worst exact fraction " << worst_exact << "\n";
+}
+
+// Issue 26: every tiny pipeline has goldens with its weights stored in float8 (--weight-storage fp8), and one
+// with the denoiser's only (fp8-denoiser), each case visibly apart from its bf16 twin so that a storage
+// that did nothing would fail.
+TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
+  std::map<std::string, int> modes;
+  for (const char* name : {"tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
+                           "tiny-z-image-alt", "tiny-qwen-image", "tiny-qwen-image-alt", "tiny-flux-dev",
+                           "tiny-flux-schnell", "tiny-chroma", "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
+                           "tiny-sd3.5-t5"}) {
+    const std::string dir = kData + "/pipelines/" + name + ".golden/fp8";
+    std::ifstream in(dir + "/cases.json");
+    ASSERT_TRUE(in) << name << ": no " << dir << "/cases.json";
+    const json doc = json::parse(in);
+    EXPECT_GE(doc.at("cases").size(), 2u) << name;
+    auto fp8 = io::SafetensorsFile::open(dir + "/images.safetensors");
+    auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/half/images.safetensors");
+    for (const json& c : doc.at("cases")) {
+      EXPECT_EQ(c.at("dtype"), "bf16") << name;
+      const std::string mode = c.at("weight_storage").get<std::string>();
+      ++modes[mode];
+      // "fp8_default" and the half golden's "bf16_default": the same call, stored and not.
+      const std::string image = c.at("image_tensor").get<std::string>();
+      const std::string tag = mode == "fp8" ? "fp8_" : "fp8_denoiser_";
+      ASSERT_EQ(image.rfind(tag, 0), 0u) << name << ": " << image;
+      const Pixels stored = golden_image(*fp8, image);
+      const Pixels full = golden_image(*bf16, "bf16_" + image.substr(tag.size()));
+      EXPECT_NE(stored.bytes, full.bytes) << name << ": " << image << " is its bf16 twin";
+    }
+  }
+  EXPECT_GE(modes["fp8"], 32);
+  EXPECT_GE(modes["fp8-denoiser"], 2);
 }
 
 // Issue 35: every tiny pipeline has bf16 and fp16 goldens, each dtype with a case at the family's

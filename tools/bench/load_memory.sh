@@ -8,6 +8,7 @@
 #
 #   tools/bench/load_memory.sh [--dpinfer-worker PATH] [--dpinfer PATH] [--bench PATH]
 #       [--shape DIR] [--steps 1] [--model-dir DIR] [--weights-dtype fp32] [--dtype bf16] [--runs 3] [--json FILE]
+#       [--weight-storage default|fp8|fp8-denoiser]
 #
 # Defaults: the worker, dpinfer and dpinfer_bench under build/default/tools, the shape
 # configs/models/sd15-shape, the model in ${TMPDIR:-/tmp}/dpinfer-sd15-fp32 (with --shape:
@@ -29,6 +30,7 @@ runs=3
 steps=1  # Qwen-Image's scheduler (shift_terminal) needs 2
 json_out=""
 goal=1.3
+weight_storage="default"
 
 usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
     --runs) runs="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --json) json_out="$2"; shift 2 ;;
+    --weight-storage) weight_storage="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "load_memory: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -146,7 +149,7 @@ measure() {  # measure NAME CMD...: runs it, prints a line, fails on a non-zero 
   fi
 }
 
-echo "== load_memory: $dtype parameters from $weights_dtype weight files, on the CPU"
+echo "== load_memory: $dtype parameters from $weights_dtype weight files, weight storage $weight_storage, on the CPU"
 
 # 1. The model directory.
 created_s=""
@@ -188,9 +191,11 @@ avail_mem=$(awk '/^MemAvailable:/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)
 # headers (inspect), and one that loads and runs the tiny model (generate); not subtracted.
 printf 'a photograph of an astronaut riding a horse\n' > "$work/prompts.txt"
 gen_args=(--dtype "$dtype" --device cpu --steps "$steps" --width 64 --height 64 --batch-size 1 -v)
+tiny_args=("${gen_args[@]}")
+[ "$weight_storage" = "default" ] || gen_args+=(--weight-storage "$weight_storage")
 idle_cmd=("$worker" inspect "$tiny" --json)
 measure idle "${idle_cmd[@]}"
-tiny_cmd=("$worker" generate "$work/prompts.txt" --model "$tiny" "${gen_args[@]}" --out "$work/out-tiny")
+tiny_cmd=("$worker" generate "$work/prompts.txt" --model "$tiny" "${tiny_args[@]}" --out "$work/out-tiny")
 measure tiny "${tiny_cmd[@]}"
 
 # 4. The measured loads.

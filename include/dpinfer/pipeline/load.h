@@ -27,6 +27,10 @@ struct LoadRequest {
   std::string vae;
   /// Keys of scheduler_config.json for this run (--scheduler-set; scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();
+  /// How the weights are kept (--weight-storage): "default" (in `dtype`), "fp8" (the denoiser's and
+  /// the text encoders' Linear and Conv2d weights in float8_e4m3fn between uses, as diffusers'
+  /// enable_layerwise_casting keeps them) or "fp8-denoiser" (the denoiser's only).
+  std::string weight_storage = "default";
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

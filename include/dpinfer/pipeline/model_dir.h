@@ -39,6 +39,10 @@ struct Component {
   /// Where the component comes from, for inspect: "single file (model.diffusion_model.*)",
   /// "--vae DIR", "base DIR"; empty for a plain pipeline directory.
   std::string source;
+  /// How its Linear and Conv2d weights are kept between uses: "" (in the run dtype) or "fp8"
+  /// (float8_e4m3fn, layerwise casting; loading/layerwise_storage.h). load_text_to_image()
+  /// sets it from --weight-storage for the components that value stores.
+  std::string weight_storage;
 };
 
 /// What a single-file checkpoint was found to be (single_file/single_file.h).

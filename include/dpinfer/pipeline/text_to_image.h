@@ -59,6 +59,9 @@ struct PipelineInfo {
   nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string device;          ///< "cpu", "cuda:1"
   std::string dtype;           ///< "fp32", "fp16", "bf16"
+  /// --weight-storage when it changes pixels ("fp8", "fp8-denoiser"), else empty: recorded with
+  /// every image and part of what resume compares.
+  std::string weight_storage;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;

@@ -44,6 +44,8 @@ struct GenerateOptions {
   nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string dtype = "auto";    ///< auto, fp32, fp16, bf16
   std::string device = "auto";   ///< auto, cuda, cpu
+  /// default, fp8 or fp8-denoiser: how the weights are kept between uses (pipeline::LoadRequest).
+  std::string weight_storage = "default";
   int batch_size = 1;
   std::string shard_mode = "contiguous";
   std::string shard;             ///< "I/N"; empty: the whole file

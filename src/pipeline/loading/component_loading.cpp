@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_config.h"
@@ -53,7 +54,24 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
     const KeyReport report = match_keys(*shape, files, renames, c.name, load.convert);
     if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
   }
-  std::shared_ptr<torch::nn::Module> module = model_class->build(c.config, options);
+  std::shared_ptr<torch::nn::Module> module;
+  const at::ScalarType storage = parse_weight_storage(c.weight_storage);
+  if (storage == at::ScalarType::Undefined) {
+    module = model_class->build(c.config, options);
+  } else {
+    // Built on the host, where an uninitialised tensor costs no memory until it is written, then
+    // each tensor allocated on the device in its own dtype: on a GPU the run-dtype weights of the
+    // stored layers never exist, only their float8 ones.
+    const at::ScalarType compute = options.dtype().toScalarType();
+    module = model_class->build(c.config, options.device(at::kCPU));
+    const std::vector<std::string> stored = layerwise_stored_layers(*module, model_class->layerwise_casting_skip);
+    const int64_t bytes = store_layers(*module, stored, storage, compute);
+    for (at::Tensor t : module->parameters()) t.set_data(at::empty(t.sizes(), t.options().device(options.device())));
+    for (at::Tensor t : module->buffers()) t.set_data(at::empty(t.sizes(), t.options().device(options.device())));
+    load.stored_through = compute;
+    log::debug("{}: {} of its layers stored in {} ({:.1f} MB)", c.name, stored.size(), c10::toString(storage),
+               static_cast<double>(bytes) / 1e6);
+  }
   load_weights(*module, files, renames, c.name, load);
   if (gets_identity_projection(c)) {
     at::NoGradGuard no_grad;

@@ -129,6 +129,9 @@ void LoraMerger::add_component(const std::string& name, torch::nn::Module& modul
     if (!ends_with(key, ".weight")) continue;
     const std::string module_name = key.substr(0, key.size() - 7);
     if (!is_lora_target(module_name, item.value())) continue;
+    if (stored_component_.empty() &&
+        (item.value().scalar_type() == at::kFloat8_e4m3fn || item.value().scalar_type() == at::kFloat8_e5m2))
+      stored_component_ = name;
     module_order_.emplace(name + "/" + module_name, module_order_.size());
     weights_[name + "/" + module_name] = item.value();
     table_[name][module_name] = item.value().sizes().vec();
@@ -337,6 +340,12 @@ void LoraMerger::infer_alphas(const std::vector<LoraLayerScaling*>& factors) con
 }
 
 void LoraMerger::check(const io::LoraSet& set) {
+  // A merge into float8 weights would round the sum to float8, which neither diffusers' fused nor
+  // its unfused LoRA computes.
+  if (!set.empty() && !stored_component_.empty())
+    throw InputError(set.front().path + ": --weight-storage keeps the " + stored_component_ +
+                     "'s weights in float8, and dpinfer merges LoRAs into full-precision weights; drop --lora "
+                     "or use --weight-storage default");
   c10::InferenceMode guard;
   for (const io::LoraRef& ref : set) load(ref.path);
 }

@@ -394,6 +394,9 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, st
                  bool transpose, at::Tensor& param, const LoadOptions& options) {
   if (view.nbytes == 0) return;
   const at::ScalarType dtype = *torch_dtype(view.dtype);
+  const bool float8 = param.scalar_type() == at::kFloat8_e4m3fn || param.scalar_type() == at::kFloat8_e5m2;
+  const std::optional<at::ScalarType> through =
+      float8 && options.stored_through ? options.stored_through : options.round_through;
   const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
   const size_t item = static_cast<size_t>(io::dtype_bits(view.dtype) / 8);
   if (transpose) {
@@ -403,8 +406,7 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, st
     at::Tensor source = at::empty({view.shape[1], view.shape[0]}, source_options);
     std::memcpy(source.data_ptr(), view.data, view.nbytes);
     if (scale) source = source.to(at::kFloat).mul_(*scale);
-    if (options.round_through && *options.round_through != source.scalar_type())
-      source = source.to(*options.round_through);
+    if (through && *through != source.scalar_type()) source = source.to(*through);
     param.copy_(source.t());
     file.release(view.data, view.nbytes);
     return;
@@ -428,8 +430,7 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, st
     }
     // A scaled fp8 weight: Q.to(float32) * scale, in float32, then on to the parameter's dtype.
     if (scale) source = source.to(at::kFloat).mul_(*scale);
-    if (options.round_through && *options.round_through != source.scalar_type())
-      source = source.to(*options.round_through);
+    if (through && *through != source.scalar_type()) source = source.to(*through);
     target.narrow(0, begin, n).copy_(source);
     file.release(data, static_cast<size_t>(n) * item);
   }

@@ -269,6 +269,9 @@ const KeyRenames kVaeRenames{
 // encoder and quant_conv are skipped rather than built, which keeps about 40% of the VAE's
 // weights off every rank's device. An image-to-image family would build them and drop this.
 const KeyRenames kQwenImageVaeRenames{{}, {}, {"encoder", "quant_conv"}};
+// The _skip_layerwise_casting_patterns of diffusers 0.36's FLUX.1, Chroma, SD3 and Qwen-Image
+// transformers.
+const std::vector<std::string> kDitSkips{"pos_embed", "norm"};
 
 }  // namespace
 
@@ -282,23 +285,23 @@ const std::vector<ModelClass>& model_classes() {
        qwen2_5_vl_facts, kQwen2_5_VLRenames},
       {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
       {"T5EncoderModel", "transformers", ComponentRole::kTextEncoder, build<T5EncoderModelImpl, T5Config>, t5_facts,
-       kT5Renames},
+       kT5Renames, {"wo"}},
       {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,
-       unet_facts, {}},
+       unet_facts, {}, {"norm"}},
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
        kVaeRenames},
       {"AutoencoderKLQwenImage", "diffusers", ComponentRole::kVae,
        build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts, kQwenImageVaeRenames},
       {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
-       build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}},
+       build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}, {"t_embedder", "cap_embedder"}},
       {"QwenImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
-       build<QwenImageTransformer2DModelImpl, QwenImageTransformerConfig>, qwen_image_transformer_facts, {}},
+       build<QwenImageTransformer2DModelImpl, QwenImageTransformerConfig>, qwen_image_transformer_facts, {}, kDitSkips},
       {"FluxTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
-       build<FluxTransformer2DModelImpl, FluxTransformerConfig>, flux_transformer_facts, {}},
+       build<FluxTransformer2DModelImpl, FluxTransformerConfig>, flux_transformer_facts, {}, kDitSkips},
       {"ChromaTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
-       build<ChromaTransformer2DModelImpl, ChromaTransformerConfig>, chroma_transformer_facts, {}},
+       build<ChromaTransformer2DModelImpl, ChromaTransformerConfig>, chroma_transformer_facts, {}, kDitSkips},
       {"SD3Transformer2DModel", "diffusers", ComponentRole::kDenoiser,
-       build<SD3Transformer2DModelImpl, SD3TransformerConfig>, sd3_transformer_facts, {}},
+       build<SD3Transformer2DModelImpl, SD3TransformerConfig>, sd3_transformer_facts, {}, kDitSkips},
   };
   return table;
 }

@@ -4,6 +4,19 @@
 
 namespace dpinfer::pipeline::nn {
 
+void WeightedLayer::store_as(at::ScalarType storage, at::ScalarType compute) {
+  // set_data keeps the registered parameter and this member one tensor.
+  weight.set_data(at::empty(weight.sizes(), weight.options().dtype(storage)));
+  if (bias.defined()) bias.set_data(at::empty(bias.sizes(), bias.options().dtype(storage)));
+  compute_dtype_ = compute;
+}
+
+std::pair<at::Tensor, at::Tensor> WeightedLayer::for_compute() const {
+  if (!stored()) return {weight, bias};
+  // The hook casts every parameter of the module, the bias too.
+  return {weight.to(compute_dtype_), bias.defined() ? bias.to(compute_dtype_) : bias};
+}
+
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias, const at::TensorOptions& options) {
   weight = register_parameter("weight", at::empty({out_features, in_features}, options), /*requires_grad=*/false);
   if (with_bias) bias = register_parameter("bias", at::empty({out_features}, options), false);
@@ -20,11 +33,12 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 // [B, H W, C] view, issue 35: 96.98% of an fp16 image identical before, 100% after). So the fold,
 // as diffusers computes it.
 at::Tensor LinearImpl::forward(const at::Tensor& x) const {
-  if (x.dim() < 3 || x.is_contiguous()) return at::linear(x, weight, bias);
+  const auto [w, b] = for_compute();
+  if (x.dim() < 3 || x.is_contiguous()) return at::linear(x, w, b);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape.back() = weight.size(0);
-  at::Tensor out = at::mm(x.reshape({-1, x.size(-1)}), weight.t()).view(shape);  // [..., out]
-  if (bias.defined()) out.add_(bias);
+  shape.back() = w.size(0);
+  at::Tensor out = at::mm(x.reshape({-1, x.size(-1)}), w.t()).view(shape);  // [..., out]
+  if (b.defined()) out.add_(b);
   return out;
 }
 
@@ -36,7 +50,8 @@ Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel
 }
 
 at::Tensor Conv2dImpl::forward(const at::Tensor& x) const {
-  return at::conv2d(x, weight, bias, {stride_, stride_}, {padding_, padding_});
+  const auto [w, b] = for_compute();
+  return at::conv2d(x, w, b, {stride_, stride_}, {padding_, padding_});
 }
 
 GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps, const at::TensorOptions& options)

@@ -106,6 +106,8 @@ class LoraMerger {
   std::vector<LoraLayerScaling> read_layers(const io::SafetensorsFile& file, const std::string& path,
                                             LoraFilePlan& plan) const;
   at::Tensor weight(const std::string& component, const std::string& module);
+  /// A registered component with float8 weights (--weight-storage), or empty: check() refuses LoRAs then.
+  std::string stored_component_;
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).

@@ -80,6 +80,11 @@ struct LoadOptions {
   /// loads a component in fp16 and then upcasts it (SDXL's VAE under force_upcast): the
   /// parameter holds exactly what diffusers' upcast one holds.
   std::optional<at::ScalarType> round_through;
+  /// Set: each value loaded into a float8 parameter (a layer --weight-storage fp8 stores) goes
+  /// through this dtype first, the run dtype: diffusers loads the checkpoint in torch_dtype and
+  /// casts to the storage dtype afterwards, and rounding twice is not rounding once. Values for
+  /// the other parameters are untouched by it.
+  std::optional<at::ScalarType> stored_through;
   /// Set: the files' tensors are read through it (see match_keys()).
   KeyConverter convert;
 };

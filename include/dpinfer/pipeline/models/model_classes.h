@@ -34,6 +34,12 @@ struct ModelClass {
   nlohmann::ordered_json (*facts)(const nlohmann::json& config);
   /// How its checkpoints' keys map onto the module's names.
   KeyRenames renames;
+  /// The names layerwise casting (--weight-storage fp8) leaves in the run dtype beyond diffusers'
+  /// defaults (loading/layerwise_storage.h): a diffusers class's _skip_layerwise_casting_patterns
+  /// and _keep_in_fp32_modules, a transformers class's _keep_in_fp32_modules (T5's "wo", which
+  /// transformers' T5 forward reads the dtype of to cast its input: stored in float8, the
+  /// activations would be rounded to float8 too).
+  std::vector<std::string> layerwise_casting_skip = {};
 };
 
 /// Every class dpinfer builds.

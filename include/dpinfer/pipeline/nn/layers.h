@@ -8,6 +8,7 @@
 // and host memory: a 12B transformer would need 48 GB of it per rank.
 
 #include <cstdint>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -15,28 +16,50 @@
 
 namespace dpinfer::pipeline::nn {
 
+/// What Linear and Conv2d share: their weight and bias, and how they are kept between uses.
+/// By default in the dtype they compute in. Stored (store_as()): in a narrower dtype, float8,
+/// and cast back to the compute dtype for each forward, as diffusers' layerwise casting hook
+/// does (hooks/layerwise_casting.py: module.to(compute_dtype) before the forward, back to the
+/// storage dtype after), so the layer computes with exactly the values that hook gives it.
+class WeightedLayer : public torch::nn::Module {
+ public:
+  /// Keeps weight and bias in `storage` from now on, computing in `compute`. Their values
+  /// are not converted: the new tensors are allocated uninitialised, in `storage` on the
+  /// weight's device, for load_weights() to fill (layerwise_storage.h).
+  void store_as(at::ScalarType storage, at::ScalarType compute);
+  /// Whether store_as() was called.
+  bool stored() const { return compute_dtype_ != at::ScalarType::Undefined; }
+  /// The dtype the forward computes in: the run dtype, whatever the storage.
+  at::ScalarType compute_dtype() const { return stored() ? compute_dtype_ : weight.scalar_type(); }
+
+  at::Tensor weight, bias;
+
+ protected:
+  /// weight and bias in the compute dtype, for one forward.
+  std::pair<at::Tensor, at::Tensor> for_compute() const;
+
+ private:
+  at::ScalarType compute_dtype_ = at::ScalarType::Undefined;
+};
+
 /// torch.nn.Linear: y = x W^T + b. weight [out, in], bias [out].
-class LinearImpl : public torch::nn::Module {
+class LinearImpl : public WeightedLayer {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, const at::TensorOptions& options);
   /// [..., in] to [..., out], computed as torch.nn.functional.linear computes it for diffusers'
   /// and transformers' modules, whose weights are Parameters that require grad even under no_grad
   /// (see layers.cpp).
   at::Tensor forward(const at::Tensor& x) const;
-
-  at::Tensor weight, bias;
 };
 TORCH_MODULE(Linear);
 
 /// torch.nn.Conv2d (groups 1, dilation 1, zero padding). weight [out, in, k, k], bias [out].
-class Conv2dImpl : public torch::nn::Module {
+class Conv2dImpl : public WeightedLayer {
  public:
   Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, bool bias,
              const at::TensorOptions& options);
   /// [B, in, H, W] to [B, out, H', W'].
   at::Tensor forward(const at::Tensor& x) const;
-
-  at::Tensor weight, bias;
 
  private:
   int64_t stride_, padding_;

@@ -115,7 +115,7 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
                 std::to_string(text_len + image_len) + "] (text then image tokens), got " +
                 c10::str(attention_mask.sizes()));
 
-  const at::ScalarType dtype = x_embedder_->weight.scalar_type();
+  const at::ScalarType dtype = x_embedder_->compute_dtype();
   const at::Device device = x_embedder_->weight.device();
   at::Tensor image = x_embedder_(hidden_states.to(device, dtype));  // [B, L_img, dim]
   // timestep.to(hidden_states.dtype) * 1000, then the approximator: [B, mod_index_length, dim].

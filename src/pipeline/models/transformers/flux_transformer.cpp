@@ -209,7 +209,7 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
                        "value; pass none");
   if (guidance.defined()) check_batch_vector(guidance, batch, "guidance");
 
-  const at::ScalarType dtype = x_embedder_->weight.scalar_type();
+  const at::ScalarType dtype = x_embedder_->compute_dtype();
   const at::Device device = x_embedder_->weight.device();
   at::Tensor image = x_embedder_(hidden_states.to(device, dtype));  // [B, L_img, dim]
   // time_text_embed: Timesteps(256, flip_sin_to_cos, shift 0) of t * 1000 in float32, cast to the

@@ -140,7 +140,7 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
                 " (the prompts are padded to the longest), got " +
                 std::to_string(*std::max_element(txt_seq_lens.begin(), txt_seq_lens.end())));
 
-  const at::ScalarType dtype = img_in_->weight.scalar_type();
+  const at::ScalarType dtype = img_in_->compute_dtype();
   const at::Device device = img_in_->weight.device();
   at::Tensor image = img_in_(hidden_states.to(device, dtype));                            // [B, L_img, dim]
   at::Tensor text = txt_in_(txt_norm_(encoder_hidden_states.to(device, dtype)));          // [B, L_txt, dim]

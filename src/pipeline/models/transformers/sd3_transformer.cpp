@@ -160,7 +160,7 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
     throw Error(what + ": timestep must be [" + std::to_string(batch) + "] or a scalar, got " +
                 c10::str(timestep.sizes()));
 
-  const at::ScalarType dtype = context_embedder_->weight.scalar_type();
+  const at::ScalarType dtype = context_embedder_->compute_dtype();
   const at::Device device = context_embedder_->weight.device();
   const int64_t height = hidden_states.size(2) / p, width = hidden_states.size(3) / p;
   at::Tensor image = pos_embed_(hidden_states.to(device, dtype));  // [B, h w, dim]

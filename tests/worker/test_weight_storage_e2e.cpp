@@ -1,0 +1,104 @@
+// --weight-storage end to end (issue 26): a run that stores tiny-flux-dev's weights in float8 makes
+// diffusers' layerwise-casting image (make_fp8_storage_pipelines.py's golden; the bit-for-bit check is
+// PipelineParity's), says so in every record, infotext and run.json, and resume refuses to mix its
+// images with those of another storage. LoRAs and unknown values are refused in one line.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/io/safetensors.h"
+#include "support/png_reader.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer;
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
+const std::string kDev = kPipelines + "tiny-flux-dev";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+
+// make_pipelines.py's P with seed 0 at the family's defaults (28 steps, guidance 3.5), 16x16: the golden
+// case default_steps_28.
+RunResult generate(const TempDir& dir, const std::string& out, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kDev, "--dtype",
+                                   "bf16", "--width", "16", "--height", "16", "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run(argv, kEnv, 300s);
+}
+
+/// Mean |d| of `pixels` from the golden image `name` of `images`.
+double mean_distance(const std::vector<uint8_t>& pixels, const std::string& images, const std::string& name) {
+  auto golden = io::SafetensorsFile::open(images);
+  const io::TensorView* want = golden->find(name);
+  if (!want || want->nbytes != pixels.size()) return 1e9;
+  const auto* w = reinterpret_cast<const uint8_t*>(want->data);
+  double sum = 0;
+  for (size_t i = 0; i < pixels.size(); ++i) sum += std::abs(int(pixels[i]) - int(w[i]));
+  return sum / static_cast<double>(pixels.size());
+}
+
+}  // namespace
+
+TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a photograph of an astronaut riding a horse\n");
+  RunResult plain = generate(dir, dir.file("plain"), {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  RunResult fp8 = generate(dir, dir.file("fp8"), {"--weight-storage", "fp8"});
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.err;
+
+  const DecodedPng stored = read_png(dir.file("fp8/000000.png"));
+  const DecodedPng full = read_png(dir.file("plain/000000.png"));
+  EXPECT_NE(stored.pixels, full.pixels);
+  // The golden's own machine gives it bit for bit (PipelineParity); any CPU stays within the cross-CPU
+  // bound of a bf16 image (mean |d| <= 2), while the bf16 image is about 5 away from it.
+  const std::string fp8_images = kPipelines + "tiny-flux-dev.golden/fp8/images.safetensors";
+  EXPECT_LE(mean_distance(stored.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
+  EXPECT_GT(mean_distance(full.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
+
+  EXPECT_TRUE(contains(stored.texts.at("parameters"), ", Weight storage: fp8")) << stored.texts.at("parameters");
+  EXPECT_FALSE(contains(full.texts.at("parameters"), "Weight storage")) << full.texts.at("parameters");
+  EXPECT_EQ(read_jsonl(dir.file("fp8/metadata.jsonl")).at(0)["weight_storage"], "fp8");
+  EXPECT_FALSE(read_jsonl(dir.file("plain/metadata.jsonl")).at(0).contains("weight_storage"));
+  const nlohmann::json run_json = nlohmann::json::parse(read_file(dir.file("fp8/run.json")));
+  EXPECT_EQ(run_json["options"]["weight_storage"], "fp8");
+  EXPECT_EQ(run_json["pipeline"]["weight_storage"], "fp8");
+
+  // Resume compares the storage, both ways; the same storage resumes.
+  RunResult mixed = generate(dir, dir.file("plain"), {"--weight-storage", "fp8"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with weight_storage \"default\"")) << mixed.err;
+  mixed = generate(dir, dir.file("fp8"), {"--weight-storage", "fp8-denoiser"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with weight_storage \"fp8\"")) << mixed.err;
+  EXPECT_EQ(generate(dir, dir.file("fp8"), {"--weight-storage", "fp8"}).exit_code, 0);
+
+  // fp8-denoiser leaves the text encoders in bf16: another image again.
+  RunResult denoiser = generate(dir, dir.file("denoiser"), {"--weight-storage", "fp8-denoiser"});
+  ASSERT_EQ(denoiser.exit_code, 0) << denoiser.err;
+  EXPECT_LE(mean_distance(read_png(dir.file("denoiser/000000.png")).pixels, fp8_images,
+                          "fp8_denoiser_default_steps_28"),
+            2.0);
+}
+
+TEST(WeightStorageE2E, LorasAndUnknownValuesAreRefusedInOneLine) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  RunResult lora = generate(dir, dir.file("out"),
+                            {"--weight-storage", "fp8", "--lora",
+                             std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/flux-alpha.safetensors"});
+  EXPECT_EQ(lora.exit_code, 2) << lora.err;
+  EXPECT_TRUE(contains(lora.err, "flux-alpha.safetensors: --weight-storage keeps the transformer's weights in float8"))
+      << lora.err;
+  RunResult bad = generate(dir, dir.file("out"), {"--weight-storage", "fp4"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--weight-storage: expected default, fp8 or fp8-denoiser, got 'fp4'")) << bad.err;
+  EXPECT_FALSE(contains(bad.err, "terminate")) << bad.err;
+}
