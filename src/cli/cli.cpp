@@ -404,7 +404,7 @@ int run_cli(int argc, char** argv) {
                    "usage: dpinfer launch [OPTIONS] PROMPTS [GENERATE OPTIONS]\n"
                    "       dpinfer launch [OPTIONS] -- CMD [ARGS...]\n"
                    "       dpinfer generate PROMPTS [OPTIONS]   (one worker; needs a LibTorch build)\n"
-                   "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--scheduler-set K=V] [--base DIR] [--lora PATH[:SCALE]]... [--json]   (check that a model, and its LoRAs, load)\n"
+                   "       dpinfer inspect MODEL [--variant fp16] [--scheduler NAME] [--scheduler-set K=V] [--base DIR] [--lora PATH[:SCALE]]... [--memory] [--json]   (check that a model, and its LoRAs, load; --memory: its weight bytes)\n"
                    "       dpinfer inspect LORA.safetensors [--json]   (what a LoRA file is: format, family, layers, ranks)\n"
                    "       dpinfer inspect --families [--json]   (the model families: defaults, settings, LoRA formats, single files)\n"
                    "       dpinfer merge OUT   (merge all manifests into OUT/metadata.jsonl)\n"

@@ -1,11 +1,13 @@
 #include "dpinfer/pipeline/inspect.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <torch/nn/module.h>
 
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "dpinfer/io/json_file.h"
@@ -13,6 +15,7 @@
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
@@ -79,6 +82,15 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   bool built = false;
   if (model_class && config_ok)
     built = step(report, &r.error, [&] { module = model_class->build(c.config, at::TensorOptions().device(at::kMeta)); });
+  if (built) {
+    for (const at::Tensor& t : module->parameters()) r.module_elements += t.numel();
+    for (const at::Tensor& t : module->buffers()) r.module_elements += t.numel();
+    std::set<std::string> stored;
+    for (const std::string& layer : layerwise_stored_layers(*module, model_class->layerwise_casting_skip))
+      stored.insert({layer + ".weight", layer + ".bias"});
+    for (const auto& p : module->named_parameters())
+      if (stored.count(p.key())) r.stored_elements += p.value().numel();
+  }
   r.variant = c.variant;
   r.fell_back = !variant.empty() && c.variant.empty();
   WeightFiles found;
@@ -145,6 +157,7 @@ ordered_json component_json(const ComponentReport& r) {
     dtypes[name] = {{"tensors", count.tensors}, {"parameters", count.parameters}};
   w["dtypes"] = dtypes;
   j["weights"] = w;
+  j["module"] = {{"elements", r.module_elements}, {"fp8_stored_elements", r.stored_elements}};
   if (r.keys) {
     const KeyReport& k = *r.keys;
     j["keys"] = {{"ok", k.ok()},
@@ -457,6 +470,41 @@ ordered_json InspectReport::to_json() const {
   for (const LoraReport& l : loras) loras_json.push_back(l.to_json());
   j["loras"] = loras_json;
   return j;
+}
+
+std::string InspectReport::memory_text(const std::string& dtype) const {
+  const int64_t size = at::elementSize(parse_dtype(dtype));
+  // bytes of `r` on the device when `store` says its fp8 layers are stored (1 byte each)
+  auto bytes = [&](const ComponentReport& r, bool store) {
+    return static_cast<double>(store ? (r.module_elements - r.stored_elements) * size + r.stored_elements
+                                     : r.module_elements * size);
+  };
+  struct Column {
+    const char* name;
+    bool (*stores)(ComponentRole);
+  };
+  const Column columns[] = {{"default", [](ComponentRole) { return false; }},
+                            {"fp8-denoiser", [](ComponentRole role) { return role == ComponentRole::kDenoiser; }},
+                            {"fp8", [](ComponentRole role) {
+                               return role == ComponentRole::kDenoiser || role == ComponentRole::kTextEncoder;
+                             }}};
+  std::ostringstream out;
+  out << "weights on the device in " << dtype << ", GB, by --weight-storage (activations come on top):\n";
+  out << fmt::format("  {:<48} {:>9} {:>13} {:>9}\n", "", "default", "fp8-denoiser", "fp8");
+  double total[3] = {0, 0, 0};
+  for (const ComponentReport& r : models) {
+    const ModelClass* cls = find_model_class(r.class_name);
+    const ComponentRole role = cls ? cls->role : ComponentRole::kVae;
+    std::string row = fmt::format("  {:<48}", r.name + " (" + r.class_name + ")");
+    for (int i = 0; i < 3; ++i) {
+      const double b = bytes(r, columns[i].stores(role));
+      total[i] += b;
+      row += i == 1 ? fmt::format(" {:>13.2f}", b / 1e9) : fmt::format(" {:>9.2f}", b / 1e9);
+    }
+    out << row << "\n";
+  }
+  out << fmt::format("  {:<48} {:>9.2f} {:>13.2f} {:>9.2f}\n", "all", total[0] / 1e9, total[1] / 1e9, total[2] / 1e9);
+  return out.str();
 }
 
 std::string InspectReport::to_text() const {

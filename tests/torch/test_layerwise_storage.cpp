@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 
+#include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
@@ -63,6 +65,32 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LayerwiseStorage,
                              if (ch == '-' || ch == '.') ch = '_';
                            return s;
                          });
+
+// `dpinfer inspect --memory` counts, per component, the elements the fp8 layers hold: those of the weights and
+// biases of the layers diffusers' hooks store, as the component's weight file has them.
+TEST(LayerwiseStorage, InspectCountsTheStoredElementsOfTheHookedLayers) {
+  const std::string name = "tiny-flux-dev";
+  std::ifstream in(kPipelines + name + ".golden/fp8/cases.json");
+  const nlohmann::json recorded = nlohmann::json::parse(in).at("stored_layers");
+  const InspectReport report = inspect_model(kPipelines + name);
+  ASSERT_TRUE(report.ok()) << report.error;
+  for (const auto& [component, names] : recorded.items()) {
+    const ComponentReport& r = report.component(component);
+    int64_t stored = 0;
+    for (const std::string& file : r.files) {
+      auto f = io::SafetensorsFile::open(file);
+      for (const std::string& layer : names.get<std::vector<std::string>>())
+        for (const char* leaf : {".weight", ".bias"})
+          if (const io::TensorView* t = f->find(layer + leaf)) stored += t->numel();
+    }
+    EXPECT_GT(stored, 0) << component;
+    EXPECT_EQ(r.stored_elements, stored) << component;
+    EXPECT_EQ(r.module_elements, r.parameters) << component;  // every tensor of the files loads
+  }
+  const std::string text = report.memory_text("bf16");
+  EXPECT_NE(text.find("transformer (FluxTransformer2DModel)"), std::string::npos) << text;
+  EXPECT_THROW(report.memory_text("fp4"), InputError);
+}
 
 // The hook's round trip: module.to(float8) at setup, module.to(bf16) before the forward. A stored Linear
 // and Conv2d give exactly torch's linear and conv2d on those round-tripped weights and biases.

@@ -62,6 +62,7 @@ struct Options {
   std::string model_dir;  // empty: a temporary directory, removed at the end
   std::string device = "auto";
   std::string dtype = "auto";
+  std::string weight_storage = "default";
   std::string weights_dtype = "fp16";
   std::string scheduler;
   int width = 0;   // 0: the model's default (512 for SD 1.5, 1024 for SDXL base)
@@ -346,6 +347,7 @@ int run(const Options& o_in) {
   po.dtype = o.dtype;
   po.device = o.device;
   po.scheduler = o.scheduler;
+  po.weight_storage = o.weight_storage;
   auto t0 = std::chrono::steady_clock::now();
   auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);
@@ -361,6 +363,7 @@ int run(const Options& o_in) {
   report["device"] = o.device;
   report["device_name"] = device_name(o.device);
   report["dtype"] = o.dtype;
+  report["weight_storage"] = o.weight_storage;
   report["model_dir"] = dir.string();
   report["shape"] = fs::weakly_canonical(fs::absolute(o.shape)).string();
   report["weights"] = "random (LibTorch default init, seed " + std::to_string(o.weights_seed) + ", stored " + o.weights_dtype + ")";
@@ -466,6 +469,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--weights-dtype", o.weights_dtype, "dtype of the written weight files")->capture_default_str();
+  app.add_option("--weight-storage", o.weight_storage, "default, fp8 or fp8-denoiser, as dpinfer generate's")
+      ->capture_default_str();
   app.add_option("--scheduler", o.scheduler, "dpinfer scheduler name (default: the shape's)");
   app.add_option("--width", o.width, "image width (default: the model's, 512 for SD 1.5, 1024 for SDXL)");
   app.add_option("--height", o.height, "image height (default: the model's)");

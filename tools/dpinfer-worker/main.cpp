@@ -81,6 +81,13 @@ int inspect_main(int argc, char** argv) {
                  "finds it) against the model: its format, the layers it changes per component, ranks and alphas, "
                  "reading only its header");
   app.add_flag("--json", json, "print the report as json on stdout, for scripts");
+  bool memory = false;
+  std::string memory_dtype = "bf16";
+  app.add_flag("--memory", memory,
+               "also print each component's weight bytes on the device, by --weight-storage (weights only: "
+               "activations come on top); the model needs no weight files for it, its configs suffice");
+  app.add_option("--dtype", memory_dtype, "the run dtype --memory counts in: fp32, fp16 or bf16")
+      ->capture_default_str();
   app.footer(
       "Exit status: 0 when the model (and each --lora on it) loads, and for a LoRA file described alone; 2 when it does "
       "not (with the error on stderr, the one `dpinfer generate` would stop with), 1 when inspect itself fails.");
@@ -94,6 +101,10 @@ int inspect_main(int argc, char** argv) {
     return exit_status::kBadInput;
   } catch (const CLI::ParseError& e) {
     dpinfer::log::error("{}; see 'dpinfer inspect --help'", cli11_message(e));
+    return exit_status::kBadInput;
+  }
+  if (memory_dtype != "fp32" && memory_dtype != "fp16" && memory_dtype != "bf16") {
+    dpinfer::log::error("--dtype: expected fp32, fp16 or bf16, got {}", dpinfer::quote(memory_dtype, 60));
     return exit_status::kBadInput;
   }
   if (families) {
@@ -129,6 +140,7 @@ int inspect_main(int argc, char** argv) {
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else
       std::cout << report.to_text();
+    if (memory && !json) std::cout << report.memory_text(memory_dtype);
     std::cout.flush();
     if (report.ok()) return exit_status::kSuccess;
     dpinfer::log::error("{}", report.error);

@@ -48,6 +48,11 @@ struct ComponentReport {
   /// The strict key check against the module built from the config; unset when it could
   /// not run (the config or the files failed first).
   std::optional<KeyReport> keys;
+  /// From the module built from the config (no files needed): the elements of its parameters and
+  /// buffers, what loads on the device, and those of the layers --weight-storage fp8 keeps in
+  /// float8 (layerwise_storage.h). 0 when it could not be built.
+  int64_t module_elements = 0;
+  int64_t stored_elements = 0;
   /// The first error loading this component throws, or empty.
   std::string error;
 };
@@ -118,6 +123,9 @@ struct InspectReport {
   nlohmann::ordered_json to_json() const;
   /// The report for people, several lines ending in '\n'; `error` is not in it.
   std::string to_text() const;
+  /// `dpinfer inspect --memory`: the bytes of each component's weights on the device in `dtype`
+  /// ("bf16"), with each --weight-storage, and their sum. Weights only: activations come on top.
+  std::string memory_text(const std::string& dtype) const;
 };
 
 /// Inspects `spec` (a directory or a hub id, see read_model_index()) with `variant` ("fp16"
