@@ -1,11 +1,14 @@
 #include "dpinfer/pipeline/load.h"
 
+#include <algorithm>
+
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 
@@ -18,6 +21,24 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
       for (const Component& c : model.components)
         if (has_weights(c.role) && c.variant.empty())
           log::warn("{} has no '{}' variant; loading its plain weights", c.name, request.variant);
+    // A --set key this family lacks but others have (first_block_cache: FLUX.1 and Qwen-Image): say which,
+    // before the family's own check refuses it without knowing the others.
+    if (request.settings.is_object())
+      for (const auto& [key, value] : request.settings.items()) {
+        const auto has = [&key = key](const Family& f) {
+          return std::any_of(f.settings.begin(), f.settings.end(), [&](const SettingSpec& s) { return s.name == key; });
+        };
+        if (has(*model.family)) continue;
+        std::vector<std::string> others;
+        for (const Family& f : families())
+          if (has(f)) others.push_back(f.label);
+        if (others.empty()) continue;  // the family's check says it is no setting at all
+        const std::string last = others.back();
+        others.pop_back();
+        throw InputError("--set: " + quote(key, 60) + " is not a setting of " + model.family->label + " models, only of " +
+                         (others.empty() ? last : join(others) + " and " + last) +
+                         " models; drop it for this model (`dpinfer inspect MODEL` lists its settings)");
+      }
     // --weight-storage: the denoiser's layers, and with "fp8" the text encoders' too (never the VAE's).
     if (parse_weight_storage(request.weight_storage) != c10::ScalarType::Undefined)
       for (Component& c : model.components)

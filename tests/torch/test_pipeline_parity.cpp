@@ -84,9 +84,10 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   };
   const std::string gdir = kData + "/pipelines/" + name + ".golden";
   std::vector<Golden> goldens{{doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""}};
-  // Then half/'s (make_half_pipelines.py) and fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
-  // stored in float8, issue 26), both recorded with their machine's canaries.
-  for (const char* sub : {"half", "fp8"}) {
+  // Then half/'s (make_half_pipelines.py), fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
+  // stored in float8, issue 26) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
+  // under First Block Cache, issue 28), each recorded with its machine's canaries.
+  for (const char* sub : {"half", "fp8", "fbcache"}) {
     std::ifstream in(gdir + "/" + sub + "/cases.json");
     if (in)
       goldens.push_back({json::parse(in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),

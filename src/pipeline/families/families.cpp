@@ -108,6 +108,17 @@ SettingSpec true_cfg_scale() {
           "True CFG scale", 0};
 }
 
+// diffusers' First Block Cache (FirstBlockCacheConfig(threshold), nn/first_block_cache.h), decided per image;
+// off by default, as evaluation runs need the exact model. The infotext label is dpinfer's.
+SettingSpec first_block_cache() {
+  return {"first_block_cache", Type::kNumber, 0.0, 0, 1e6,
+          "First Block Cache's threshold: a step whose first transformer block changed its output by less than this "
+          "(relative abs-mean, against the last step that ran every block) skips the other blocks and reuses their "
+          "residual, as diffusers' FirstBlockCacheConfig(threshold) (0: off; e.g. 0.05 to 0.2: fewer block runs, a "
+          "slightly different image)",
+          "First block cache", 0};
+}
+
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
 /// none) times the VAE's scale factor, {height, width}. StableDiffusionXLPipeline refuses a
 /// list sample_size; dpinfer reads it as [height, width], as StableDiffusionPipeline does.
@@ -172,7 +183,8 @@ const std::vector<Family>& families() {
            {"vae", Role::kVae, {"AutoencoderKLQwenImage"}},
            {"scheduler", Role::kScheduler, {}}},
           {max_sequence_length(1024, "prompt text states the transformer sees, after the template (diffusers' "
-                                     "max_sequence_length, at most 1024); longer prompts are cut")},
+                                     "max_sequence_length, at most 1024); longer prompts are cut"),
+           first_block_cache()},
           /*default_steps=*/50,
           /*default_guidance_scale=*/4.0,  // true_cfg_scale; on only with a negative prompt
           /*size_multiple=*/16,
@@ -216,7 +228,7 @@ const std::vector<Family>& families() {
            {"scheduler", Role::kScheduler, {}}},
           {max_sequence_length(512, "T5 tokens of the prompt (padded to this length; diffusers' "
                                     "max_sequence_length, at most 512); longer prompts are cut"),
-           true_cfg_scale()},
+           true_cfg_scale(), first_block_cache()},
           /*default_steps=*/28,
           /*default_guidance_scale=*/3.5,  // the distilled guidance input; ignored without guidance embeds
           /*size_multiple=*/16,

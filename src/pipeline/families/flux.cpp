@@ -4,6 +4,7 @@
 #include "dpinfer/pipeline/families/flux.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,14 @@ class FluxPipeline : public LoraPipeline {
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
     const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
+    // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a
+    // First Block Cache state each, for this batch (diffusers resets them at the end of every call).
+    const double fbc_threshold = settings["first_block_cache"].get<double>();
+    std::optional<nn::FirstBlockCache> cond_cache, uncond_cache;
+    if (fbc_threshold > 0) {
+      cond_cache.emplace(fbc_threshold);
+      uncond_cache.emplace(fbc_threshold);
+    }
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -153,11 +162,13 @@ class FluxPipeline : public LoraPipeline {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
       const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
-      at::Tensor pred = transformer_->forward(latents, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance);
+      at::Tensor pred = transformer_->forward(latents, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
+                                              cond_cache ? &*cond_cache : nullptr);
       if (!cfg_rows.empty()) {
         auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
-        const at::Tensor neg = transformer_->forward(pick(latents), uncond.t5, uncond.pooled, pick(timestep),
-                                                     image_ids, text_ids, guidance.defined() ? pick(guidance) : guidance);
+        const at::Tensor neg =
+            transformer_->forward(pick(latents), uncond.t5, uncond.pooled, pick(timestep), image_ids, text_ids,
+                                  guidance.defined() ? pick(guidance) : guidance, uncond_cache ? &*uncond_cache : nullptr);
         const at::Tensor pos = pick(pred);
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;

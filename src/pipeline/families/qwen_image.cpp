@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -122,6 +123,14 @@ class QwenImagePipeline : public LoraPipeline {
     check_image_size(first.width, first.height, info_.size_multiple, factor);
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    // QwenImagePipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond":
+    // a First Block Cache state each, for this batch (diffusers resets them at the end of every call).
+    const double fbc_threshold = settings["first_block_cache"].get<double>();
+    std::optional<nn::FirstBlockCache> cond_cache, uncond_cache;
+    if (fbc_threshold > 0) {
+      cond_cache.emplace(fbc_threshold);
+      uncond_cache.emplace(fbc_threshold);
+    }
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -164,12 +173,13 @@ class QwenImagePipeline : public LoraPipeline {
       // kMasked: the text padding is no key, so an image depends only on its own prompt
       // (diffusers 0.36 attends to it; its goldens here record each prompt alone).
       at::Tensor pred = transformer_->forward(latents, cond.embeds, cond.mask, timestep, grids(b, grid), cond.lengths,
-                                              QwenTextPadding::kMasked);
+                                              QwenTextPadding::kMasked, cond_cache ? &*cond_cache : nullptr);
       if (!cfg_rows.empty()) {
         const at::Tensor x = rows.defined() ? latents.index_select(0, rows) : latents;
         const at::Tensor t = rows.defined() ? timestep.index_select(0, rows) : timestep;
         const at::Tensor neg = transformer_->forward(x, uncond.embeds, uncond.mask, t, grids(x.size(0), grid),
-                                                     uncond.lengths, QwenTextPadding::kMasked);
+                                                     uncond.lengths, QwenTextPadding::kMasked,
+                                                     uncond_cache ? &*uncond_cache : nullptr);
         const at::Tensor text = rows.defined() ? pred.index_select(0, rows) : pred;
         // comb = neg + s (text - neg), rescaled to the text prediction's norm per token
         const at::Tensor comb = neg + first.guidance_scale * (text - neg);

@@ -183,7 +183,7 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
                                                const at::Tensor& encoder_hidden_states,
                                                const at::Tensor& pooled_projections, const at::Tensor& timestep,
                                                const at::Tensor& img_ids, const at::Tensor& txt_ids,
-                                               const at::Tensor& guidance) {
+                                               const at::Tensor& guidance, nn::FirstBlockCache* cache) {
   const FluxTransformerConfig& c = config_;
   const std::string what(kWhat);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
@@ -229,16 +229,34 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
   const at::Tensor ids = at::cat({txt_ids.to(device), img_ids.to(device)}, 0);
   const nn::RotaryCosSin freqs = nn::rotary_cos_sin(ids, kRopeTheta, c.axes_dims_rope);
 
-  for (auto& block : blocks_) {
-    FluxTransformerBlockImpl::Output o = block(image, text, temb, freqs);
-    image = std::move(o.image);
-    text = std::move(o.text);
+  // The blocks from `first` on, for the rows `rows` of the batch (temb's), given their streams.
+  auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
+    const at::Tensor t = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
+    for (size_t i = first; i < blocks_.size(); ++i) {
+      FluxTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, t, freqs);
+      s = {std::move(o.image), std::move(o.text)};
+    }
+    // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
+    // block, which changes no value.
+    at::Tensor joint = at::cat({s.text, s.image}, 1);
+    for (auto& block : single_blocks_) joint = block(joint, t, freqs);
+    return nn::Streams{joint.narrow(1, text_len, image_len), joint.narrow(1, 0, text_len)};
+  };
+  if (cache) {
+    // diffusers' head is the first block of transformer_blocks, then single_transformer_blocks, in that order.
+    if (blocks_.empty() || blocks_.size() + single_blocks_.size() < 2)
+      throw InputError("first_block_cache: the transformer needs a double-stream block and one more block");
+    image = cache->run(
+                     {image, text},
+                     [&](const nn::Streams& s) {
+                       FluxTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs);
+                       return nn::Streams{std::move(o.image), std::move(o.text)};
+                     },
+                     [&](const nn::Streams& s, const at::Tensor& rows) { return blocks_from(1, s, rows); })
+                .image;
+  } else {
+    image = blocks_from(0, {image, text}, {}).image;
   }
-  // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
-  // block, which changes no value.
-  at::Tensor joint = at::cat({text, image}, 1);
-  for (auto& block : single_blocks_) joint = block(joint, temb, freqs);
-  image = joint.narrow(1, text_len, image_len);
   return proj_out_(norm_out_(image, temb));  // [B, L_img, p p out_channels]
 }
 

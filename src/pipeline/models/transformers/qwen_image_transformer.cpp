@@ -99,7 +99,7 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
                                                     const at::Tensor& timestep,
                                                     const std::vector<std::vector<nn::TokenGrid>>& img_shapes,
                                                     const std::vector<int64_t>& txt_seq_lens,
-                                                    QwenTextPadding text_padding) {
+                                                    QwenTextPadding text_padding, nn::FirstBlockCache* cache) {
   const QwenImageTransformerConfig& c = config_;
   const std::string what(kWhat);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
@@ -156,10 +156,29 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
     mask = at::cat({encoder_hidden_states_mask.to(device).ne(0),
                     at::ones({batch, image_len}, at::TensorOptions().dtype(at::kBool).device(device))},
                    1);
-  for (auto& block : blocks_) {
-    QwenImageTransformerBlockImpl::Output o = block(image, text, temb, freqs, mask);
-    image = std::move(o.image);
-    text = std::move(o.text);
+  // The blocks from `first` on, for the rows `rows` of the batch (temb's and the mask's).
+  auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
+    const bool part = rows.defined() && rows.size(0) != batch;
+    const at::Tensor t = part ? temb.index_select(0, rows) : temb;
+    const at::Tensor m = part && mask.defined() ? mask.index_select(0, rows) : mask;
+    for (size_t i = first; i < blocks_.size(); ++i) {
+      QwenImageTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, t, freqs, m);
+      s = {std::move(o.image), std::move(o.text)};
+    }
+    return s;
+  };
+  if (cache) {
+    if (blocks_.size() < 2) throw InputError("first_block_cache: the transformer needs two blocks or more");
+    image = cache->run(
+                     {image, text},
+                     [&](const nn::Streams& s) {
+                       QwenImageTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs, mask);
+                       return nn::Streams{std::move(o.image), std::move(o.text)};
+                     },
+                     [&](const nn::Streams& s, const at::Tensor& rows) { return blocks_from(1, s, rows); })
+                .image;
+  } else {
+    image = blocks_from(0, {image, text}, {}).image;
   }
   return proj_out_(norm_out_(image, temb));  // [B, L_img, p p out_channels]
 }
