@@ -655,16 +655,23 @@ int GenerateRun::finish_stopped() {
 }
 
 int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterShard& shard) {
-  auto all_stats = group_->gather("stats", stats_.to_json().dump());
+  nlohmann::json mine = stats_.to_json();
+  const nlohmann::json own_counts = pipe_->statistics();  // a step cache's counts (TextToImage::statistics)
+  if (!own_counts.empty()) mine["pipeline"] = own_counts;
+  auto all_stats = group_->gather("stats", mine.dump());
   group_->barrier("finished");
   if (rank_.rank != 0) return stats_.failed ? exit_status::kItemsFailed : exit_status::kSuccess;
   RankStats total;
   nlohmann::json per_rank = nlohmann::json::array();
+  nlohmann::json counted = nlohmann::json::object();  // the ranks' pipeline counts, summed
   for (const auto& s : all_stats) {
     auto j = nlohmann::json::parse(s);
     total.generated += j["generated"].get<int64_t>();
     total.skipped += j["skipped"].get<int64_t>();
     total.failed += j["failed"].get<int64_t>();
+    if (j.contains("pipeline"))
+      for (const auto& [key, value] : j["pipeline"].items())
+        if (value.is_number_integer()) counted[key] = counted.value(key, int64_t{0}) + value.get<int64_t>();
     per_rank.push_back(j);
   }
   if (multi_node_) group_totals_ = plan::ProgressCounts{total.generated, total.skipped, total.failed};
@@ -674,6 +681,7 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
                             {"wall_seconds", wall}, {"per_rank", per_rank},
                             {"images_per_second", wall > 0 ? total.generated / wall : 0.0},
                             {"metadata_rows", merged.ok}, {"failure_rows", merged.failed}};
+  for (const auto& [key, value] : counted.items()) summary[key] = value;
   if (layout_.layout == plan::Layout::kDpgBench) {
     const DpgGrids grids = make_dpg_grids(o_.out, *items_, layout_);
     summary["dpg_grids_made"] = grids.made;
@@ -694,6 +702,10 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
               per_rank[r]["skipped"].get<int64_t>(), per_rank[r]["failed"].get<int64_t>(),
               secs > 0 ? static_cast<double>(generated) / secs : 0.0);
   }
+  if (const int64_t calls = counted.value("denoiser_calls", int64_t{0}))
+    log::info("First Block Cache: {} of {} denoiser calls ({:.1f}%) skipped the blocks after the first",
+              counted.value("denoiser_calls_cached", int64_t{0}), calls,
+              100.0 * static_cast<double>(counted.value("denoiser_calls_cached", int64_t{0})) / static_cast<double>(calls));
   if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);
   if (total.failed) {
     log::warn("{} item(s) failed; see {}/failures.jsonl", total.failed, o_.out);

@@ -56,6 +56,14 @@ TEST(FirstBlockCacheE2E, TheThresholdIsPartOfTheImageAndOnlyItsFamiliesTakeIt) {
   EXPECT_NE(image.pixels, read_png(dir.file("plain/000000.png")).pixels);
   EXPECT_TRUE(contains(image.texts.at("parameters"), ", First block cache: 1")) << image.texts.at("parameters");
   EXPECT_EQ(read_jsonl(dir.file("cached/metadata.jsonl")).at(0)["first_block_cache"], 1.0);
+  // The run's summary counts the calls, per image and cache context: 20 steps, the prompt only (no negative);
+  // the fp32 golden at this threshold skips 20 of 40 with true CFG, so some skip here too.
+  const json summary = json::parse(read_file(dir.file("cached/run.json")))["summary"];
+  EXPECT_EQ(summary["denoiser_calls"], 20) << summary.dump();
+  EXPECT_GT(summary["denoiser_calls_cached"].get<int>(), 0) << summary.dump();
+  EXPECT_LT(summary["denoiser_calls_cached"].get<int>(), 20) << summary.dump();
+  EXPECT_TRUE(contains(cached.err, "First Block Cache: ")) << cached.err;
+  EXPECT_FALSE(json::parse(read_file(dir.file("plain/run.json")))["summary"].contains("denoiser_calls"));
 
   RunResult resume = generate("tiny-qwen-image", "plain", {"--set", "first_block_cache=1"});
   EXPECT_EQ(resume.exit_code, 2) << resume.err;

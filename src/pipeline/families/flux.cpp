@@ -102,6 +102,7 @@ class FluxPipeline : public LoraPipeline {
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
@@ -175,6 +176,10 @@ class FluxPipeline : public LoraPipeline {
       }
       latents = scheduler_->step(pred, i, latents, noise.generators);
     }
+    if (cond_cache) {  // the images of this batch, for the run summary
+      cond_cache->count_into(statistics_);
+      uncond_cache->count_into(statistics_);
+    }
     throw_if_cancelled();
 
     // latents / scaling_factor + shift_factor, in the VAE's dtype
@@ -232,6 +237,7 @@ class FluxPipeline : public LoraPipeline {
   std::shared_ptr<FluxTransformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
+  json statistics_ = json::object();  ///< statistics(): First Block Cache's counts over the run
 };
 
 }  // namespace

@@ -115,6 +115,7 @@ class QwenImagePipeline : public LoraPipeline {
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
@@ -189,6 +190,10 @@ class QwenImagePipeline : public LoraPipeline {
         pred = rows.defined() ? pred.index_copy(0, rows, guided) : guided;
       }
       latents = scheduler_->step(pred, i, latents, noise.generators);
+    }
+    if (cond_cache) {  // the images of this batch, for the run summary
+      cond_cache->count_into(statistics_);
+      uncond_cache->count_into(statistics_);
     }
     throw_if_cancelled();
 
@@ -266,6 +271,7 @@ class QwenImagePipeline : public LoraPipeline {
   std::shared_ptr<AutoencoderKLQwenImageImpl> vae_;
   PipelineInfo info_;
   bool warned_no_negative_ = false;
+  json statistics_ = json::object();  ///< statistics(): First Block Cache's counts over the run
 };
 
 }  // namespace

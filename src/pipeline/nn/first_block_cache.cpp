@@ -47,4 +47,9 @@ Streams FirstBlockCache::run(const Streams& input, const std::function<Streams(c
   return out;
 }
 
+void FirstBlockCache::count_into(nlohmann::json& statistics) const {
+  statistics["denoiser_calls"] = statistics.value("denoiser_calls", int64_t{0}) + calls_;
+  statistics["denoiser_calls_cached"] = statistics.value("denoiser_calls_cached", int64_t{0}) + skipped_;
+}
+
 }  // namespace dpinfer::pipeline::nn

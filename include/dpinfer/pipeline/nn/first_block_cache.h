@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 namespace dpinfer::pipeline::nn {
 
@@ -37,6 +38,9 @@ class FirstBlockCache {
   /// Denoiser calls so far, and how many of them skipped the remaining blocks, counted per image.
   int64_t calls() const { return calls_; }
   int64_t skipped() const { return skipped_; }
+
+  /// Adds calls() and skipped() to a pipeline's statistics() object.
+  void count_into(nlohmann::json& statistics) const;
 
  private:
   double threshold_;
