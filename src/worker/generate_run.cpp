@@ -117,6 +117,7 @@ int GenerateRun::run() {
   pipeline::LoadRequest req{model,    o_.variant,      o_.scheduler,      resolve_dtype(o_.dtype, device),
                             device,   o_.settings,     o_.base,           o_.text_encoder,
                             o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
+  req.vae_tiling = o_.vae_tiling;
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -715,7 +716,7 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"model_path", info.model_path}, {"model_revision", info.model_revision},
                         {"single_file", info.single_file},
                         {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
-                        {"dtype", info.dtype}, {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
+                        {"dtype", info.dtype}, {"vae_tiling", info.vae_tiling}, {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",
                        {{"negative_prompt", defaults_.negative_prompt}, {"seed", defaults_.seed},

@@ -27,6 +27,9 @@ struct LoadRequest {
   std::string vae;
   /// Keys of scheduler_config.json for this run (--scheduler-set; scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();
+  /// --vae-tiling: the VAE decodes (and encodes) large images in overlapping, blended tiles, as
+  /// diffusers' vae.enable_tiling(): less memory, slightly other pixels.
+  bool vae_tiling = false;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

@@ -59,6 +59,9 @@ struct PipelineInfo {
   nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string device;          ///< "cpu", "cuda:1"
   std::string dtype;           ///< "fp32", "fp16", "bf16"
+  /// Whether the VAE decodes in tiles (--vae-tiling): part of what an image is, as the blend
+  /// changes pixels.
+  bool vae_tiling = false;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;

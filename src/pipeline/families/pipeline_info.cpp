@@ -30,6 +30,7 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.scheduler_settings = request.scheduler_settings;
   info.device = request.device;
   info.dtype = request.dtype;
+  info.vae_tiling = request.vae_tiling;
   info.setting_specs = family.settings;
   info.settings = settings;
   info.default_height = static_cast<int>(default_size[0]);
