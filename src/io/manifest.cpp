@@ -53,7 +53,7 @@ namespace {
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
                                            "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras",
-                                           "scheduler_settings"};
+                                           "scheduler_settings", "vae_tiling", "weight_storage"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.
@@ -159,6 +159,10 @@ ManifestSet read_manifests(const std::string& dir) {
         if (!rec.contains("loras")) l->second.identity["loras"] = nlohmann::json::array();
         // Nor scheduler_settings, when the run set none.
         if (!rec.contains("scheduler_settings")) l->second.identity["scheduler_settings"] = nlohmann::json::object();
+        // Nor vae_tiling, when the VAE decoded whole.
+        if (!rec.contains("vae_tiling")) l->second.identity["vae_tiling"] = false;
+        // Nor weight_storage, when the weights were kept in the run dtype (--weight-storage default).
+        if (!rec.contains("weight_storage")) l->second.identity["weight_storage"] = "default";
         if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
       }
       if (ok) {

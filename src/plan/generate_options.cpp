@@ -84,6 +84,10 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "said so, e.g. --scheduler-set timestep_spacing=trailing (SDXL-Lightning), --scheduler-set "
                  "use_karras_sigmas=true; values are JSON (true, 3.0, \"trailing\") or else strings");
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
+  app.add_flag("--vae-tiling", o.vae_tiling,
+               "decode large images in overlapping tiles, blended at their edges, as diffusers' "
+               "vae.enable_tiling(): less memory for 2048x2048 and larger; the blend changes pixels slightly, so "
+               "it is recorded and a resumed run must match it");
   app.add_option("--device", o.device, "auto (cuda:LOCAL_RANK when CUDA is available), cuda or cpu")
       ->capture_default_str();
   app.add_option("--weight-storage", o.weight_storage,
@@ -269,7 +273,8 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"seed", seed}, {"seed_from", seed_from}, {"num_images", num_images.value_or(1)},
                       {"negative_prompt", negative_prompt},
                       {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
-                      {"dtype", dtype}, {"device", device}, {"weight_storage", weight_storage}, {"batch_size", batch_size},
+                      {"dtype", dtype}, {"vae_tiling", vae_tiling}, {"device", device}, {"weight_storage", weight_storage},
+                      {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
                       {"loras", lora_set_json(loras)},

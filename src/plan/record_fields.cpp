@@ -12,9 +12,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_record_field(const std::string& key) {
   // item_record() and write_image()/record_failure() in the worker, and run_status's readers.
   for (const char* k : {"index", "file_name", "prompt", "negative_prompt", "seed", "seed_from", "steps",
-                        "guidance_scale", "width", "height", "scheduler", "scheduler_settings", "model",
-                        "model_revision", "model_hash", "line", "image_index", "loras", "lora_paths", "id",
-                        "settings", "sampler", "dtype", "weight_storage", "dpinfer_version", "rank", "seconds", "status", "error",
+                        "guidance_scale", "width", "height", "scheduler", "scheduler_settings", "vae_tiling",
+                        "model", "model_revision", "model_hash", "line", "image_index", "loras", "lora_paths", "id",
+                        "settings", "sampler", "dtype", "weight_storage", "dpinfer_version", "rank", "seconds", "status",
+                        "error",
                         "finished_at", "num_images",
                         // imagefolder's picture columns (datasets' folder_based_builder)
                         "image", "file_names"})

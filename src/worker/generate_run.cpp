@@ -118,6 +118,7 @@ int GenerateRun::run() {
                             device,   o_.settings,     o_.base,           o_.text_encoder,
                             o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
   req.weight_storage = o_.weight_storage;
+  req.vae_tiling = o_.vae_tiling;
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -728,7 +729,8 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"model_path", info.model_path}, {"model_revision", info.model_revision},
                         {"single_file", info.single_file},
                         {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
-                        {"dtype", info.dtype}, {"weight_storage", info.weight_storage.empty() ? "default" : info.weight_storage},
+                        {"dtype", info.dtype}, {"vae_tiling", info.vae_tiling},
+                        {"weight_storage", info.weight_storage.empty() ? "default" : info.weight_storage},
                         {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",

@@ -65,6 +65,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (!info.scheduler_settings.empty()) j["scheduler_settings"] = info.scheduler_settings;
   // Only when it changes pixels: a record without it was made with the weights in the run dtype.
   if (!info.weight_storage.empty()) j["weight_storage"] = info.weight_storage;
+  // Only when on: a record without it was decoded whole.
+  if (info.vae_tiling) j["vae_tiling"] = true;
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
   // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
@@ -100,6 +102,7 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"guidance_scale", nullptr}, {"width", nullptr},   {"height", nullptr}, {"scheduler", nullptr},
       {"seed_from", "index"},  // older records lack it: they were seeded by index, the only way then
       {"scheduler_settings", nlohmann::json::object()},  // absent: none set
+      {"vae_tiling", false},  // absent: decoded whole (tiling blends other pixels)
       {"loras", nlohmann::json::array()},  // older records lack it: no LoRA then
       {"weight_storage", "default"}};  // absent: the weights in the run dtype
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);

@@ -31,6 +31,7 @@ class FakePipeline : public pipeline::TextToImage {
     info_.sampler_label = "Fake";
     info_.device = r.device;
     info_.dtype = r.dtype;
+    info_.vae_tiling = r.vae_tiling;
     info_.default_width = 16;
     info_.default_height = 8;
     info_.default_steps = 4;

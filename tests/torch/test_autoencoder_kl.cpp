@@ -1,5 +1,6 @@
 // AutoencoderKL against diffusers: decode and encode on the fixture pipelines' VAEs
-// (tiny-3down's file carries the legacy attention names), the config and its errors.
+// (tiny-3down's file carries the legacy attention names), tiled as diffusers' enable_tiling()
+// decodes and encodes, the config and its errors.
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 
 #include <ATen/ATen.h>
@@ -16,6 +17,7 @@
 #include "dpinfer/pipeline/loading/weights.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -55,6 +57,96 @@ TEST(AutoencoderKL, MatchesDiffusersOnTiny3DownWithLegacyAttentionNames) {
   auto file = io::SafetensorsFile::open(find_weight_files(pipeline_dir("tiny-3down") + "/vae").files.at(0));
   ASSERT_NE(file->find("decoder.mid_block.attentions.0.query.weight"), nullptr) << "the fixture should be legacy";
   expect_matches_diffusers("tiny-3down");
+}
+
+// Issue 26 item 5: make_vae_tiling_goldens.py's tiling/vae.safetensors, diffusers' AutoencoderKL with
+// enable_tiling() on a latent and an image over the tile (2 x 2 tiles each way): tiled_decode, and
+// _tiled_encode's latent distribution. tiny-3down's VAE runs quant_conv and post_quant_conv per
+// tile, tiny-flux-dev's has neither (and a scale factor of 1).
+void expect_tiled_matches_diffusers(const std::string& pipeline) {
+  c10::InferenceMode guard;
+  test::OneThread one_thread;  // as recorded
+  AutoencoderKL vae = load_vae(pipeline);
+  GoldenFile golden(pipeline, "tiling/vae.safetensors");
+  const at::Tensor z = golden["decode.in"], x = golden["encode.in"];
+  ASSERT_GT(z.size(2), vae->tile_latent_min_size());
+  ASSERT_GT(x.size(2), vae->tile_sample_min_size());
+  vae->set_tiling(true);
+  expect_close(vae->decode(z), golden["decode.out"], pipeline + " tiled decode");
+  const LatentDist dist = vae->encode(x);
+  expect_close(dist.mean, golden["encode.mean"], pipeline + " tiled encode mean");
+  expect_close(dist.logvar, golden["encode.logvar"], pipeline + " tiled encode logvar");
+  // The goldens are the tiles' own: the whole-image VAE is further from them than the bound.
+  vae->set_tiling(false);
+  EXPECT_GT(test::relative_error(vae->decode(z), golden["decode.out"]), 10 * test::kParityTolerance);
+  EXPECT_GT(test::relative_error(vae->encode(x).mean, golden["encode.mean"]), 10 * test::kParityTolerance);
+}
+
+TEST(AutoencoderKLTiling, TiledDecodeAndEncodeMatchDiffusersOnTiny3Down) { expect_tiled_matches_diffusers("tiny-3down"); }
+TEST(AutoencoderKLTiling, TiledDecodeAndEncodeMatchDiffusersOnTinyFluxDev) {
+  expect_tiled_matches_diffusers("tiny-flux-dev");
+}
+
+TEST(AutoencoderKLTiling, TileSizesAreDiffusersDefaults) {
+  EXPECT_EQ(AutoencoderKL(AutoencoderKLConfig::from_json(read_config("tiny-sd1")))->tile_latent_min_size(), 8);
+  EXPECT_EQ(AutoencoderKL(AutoencoderKLConfig::from_json(read_config("tiny-sd1")))->tile_sample_min_size(), 64);
+  EXPECT_EQ(AutoencoderKL(AutoencoderKLConfig::from_json(read_config("tiny-3down")))->tile_latent_min_size(), 8);
+  EXPECT_EQ(AutoencoderKL(AutoencoderKLConfig::from_json(read_config("tiny-flux-dev")))->tile_latent_min_size(), 32);
+  // SD1.5's VAE: 512 / 2^3
+  json sd15 = read_config("tiny-sd1");
+  sd15["sample_size"] = 512;
+  EXPECT_EQ(AutoencoderKL(AutoencoderKLConfig::from_json(sd15))->tile_latent_min_size(), 64);
+}
+
+// diffusers tiles only a latent over tile_latent_min_size (an image over tile_sample_min_size) in
+// height or width: at the tile size and under it, tiling on decodes and encodes as tiling off, bit for bit.
+TEST(AutoencoderKLTiling, AtOrUnderTheTileSizeTilingChangesNothing) {
+  c10::InferenceMode guard;
+  AutoencoderKL vae = load_vae("tiny-3down");  // tiles of 8 latents, 32 pixels
+  at::manual_seed(0);
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 4, 8, 8}, {2, 4, 8, 5}, {1, 4, 3, 8}}) {
+    const at::Tensor z = at::randn(shape);
+    vae->set_tiling(false);
+    const at::Tensor whole = vae->decode(z);
+    vae->set_tiling(true);
+    EXPECT_TRUE(at::equal(vae->decode(z), whole)) << z.sizes();
+  }
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 3, 32, 32}, {2, 3, 32, 20}}) {
+    const at::Tensor x = at::rand(shape) * 2 - 1;
+    vae->set_tiling(false);
+    const LatentDist whole = vae->encode(x);
+    vae->set_tiling(true);
+    const LatentDist tiled = vae->encode(x);
+    EXPECT_TRUE(at::equal(tiled.mean, whole.mean)) << x.sizes();
+    EXPECT_TRUE(at::equal(tiled.logvar, whole.logvar)) << x.sizes();
+  }
+  // One latent (one pixel) past the tile in either dimension: tiled, and so another result.
+  const at::Tensor z = at::randn({1, 4, 9, 8});
+  vae->set_tiling(false);
+  const at::Tensor whole = vae->decode(z);
+  vae->set_tiling(true);
+  const at::Tensor tiled = vae->decode(z);
+  EXPECT_EQ(tiled.sizes(), whole.sizes());
+  EXPECT_FALSE(at::equal(tiled, whole));
+  const at::Tensor x = at::rand({1, 3, 32, 33}) * 2 - 1;
+  const at::Tensor tiled_mean = vae->encode(x).mean;
+  vae->set_tiling(false);
+  EXPECT_FALSE(at::equal(tiled_mean, vae->encode(x).mean));
+}
+
+TEST(AutoencoderKLTiling, AListSampleSizeIsRefusedAsDiffusersFailsOnIt) {
+  json j = read_config("tiny-3down");
+  j["sample_size"] = {32, 48};
+  AutoencoderKL vae(AutoencoderKLConfig::from_json(j));
+  try {
+    vae->set_tiling(true);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "vae config: sample_size is a list, on which diffusers' VAE tiling fails; run without --vae-tiling");
+  }
+  EXPECT_FALSE(vae->tiling());
+  vae->set_tiling(false);
 }
 
 TEST(AutoencoderKL, ConfigRecordsThePipelineSettings) {

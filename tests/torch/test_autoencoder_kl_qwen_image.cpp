@@ -179,6 +179,49 @@ TEST(QwenImageVaeParts, DecodeTakesOneFrameOfZDimLatents) {
   EXPECT_THROW(vae->decode(at::randn({1, 16, 3, 5})), Error);
 }
 
+// Issue 26 item 5: diffusers' enable_tiling() on AutoencoderKLQwenImage, 256-pixel tiles every 192
+// (64 and 48 latents on tiny-qwen-image-vae, scale factor 4). The whole pipeline is held to
+// diffusers' tiled images in PipelineParity (tiny-qwen-image.golden/tiling); here the dispatch.
+TEST(QwenImageVaeTiling, AtOrUnderTheTileSizeTilingChangesNothing) {
+  c10::InferenceMode guard;
+  auto vae = load_component_as<AutoencoderKLQwenImageImpl>(vae_component("tiny-qwen-image-vae"), at::TensorOptions());
+  ASSERT_EQ(vae->config().scale_factor(), 4);
+  at::manual_seed(0);
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 4, 64, 64}, {1, 4, 8, 64}, {2, 4, 64, 3}}) {
+    const at::Tensor z = at::randn(shape);
+    vae->set_tiling(false);
+    const at::Tensor whole = vae->decode(z);
+    vae->set_tiling(true);
+    EXPECT_TRUE(at::equal(vae->decode(z), whole)) << z.sizes();
+  }
+}
+
+TEST(QwenImageVaeTiling, OneTileIsTheWholeDecoderUnclampedAndMoreAreBlended) {
+  c10::InferenceMode guard;
+  auto vae = load_component_as<AutoencoderKLQwenImageImpl>(vae_component("tiny-qwen-image-vae"), at::TensorOptions());
+  at::manual_seed(1);
+  // Under the 48-latent stride: one tile, the decoder on the whole latent, not clamped (diffusers'
+  // tiled_decode has no clamp).
+  const at::Tensor small = at::randn({1, 4, 40, 24}) * 3;
+  vae->set_tiling(false);
+  const at::Tensor whole = vae->decode(small);
+  const at::Tensor one_tile = vae->tiled_decode(small);
+  EXPECT_TRUE(at::equal(one_tile.clamp(-1, 1), whole));
+  EXPECT_GT(one_tile.abs().max().item<double>(), 1.0) << "the test wants values past [-1, 1]";
+  // Over the tile both ways (66 latents: tiles at 0 and 48): the image size, another image.
+  const at::Tensor large = at::randn({1, 4, 66, 70});
+  const at::Tensor untiled = vae->decode(large);
+  vae->set_tiling(true);
+  const at::Tensor tiled = vae->decode(large);
+  EXPECT_EQ(tiled.sizes().vec(), (std::vector<int64_t>{1, 3, 264, 280}));
+  EXPECT_FALSE(at::equal(tiled.clamp(-1, 1), untiled));
+  // The first tile's top-left 192 x 192, which no blend touches, is the decode of the first
+  // tile's latent alone (clamped there).
+  vae->set_tiling(false);
+  const at::Tensor first = vae->decode(large.slice(2, 0, 64).slice(3, 0, 64));
+  EXPECT_TRUE(at::equal(tiled.slice(2, 0, 192).slice(3, 0, 192).clamp(-1, 1), first.slice(2, 0, 192).slice(3, 0, 192)));
+}
+
 TEST(QwenImageVaeConfig, DefaultsAreQwenImagesVae) {
   const AutoencoderKLQwenImageConfig c = AutoencoderKLQwenImageConfig::from_json(json::object());
   EXPECT_EQ(c.base_dim, 96);

@@ -149,6 +149,7 @@ TEST(Inspect, ReportsTheSd1Fixture) {
   EXPECT_EQ(facts(r.component("vae"))["latent_channels"], 4);
   EXPECT_EQ(facts(r.component("vae"))["scale_factor"], 8);
   EXPECT_DOUBLE_EQ(facts(r.component("vae"))["scaling_factor"].get<double>(), 0.18215);
+  EXPECT_EQ(facts(r.component("vae"))["tiling"], "64 px tiles (8 latents) with --vae-tiling");
   ASSERT_TRUE(r.default_size.has_value());
   EXPECT_EQ(*r.default_size, (std::array<int64_t, 2>{64, 64}));  // 8 latents x 8
 

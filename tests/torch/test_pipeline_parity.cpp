@@ -19,7 +19,10 @@
 // tools/train/record_goldens.py recorded for the shipped default model; then, for each of the 16 tiny
 // pipelines, make_half_pipelines.py's bf16 and fp16 cases (<name>.golden/half/: diffusers with
 // accelerate, as installed by default; a default and a CFG case per family and dtype, the SDXL VAE's
-// force_upcast and T5's fp32 wo among them; issue 35).
+// force_upcast and T5's fp32 wo among them; issue 35), and make_vae_tiling_goldens.py's cases with
+// diffusers' vae.enable_tiling() (<name>.golden/tiling/: tiny-sd1, tiny-flux-dev, tiny-qwen-image, the
+// latent over the tile so that rows and columns of tiles blend, and one case at the tile size;
+// dpinfer's --vae-tiling; issue 26 item 5).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -86,12 +89,13 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   std::vector<Golden> goldens{{doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""}};
   // Then half/'s (make_half_pipelines.py), fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
   // stored in float8, issue 26) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
-  // under First Block Cache, issue 28), each recorded with its machine's canaries.
-  for (const char* sub : {"half", "fp8", "fbcache"}) {
+  // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
+  // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling"}) {
     std::ifstream in(gdir + "/" + sub + "/cases.json");
     if (in)
       goldens.push_back({json::parse(in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
-                         gdir + "/" + sub + "/cpu_canary.safetensors"});
+                         std::string(sub) == "tiling" ? std::string() : gdir + "/" + sub + "/cpu_canary.safetensors"});
   }
   std::vector<std::pair<const json*, const Golden*>> all;
   for (const Golden& g : goldens)
@@ -111,8 +115,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
     o.dtype = c.value("dtype", std::string("fp32"));
     o.weight_storage = c.value("weight_storage", std::string("default"));
-    // One pipeline per scheduler, dtype and weight storage; the family settings travel with each image.
-    auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage];
+    o.vae_tiling = c.value("vae_tiling", false);
+    // One pipeline per scheduler, dtype, weight storage and tiling; the family settings travel with each image.
+    auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
     // What dpinfer is asked: recorded with the case (Z-Image: "settings"; Qwen-Image: "dpinfer",
     // the settings and the guidance scale, which is diffusers' true_cfg_scale), or the SD
@@ -263,6 +268,30 @@ TEST(PipelineParityHalf, EveryTinyPipelineHasBf16AndFp16GoldensWithTheirCanaries
     auto canaries = io::SafetensorsFile::open(half + "/cpu_canary.safetensors");
     for (const char* key : {"cpu_canary", "cpu_canary_bf16", "cpu_canary_fp16"})
       EXPECT_NE(canaries->find(key), nullptr) << name << ": " << key;
+  }
+}
+
+// Issue 26 item 5: the tiled goldens tile (rows and columns of tiles in some case) and change the
+// image (so PipelineParity's pass on them says that dpinfer tiles as diffusers does), and one case
+// at the tile size is the untiled image.
+TEST(PipelineParityTiling, TiledGoldensTileAndDifferFromTheUntiledImage) {
+  for (const char* name : {"tiny-sd1", "tiny-flux-dev", "tiny-qwen-image"}) {
+    std::ifstream in(kData + "/pipelines/" + name + ".golden/tiling/cases.json");
+    ASSERT_TRUE(in) << name;
+    const json doc = json::parse(in);
+    bool grid = false;
+    for (const json& c : doc.at("cases")) {
+      EXPECT_TRUE(c.at("vae_tiling").get<bool>()) << name;
+      const auto tiles = c.at("tiles").get<std::vector<int>>();
+      const int untiled_max = c.at("untiled").at("max_abs_diff").get<int>();
+      if (tiles == std::vector<int>{1, 1}) {
+        EXPECT_EQ(untiled_max, 0) << name << "/" << c.at("name");
+      } else {
+        EXPECT_GT(untiled_max, 1) << name << "/" << c.at("name");
+      }
+      grid = grid || (tiles[0] > 1 && tiles[1] > 1);
+    }
+    EXPECT_TRUE(grid) << name << ": no case with rows and columns of tiles";
   }
 }
 

@@ -84,6 +84,40 @@ TEST(ManifestConflicts, SchedulerSettingsConflictAndTheirAbsenceIsNone) {
   EXPECT_TRUE(io::read_manifests(dir.path()).conflicts.empty());
 }
 
+// --vae-tiling changes pixels (the tiles' blend): part of what an item is; a record without it was
+// decoded whole.
+TEST(ManifestConflicts, VaeTilingConflictsAndItsAbsenceIsOff) {
+  TempDir dir;
+  nlohmann::json tiled = nlohmann::json::parse(ok(dir, 0, 0, 2));
+  tiled["vae_tiling"] = true;
+  write_file(dir.file("manifest.rank0.jsonl"), ok(dir, 0, 0, 1));
+  write_file(dir.file("manifest.rank1.jsonl"), tiled.dump() + "\n");
+  io::ManifestSet manifests = io::read_manifests(dir.path());
+  ASSERT_EQ(manifests.conflicts.size(), 1u);
+  EXPECT_EQ(manifests.conflicts[0].describe(),
+            "item 0 has vae_tiling false in manifest.rank0.jsonl but true in manifest.rank1.jsonl");
+  tiled["vae_tiling"] = false;  // written by no run, but the same as none
+  write_file(dir.file("manifest.rank1.jsonl"), tiled.dump() + "\n");
+  EXPECT_TRUE(io::read_manifests(dir.path()).conflicts.empty());
+}
+
+// --weight-storage fp8 changes pixels: part of what an item is; a record without it kept the weights in the
+// run dtype.
+TEST(ManifestConflicts, WeightStorageConflictsAndItsAbsenceIsDefault) {
+  TempDir dir;
+  nlohmann::json stored = nlohmann::json::parse(ok(dir, 0, 0, 2));
+  stored["weight_storage"] = "fp8";
+  write_file(dir.file("manifest.rank0.jsonl"), ok(dir, 0, 0, 1));
+  write_file(dir.file("manifest.rank1.jsonl"), stored.dump() + "\n");
+  io::ManifestSet manifests = io::read_manifests(dir.path());
+  ASSERT_EQ(manifests.conflicts.size(), 1u);
+  EXPECT_EQ(manifests.conflicts[0].describe(),
+            "item 0 has weight_storage \"default\" in manifest.rank0.jsonl but \"fp8\" in manifest.rank1.jsonl");
+  stored["weight_storage"] = "default";  // written by no run, but the same as none
+  write_file(dir.file("manifest.rank1.jsonl"), stored.dump() + "\n");
+  EXPECT_TRUE(io::read_manifests(dir.path()).conflicts.empty());
+}
+
 TEST(ManifestConflicts, AFieldTheFirstManifestLacksIsComparedBetweenTheOthers) {
   TempDir dir;
   write_file(dir.file("manifest.a.jsonl"), R"({"index": 0, "status": "error", "error": "x", "finished_at": 1})" "\n");

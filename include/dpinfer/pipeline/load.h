@@ -31,6 +31,9 @@ struct LoadRequest {
   /// the text encoders' Linear and Conv2d weights in float8_e4m3fn between uses, as diffusers'
   /// enable_layerwise_casting keeps them) or "fp8-denoiser" (the denoiser's only).
   std::string weight_storage = "default";
+  /// --vae-tiling: the VAE decodes (and encodes) large images in overlapping, blended tiles, as
+  /// diffusers' vae.enable_tiling(): less memory, slightly other pixels.
+  bool vae_tiling = false;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

@@ -62,6 +62,9 @@ struct PipelineInfo {
   /// --weight-storage when it changes pixels ("fp8", "fp8-denoiser"), else empty: recorded with
   /// every image and part of what resume compares.
   std::string weight_storage;
+  /// Whether the VAE decodes in tiles (--vae-tiling): part of what an image is, as the blend
+  /// changes pixels.
+  bool vae_tiling = false;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;

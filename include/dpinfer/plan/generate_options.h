@@ -43,6 +43,8 @@ struct GenerateOptions {
   /// --scheduler-set KEY=VALUE: scheduler_config.json keys for this run (pipeline/scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();
   std::string dtype = "auto";    ///< auto, fp32, fp16, bf16
+  /// --vae-tiling: decode in overlapping, blended tiles (diffusers' vae.enable_tiling()).
+  bool vae_tiling = false;
   std::string device = "auto";   ///< auto, cuda, cpu
   /// default, fp8 or fp8-denoiser: how the weights are kept between uses (pipeline::LoadRequest).
   std::string weight_storage = "default";

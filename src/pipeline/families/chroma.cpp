@@ -73,6 +73,7 @@ class ChromaPipeline : public LoraPipeline {
     text_encoder_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<ChromaTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     // ChromaPipeline loads LoRAs with FluxLoraLoaderMixin, whose text-encoder path reads CLIP names
     // only (_load_lora_into_text_encoder: convert_state_dict_to_peft refuses T5's): the transformer.
     start_loras(family_).add_component("transformer", *transformer_);

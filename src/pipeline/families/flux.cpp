@@ -84,6 +84,7 @@ class FluxPipeline : public LoraPipeline {
     text_encoder_2_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_2"), options);
     transformer_ = load_component_as<FluxTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     // FluxLoraLoaderMixin._lora_loadable_modules: the transformer and CLIP (not T5).
     LoraMerger& merger = start_loras(family_);
     merger.add_component("transformer", *transformer_);

@@ -31,6 +31,7 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.device = request.device;
   info.dtype = request.dtype;
   if (request.weight_storage != "default") info.weight_storage = request.weight_storage;
+  info.vae_tiling = request.vae_tiling;
   info.setting_specs = family.settings;
   info.settings = settings;
   info.default_height = static_cast<int>(default_size[0]);

@@ -108,6 +108,7 @@ class QwenImagePipeline : public LoraPipeline {
     text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<QwenImageTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLQwenImageImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     start_loras(family_).add_component("transformer", *transformer_);  // QwenImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).

@@ -140,6 +140,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     if (t5.config) text_encoder_3_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_3"), options);
     transformer_ = load_component_as<SD3Transformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     // SD3LoraLoaderMixin._lora_loadable_modules: the transformer and both CLIPs (not T5).
     LoraMerger& merger = start_loras(family_);
     merger.add_component("transformer", *transformer_);

@@ -32,6 +32,7 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   LoadOptions vae_load;
   if (vae_dtype != dtype_) vae_load.round_through = dtype_;
   vae_ = load_component_as<AutoencoderKLImpl>(model.at("vae"), options.dtype(vae_dtype), vae_load);
+  vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
   // diffusers maps the original block numbers with the config's one layers_per_block
   // (_maybe_map_sgm_blocks_to_diffusers); SD and SDXL configs give one number.

@@ -110,6 +110,7 @@ class ZImagePipeline : public LoraPipeline {
     text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
     transformer_ = load_component_as<ZImageTransformer2DModelImpl>(md.at("transformer"), options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     start_loras(family_).add_component("transformer", *transformer_);  // ZImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
     // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.

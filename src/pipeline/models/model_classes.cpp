@@ -140,6 +140,12 @@ nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
   j["scaling_factor"] = c.scaling_factor;
   if (c.shift_factor) j["shift_factor"] = *c.shift_factor;
   j["force_upcast"] = c.force_upcast;
+  // What --vae-tiling does with it (AutoencoderKLImpl::set_tiling, tile_latent_min_size).
+  const auto latent_tile =
+      static_cast<int64_t>(static_cast<double>(c.sample_size) / static_cast<double>(c.scale_factor()));
+  j["tiling"] = c.sample_size_is_list ? std::string("refused (sample_size is a list)")
+                                      : std::to_string(c.sample_size) + " px tiles (" + std::to_string(latent_tile) +
+                                            " latents) with --vae-tiling";
   return j;
 }
 
@@ -155,6 +161,8 @@ nlohmann::ordered_json qwen_image_vae_facts(const nlohmann::json& config) {
   j["latents_mean"] = c.latents_mean;
   j["latents_std"] = c.latents_std;
   j["built"] = "decoder only (one frame)";
+  j["tiling"] = std::to_string(AutoencoderKLQwenImageImpl::kTileSampleMinSize) + " px tiles every " +
+                std::to_string(AutoencoderKLQwenImageImpl::kTileSampleStride) + " with --vae-tiling";
   return j;
 }
 

@@ -1,5 +1,8 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 
+#include <algorithm>
+
+#include "dpinfer/pipeline/models/autoencoders/vae_tiling.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -7,6 +10,9 @@ namespace {
 
 // The VAE's resnets and norms use eps 1e-6 whatever the config says.
 constexpr double kEps = 1e-6;
+
+// diffusers' tile_overlap_factor: neighbouring tiles share a quarter of a tile.
+constexpr double kTileOverlapFactor = 0.25;
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, const at::TensorOptions& options) {
   return nn::Conv2d(in, out, kernel, 1, (kernel - 1) / 2, true, options);
@@ -90,6 +96,11 @@ at::Tensor AutoencoderKLImpl::decode(const at::Tensor& z) {
   if (z.dim() != 4 || z.size(1) != config_.latent_channels)
     throw Error("vae: latents must be [batch, " + std::to_string(config_.latent_channels) + ", height, width], got " +
                 c10::str(z.sizes()));
+  // Ref: diffusers/models/autoencoders/autoencoder_kl.py _decode (0.36.0). use_slicing, which
+  // would decode the batch one image at a time, is off in every pipeline: the batch goes whole,
+  // into each tile too.
+  const int64_t tile = tile_latent_min_size();
+  if (use_tiling_ && (z.size(3) > tile || z.size(2) > tile)) return tiled_decode(z);
   return decoder_(post_quant_conv_.is_empty() ? z : post_quant_conv_(z));
 }
 
@@ -97,10 +108,82 @@ LatentDist AutoencoderKLImpl::encode(const at::Tensor& x) {
   if (x.dim() != 4 || x.size(1) != config_.in_channels)
     throw Error("vae: images must be [batch, " + std::to_string(config_.in_channels) + ", height, width], got " +
                 c10::str(x.sizes()));
-  at::Tensor moments = encoder_(x);
-  if (!quant_conv_.is_empty()) moments = quant_conv_(moments);
+  // Ref: diffusers/models/autoencoders/autoencoder_kl.py _encode (0.36.0)
+  at::Tensor moments;
+  if (use_tiling_ && (x.size(3) > tile_sample_min_size() || x.size(2) > tile_sample_min_size())) {
+    moments = tiled_encode(x);
+  } else {
+    moments = encoder_(x);
+    if (!quant_conv_.is_empty()) moments = quant_conv_(moments);
+  }
+  // DiagonalGaussianDistribution: mean and log-variance, the latter clamped.
   std::vector<at::Tensor> parts = moments.chunk(2, 1);
   return {parts[0], at::clamp(parts[1], -30.0, 20.0)};
+}
+
+void AutoencoderKLImpl::set_tiling(bool on) {
+  // diffusers takes tile_sample_min_size from the config as it is: a list sample_size makes
+  // _encode's size test and tiled_decode fail (int > list, list * float). Refused up front.
+  if (on && config_.sample_size_is_list)
+    throw InputError("vae config: sample_size is a list, on which diffusers' VAE tiling fails; run without "
+                     "--vae-tiling");
+  use_tiling_ = on;
+}
+
+int64_t AutoencoderKLImpl::tile_latent_min_size() const {
+  // int(sample_size / (2 ** (len(block_out_channels) - 1))): a true division, truncated.
+  return static_cast<int64_t>(static_cast<double>(config_.sample_size) / static_cast<double>(config_.scale_factor()));
+}
+
+namespace {
+
+/// The start of each tile along a dimension of `size`: range(0, size, stride).
+std::vector<int64_t> tile_starts(int64_t size, int64_t stride) {
+  if (stride < 1) throw Error("vae tiling: the tile stride is " + std::to_string(stride) + "; the tile is too small");
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < size; i += stride) starts.push_back(i);
+  return starts;
+}
+
+/// x[:, :, i : i + size, j : j + size] (a view; the slice stops at the edge, as Python's does).
+at::Tensor tile_at(const at::Tensor& x, int64_t i, int64_t j, int64_t size) {
+  return x.slice(2, i, std::min(i + size, x.size(2))).slice(3, j, std::min(j + size, x.size(3)));
+}
+
+}  // namespace
+
+at::Tensor AutoencoderKLImpl::tiled_decode(const at::Tensor& z) {
+  // Ref: diffusers/models/autoencoders/autoencoder_kl.py tiled_decode (0.36.0)
+  const int64_t latent_tile = tile_latent_min_size(), sample_tile = tile_sample_min_size();
+  const auto stride = static_cast<int64_t>(static_cast<double>(latent_tile) * (1.0 - kTileOverlapFactor));
+  const auto blend = static_cast<int64_t>(static_cast<double>(sample_tile) * kTileOverlapFactor);
+  const int64_t keep = sample_tile - blend;  // diffusers' row_limit
+  std::vector<std::vector<at::Tensor>> tiles;
+  for (int64_t i : tile_starts(z.size(2), stride)) {
+    std::vector<at::Tensor>& row = tiles.emplace_back();
+    for (int64_t j : tile_starts(z.size(3), stride)) {
+      const at::Tensor tile = tile_at(z, i, j, latent_tile);  // [B, latent_channels, <= tile, <= tile]
+      row.push_back(decoder_(post_quant_conv_.is_empty() ? tile : post_quant_conv_(tile)));
+    }
+  }
+  return blend_and_join_tiles(tiles, blend, blend, keep, keep);
+}
+
+at::Tensor AutoencoderKLImpl::tiled_encode(const at::Tensor& x) {
+  // Ref: diffusers/models/autoencoders/autoencoder_kl.py _tiled_encode (0.36.0)
+  const int64_t latent_tile = tile_latent_min_size(), sample_tile = tile_sample_min_size();
+  const auto stride = static_cast<int64_t>(static_cast<double>(sample_tile) * (1.0 - kTileOverlapFactor));
+  const auto blend = static_cast<int64_t>(static_cast<double>(latent_tile) * kTileOverlapFactor);
+  const int64_t keep = latent_tile - blend;
+  std::vector<std::vector<at::Tensor>> tiles;
+  for (int64_t i : tile_starts(x.size(2), stride)) {
+    std::vector<at::Tensor>& row = tiles.emplace_back();
+    for (int64_t j : tile_starts(x.size(3), stride)) {
+      at::Tensor moments = encoder_(tile_at(x, i, j, sample_tile));  // [B, 2 * latent_channels, h, w]
+      row.push_back(quant_conv_.is_empty() ? moments : quant_conv_(moments));
+    }
+  }
+  return blend_and_join_tiles(tiles, blend, blend, keep, keep);
 }
 
 }  // namespace dpinfer::pipeline

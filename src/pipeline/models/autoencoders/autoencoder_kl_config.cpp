@@ -39,6 +39,7 @@ AutoencoderKLConfig AutoencoderKLConfig::from_json(const json& j) {
   config.norm_num_groups = r.positive("norm_num_groups", config.norm_num_groups);
   if (const json* v = r.find("sample_size"); v != nullptr && v->is_array()) {
     config.sample_size = r.integers("sample_size", {})[0];
+    config.sample_size_is_list = true;
   } else {
     config.sample_size = r.positive("sample_size", config.sample_size);
   }

@@ -1,9 +1,11 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/nn/modules/container/modulelist.h>
 
+#include "dpinfer/pipeline/models/autoencoders/vae_tiling.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -180,12 +182,43 @@ AutoencoderKLQwenImageImpl::AutoencoderKLQwenImageImpl(const AutoencoderKLQwenIm
   decoder_ = register_module("decoder", QwenImageDecoder(config, options));
 }
 
-at::Tensor AutoencoderKLQwenImageImpl::decode(const at::Tensor& z) {
+void AutoencoderKLQwenImageImpl::check_latents(const at::Tensor& z) const {
   if (z.dim() != 4 || z.size(1) != config_.z_dim)
     throw Error("vae: latents must be [batch, " + std::to_string(config_.z_dim) + ", height, width] (one frame), got " +
                 c10::str(z.sizes()));
-  // diffusers' _decode: post_quant_conv, the decoder on frame 0 with an empty feature cache, clamp.
+}
+
+at::Tensor AutoencoderKLQwenImageImpl::decode(const at::Tensor& z) {
+  check_latents(z);
+  // diffusers' _decode: tiled when tiling is on and the latent is over a tile in either dimension;
+  // else post_quant_conv, the decoder on frame 0 with an empty feature cache, clamp.
+  const int64_t tile = kTileSampleMinSize / config_.scale_factor();
+  if (use_tiling_ && (z.size(3) > tile || z.size(2) > tile)) return tiled_decode(z);
   return at::clamp(decoder_(post_quant_conv_(z)), -1.0, 1.0);
+}
+
+at::Tensor AutoencoderKLQwenImageImpl::tiled_decode(const at::Tensor& z) {
+  // Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py tiled_decode (0.36.0), on one
+  // frame: the frame loop runs once per tile, after clear_cache(), so each tile is decoded as
+  // decode() decodes a whole frame.
+  check_latents(z);
+  const int64_t scale = config_.scale_factor();
+  const int64_t latent_tile = kTileSampleMinSize / scale, latent_stride = kTileSampleStride / scale;
+  if (latent_stride < 1)
+    throw Error("vae tiling: a scale factor of " + std::to_string(scale) + " leaves tiles under one latent");
+  const int64_t blend = kTileSampleMinSize - kTileSampleStride;  // in pixels, both ways
+  std::vector<std::vector<at::Tensor>> tiles;
+  for (int64_t i = 0; i < z.size(2); i += latent_stride) {
+    std::vector<at::Tensor>& row = tiles.emplace_back();
+    for (int64_t j = 0; j < z.size(3); j += latent_stride) {
+      // z[:, :, i : i + tile, j : j + tile], cut at the edge
+      const at::Tensor tile = z.slice(2, i, std::min(i + latent_tile, z.size(2)))
+                                  .slice(3, j, std::min(j + latent_tile, z.size(3)));
+      row.push_back(decoder_(post_quant_conv_(tile)));  // [B, 3, <= 256, <= 256]
+    }
+  }
+  const at::Tensor joined = blend_and_join_tiles(tiles, blend, blend, kTileSampleStride, kTileSampleStride);
+  return joined.slice(2, 0, z.size(2) * scale).slice(3, 0, z.size(3) * scale);
 }
 
 }  // namespace dpinfer::pipeline

@@ -20,7 +20,9 @@ struct AutoencoderKLConfig {
   int64_t layers_per_block = 1;
   int64_t latent_channels = 4;
   int64_t norm_num_groups = 32;
+  /// The first entry when the config gives a list (diffusers' tiling then fails: set_tiling()).
   int64_t sample_size = 32;
+  bool sample_size_is_list = false;
   double scaling_factor = 0.18215;
   std::optional<double> shift_factor;
   std::optional<std::vector<double>> latents_mean;

@@ -1,6 +1,6 @@
 #pragma once
 // Qwen-Image's VAE (diffusers' AutoencoderKLQwenImage, fine-tuned from the Wan 2.1 video VAE),
-// decode only, for one frame: text-to-image decodes a single latent frame, and on one frame
+// decode only (tiled too), for one frame: text-to-image decodes a single latent frame, and on one frame
 // every causal 3D convolution is a 2D convolution (see QwenImageCausalConv3dImpl), so the whole
 // decoder runs on [B, C, H, W] tensors. The parameters keep diffusers' names and 5D shapes, so
 // a checkpoint loads strictly.
@@ -155,12 +155,33 @@ class AutoencoderKLQwenImageImpl : public torch::nn::Module {
   /// (1 / latents_std) + latents_mean) to images [B, 3, h * scale_factor, w * scale_factor]
   /// clamped to [-1, 1], in z's dtype. diffusers' decode takes [B, z_dim, T, h, w]; the pipeline
   /// calls it as decode(latents[:, :, None]).sample[:, :, 0], which this equals.
+  /// With tiling on and h or w over tile_sample_min_size / scale_factor latents, through
+  /// tiled_decode(), which diffusers does not clamp.
   at::Tensor decode(const at::Tensor& z);
+
+  /// diffusers' enable_tiling() with its default tile sizes (true) and disable_tiling() (false):
+  /// decode large latents in overlapping tiles, blended; the image differs from the untiled one.
+  void set_tiling(bool on) { use_tiling_ = on; }
+  bool tiling() const { return use_tiling_; }
+
+  /// diffusers' defaults, in pixels, whatever the config: tiles of 256 x 256 every 192.
+  static constexpr int64_t kTileSampleMinSize = 256;
+  static constexpr int64_t kTileSampleStride = 192;
+
+  /// diffusers' tiled_decode on one frame, whatever the latent's size: tiles of 256 / scale_factor
+  /// latents every 192 / scale_factor, each through post_quant_conv and the decoder with a fresh
+  /// feature cache (clear_cache per tile: on one frame, the decoder as decode() runs it), blended
+  /// over the 64 pixels of overlap, cut to 192 and then to the image size. Not clamped.
+  /// [B, z_dim, h, w] to [B, 3, h * scale_factor, w * scale_factor].
+  at::Tensor tiled_decode(const at::Tensor& z);
 
   const AutoencoderKLQwenImageConfig& config() const { return config_; }
 
  private:
+  void check_latents(const at::Tensor& z) const;
+
   AutoencoderKLQwenImageConfig config_;
+  bool use_tiling_ = false;
   QwenImageCausalConv3d post_quant_conv_{nullptr};
   QwenImageDecoder decoder_{nullptr};
 };
