@@ -529,7 +529,6 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   const pipeline::PipelineInfo& info = pipe_->info();
   nlohmann::json rec = record_of(it);
   rec["sampler"] = info.sampler_label;
-  rec["dtype"] = info.dtype;
   rec["dpinfer_version"] = version();
   const std::string file_name = rec["file_name"];  // record_of(): plan::item_file_name()
   const std::string infotext = a1111_infotext(it, info, &hashes_);

@@ -63,6 +63,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
                       {"image_index", item.image}};
   // Only when set: a record without it was made with the model's own scheduler config.
   if (!info.scheduler_settings.empty()) j["scheduler_settings"] = info.scheduler_settings;
+  // The run dtype changes pixels too: an fp32 image is not its bf16 twin.
+  j["dtype"] = info.dtype;
   // Only when it changes pixels: a record without it was made with the weights in the run dtype.
   if (!info.weight_storage.empty()) j["weight_storage"] = info.weight_storage;
   // Only when on: a record without it was decoded whole.
@@ -104,7 +106,8 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"scheduler_settings", nlohmann::json::object()},  // absent: none set
       {"vae_tiling", false},  // absent: decoded whole (tiling blends other pixels)
       {"loras", nlohmann::json::array()},  // older records lack it: no LoRA then
-      {"weight_storage", "default"}};  // absent: the weights in the run dtype
+      {"weight_storage", "default"},  // absent: the weights in the run dtype
+      {"dtype", nullptr}};  // every made image's record has it
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;
 }

@@ -88,6 +88,23 @@ TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
             2.0);
 }
 
+// The run dtype changes pixels as the storage does: resume refuses to add fp32 images to a bf16 run's directory.
+TEST(WeightStorageE2E, ResumeComparesTheRunDtypeToo) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  auto with_dtype = [&](const std::string& dtype) {
+    return run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kDev, "--dtype", dtype, "--steps", "2",
+                "--width", "16", "--height", "16", "--out", dir.file("out")},
+               kEnv, 300s);
+  };
+  ASSERT_EQ(with_dtype("bf16").exit_code, 0);
+  EXPECT_EQ(read_jsonl(dir.file("out/metadata.jsonl")).at(0)["dtype"], "bf16");
+  RunResult mixed = with_dtype("fp32");
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with dtype \"bf16\"")) << mixed.err;
+  EXPECT_EQ(with_dtype("bf16").exit_code, 0);
+}
+
 TEST(WeightStorageE2E, LorasAndUnknownValuesAreRefusedInOneLine) {
   TempDir dir;
   write_file(dir.file("p.txt"), "a red cube\n");
