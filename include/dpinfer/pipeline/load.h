@@ -27,6 +27,9 @@ struct LoadRequest {
   std::string vae;
   /// Keys of scheduler_config.json for this run (--scheduler-set; scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();
+  /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
+  /// are never on the device together, and the encodings of a chunk wait in host memory.
+  bool two_phase = false;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:
