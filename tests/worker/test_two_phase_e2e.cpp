@@ -4,6 +4,7 @@
 // chunk was partly written when it stopped; run.json records the choice.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -78,6 +79,37 @@ INSTANTIATE_TEST_SUITE_P(Families, TwoPhaseE2e, ::testing::Values("tiny-sd1", "t
                              if (ch == '-' || ch == '.') ch = '_';
                            return s;
                          });
+
+// A SIGTERM while a chunk is half made (its prompts encoded, its first batch written), then a run
+// with the same flag: the resumed run makes the rest of the chunk and after, and every image is
+// the one a run without chunks makes.
+TEST(TwoPhaseE2eStop, AChunkPartlyMadeBeforeASigtermIsFinishedByTheNextRun) {
+  TempDir dir;
+  write_prompts(dir);
+  const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kPipelines + "tiny-sd1", "--steps", "100",
+                                           "--width", "32", "--height", "32", "--guidance-scale", "4"};
+  const auto argv = [&](const std::string& out, bool chunked) {
+    std::vector<std::string> a = {DPINFER_WORKER_BINARY, "generate", "--out", dir.file(out)};
+    a.insert(a.end(), common.begin(), common.end());
+    if (chunked) a.insert(a.end(), {"--encode-chunk", "4", "--stop-timeout", "0"});
+    return a;
+  };
+  RunResult plain = run(argv("plain", false), kEnv, 300s);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  Child worker(argv("stopped", true), kEnv);
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(dir.file("stopped/000000.png")); }, 120s))
+      << worker.err_so_far();
+  worker.signal(SIGTERM);
+  RunResult stopped = worker.wait(60s);
+  EXPECT_EQ(stopped.exit_code, 143) << stopped.err;
+  const size_t made = png_pixels_in(dir.file("stopped")).size();
+  EXPECT_GE(made, 1u);
+  EXPECT_LT(made, 4u) << "the first chunk was not finished when the SIGTERM came";
+  RunResult resumed = run(argv("stopped", true), kEnv, 300s);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("skipped " + std::to_string(made) + " item(s)"), std::string::npos) << resumed.err;
+  EXPECT_EQ(png_pixels_in(dir.file("stopped")), png_pixels_in(dir.file("plain")));
+}
 
 TEST(TwoPhaseE2eBadInput, ANegativeChunkIsRefusedInOneLine) {
   TempDir dir;
