@@ -102,7 +102,7 @@ for r in $(seq 1 "$runs"); do
     if ! "$py" "$work/measure.py" "$work/$mode-$r.json" "$worker" generate "${common[@]}" --out "$out" "${extra[@]}"; then
       echo "two_phase: the run with two-phase $mode failed:" >&2; tail -20 "$work/$mode-$r.json.log" >&2; exit 1
     fi
-    "$py" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(f"   run {sys.argv[2]}, two-phase {sys.argv[3]:3}: {j[\"wall_s\"]:8.2f} s, peak RSS {j[\"peak_rss_bytes\"]/2**20:8.1f} MiB")' \
+    "$py" -c 'import json,sys; j=json.load(open(sys.argv[1])); print("   run %s, two-phase %-3s: %8.2f s, peak RSS %8.1f MiB" % (sys.argv[2], sys.argv[3], j["wall_s"], j["peak_rss_bytes"] / 2**20))' \
       "$work/$mode-$r.json" "$r" "$mode"
   done
   if [ "$r" = 1 ]; then
