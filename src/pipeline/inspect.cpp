@@ -403,7 +403,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
       check_weights(report, report.models[i], c, variant, find_model_class(c.class_name), config_ok[i], module);
   }
   if (loras.empty()) return report;
-  // LoraPipeline::start_loras' facts: the UNet's first layers_per_block for the SGM names, parsed as
+  // LoraPipeline::start_components' facts: the UNet's first layers_per_block for the SGM names, parsed as
   // UNetPipeline parses it (a config that did not parse was reported above; the default stands then).
   LoraModelFacts facts{family.label, 2, lora_key_rules(family.name)};
   for (size_t i = 0; i < with_weights.size(); ++i)

@@ -119,6 +119,12 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "after SIGTERM/SIGINT/SIGUSR1/SIGUSR2, seconds the batch in flight may still run before it is "
                  "abandoned (0: at once); its items are left to the next run")
       ->capture_default_str();
+  app.add_option("--encode-chunk", o.encode_chunk,
+                 "two-phase chunks: encode the prompts of the next whole batches of up to N items, release the text "
+                 "encoders, then denoise and decode those items with the denoiser back, so that the two are never "
+                 "on the device together; N bounds the host memory the encodings wait in; 0: off, every module "
+                 "stays on the device")
+      ->capture_default_str();
   app.add_option("--write-queue", o.write_queue,
                  "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
                  "batch denoises; 0: write each batch before the next one starts")
@@ -279,7 +285,8 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"settings", settings},
                       {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
-                      {"write_queue", write_queue}, {"max_failures_in_a_row", max_failures_in_a_row},
+                      {"write_queue", write_queue}, {"encode_chunk", encode_chunk},
+                      {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
                       {"files_per_dir", files_per_dir}, {"layout", layout}, {"shard_size", shard_size},
@@ -385,6 +392,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   }
   if (o.stop_timeout_s < 0)
     throw UsageError("--stop-timeout: expected 0 or more seconds, got " + std::to_string(o.stop_timeout_s));
+  if (o.encode_chunk < 0 || o.encode_chunk > kMaxEncodeChunk)
+    throw UsageError("--encode-chunk: expected 0 (off) to " + std::to_string(kMaxEncodeChunk) + " items, got " +
+                     std::to_string(o.encode_chunk));
   if (o.write_queue < 0 || o.write_queue > kMaxWriteQueue)
     throw UsageError("--write-queue: expected 0 (write in the denoising thread) to " + std::to_string(kMaxWriteQueue) +
                      " images, got " + std::to_string(o.write_queue));

@@ -48,6 +48,12 @@ using plan::static_share;
 /// How often a rank tells the launcher how far it is, at most.
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
+/// What the pipeline makes of `it`.
+pipeline::ImageRequest image_request(const Item& it) {
+  return {it.prompt, it.negative_prompt, static_cast<uint64_t>(it.seed), it.steps, it.guidance_scale,
+          it.width,  it.height,          it.settings,                     it.loras};
+}
+
 }  // namespace
 
 bool is_disk_full(const std::exception& e) {
@@ -119,6 +125,7 @@ int GenerateRun::run() {
                             o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
   req.weight_storage = o_.weight_storage;
   req.vae_tiling = o_.vae_tiling;
+  req.two_phase = o_.encode_chunk > 0;
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -181,6 +188,10 @@ int GenerateRun::run() {
               shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
                                    : "",
               shard_batches_, o_.batch_size, rank_.world_size, to_string(mode_));
+  if (rank_.rank == 0 && o_.encode_chunk > 0)
+    log::info("two-phase chunks of up to {} item(s) (--encode-chunk): the text encoders and the denoiser take the "
+              "device in turn",
+              o_.encode_chunk);
 
   writer_ = std::make_unique<WriteQueue>(o_.write_queue);
   bool stopped = false;
@@ -383,7 +394,9 @@ bool GenerateRun::run_static() {
 
 bool GenerateRun::run_dynamic() {
   const int64_t n = shard_batches_;
-  const int64_t chunk = dynamic_chunk_size(n, rank_.world_size);
+  // With --encode-chunk a claim holds a two-phase chunk's batches at least (every rank claims alike).
+  const int64_t chunk = std::max(dynamic_chunk_size(n, rank_.world_size),
+                                 (int64_t{o_.encode_chunk} + o_.batch_size - 1) / o_.batch_size);
   items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
   report_progress(true);
   int64_t skipped_in_all = 0;
@@ -435,18 +448,70 @@ std::vector<bool> GenerateRun::made_items(const plan::ItemSpan& span) {
   return made;
 }
 
+std::vector<Item> GenerateRun::batch_items(const BatchTodo& todo) const {
+  std::vector<Item> batch;
+  for (int64_t j = 0; j < todo.span.size; ++j) {
+    batch.push_back(item_at(todo.span.first + j - shard_begin_));
+    // The plan groups lines that set the same batch fields, so their completed values agree too.
+    if (!batch.back().batches_with(batch.front()))
+      throw Error("items " + std::to_string(batch.front().index) + " and " + std::to_string(batch.back().index) +
+                  " share a batch but not their size, steps, guidance, settings or LoRAs");
+  }
+  return batch;
+}
+
+void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>& next, std::deque<BatchTodo>& chunk) {
+  int64_t items = 0;
+  while (chunk.empty() || items + chunk.back().span.size <= o_.encode_chunk) {
+    std::optional<BatchTodo> todo = next();
+    if (!todo) break;
+    items += todo->span.size;
+    chunk.push_back(std::move(*todo));
+    if (items >= o_.encode_chunk) break;
+  }
+  if (chunk.empty()) return;
+  // Every batch whole, its made items too: generate() gets the batches as they are here.
+  std::vector<std::vector<pipeline::ImageRequest>> requests;
+  for (const BatchTodo& todo : chunk) {
+    std::vector<pipeline::ImageRequest> batch;
+    for (const Item& it : batch_items(todo)) batch.push_back(image_request(it));
+    requests.push_back(std::move(batch));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!first_batch_) first_batch_ = t0;
+  try {
+    pipe_->prepare(requests);
+    log::debug("rank {}: encoded {} batch(es) of {} item(s) ahead in {:.2f}s", rank_.rank, chunk.size(), items,
+               seconds_since(t0));
+  } catch (const pipeline::Cancelled&) {
+    writer_->rethrow_if_failed();  // cancelled because the writer failed: its error stops the run
+    // Stopping: generate_all's next check returns; the chunk's items are left to the next run.
+  } catch (const std::exception& e) {
+    // generate() encodes what is missing, and reports a batch's own error item by item.
+    log::warn("rank {}: encoding {} batch(es) ahead failed ({}); each batch encodes its own", rank_.rank,
+              chunk.size(), first_line(e.what()));
+  }
+  denoise_s_ += seconds_since(t0);
+}
+
 bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& next) {
-  while (std::optional<BatchTodo> todo = next()) {
+  std::deque<BatchTodo> chunk;  // with --encode-chunk: the batches encoded ahead, not yet made
+  for (;;) {
+    if (o_.encode_chunk > 0 && chunk.empty()) {
+      if (stop_signal()) return true;
+      prepare_chunk(next, chunk);
+    }
+    std::optional<BatchTodo> todo;
+    if (!chunk.empty()) {
+      todo = std::move(chunk.front());
+      chunk.pop_front();
+    } else {
+      todo = next();
+    }
+    if (!todo) break;
     if (stop_signal()) return true;
     if (auto why = group_->abort_reason()) return false;
-    std::vector<Item> batch;
-    for (int64_t j = 0; j < todo->span.size; ++j) {
-      batch.push_back(item_at(todo->span.first + j - shard_begin_));
-      // The plan groups lines that set the same batch fields, so their completed values agree too.
-      if (!batch.back().batches_with(batch.front()))
-        throw Error("items " + std::to_string(batch.front().index) + " and " + std::to_string(batch.back().index) +
-                    " share a batch but not their size, steps, guidance, settings or LoRAs");
-    }
+    std::vector<Item> batch = batch_items(*todo);
     std::vector<const Item*> members;
     for (const Item& it : batch) members.push_back(&it);
     // A resumed batch is made whole, its made items beside the missing ones in their
@@ -465,9 +530,7 @@ bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& 
 
 void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch, const std::vector<bool>& made) {
   std::vector<pipeline::ImageRequest> reqs;
-  for (const Item* it : batch)
-    reqs.push_back({it->prompt, it->negative_prompt, static_cast<uint64_t>(it->seed), it->steps, it->guidance_scale,
-                    it->width, it->height, it->settings, it->loras});
+  for (const Item* it : batch) reqs.push_back(image_request(*it));
   auto t0 = std::chrono::steady_clock::now();
   if (!first_batch_) first_batch_ = t0;
   std::vector<pipeline::RgbImage> images;

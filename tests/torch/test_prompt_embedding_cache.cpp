@@ -1,5 +1,6 @@
 // PromptEmbeddingCache (pipeline/families/prompt_embedding_cache.h): each distinct text of a
-// call encoded once, an entry per call, hits identical to misses, the LRU bound; and through the tiny SD and SDXL
+// call encoded once, an entry per call (or per text, each()), hits identical to misses, the LRU bound
+// on entries and bytes, a two-phase chunk's pinned entries; and through the tiny SD and SDXL
 // pipelines, an image whose prompts were cached is the image a fresh pipeline makes.
 #include <gtest/gtest.h>
 
@@ -117,6 +118,60 @@ TEST(PromptEmbeddingCache, TheLeastRecentlyUsedEntryGoesAndTheBoundHolds) {
   none.rows({"a"}, "k", enc.fn());
   EXPECT_EQ(none.size(), 0u);
   EXPECT_EQ(none.misses(), 2) << "no entries kept, but one encoding per distinct text of a call";
+}
+
+// The families that encode one text per call (FLUX.1, Chroma, Qwen-Image): an entry per text, so a
+// text seen in any batch before is a hit beside new ones, each text encoded alone and once.
+TEST(PromptEmbeddingCache, EachTextOfACallIsItsOwnEntry) {
+  PromptEmbeddingCache cache(8);
+  std::vector<std::string> encoded;
+  const PromptEmbeddingCache::EncodeOne one = [&](const std::string& t) {
+    encoded.push_back(t);
+    return std::vector<at::Tensor>{FakeEncoder::hidden_of(t).unsqueeze(0)};  // [1, 4, 3]
+  };
+  auto first = cache.each({"ugly", "a cat", "ugly"}, "k", one);
+  EXPECT_EQ(encoded, (std::vector<std::string>{"ugly", "a cat"}));
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_TRUE(at::equal(first[2][0], first[0][0]));
+  first[0][0].zero_();  // the caller's copy
+  auto second = cache.each({"a dog", "ugly"}, "k", one);
+  EXPECT_EQ(encoded, (std::vector<std::string>{"ugly", "a cat", "a dog"})) << "ugly was a hit beside a new text";
+  EXPECT_TRUE(at::equal(second[1][0][0], FakeEncoder::hidden_of("ugly")));
+  cache.each({"ugly"}, "k2", one);
+  EXPECT_EQ(encoded.size(), 4u) << "another key is another entry";
+  EXPECT_EQ(cache.misses(), 4);
+}
+
+// Two-phase chunks: what a chunk encodes stays until the next chunk begins, past the bound on
+// entries and on bytes; then the bound applies to it again, least recently used first.
+TEST(PromptEmbeddingCache, AChunksEntriesArePinnedUntilTheNextChunk) {
+  const size_t entry_bytes = 4 * 4 * 3 + 4 * 2;  // [1, 4, 3] and [1, 2] float32
+  PromptEmbeddingCache cache(2, 3 * entry_bytes);
+  FakeEncoder enc;
+  cache.begin_chunk();
+  for (const char* t : {"a", "b", "c", "d", "e"}) cache.rows({t}, "k", enc.fn());
+  cache.end_chunk();
+  EXPECT_EQ(cache.size(), 5u);
+  EXPECT_EQ(cache.pinned(), 5u);
+  EXPECT_EQ(cache.bytes(), 5 * entry_bytes);
+  for (const char* t : {"a", "b", "c", "d", "e"}) cache.rows({t}, "k", enc.fn());
+  EXPECT_EQ(enc.calls.size(), 5u) << "every text of the chunk found";
+  cache.rows({"f"}, "k", enc.fn());  // not pinned: the bound holds for it alone
+  EXPECT_EQ(cache.size(), 6u);
+  cache.begin_chunk();  // the last chunk's entries are ordinary ones again: 2 stay, the most recent
+  EXPECT_EQ(cache.pinned(), 0u);
+  EXPECT_EQ(cache.size(), 2u);
+  const size_t calls = enc.calls.size();
+  cache.rows({"f"}, "k", enc.fn());
+  cache.rows({"e"}, "k", enc.fn());
+  EXPECT_EQ(enc.calls.size(), calls);
+  cache.end_chunk();
+
+  PromptEmbeddingCache small(8, entry_bytes);  // the bytes bind before the count
+  small.rows({"a"}, "k", enc.fn());
+  small.rows({"b"}, "k", enc.fn());
+  EXPECT_EQ(small.size(), 1u);
+  EXPECT_EQ(small.bytes(), entry_bytes);
 }
 
 // Through the pipelines: the second call finds every prompt and negative prompt cached,

@@ -112,7 +112,7 @@ TEST(WeightStorageE2E, LorasAndUnknownValuesAreRefusedInOneLine) {
                             {"--weight-storage", "fp8", "--lora",
                              std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/flux-alpha.safetensors"});
   EXPECT_EQ(lora.exit_code, 2) << lora.err;
-  EXPECT_TRUE(contains(lora.err, "flux-alpha.safetensors: --weight-storage keeps the transformer's weights in float8"))
+  EXPECT_TRUE(contains(lora.err, "flux-alpha.safetensors: --weight-storage fp8 keeps the denoiser's weights in float8"))
       << lora.err;
   RunResult bad = generate(dir, dir.file("out"), {"--weight-storage", "fp4"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;

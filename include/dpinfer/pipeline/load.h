@@ -34,6 +34,9 @@ struct LoadRequest {
   /// --vae-tiling: the VAE decodes (and encodes) large images in overlapping, blended tiles, as
   /// diffusers' vae.enable_tiling(): less memory, slightly other pixels.
   bool vae_tiling = false;
+  /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
+  /// are never on the device together, and the encodings of a chunk wait in host memory.
+  bool two_phase = false;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

@@ -124,6 +124,16 @@ class TextToImage {
   /// {"denoiser_calls": per image and cache context, "denoiser_calls_cached": those that skipped the
   /// blocks after the first}. Empty when it counts nothing.
   virtual nlohmann::json statistics() const { return nlohmann::json::object(); }
+  /// Two-phase chunks (issue 26; LoadRequest::two_phase): encodes the prompts and negative prompts
+  /// of `chunk`, batches as generate() will get them, into the pipeline's cache of encodings, then
+  /// releases the text encoders and brings the denoiser back; generate() on those batches then runs
+  /// no encoder (on a miss it encodes, the encoders brought back). The images are those generate()
+  /// makes alone. A batch that generate() would refuse is left to it. Throws Cancelled when the
+  /// cancel check says so between two batches.
+  virtual void prepare(const std::vector<std::vector<ImageRequest>>& chunk) { (void)chunk; }
+  /// The modules on the device now, by model_index.json name ("text_encoder", "unet"), of those
+  /// two-phase chunks release; empty for a pipeline that releases none.
+  virtual std::vector<std::string> resident_components() const { return {}; }
 
  protected:
   void throw_if_cancelled() const {

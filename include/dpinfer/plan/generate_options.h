@@ -14,6 +14,8 @@ namespace dpinfer::plan {
 
 /// The largest --write-queue: 1024 images at 1024x1024 already hold 3 GiB.
 constexpr int kMaxWriteQueue = 1024;
+/// --encode-chunk's bound: a million items' encodings are terabytes for T5.
+constexpr int kMaxEncodeChunk = 1000000;
 
 struct GenerateOptions {
   std::string prompts;           ///< file, or "-" for stdin
@@ -72,6 +74,11 @@ struct GenerateOptions {
   /// each holds width*height*3 bytes. 0: no writer thread, each batch is written
   /// before the next one starts (the serial loop).
   int write_queue = 16;
+  /// Two-phase chunks (issue 26; pipeline::TextToImage::prepare): a rank encodes the prompts of
+  /// its next whole batches of up to this many items (one batch at least), releases the text encoders, then
+  /// denoises and decodes them; the encodings wait in host memory. 0: off. It changes no pixel,
+  /// so it is no part of what resume compares.
+  int encode_chunk = 0;
   /// A rank that records this many failed items in a row (none made between them)
   /// stops the run with exit 1: a cause that fails every item (a size the model cannot
   /// make, a broken CUDA context) must not turn a million items into a million failure

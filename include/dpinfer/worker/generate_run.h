@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -107,9 +108,16 @@ class GenerateRun {
   /// Item `position` of this run's shard, made on demand, with its completed settings.
   plan::Item item_at(int64_t position) const;
 
-  /// Generates the batches `next` gives, until nullopt, each whole. Returns true when
-  /// stopped by a signal.
+  /// Generates the batches `next` gives, until nullopt, each whole; with --encode-chunk, in
+  /// two-phase chunks (prepare_chunk). Returns true when stopped by a signal.
   bool generate_all(const std::function<std::optional<BatchTodo>()>& next);
+
+  /// The items of `todo`, checked to share their batch fields.
+  std::vector<plan::Item> batch_items(const BatchTodo& todo) const;
+
+  /// Takes batches from `next` into `chunk`, whole, up to --encode-chunk items (one batch at
+  /// least), and has the pipeline encode their prompts ahead (TextToImage::prepare).
+  void prepare_chunk(const std::function<std::optional<BatchTodo>()>& next, std::deque<BatchTodo>& chunk);
 
   /// Generates one batch and hands the images and records of its items that are not
   /// `made` (empty: none is) to the writer (writer_).

@@ -3,7 +3,6 @@
 // flux_latents.h). tools/fixtures/make_chroma_pipelines.py records its goldens.
 #include "dpinfer/pipeline/families/chroma.h"
 
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,13 +69,13 @@ class ChromaPipeline : public LoraPipeline {
                                                                     family_.prediction});
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder"), options);
-    transformer_ = load_component_as<ChromaTransformer2DModelImpl>(md.at("transformer"), options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    start_components(family_, r);
     // ChromaPipeline loads LoRAs with FluxLoraLoaderMixin, whose text-encoder path reads CLIP names
     // only (_load_lora_into_text_encoder: convert_state_dict_to_peft refuses T5's): the transformer.
-    start_loras(family_).add_component("transformer", *transformer_);
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
+    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for Chroma).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -88,24 +87,14 @@ class ChromaPipeline : public LoraPipeline {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const int64_t factor = vae_config_.scale_factor();
-    check_image_size(first.width, first.height, info_.size_multiple, factor);
-    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
-    const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    const int max_sequence_length = batch_max_sequence_length(batch);
     use_loras(batch);
-    // do_classifier_free_guidance: guidance_scale > 1, with the negative prompt or "" (negative_prompt or "").
     const double guidance_scale = first.guidance_scale;
     const bool cfg = guidance_scale > 1.0;
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
-
-    std::vector<std::string> prompts, negatives;
-    for (const ImageRequest& request : batch) {
-      prompts.push_back(request.prompt);
-      negatives.push_back(request.negative_prompt);
-    }
-    const Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
-    Conditioning uncond;
-    if (cfg) uncond = encode(negatives, max_sequence_length, /*negative=*/true);
+    const auto [cond, uncond] = embeds(batch, max_sequence_length);
+    denoiser_phase();
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
 
@@ -148,6 +137,11 @@ class ChromaPipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    embeds(batch, batch_max_sequence_length(batch));
+  }
+
  private:
   /// One side (prompts or negative prompts) of a batch as the transformer takes it.
   struct Conditioning {
@@ -155,16 +149,41 @@ class ChromaPipeline : public LoraPipeline {
     at::Tensor mask;  ///< [B, max_sequence_length]: 1 for the tokens and one padding token, else 0
   };
 
-  /// _get_t5_prompt_embeds for `texts`, identical texts once. Every text is padded to the same length
-  /// and T5 attends within its own row, so an image's conditioning does not depend on its batch-mates.
+  /// The batch's max_sequence_length setting, after the size check.
+  int batch_max_sequence_length(const std::vector<ImageRequest>& batch) const {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());
+    const json settings = resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+    return static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+  }
+
+  /// The prompts' conditioning, and with CFG (do_classifier_free_guidance: guidance_scale > 1) the
+  /// negative prompts' or ""'s (negative_prompt or ""); else undefined.
+  std::pair<Conditioning, Conditioning> embeds(const std::vector<ImageRequest>& batch, int max_sequence_length) {
+    std::vector<std::string> prompts, negatives;
+    for (const ImageRequest& request : batch) {
+      prompts.push_back(request.prompt);
+      negatives.push_back(request.negative_prompt);
+    }
+    Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
+    if (batch.front().guidance_scale <= 1.0) return {cond, Conditioning{}};
+    return {cond, encode(negatives, max_sequence_length, /*negative=*/true)};
+  }
+
+  /// _get_t5_prompt_embeds for `texts`, each text in its own call, through the cache. Every text is
+  /// padded to the same length and T5 attends within its own row, so an image's conditioning does
+  /// not depend on its batch-mates.
   Conditioning encode(const std::vector<std::string>& texts, int max_sequence_length, bool negative) {
-    std::map<std::string, std::pair<at::Tensor, at::Tensor>> done;
+    // The side is in the key only so that a truncation warning names the right one; T5 takes no LoRA.
+    const std::string key =
+        std::string(negative ? "negative" : "prompt") + " max_sequence_length=" + std::to_string(max_sequence_length);
     std::vector<at::Tensor> t5_rows, mask_rows;
-    for (const std::string& text : texts) {
-      auto it = done.find(text);
-      if (it == done.end()) it = done.emplace(text, encode_one(text, max_sequence_length, negative)).first;
-      t5_rows.push_back(it->second.first);
-      mask_rows.push_back(it->second.second);
+    for (std::vector<at::Tensor>& e : embeddings_.each(texts, key, [&](const std::string& text) {
+           encoder_phase();
+           auto [t5, mask] = encode_one(text, max_sequence_length, negative);
+           return std::vector<at::Tensor>{t5, mask};
+         })) {
+      t5_rows.push_back(e[0]);
+      mask_rows.push_back(e[1]);
     }
     return {at::cat(t5_rows), at::cat(mask_rows)};
   }
@@ -187,8 +206,8 @@ class ChromaPipeline : public LoraPipeline {
   json scheduler_config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::shared_ptr<T5EncoderModelImpl> text_encoder_;
-  std::shared_ptr<ChromaTransformer2DModelImpl> transformer_;
+  std::shared_ptr<T5EncoderModelImpl> text_encoder_;              // null while two-phase chunks release it,
+  std::shared_ptr<ChromaTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
 };

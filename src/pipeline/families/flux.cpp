@@ -3,7 +3,6 @@
 // prepare_latents and __call__. tools/fixtures/make_flux_pipelines.py records its goldens.
 #include "dpinfer/pipeline/families/flux.h"
 
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,15 +79,13 @@ class FluxPipeline : public LoraPipeline {
                                                                     family_.prediction});
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"), options);
-    text_encoder_2_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_2"), options);
-    transformer_ = load_component_as<FluxTransformer2DModelImpl>(md.at("transformer"), options);
+    start_components(family_, r);
+    // FluxLoraLoaderMixin._lora_loadable_modules: the transformer and CLIP (not T5).
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
+    load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
-    // FluxLoraLoaderMixin._lora_loadable_modules: the transformer and CLIP (not T5).
-    LoraMerger& merger = start_loras(family_);
-    merger.add_component("transformer", *transformer_);
-    merger.add_component("text_encoder", *text_encoder_);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -109,9 +106,7 @@ class FluxPipeline : public LoraPipeline {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const int64_t factor = vae_config_.scale_factor();
-    check_image_size(first.width, first.height, info_.size_multiple, factor);
-    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
-    const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    const json settings = batch_settings(batch);
     const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
     // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a
     // First Block Cache state each, for this batch (diffusers resets them at the end of every call).
@@ -124,21 +119,9 @@ class FluxPipeline : public LoraPipeline {
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
-
-    // do_true_cfg: true_cfg_scale > 1 and a negative prompt (dpinfer's empty one is diffusers' None),
-    // decided per image so that an image never depends on its batch-mates.
-    std::vector<int64_t> cfg_rows;
-    std::vector<std::string> prompts, negatives;
-    for (int64_t i = 0; i < b; ++i) {
-      prompts.push_back(batch[i].prompt);
-      if (true_cfg_scale > 1.0 && !batch[i].negative_prompt.empty()) {
-        cfg_rows.push_back(i);
-        negatives.push_back(batch[i].negative_prompt);
-      }
-    }
-    const Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
-    Conditioning uncond;
-    if (!cfg_rows.empty()) uncond = encode(negatives, max_sequence_length, /*negative=*/true);
+    const std::vector<int64_t> cfg_rows = true_cfg_rows(batch, true_cfg_scale);
+    const auto [cond, uncond] = embeds(batch, settings);
+    denoiser_phase();
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
 
@@ -189,6 +172,9 @@ class FluxPipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override { embeds(batch, batch_settings(batch)); }
+
  private:
   /// One side (prompts or negative prompts) of a batch as the transformer takes it.
   struct Conditioning {
@@ -196,18 +182,51 @@ class FluxPipeline : public LoraPipeline {
     at::Tensor pooled;  ///< [B, hidden]: CLIP's pooled output
   };
 
+  /// The batch's settings, after the size check.
+  json batch_settings(const std::vector<ImageRequest>& batch) const {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());
+    return resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+  }
+
+  /// do_true_cfg: true_cfg_scale > 1 and a negative prompt (dpinfer's empty one is diffusers' None),
+  /// decided per image so that an image never depends on its batch-mates: the rows that have it.
+  static std::vector<int64_t> true_cfg_rows(const std::vector<ImageRequest>& batch, double true_cfg_scale) {
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (true_cfg_scale > 1.0 && !batch[i].negative_prompt.empty()) rows.push_back(static_cast<int64_t>(i));
+    return rows;
+  }
+
+  /// The prompts' conditioning, and the negative prompts' of true_cfg_rows() (undefined when none).
+  std::pair<Conditioning, Conditioning> embeds(const std::vector<ImageRequest>& batch, const json& settings) {
+    const int max_sequence_length = static_cast<int>(settings["max_sequence_length"].get<int64_t>());
+    std::vector<std::string> prompts, negatives;
+    for (const ImageRequest& r : batch) prompts.push_back(r.prompt);
+    for (int64_t i : true_cfg_rows(batch, settings["true_cfg_scale"].get<double>()))
+      negatives.push_back(batch[static_cast<size_t>(i)].negative_prompt);
+    Conditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
+    if (negatives.empty()) return {cond, Conditioning{}};
+    return {cond, encode(negatives, max_sequence_length, /*negative=*/true)};
+  }
+
   /// encode_prompt for `texts`: CLIP's pooler_output of the text padded to 77 tokens, and T5's
-  /// last_hidden_state of the text padded to max_sequence_length with no mask; identical texts once.
-  /// Every text is padded to the same length, so an image's conditioning does not depend on its
-  /// batch-mates.
+  /// last_hidden_state of the text padded to max_sequence_length with no mask; each text in its own
+  /// call, through the cache. Every text is padded to the same length, so an image's conditioning
+  /// does not depend on its batch-mates.
   Conditioning encode(const std::vector<std::string>& texts, int max_sequence_length, bool negative) {
-    std::map<std::string, std::pair<at::Tensor, at::Tensor>> done;
+    // The side is in the key only so that a truncation warning names the right one. The LoRAs
+    // merged into CLIP change its output (T5 takes none): they key the entries too.
+    const std::string key = std::string(negative ? "negative" : "prompt") +
+                            " max_sequence_length=" + std::to_string(max_sequence_length) +
+                            " loras=" + lora_key("text_encoder");
     std::vector<at::Tensor> t5_rows, pooled_rows;
-    for (const std::string& text : texts) {
-      auto it = done.find(text);
-      if (it == done.end()) it = done.emplace(text, encode_one(text, max_sequence_length, negative)).first;
-      t5_rows.push_back(it->second.first);
-      pooled_rows.push_back(it->second.second);
+    for (std::vector<at::Tensor>& e : embeddings_.each(texts, key, [&](const std::string& text) {
+           encoder_phase();
+           auto [t5, pooled] = encode_one(text, max_sequence_length, negative);
+           return std::vector<at::Tensor>{t5, pooled};
+         })) {
+      t5_rows.push_back(e[0]);
+      pooled_rows.push_back(e[1]);
     }
     return {at::cat(t5_rows), at::cat(pooled_rows)};
   }
@@ -233,6 +252,7 @@ class FluxPipeline : public LoraPipeline {
   json scheduler_config_;
   std::unique_ptr<Tokenizer> tokenizer_, tokenizer_2_;
   std::unique_ptr<Scheduler> scheduler_;
+  // Each null while two-phase chunks release it.
   std::shared_ptr<CLIPTextModelImpl> text_encoder_;
   std::shared_ptr<T5EncoderModelImpl> text_encoder_2_;
   std::shared_ptr<FluxTransformer2DModelImpl> transformer_;

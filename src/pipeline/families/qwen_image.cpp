@@ -4,7 +4,6 @@
 #include "dpinfer/pipeline/families/qwen_image.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 #include <ATen/ATen.h>
@@ -105,11 +104,12 @@ class QwenImagePipeline : public LoraPipeline {
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
-    transformer_ = load_component_as<QwenImageTransformer2DModelImpl>(md.at("transformer"), options);
+    start_components(family_, r);
+    // QwenImageLoraLoaderMixin: the transformer only.
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
     vae_ = load_component_as<AutoencoderKLQwenImageImpl>(md.at("vae"), options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
-    start_loras(family_).add_component("transformer", *transformer_);  // QwenImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -122,12 +122,12 @@ class QwenImagePipeline : public LoraPipeline {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const int64_t factor = vae_config_.scale_factor();
-    check_image_size(first.width, first.height, info_.size_multiple, factor);
-    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
-    const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    const int64_t max_sequence_length = batch_max_sequence_length(batch);
     // QwenImagePipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond":
     // a First Block Cache state each, for this batch (diffusers resets them at the end of every call).
-    const double fbc_threshold = settings["first_block_cache"].get<double>();
+    const double fbc_threshold =
+        resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label)["first_block_cache"]
+            .get<double>();
     std::optional<nn::FirstBlockCache> cond_cache, uncond_cache;
     if (fbc_threshold > 0) {
       cond_cache.emplace(fbc_threshold);
@@ -136,22 +136,10 @@ class QwenImagePipeline : public LoraPipeline {
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
-
-    // do_true_cfg: true_cfg_scale > 1 and a negative prompt (dpinfer's empty one is diffusers'
-    // None), decided per image so that an image never depends on its batch-mates.
-    std::vector<int64_t> cfg_rows;
-    std::vector<std::string> prompts, negatives;
-    for (int64_t i = 0; i < b; ++i) {
-      prompts.push_back(batch[i].prompt);
-      if (first.guidance_scale > 1.0 && !batch[i].negative_prompt.empty()) {
-        cfg_rows.push_back(i);
-        negatives.push_back(batch[i].negative_prompt);
-      }
-    }
+    const std::vector<int64_t> cfg_rows = true_cfg_rows(batch);
     if (first.guidance_scale > 1.0 && static_cast<int64_t>(cfg_rows.size()) < b) warn_no_negative_once();
-    const TextConditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
-    TextConditioning uncond;
-    if (!cfg_rows.empty()) uncond = encode(negatives, max_sequence_length, /*negative=*/true);
+    const auto [cond, uncond] = embeds(batch, max_sequence_length);
+    denoiser_phase();
 
     // prepare_latents: [B, 1, C, h, w] noise from each image's generator, packed.
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
@@ -208,26 +196,66 @@ class QwenImagePipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in [-1, 1]
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    embeds(batch, batch_max_sequence_length(batch));
+  }
+
  private:
+  /// The batch's max_sequence_length setting, after the size check.
+  int64_t batch_max_sequence_length(const std::vector<ImageRequest>& batch) const {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());
+    const json settings = resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+    return settings["max_sequence_length"].get<int64_t>();
+  }
+
+  /// do_true_cfg: true_cfg_scale > 1 and a negative prompt (dpinfer's empty one is diffusers'
+  /// None), decided per image so that an image never depends on its batch-mates: the rows that have it.
+  static std::vector<int64_t> true_cfg_rows(const std::vector<ImageRequest>& batch) {
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (batch.front().guidance_scale > 1.0 && !batch[i].negative_prompt.empty())
+        rows.push_back(static_cast<int64_t>(i));
+    return rows;
+  }
+
+  /// The prompts' conditioning, and the negative prompts' of true_cfg_rows() (undefined when none).
+  std::pair<TextConditioning, TextConditioning> embeds(const std::vector<ImageRequest>& batch,
+                                                       int64_t max_sequence_length) {
+    std::vector<std::string> prompts, negatives;
+    for (const ImageRequest& r : batch) prompts.push_back(r.prompt);
+    for (int64_t i : true_cfg_rows(batch)) negatives.push_back(batch[static_cast<size_t>(i)].negative_prompt);
+    TextConditioning cond = encode(prompts, max_sequence_length, /*negative=*/false);
+    if (negatives.empty()) return {cond, TextConditioning{}};
+    return {cond, encode(negatives, max_sequence_length, /*negative=*/true)};
+  }
+
   /// _get_qwen_prompt_embeds + encode_prompt for `texts`, each encoded alone (its states do not
-  /// depend on the batch's padding), identical texts once.
+  /// depend on the batch's padding) through the cache.
   TextConditioning encode(const std::vector<std::string>& texts, int64_t max_sequence_length, bool negative) {
-    std::map<std::string, at::Tensor> states;  // text -> [L, D]
-    for (const std::string& text : texts)
-      if (!states.count(text)) states.emplace(text, encode_one(text, max_sequence_length, negative));
+    // The side is in the key only so that a truncation warning names the right one; the text
+    // encoder takes no LoRA.
+    const std::string key =
+        std::string(negative ? "negative" : "prompt") + " max_sequence_length=" + std::to_string(max_sequence_length);
+    std::vector<at::Tensor> states;  // each text's [L, D]
+    for (std::vector<at::Tensor>& e : embeddings_.each(texts, key, [&](const std::string& text) {
+           encoder_phase();
+           return std::vector<at::Tensor>{encode_one(text, max_sequence_length, negative)};
+         }))
+      states.push_back(e[0]);
     TextConditioning out;
     int64_t longest = 0;
-    for (const std::string& text : texts) {
-      out.lengths.push_back(states.at(text).size(0));
+    for (const at::Tensor& state : states) {
+      out.lengths.push_back(state.size(0));
       longest = std::max(longest, out.lengths.back());
     }
     const int64_t b = static_cast<int64_t>(texts.size());
-    const int64_t width = states.begin()->second.size(1);
+    const int64_t width = states.front().size(1);
     out.embeds = at::zeros({b, longest, width}, at::TensorOptions().dtype(dtype_).device(device_));
     out.mask = at::zeros({b, longest}, at::TensorOptions().dtype(at::kLong).device(device_));
     for (int64_t i = 0; i < b; ++i) {
       const int64_t n = out.lengths[static_cast<size_t>(i)];
-      out.embeds[i].narrow(0, 0, n).copy_(states.at(texts[static_cast<size_t>(i)]));
+      out.embeds[i].narrow(0, 0, n).copy_(states[static_cast<size_t>(i)]);
       out.mask[i].narrow(0, 0, n).fill_(1);
     }
     return out;
@@ -267,8 +295,8 @@ class QwenImagePipeline : public LoraPipeline {
   json scheduler_config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;
-  std::shared_ptr<QwenImageTransformer2DModelImpl> transformer_;
+  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;            // null while two-phase chunks release it,
+  std::shared_ptr<QwenImageTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLQwenImageImpl> vae_;
   PipelineInfo info_;
   bool warned_no_negative_ = false;

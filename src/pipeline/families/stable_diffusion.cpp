@@ -4,8 +4,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
-#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
-#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
@@ -30,10 +28,9 @@ class StableDiffusionPipeline : public UNetPipeline {
     resolve_settings_and_scheduler(md, r);
 
     c10::InferenceMode guard;
-    text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"),
-                                                         at::TensorOptions().dtype(dtype_).device(device_));
+    load_text_encoder(md, "text_encoder", text_encoder_, at::TensorOptions().dtype(dtype_).device(device_),
+                      /*lora=*/true);
     load_unet_and_vae(md, r, dtype_);
-    loras().add_component("text_encoder", *text_encoder_);
   }
 
   void check_settings(const json& settings) const override {
@@ -48,16 +45,23 @@ class StableDiffusionPipeline : public UNetPipeline {
     const Batch state = begin_batch(batch);
     use_loras(batch);
     c10::InferenceMode guard;
-    at::Tensor cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());  // [B, 77, D]
     DenoiseInputs conditioning;
-    conditioning.embeds = cond;
-    // The negative side is encoded without clip_skip, as diffusers does.
-    if (state.cfg) conditioning.embeds = at::cat({encode(batch, /*negative=*/true, 0), cond});  // unconditional first
+    conditioning.embeds = embeds(batch, state);
     return denoise_and_decode(batch, state, conditioning,
                               [this](const at::Tensor& latents) { return latents / vae_config_.scaling_factor; });
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override { embeds(batch, begin_batch(batch)); }
+
  private:
+  /// The UNet's encoder_hidden_states: [B, 77, D], or [2B, 77, D] with CFG, unconditional first.
+  at::Tensor embeds(const std::vector<ImageRequest>& batch, const Batch& state) {
+    at::Tensor cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());  // [B, 77, D]
+    // The negative side is encoded without clip_skip, as diffusers does.
+    return state.cfg ? at::cat({encode(batch, /*negative=*/true, 0), cond}) : cond;
+  }
+
   /// One side's embeddings of a batch, [B, 77, D], through the cache: each distinct text
   /// not cached under this side and clip_skip is encoded once.
   at::Tensor encode(const std::vector<ImageRequest>& batch, bool negative, int64_t clip_skip) {
@@ -68,6 +72,7 @@ class StableDiffusionPipeline : public UNetPipeline {
     const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(clip_skip) +
                             " loras=" + lora_key("text_encoder");
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      encoder_phase();
       return std::vector<at::Tensor>{encode_texts(distinct, negative, clip_skip)};
     })[0];
   }
@@ -87,8 +92,7 @@ class StableDiffusionPipeline : public UNetPipeline {
 
   std::unique_ptr<Tokenizer> tokenizer_;
   int64_t te_layers_ = 0;
-  std::shared_ptr<CLIPTextModelImpl> text_encoder_;
-  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
+  std::shared_ptr<CLIPTextModelImpl> text_encoder_;  // null while two-phase chunks release it
 };
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include <c10/core/InferenceMode.h>
 
 #include "denoising.h"
-#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
@@ -127,6 +126,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     T5Parts t5 = load_t5_parts(md);
     check_fit(transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1], t5);
     tokenizer_3_ = std::move(t5.tokenizer);
+    has_t5_ = t5.config.has_value();
     te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     check_settings(settings);
@@ -135,17 +135,14 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder"), options);
-    text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
-    if (t5.config) text_encoder_3_ = load_component_as<T5EncoderModelImpl>(md.at("text_encoder_3"), options);
-    transformer_ = load_component_as<SD3Transformer2DModelImpl>(md.at("transformer"), options);
+    start_components(family_, r);
+    // SD3LoraLoaderMixin._lora_loadable_modules: the transformer and both CLIPs (not T5).
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
+    load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/true);
+    if (has_t5_) load_text_encoder(md, "text_encoder_3", text_encoder_3_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
-    // SD3LoraLoaderMixin._lora_loadable_modules: the transformer and both CLIPs (not T5).
-    LoraMerger& merger = start_loras(family_);
-    merger.add_component("transformer", *transformer_);
-    merger.add_component("text_encoder", *text_encoder_);
-    merger.add_component("text_encoder_2", *text_encoder_2_);
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * patch_size (16 for SD3).
     info_.size_multiple = static_cast<int>(vae_config_.scale_factor() * transformer_config_.patch_size);
@@ -174,8 +171,6 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     check_image_size(first.width, first.height, info_.size_multiple, factor);
     const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
     check_settings(settings);
-    const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
-    const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
     const std::vector<int64_t> skip_layers = settings["skip_guidance_layers"].get<std::vector<int64_t>>();
     const double slg_scale = settings["skip_layer_guidance_scale"].get<double>();
     const double slg_start = settings["skip_layer_guidance_start"].get<double>();
@@ -183,18 +178,16 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     use_loras(batch);
     c10::InferenceMode guard;
 
-    // do_classifier_free_guidance: guidance_scale > 1. The negative side is always encoded (the
-    // default negative prompt is ""), from the penultimate layer whatever clip_skip says, and
-    // batched first: [negative, positive].
     const double guidance = first.guidance_scale;
     const bool cfg = guidance > 1.0;
-    const PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip, max_sequence_length);
+    const auto [cond, uncond] = embeds(batch, settings);
+    const at::Tensor cond_hidden = cond.hidden, cond_pooled = cond.pooled;
     at::Tensor hidden = cond.hidden, pooled = cond.pooled;
     if (cfg) {
-      const PromptEmbeds uncond = encode(batch, /*negative=*/true, 0, max_sequence_length);
       hidden = at::cat({uncond.hidden, hidden});
       pooled = at::cat({uncond.pooled, pooled});
     }
+    denoiser_phase();
 
     // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.
     const int64_t h = first.height / factor, w = first.width / factor;
@@ -225,7 +218,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       const at::Tensor text_pred = slg ? pred.chunk(2)[1] : at::Tensor();
       if (cfg) pred = guided(pred, guidance, 0.0);  // uncond + s (text - uncond)
       if (slg) {
-        const at::Tensor skipped = transformer_->forward(latents, cond.hidden, cond.pooled,
+        const at::Tensor skipped = transformer_->forward(latents, cond_hidden, cond_pooled,
                                                          timesteps[i].to(device_).expand({latents.size(0)}), skip_layers);
         pred = pred + (text_pred - skipped) * slg_scale;
       }
@@ -236,7 +229,27 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W]
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());
+    const json settings = resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+    check_settings(settings);
+    embeds(batch, settings);
+  }
+
  private:
+  /// Both sides of a batch under its `settings`: the prompts', and with CFG the negative side
+  /// (else undefined). do_classifier_free_guidance: guidance_scale > 1. The negative side is
+  /// always encoded then (the default negative prompt is ""), from the penultimate layer whatever
+  /// clip_skip says; generate() batches it first: [negative, positive].
+  std::pair<PromptEmbeds, PromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const json& settings) {
+    const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
+    const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
+    PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip, max_sequence_length);
+    if (batch.front().guidance_scale <= 1.0) return {cond, PromptEmbeds{}};
+    return {cond, encode(batch, /*negative=*/true, 0, max_sequence_length)};
+  }
+
   bool dynamic_shifting() const {
     auto it = scheduler_config_.find("use_dynamic_shifting");
     return it != scheduler_config_.end() && it->is_boolean() && it->get<bool>();
@@ -264,6 +277,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
                             " max_sequence_length=" + std::to_string(max_seq) + " loras=" + lora_key("text_encoder") +
                             ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      encoder_phase();
       PromptEmbeds e = encode_texts(distinct, negative, skip, max_seq);
       return std::vector<at::Tensor>{e.hidden, e.pooled};
     });
@@ -284,7 +298,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     const int64_t joint = transformer_config_.joint_attention_dim;
     clip = clip.size(-1) <= joint ? at::constant_pad_nd(clip, {0, joint - clip.size(-1)}, 0)
                                   : clip.narrow(-1, 0, joint).contiguous();
-    const at::Tensor t5 = text_encoder_3_ ? t5_prompt_embeds(*text_encoder_3_, *tokenizer_3_, texts,
+    const at::Tensor t5 = has_t5_ ? t5_prompt_embeds(*text_encoder_3_, *tokenizer_3_, texts,
                                                              static_cast<int>(max_seq), negative, device_, dtype_)
                                           : at::zeros({clip.size(0), max_seq, joint}, clip.options());
     return {at::cat({clip, t5}, -2), at::cat({e1.text_embeds, e2.text_embeds}, -1)};
@@ -300,11 +314,13 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   std::unique_ptr<Tokenizer> tokenizer_3_;              // T5's, or null without T5
   int64_t te_layers_ = 0;
   std::unique_ptr<Scheduler> scheduler_;
+  bool has_t5_ = false;
+  // Each null while two-phase chunks release it (the text encoders between chunks' encodings,
+  // the transformer while they run).
   std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_, text_encoder_2_;
   std::shared_ptr<T5EncoderModelImpl> text_encoder_3_;  // null without T5
   std::shared_ptr<SD3Transformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
-  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
   PipelineInfo info_;
 };
 

@@ -5,8 +5,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
-#include "dpinfer/pipeline/families/prompt_embedding_cache.h"
-#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
@@ -41,15 +39,13 @@ class StableDiffusionXLPipeline : public UNetPipeline {
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<CLIPTextModelImpl>(md.at("text_encoder"), options);
-    text_encoder_2_ = load_component_as<CLIPTextModelWithProjectionImpl>(md.at("text_encoder_2"), options);
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
+    load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/true);
     // needs_upcasting: an fp16 run decodes with the VAE in float32 when its config says
     // force_upcast. diffusers loads it in fp16 and then upcasts it, so its weights are
     // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
     vae_dtype_ = dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_;
     load_unet_and_vae(md, r, vae_dtype_);
-    loras().add_component("text_encoder", *text_encoder_);
-    loras().add_component("text_encoder_2", *text_encoder_2_);
   }
 
   void check_settings(const json& settings) const override {
@@ -68,7 +64,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     const ImageRequest& first = batch.front();
     const int64_t b = static_cast<int64_t>(batch.size());
 
-    PromptEmbeds cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());
+    const auto [cond, uncond] = embeds(batch, state);
     // add_time_ids: original size, crop top-left, target size; diffusers' defaults are the
     // image's own size and (0, 0), in the prompt embeddings' dtype.
     const std::vector<double> time_row{static_cast<double>(first.height), static_cast<double>(first.width), 0, 0,
@@ -77,7 +73,6 @@ class StableDiffusionXLPipeline : public UNetPipeline {
         at::tensor(time_row, at::kDouble).to(cond.hidden.scalar_type()).view({1, 6}).expand({b, 6}).to(device_);
     at::Tensor hidden = cond.hidden, pooled = cond.pooled;
     if (state.cfg) {
-      PromptEmbeds uncond = negative_embeds(batch, cond);
       hidden = at::cat({uncond.hidden, cond.hidden});  // unconditional half first
       pooled = at::cat({uncond.pooled, cond.pooled});
       time_ids = at::cat({time_ids, time_ids});
@@ -90,7 +85,16 @@ class StableDiffusionXLPipeline : public UNetPipeline {
                               [this](const at::Tensor& latents) { return unscale(latents.to(vae_dtype_)); });
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override { embeds(batch, begin_batch(batch)); }
+
  private:
+  /// Both sides of a batch: the prompts', and with CFG the unconditional side (else undefined).
+  std::pair<PromptEmbeds, PromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const Batch& state) {
+    PromptEmbeds cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());
+    return {cond, state.cfg ? negative_embeds(batch, cond) : PromptEmbeds{}};
+  }
+
   /// The UNet's added conditioning must fit the encoders: diffusers' _get_add_time_ids check.
   void check_conditioning(const CLIPTextConfig& te1, const CLIPTextConfig& te2) const {
     if (unet_config_.addition_embed_type != UNetConfig::AdditionEmbedType::kTextTime)
@@ -131,6 +135,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     const std::string key = std::string(negative ? "negative" : "prompt") + " clip_skip=" + std::to_string(skip) +
                             " loras=" + lora_key("text_encoder") + ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      encoder_phase();
       PromptEmbeds e = encode_texts(distinct, negative, skip);
       return std::vector<at::Tensor>{e.hidden, e.pooled};
     });
@@ -185,8 +190,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
   int64_t te_layers_ = 0;
   bool force_zeros_for_empty_prompt_ = true;
   std::shared_ptr<CLIPTextModelImpl> text_encoder_;
-  std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_2_;
-  PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries};
+  std::shared_ptr<CLIPTextModelWithProjectionImpl> text_encoder_2_;  // both null while two-phase chunks release them
 };
 
 }  // namespace

@@ -14,7 +14,11 @@ UNetPipeline::UNetPipeline(const ModelDir& model, const LoadRequest& request, co
       dtype_(parse_dtype(request.dtype)),
       device_(request.device),
       unet_config_(UNetConfig::from_json(model.at("unet").config)),
-      vae_config_(AutoencoderKLConfig::from_json(model.at("vae").config)) {}
+      vae_config_(AutoencoderKLConfig::from_json(model.at("vae").config)) {
+  // diffusers maps the original block numbers with the config's one layers_per_block
+  // (_maybe_map_sgm_blocks_to_diffusers); SD and SDXL configs give one number.
+  start_components(family_, request, unet_config_.layers_per_block.front());
+}
 
 void UNetPipeline::resolve_settings_and_scheduler(const ModelDir& model, const LoadRequest& request) {
   info_.settings = resolve_settings(family_.settings, request.settings, "--set", family_.label);
@@ -28,15 +32,12 @@ void UNetPipeline::resolve_settings_and_scheduler(const ModelDir& model, const L
 void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype) {
   c10::InferenceMode guard;
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-  unet_ = load_component_as<UNet2DConditionModelImpl>(model.at("unet"), options);
+  load_denoiser(model, "unet", unet_, options);
   LoadOptions vae_load;
   if (vae_dtype != dtype_) vae_load.round_through = dtype_;
   vae_ = load_component_as<AutoencoderKLImpl>(model.at("vae"), options.dtype(vae_dtype), vae_load);
   vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
-  // diffusers maps the original block numbers with the config's one layers_per_block
-  // (_maybe_map_sgm_blocks_to_diffusers); SD and SDXL configs give one number.
-  start_loras(family_, unet_config_.layers_per_block.front()).add_component("unet", *unet_);
 }
 
 UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& batch) const {
@@ -54,6 +55,7 @@ UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& b
 std::vector<RgbImage> UNetPipeline::denoise_and_decode(
     const std::vector<ImageRequest>& batch, const Batch& state, DenoiseInputs conditioning,
     const std::function<at::Tensor(const at::Tensor&)>& to_vae_space) {
+  denoiser_phase();
   c10::InferenceMode guard;
   const ImageRequest& first = batch.front();
   Scheduler& scheduler = *state.scheduler;

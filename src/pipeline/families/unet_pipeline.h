@@ -34,7 +34,7 @@ class UNetPipeline : public LoraPipeline {
   /// builds the scheduler: a bad setting, config or --scheduler costs no weights.
   void resolve_settings_and_scheduler(const ModelDir& model, const LoadRequest& request);
 
-  /// Loads the UNet, then the VAE in `vae_dtype` (the model dtype unless the family upcasts
+  /// Loads the UNet (load_denoiser: after the text encoders), then the VAE in `vae_dtype` (the model dtype unless the family upcasts
   /// it; the weights are then rounded through the model dtype, as diffusers' upcast does),
   /// and fills info(). Call last in the derived constructor, under InferenceMode.
   void load_unet_and_vae(const ModelDir& model, const LoadRequest& request, at::ScalarType vae_dtype);

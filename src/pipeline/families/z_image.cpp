@@ -107,11 +107,12 @@ class ZImagePipeline : public LoraPipeline {
 
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
-    text_encoder_ = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), options);
-    transformer_ = load_component_as<ZImageTransformer2DModelImpl>(md.at("transformer"), options);
+    start_components(family_, r);
+    // ZImageLoraLoaderMixin: the transformer only.
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
-    start_loras(family_).add_component("transformer", *transformer_);  // ZImageLoraLoaderMixin: transformer only
     info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
     // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.
     info_.size_multiple = static_cast<int>(size_multiple());
@@ -122,9 +123,7 @@ class ZImagePipeline : public LoraPipeline {
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
-    check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
-    const json settings = resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label);
-    check_settings(settings);
+    const json settings = batch_settings(batch);
     const int max_length = settings["max_sequence_length"].get<int>();
     const double cfg_normalization = settings["cfg_normalization"].get<double>();
     const double cfg_truncation = settings["cfg_truncation"].get<double>();
@@ -138,6 +137,7 @@ class ZImagePipeline : public LoraPipeline {
     const Captions positive = encode(batch, /*negative=*/false, max_length);
     std::optional<Captions> with_negative;
     if (cfg) with_negative = concatenated(positive, encode(batch, /*negative=*/true, max_length));
+    denoiser_phase();
 
     // prepare_latents: float32 noise [B, C, 2 * (H // (f * 2)), 2 * (W // (f * 2))], one generator
     // per image; the latents stay float32 through the scheduler.
@@ -184,26 +184,43 @@ class ZImagePipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W]
   }
 
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    encode(batch, /*negative=*/false, max_length);
+    if (batch.front().guidance_scale > 1.0) encode(batch, /*negative=*/true, max_length);
+  }
+
  private:
+  /// The batch's settings, after the size and settings checks.
+  json batch_settings(const std::vector<ImageRequest>& batch) const {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());
+    json settings = resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+    check_settings(settings);
+    return settings;
+  }
+
   /// vae_scale_factor * 2: one latent pixel pair per transformer patch; sizes must be multiples of it.
   int64_t size_multiple() const { return 2 * vae_config_.scale_factor(); }
 
   /// Ref: ZImagePipeline._encode_prompt: each text in the chat template, tokenized with padding to
   /// max_length and truncation, the text encoder's hidden_states[-2] (the un-normed output of its
-  /// next-to-last layer), and each item's unmasked tokens only.
+  /// next-to-last layer), and each item's unmasked tokens only. The batch's distinct texts in one
+  /// call, through the cache.
   Captions encode(const std::vector<ImageRequest>& batch, bool negative, int max_length) {
     const auto b = static_cast<int64_t>(batch.size());
-    std::vector<int64_t> ids, mask;
-    for (const ImageRequest& r : batch) {
-      const std::string& text = negative ? r.negative_prompt : r.prompt;
-      Encoding e = tokenizer_.encode(z_image_chat_prompt(text), max_length);
-      warn_truncated(text, negative, e.dropped_tokens, max_length, "Qwen3");
-      ids.insert(ids.end(), e.ids.begin(), e.ids.end());
-      mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
-    }
-    const at::Tensor id_t = at::tensor(ids, at::kLong).view({b, -1}).to(device_);
-    const at::Tensor mask_t = at::tensor(mask, at::kLong).view({b, -1}).to(at::kBool);
-    const at::Tensor hidden = text_encoder_->hidden_state(id_t, mask_t.to(device_), -2);  // [B, L, D]
+    std::vector<std::string> texts;
+    for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
+    // The side is in the key only so that a truncation warning names the right one; the text
+    // encoder takes no LoRA.
+    const std::string key =
+        std::string(negative ? "negative" : "prompt") + " max_sequence_length=" + std::to_string(max_length);
+    const std::vector<at::Tensor> encoded = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      encoder_phase();
+      return encode_texts(distinct, negative, max_length);
+    });
+    const at::Tensor& hidden = encoded[0];  // [B, L, D]
+    const at::Tensor& mask_t = encoded[1];  // [B, L] bool
 
     Captions out;
     std::vector<at::Tensor> rows;
@@ -217,6 +234,22 @@ class ZImagePipeline : public LoraPipeline {
       if (row.size(0) < longest) row = at::constant_pad_nd(row, {0, 0, 0, longest - row.size(0)}, 0);
     out.features = at::stack(rows);  // [B, longest, D]
     return out;
+  }
+
+  /// The text encoder's hidden_states[-2] of `texts` in one call, [N, max_length, D], and their
+  /// attention masks, [N, max_length] bool.
+  std::vector<at::Tensor> encode_texts(const std::vector<std::string>& texts, bool negative, int max_length) {
+    std::vector<int64_t> ids, mask;
+    for (const std::string& text : texts) {
+      Encoding e = tokenizer_.encode(z_image_chat_prompt(text), max_length);
+      warn_truncated(text, negative, e.dropped_tokens, max_length, "Qwen3");
+      ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+      mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
+    }
+    const auto n = static_cast<int64_t>(texts.size());
+    const at::Tensor id_t = at::tensor(ids, at::kLong).view({n, -1}).to(device_);
+    const at::Tensor mask_t = at::tensor(mask, at::kLong).view({n, -1}).to(at::kBool).to(device_);
+    return {text_encoder_->hidden_state(id_t, mask_t, -2), mask_t};
   }
 
   /// The guided prediction from the CFG batch's output [2B, ...] (positive first), per image in
@@ -248,8 +281,8 @@ class ZImagePipeline : public LoraPipeline {
   Qwen2Tokenizer tokenizer_;
   json scheduler_config_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;
-  std::shared_ptr<ZImageTransformer2DModelImpl> transformer_;
+  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;         // null while two-phase chunks release it,
+  std::shared_ptr<ZImageTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
 };

@@ -39,21 +39,39 @@ at::ScalarType parse_dtype(const std::string& d) {
   throw InputError("dtype: expected fp32, fp16 or bf16, got '" + d + "'");
 }
 
-std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
-                                                  const LoadOptions& load_options) {
+namespace {
+
+const ModelClass& model_class_of(const Component& c) {
   const ModelClass* model_class = find_model_class(c.class_name);
   if (!model_class) throw Error("component '" + c.name + "': dpinfer cannot build a " + c.class_name);
-  const std::vector<std::string> files =
-      c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
+  return *model_class;
+}
+
+std::vector<std::string> weight_files_of(const Component& c) {
+  return c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
+}
+
+}  // namespace
+
+std::shared_ptr<torch::nn::Module> check_component(const Component& c, const at::TensorOptions& options) {
+  const ModelClass& model_class = model_class_of(c);
+  const std::vector<std::string> files = weight_files_of(c);
+  const KeyConverter convert = c.single_file.empty() ? KeyConverter() : single_file_converter(c);
+  // Names and shapes only: the strict key check runs before a byte is allocated.
+  std::shared_ptr<torch::nn::Module> shape = model_class.build(c.config, options.device(at::kMeta));
+  const KeyReport report = match_keys(*shape, files, component_key_renames(c, model_class.renames), c.name, convert);
+  if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
+  return shape;
+}
+
+std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
+                                                  const LoadOptions& load_options) {
+  const ModelClass* model_class = &model_class_of(c);
+  const std::vector<std::string> files = weight_files_of(c);
   LoadOptions load = load_options;
   if (!c.single_file.empty()) load.convert = single_file_converter(c);
   const KeyRenames renames = component_key_renames(c, model_class->renames);
-  {
-    // Names and shapes only: the strict key check runs before a byte is allocated.
-    std::shared_ptr<torch::nn::Module> shape = model_class->build(c.config, options.device(at::kMeta));
-    const KeyReport report = match_keys(*shape, files, renames, c.name, load.convert);
-    if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
-  }
+  check_component(c, options);
   std::shared_ptr<torch::nn::Module> module;
   const at::ScalarType storage = parse_weight_storage(c.weight_storage);
   if (storage == at::ScalarType::Undefined) {

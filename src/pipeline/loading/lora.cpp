@@ -122,20 +122,42 @@ void take_part(LoraLayer& layer, at::Tensor& down, at::Tensor& up, bool block_di
 
 }  // namespace
 
-void LoraMerger::add_component(const std::string& name, torch::nn::Module& module) {
+void LoraMerger::add_component(const std::string& name, torch::nn::Module& module) { register_weights(name, module); }
+
+void LoraMerger::add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options) {
+  register_weights(name, shapes, options);
+  detached_.insert(name);
+}
+
+void LoraMerger::register_weights(const std::string& name, torch::nn::Module& module,
+                                  const std::optional<at::TensorOptions>& options) {
   // Tensor handles share the parameters' storage: in-place changes reach the module.
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const std::string& key = item.key();
     if (!ends_with(key, ".weight")) continue;
     const std::string module_name = key.substr(0, key.size() - 7);
     if (!is_lora_target(module_name, item.value())) continue;
-    if (stored_component_.empty() &&
-        (item.value().scalar_type() == at::kFloat8_e4m3fn || item.value().scalar_type() == at::kFloat8_e5m2))
-      stored_component_ = name;
     module_order_.emplace(name + "/" + module_name, module_order_.size());
-    weights_[name + "/" + module_name] = item.value();
+    if (!options) weights_[name + "/" + module_name] = item.value();
+    weight_options_[name + "/" + module_name] =
+        options ? options->dtype(item.value().scalar_type()) : item.value().options();
     table_[name][module_name] = item.value().sizes().vec();
   }
+}
+
+void LoraMerger::detach(const std::string& name) {
+  const std::string prefix = name + "/";
+  for (auto* map : {&weights_, &originals_})
+    for (auto it = map->lower_bound(prefix); it != map->end() && starts_with(it->first, prefix);) it = map->erase(it);
+  detached_.insert(name);
+}
+
+void LoraMerger::reattach(const std::string& name, torch::nn::Module& module) {
+  detached_.erase(name);
+  register_weights(name, module);
+  // The weights are the files' again, and the set in place was merged into the rest.
+  c10::InferenceMode guard;
+  merge(current_, [&](const std::string& component) { return component == name; });
 }
 
 at::Tensor LoraMerger::weight(const std::string& component, const std::string& module) {
@@ -290,8 +312,10 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   auto loaded = std::make_unique<LoadedFile>();
   for (Factors& f : factors) {
     // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
-    const at::Tensor w = weight(f.layer.component, f.layer.module);
-    const auto options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+    auto known = weight_options_.find(f.layer.component + "/" + f.layer.module);
+    if (known == weight_options_.end())
+      throw Error("LoRA: " + f.layer.component + " has no weight " + f.layer.module + ".weight");
+    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(known->second.device());
     f.down = f.down.to(options);
     f.up = f.up.to(options);
     if (f.magnitude.defined()) f.magnitude = f.magnitude.to(options);  // loaded into the DoRA layer's parameter
@@ -340,12 +364,6 @@ void LoraMerger::infer_alphas(const std::vector<LoraLayerScaling*>& factors) con
 }
 
 void LoraMerger::check(const io::LoraSet& set) {
-  // A merge into float8 weights would round the sum to float8, which neither diffusers' fused nor
-  // its unfused LoRA computes.
-  if (!set.empty() && !stored_component_.empty())
-    throw InputError(set.front().path + ": --weight-storage keeps the " + stored_component_ +
-                     "'s weights in float8, and dpinfer merges LoRAs into full-precision weights; drop --lora "
-                     "or use --weight-storage default");
   c10::InferenceMode guard;
   for (const io::LoraRef& ref : set) load(ref.path);
 }
@@ -354,12 +372,20 @@ bool LoraMerger::apply(const io::LoraSet& set) {
   if (set == current_) return false;
   c10::InferenceMode guard;
   for (const io::LoraRef& ref : set) load(ref.path);  // every file read before any weight changes
-  for (auto& [key, original] : originals_) {
+  for (auto& [key, original] : originals_) {  // none of a detached component (detach() dropped them)
     const size_t slash = key.find('/');
     weight(key.substr(0, slash), key.substr(slash + 1)).copy_(original);
   }
+  // A detached component gets the set when reattach() brings it back.
+  merge(set, [this](const std::string& component) { return !detached_.count(component); });
+  current_ = set;
+  return true;
+}
+
+void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const std::string& component)>& only) {
   for (const io::LoraRef& ref : set) {
     for (const Factors& f : files_.at(ref.path)->layers) {
+      if (!only(f.layer.component)) continue;
       at::Tensor w = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
       if (!originals_.count(key)) originals_.emplace(key, w.clone());
@@ -377,8 +403,6 @@ bool LoraMerger::apply(const io::LoraSet& set) {
       else w.add_(delta);
     }
   }
-  current_ = set;
-  return true;
 }
 
 std::string LoraMerger::key_for(const std::string& component) const {

@@ -28,6 +28,11 @@ at::ScalarType parse_dtype(const std::string& dtype);
 std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
                                                   const LoadOptions& load_options = {});
 
+/// What load_component() checks before it allocates anything: builds `c` on the meta device and
+/// checks its weight files' keys and shapes against it. Returns that module of shapes (no values).
+/// Throws dpinfer::Error naming the component.
+std::shared_ptr<torch::nn::Module> check_component(const Component& c, const at::TensorOptions& options);
+
 /// The key conversion of a component read from a single-file checkpoint (Component::single_file),
 /// from its layout and config. Throws InputError for a config the layout cannot have.
 KeyConverter single_file_converter(const Component& c);

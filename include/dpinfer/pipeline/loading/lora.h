@@ -11,8 +11,11 @@
 // a batch runs at the full speed of merged weights. The worker groups items by LoRA set
 // as it groups them by size, so a sweep re-merges only where the set changes.
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,19 @@ class LoraMerger {
   /// Registers a component ("unet") whose Linear and Conv2d weights LoRAs may change.
   void add_component(const std::string& name, torch::nn::Module& module);
 
+  /// Registers component `name` before it is loaded (two-phase chunks load the denoiser when it is
+  /// first needed): `shapes` is the module built on the meta device, `options` the dtype and device
+  /// its weights will have. It is detached until reattach() brings the loaded module.
+  void add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options);
+
+  /// Forgets the weights of registered component `name`, which is being released from the device
+  /// (two-phase chunks, component_residency.h): no handle to them or copy of their originals stays,
+  /// so their memory can go. check() and apply() go on as if it were there; reattach() brings it back.
+  void detach(const std::string& name);
+  /// Registers `module` as component `name` again, loaded anew from its files (the weights before
+  /// any LoRA), and merges into it what the set in place does to it.
+  void reattach(const std::string& name, torch::nn::Module& module);
+
   /// Reads each file of `set` once (kept, converted to its weights' dtype and device) and
   /// checks it against the registered components. Throws InputError naming the file.
   void check(const io::LoraSet& set);
@@ -106,12 +122,21 @@ class LoraMerger {
   std::vector<LoraLayerScaling> read_layers(const io::SafetensorsFile& file, const std::string& path,
                                             LoraFilePlan& plan) const;
   at::Tensor weight(const std::string& component, const std::string& module);
-  /// A registered component with float8 weights (--weight-storage), or empty: check() refuses LoRAs then.
-  std::string stored_component_;
+  /// Keeps the weights of `module` that LoRAs may change, as component `name`: their handles unless
+  /// `options` is given (a meta module's shapes, for weights of those options yet to load).
+  void register_weights(const std::string& name, torch::nn::Module& module,
+                        const std::optional<at::TensorOptions>& options = std::nullopt);
+  /// Merges the layers of `set` that change components `only` selects, in the set's order.
+  void merge(const io::LoraSet& set, const std::function<bool(const std::string& component)>& only);
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
   std::map<std::string, at::Tensor> weights_;
+  /// "<component>/<module>" -> the weight's dtype and device, which a LoRA's factors take; kept while
+  /// the component is detached.
+  std::map<std::string, at::TensorOptions> weight_options_;
+  /// The components detach() released.
+  std::set<std::string> detached_;
   /// "<component>/<module>" -> its place in the component's named_modules order (diffusers lists a
   /// text encoder's LoRA layers in that order).
   std::map<std::string, size_t> module_order_;
