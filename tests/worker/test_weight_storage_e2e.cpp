@@ -80,6 +80,11 @@ TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
   EXPECT_TRUE(contains(mixed.err, "made with weight_storage \"fp8\"")) << mixed.err;
   EXPECT_EQ(generate(dir, dir.file("fp8"), {"--weight-storage", "fp8"}).exit_code, 0);
 
+  // Two-phase chunks load the components again when they come back: in float8 again, the same image.
+  RunResult chunked = generate(dir, dir.file("chunked"), {"--weight-storage", "fp8", "--encode-chunk", "4"});
+  ASSERT_EQ(chunked.exit_code, 0) << chunked.err;
+  EXPECT_EQ(read_png(dir.file("chunked/000000.png")).pixels, stored.pixels);
+
   // fp8-denoiser leaves the text encoders in bf16: another image again.
   RunResult denoiser = generate(dir, dir.file("denoiser"), {"--weight-storage", "fp8-denoiser"});
   ASSERT_EQ(denoiser.exit_code, 0) << denoiser.err;
