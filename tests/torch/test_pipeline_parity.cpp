@@ -41,6 +41,7 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/load.h"
 #include "torch/fixture_cpu.h"
+#include "torch/golden_case.h"
 
 using namespace dpinfer;
 using nlohmann::json;
@@ -61,12 +62,6 @@ Pixels golden_image(const io::SafetensorsFile& f, const std::string& name) {
   if (!t) throw std::runtime_error("golden image '" + name + "' missing");
   const auto* p = reinterpret_cast<const uint8_t*>(t->data);
   return {std::vector<uint8_t>(p, p + t->nbytes), t->shape};
-}
-
-std::vector<std::string> as_list(const json& v, size_t n) {
-  if (v.is_null()) return std::vector<std::string>(n, "");
-  if (v.is_string()) return std::vector<std::string>(n, v.get<std::string>());
-  return v.get<std::vector<std::string>>();
 }
 
 class PipelineParity : public ::testing::TestWithParam<std::string> {};
@@ -92,9 +87,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
   for (const char* sub : {"half", "fp8", "fbcache", "tiling"}) {
-    std::ifstream in(gdir + "/" + sub + "/cases.json");
-    if (in)
-      goldens.push_back({json::parse(in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
+    std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
+    if (sub_in)
+      goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
                          std::string(sub) == "tiling" ? std::string() : gdir + "/" + sub + "/cpu_canary.safetensors"});
   }
   std::vector<std::pair<const json*, const Golden*>> all;
@@ -104,7 +99,6 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     const json& c = *case_json;
     const Golden& golden = *golden_file;
     const io::SafetensorsFile* images = golden.images.get();
-    const json& call = c["call"];
     // Call arguments dpinfer has no input for (SDXL's prompt_2, micro-conditioning sizes).
     if (c.contains("optional_feature")) {
       ++skipped;
@@ -119,41 +113,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // One pipeline per scheduler, dtype, weight storage and tiling; the family settings travel with each image.
     auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
-    // What dpinfer is asked: recorded with the case (Z-Image: "settings"; Qwen-Image: "dpinfer",
-    // the settings and the guidance scale, which is diffusers' true_cfg_scale), or the SD
-    // families' three call arguments and their guidance_scale.
-    const json* asked = c.contains("dpinfer") ? &c["dpinfer"] : nullptr;
-    const json settings =
-        asked ? (*asked)["settings"]
-        : c.contains("settings")
-            ? c["settings"]
-            : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                   {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                   {"eta", call["eta"].get<double>()}};
-    const double guidance_scale = asked ? (*asked)["guidance_scale"].get<double>() : call["guidance_scale"].get<double>();
-
-    // Items in diffusers' batch order: prompt-major, one generator (seed) each.
-    const auto& seeds = c["generator"]["seeds"];
-    const int per_prompt = call["num_images_per_prompt"].get<int>();
-    size_t n_prompts = call["prompt"].is_array() ? call["prompt"].size() : 1;
-    auto prompts = as_list(call["prompt"], n_prompts);
-    auto negatives = as_list(call["negative_prompt"], n_prompts);
-    std::vector<pipeline::ImageRequest> batch;
-    for (size_t p = 0; p < n_prompts; ++p) {
-      for (int j = 0; j < per_prompt; ++j) {
-        pipeline::ImageRequest r;
-        r.prompt = prompts[p];
-        r.negative_prompt = negatives[p];
-        r.seed = seeds[batch.size()].get<uint64_t>();
-        r.steps = call["num_inference_steps"].get<int>();
-        r.guidance_scale = guidance_scale;
-        r.height = c["resolved_height"].get<int>();
-        r.width = c["resolved_width"].get<int>();
-        r.settings = settings;
-        batch.push_back(r);
-      }
-    }
-    ASSERT_EQ(batch.size(), seeds.size()) << c["name"];
+    const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c);
+    ASSERT_EQ(batch.size(), c["generator"]["seeds"].size()) << c["name"];
     // Half-precision cases run on one thread, as make_half_pipelines.py recorded them: a bf16 matmul's
     // rounding depends on how its reduction is split, and at 2 threads one batch case of
     // tiny-z-image is 97.2% exact (max |d| 1), though bit-identical on one.

@@ -24,6 +24,7 @@
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/load.h"
+#include "torch/golden_case.h"
 
 using namespace dpinfer;
 using nlohmann::json;
@@ -31,42 +32,6 @@ using nlohmann::json;
 namespace {
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
-
-std::vector<std::string> as_list(const json& v, size_t n) {
-  if (v.is_null()) return std::vector<std::string>(n, "");
-  if (v.is_string()) return std::vector<std::string>(n, v.get<std::string>());
-  return v.get<std::vector<std::string>>();
-}
-
-/// The case's batch in diffusers' order: prompt-major, one generator (seed) per image.
-std::vector<pipeline::ImageRequest> requests_of(const json& c) {
-  const json& call = c["call"];
-  const auto& seeds = c["generator"]["seeds"];
-  const int per_prompt = call["num_images_per_prompt"].get<int>();
-  const size_t n_prompts = call["prompt"].is_array() ? call["prompt"].size() : 1;
-  auto prompts = as_list(call["prompt"], n_prompts);
-  auto negatives = as_list(call["negative_prompt"], n_prompts);
-  std::vector<pipeline::ImageRequest> batch;
-  for (size_t p = 0; p < n_prompts; ++p)
-    for (int j = 0; j < per_prompt; ++j) {
-      pipeline::ImageRequest r;
-      r.prompt = prompts[p];
-      r.negative_prompt = negatives[p];
-      r.seed = seeds[batch.size()].get<uint64_t>();
-      r.steps = call["num_inference_steps"].get<int>();
-      r.guidance_scale = call["guidance_scale"].get<double>();
-      r.height = c["resolved_height"].get<int>();
-      r.width = c["resolved_width"].get<int>();
-      // The case's recorded family settings (Z-Image), or the SD families' three call arguments.
-      r.settings = c.contains("settings")
-                       ? c["settings"]
-                       : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                              {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                              {"eta", call["eta"].get<double>()}};
-      batch.push_back(r);
-    }
-  return batch;
-}
 
 struct Diff {
   double rel = 0;  ///< ‖got − ref‖ / ‖ref‖ over every uint8 value of the case
@@ -162,7 +127,7 @@ void expect_goldens_within(double bound, const std::string& label) {
       const std::string what = name + "/" + c["name"].get<std::string>() + " " + label;
       pipeline::TextToImage& pipe = cuda.for_case(c);
       ASSERT_EQ(pipe.info().device, "cuda:0");
-      const std::vector<pipeline::RgbImage> got = pipe.generate(requests_of(c));
+      const std::vector<pipeline::RgbImage> got = pipe.generate(test::golden_case_requests(c));
       const io::TensorView* want = images->find(c["image_tensor"].get<std::string>());
       ASSERT_NE(want, nullptr) << what;
       ASSERT_EQ(static_cast<int64_t>(got.size()), want->shape[0]) << what;
@@ -192,7 +157,7 @@ void expect_cpu_within(const std::string& dtype, double bound) {
     for (const json& c : doc["cases"]) {
       if (!subset.count(c["name"].get<std::string>())) continue;
       const std::string what = name + "/" + c["name"].get<std::string>() + " " + dtype;
-      const auto batch = requests_of(c);
+      const auto batch = test::golden_case_requests(c);
       const std::vector<pipeline::RgbImage> got = cuda.for_case(c).generate(batch);
       const std::vector<pipeline::RgbImage> ref = cpu.for_case(c).generate(batch);
       ASSERT_EQ(got.size(), ref.size()) << what;

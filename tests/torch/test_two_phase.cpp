@@ -19,6 +19,7 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/load.h"
 #include "support/image_compare.h"
+#include "torch/golden_case.h"
 
 using namespace dpinfer;
 using nlohmann::json;
@@ -28,12 +29,6 @@ namespace {
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::string kRoot = kData + "/../..";  // cases.json names its model directory relative to it
 const std::string kLoras = kData + "/loras/";
-
-std::vector<std::string> as_list(const json& v, size_t n) {
-  if (v.is_null()) return std::vector<std::string>(n, "");
-  if (v.is_string()) return std::vector<std::string>(n, v.get<std::string>());
-  return v.get<std::vector<std::string>>();
-}
 
 /// Up to `limit` float32 cases of `name`'s goldens that run with the pipeline's own scheduler, each
 /// as the batch test_pipeline_parity.cpp makes of it; `model` gets the model directory.
@@ -48,33 +43,7 @@ std::vector<std::vector<pipeline::ImageRequest>> golden_batches(const std::strin
     if (c.contains("optional_feature") || !c["scheduler"]["is_pipeline_default"].get<bool>() ||
         c.value("dtype", std::string("fp32")) != "fp32")
       continue;
-    const json& call = c["call"];
-    const json* asked = c.contains("dpinfer") ? &c["dpinfer"] : nullptr;
-    const json settings =
-        asked ? (*asked)["settings"]
-        : c.contains("settings")
-            ? c["settings"]
-            : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
-                   {"guidance_rescale", call["guidance_rescale"].get<double>()},
-                   {"eta", call["eta"].get<double>()}};
-    const size_t n_prompts = call["prompt"].is_array() ? call["prompt"].size() : 1;
-    const auto prompts = as_list(call["prompt"], n_prompts);
-    const auto negatives = as_list(call["negative_prompt"], n_prompts);
-    std::vector<pipeline::ImageRequest> batch;
-    for (size_t p = 0; p < n_prompts; ++p)
-      for (int j = 0; j < call["num_images_per_prompt"].get<int>(); ++j) {
-        pipeline::ImageRequest r;
-        r.prompt = prompts[p];
-        r.negative_prompt = negatives[p];
-        r.seed = c["generator"]["seeds"][batch.size()].get<uint64_t>();
-        r.steps = call["num_inference_steps"].get<int>();
-        r.guidance_scale = asked ? (*asked)["guidance_scale"].get<double>() : call["guidance_scale"].get<double>();
-        r.height = c["resolved_height"].get<int>();
-        r.width = c["resolved_width"].get<int>();
-        r.settings = settings;
-        batch.push_back(r);
-      }
-    batches.push_back(std::move(batch));
+    batches.push_back(test::golden_case_requests(c));
   }
   return batches;
 }

@@ -1,0 +1,51 @@
+#include "torch/golden_case.h"
+
+#include <string>
+
+namespace dpinfer::test {
+namespace {
+
+using nlohmann::json;
+
+/// A prompt argument for `n` prompts: None (""), one string for all, or a list.
+std::vector<std::string> as_list(const json& v, size_t n) {
+  if (v.is_null()) return std::vector<std::string>(n, "");
+  if (v.is_string()) return std::vector<std::string>(n, v.get<std::string>());
+  return v.get<std::vector<std::string>>();
+}
+
+}  // namespace
+
+std::vector<pipeline::ImageRequest> golden_case_requests(const json& c) {
+  const json& call = c["call"];
+  const json* asked = c.contains("dpinfer") ? &c["dpinfer"] : nullptr;
+  const json settings =
+      asked ? (*asked)["settings"]
+      : c.contains("settings")
+          ? c["settings"]
+          : json{{"clip_skip", call["clip_skip"].is_null() ? 0 : call["clip_skip"].get<int>()},
+                 {"guidance_rescale", call["guidance_rescale"].get<double>()},
+                 {"eta", call["eta"].get<double>()}};
+  const double guidance_scale = asked ? (*asked)["guidance_scale"].get<double>() : call["guidance_scale"].get<double>();
+  const json& seeds = c["generator"]["seeds"];
+  const size_t n_prompts = call["prompt"].is_array() ? call["prompt"].size() : 1;
+  const std::vector<std::string> prompts = as_list(call["prompt"], n_prompts);
+  const std::vector<std::string> negatives = as_list(call["negative_prompt"], n_prompts);
+  std::vector<pipeline::ImageRequest> batch;
+  for (size_t p = 0; p < n_prompts; ++p)
+    for (int j = 0; j < call["num_images_per_prompt"].get<int>(); ++j) {
+      pipeline::ImageRequest r;
+      r.prompt = prompts[p];
+      r.negative_prompt = negatives[p];
+      r.seed = seeds.at(batch.size()).get<uint64_t>();
+      r.steps = call["num_inference_steps"].get<int>();
+      r.guidance_scale = guidance_scale;
+      r.height = c["resolved_height"].get<int>();
+      r.width = c["resolved_width"].get<int>();
+      r.settings = settings;
+      batch.push_back(r);
+    }
+  return batch;
+}
+
+}  // namespace dpinfer::test

@@ -1,0 +1,18 @@
+#pragma once
+// A pipeline golden's case (tools/fixtures/make_*_pipelines.py, cases.json) as the batch dpinfer is asked for.
+
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/pipeline/text_to_image.h"
+
+namespace dpinfer::test {
+
+/// The case's images in diffusers' batch order (prompt-major, one generator, so one seed, each), with what
+/// dpinfer is asked: the case's "dpinfer" settings and guidance scale when recorded (Qwen-Image, FLUX.1, whose
+/// guidance is diffusers' true_cfg_scale or distilled guidance), else its "settings" (Z-Image), else the SD
+/// families' three call arguments and their guidance_scale.
+std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c);
+
+}  // namespace dpinfer::test
