@@ -83,7 +83,8 @@ TEST(FluxE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
   EXPECT_EQ(rows[0]["steps"], 28);
   EXPECT_EQ(rows[0]["guidance_scale"], 3.5);
   EXPECT_EQ(rows[0]["scheduler"], "flow_match_euler");
-  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "true_cfg_scale"}));
+  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "true_cfg_scale", "first_block_cache"}));
+  EXPECT_EQ(rows[0]["first_block_cache"], 0.0);  // off by default
   EXPECT_EQ(rows[0]["max_sequence_length"], 512);
   EXPECT_EQ(rows[0]["true_cfg_scale"], 1.0);
   EXPECT_EQ(rows[1]["guidance_scale"], 5.0);
@@ -208,12 +209,13 @@ TEST(FluxE2E, InspectReportsTheFamilyAndItsSettings) {
   EXPECT_EQ(report["components"]["text_encoder_2"]["class"], "T5EncoderModel");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
-  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"true_cfg_scale", 1.0}}));
+  EXPECT_EQ(report["settings"],
+            json({{"max_sequence_length", 512}, {"true_cfg_scale", 1.0}, {"first_block_cache", 0.0}}));
 
   RunResult text = run({DPINFER_BINARY, "inspect", kSchnell}, kEnv, 120s);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "family: flux\n")) << text.out;
-  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, true_cfg_scale=1.0 "
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, true_cfg_scale=1.0, first_block_cache=0.0 "
                                  "(the defaults; --set NAME=VALUE)\n"))
       << text.out;
 }
