@@ -220,8 +220,10 @@ std::optional<uint64_t> GgufValue::as_uint() const {
 }
 
 int64_t GgufTensor::numel() const {
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;  // open() proved the product fits
+  for (int64_t d : shape) n *= d;  // open() proved the product of the dimensions fits
   return n;
 }
 
@@ -364,14 +366,17 @@ void GgufFile::parse() {
     tensor.type = entry->type;
     const uint64_t offset = in.read<uint64_t>(what + "'s offset");
 
-    // The element count, and the bytes: ne[0] in whole blocks, times the other dimensions.
-    uint64_t numel = 1;
-    bool overflow = false;
+    // The element count, and the bytes: ne[0] in whole blocks, times the other dimensions. The product of
+    // the non-zero dimensions must fit in int64 too: 2^40 x 2^40 x 0 is no tensor a writer makes.
+    uint64_t product = 1;
+    bool overflow = false, empty = false;
     for (uint64_t d : ne) {
       if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
-      if (d != 0 && numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / d) overflow = true;
-      if (!overflow) numel *= d;
+      if (d == 0) empty = true;
+      if (d != 0 && product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / d) overflow = true;
+      if (!overflow && d != 0) product *= d;
     }
+    const uint64_t numel = empty ? 0 : product;
     for (auto it = ne.rbegin(); it != ne.rend(); ++it) tensor.shape.push_back(static_cast<int64_t>(*it));
     if (overflow)
       throw InputError(where + ": " + what + " has dimensions whose product overflows 64 bits; the file is corrupt");
@@ -379,6 +384,10 @@ void GgufFile::parse() {
       throw InputError(where + ": " + what + " of shape " + dims_text(tensor.shape) + " is " +
                        std::string(entry->name) + ", whose blocks of " + std::to_string(entry->block_size) +
                        " values do not divide its last dimension; the file is corrupt");
+    // A row in bytes (byte_shape()) fits in int64 too, even in a tensor of no elements.
+    if (ne[0] / static_cast<uint64_t>(entry->block_size) >
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / entry->type_size))
+      throw InputError(where + ": " + what + "'s rows overflow 64 bits in bytes; the file is corrupt");
     const uint64_t blocks = numel / static_cast<uint64_t>(entry->block_size);
     if (blocks > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(entry->type_size))
       throw InputError(where + ": " + what + "'s size overflows 64 bits; the file is corrupt");

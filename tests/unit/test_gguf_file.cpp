@@ -244,6 +244,13 @@ TEST_F(GgufReader, RefusesBrokenTensorInfos) {
   Crafted overflow;
   overflow.ne = {uint64_t{1} << 40, uint64_t{1} << 40};
   expect_error(overflow.bytes(), "overflows");
+  Crafted empty_overflow;  // found by fuzz_gguf: a zero dimension hid the overflow of the others
+  empty_overflow.n_dims = 3;
+  empty_overflow.ne = {0, uint64_t{1} << 40, uint64_t{1} << 40};
+  expect_error(empty_overflow.bytes(), "overflows");
+  Crafted wide_empty;  // also fuzz_gguf's: no elements, but a row of 2^62 F32 values
+  wide_empty.ne = {uint64_t{1} << 62, 0};
+  expect_error(wide_empty.bytes(), "rows overflow");
   Crafted misaligned;
   misaligned.offset = 4;
   expect_error(misaligned.bytes(), "not a multiple of the alignment");
