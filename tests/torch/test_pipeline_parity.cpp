@@ -19,7 +19,9 @@
 // tools/train/record_goldens.py recorded for the shipped default model; then, for each of the 16 tiny
 // pipelines, make_half_pipelines.py's bf16 and fp16 cases (<name>.golden/half/: diffusers with
 // accelerate, as installed by default; a default and a CFG case per family and dtype, the SDXL VAE's
-// force_upcast and T5's fp32 wo among them; issue 35).
+// force_upcast and T5's fp32 wo among them; issue 35), make_fp8_storage_pipelines.py's fp8 cases, and
+// make_gguf_fixtures.py's GGUF cases (tiny-flux-dev.golden/gguf/: the transformer read from a city96-style
+// GGUF file, Q8_0 and a Q4_K / Q5_1 / BF16 mix, against diffusers' GGUFQuantizationConfig; issue 26).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -86,7 +88,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   std::vector<Golden> goldens{{doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""}};
   // Then half/'s (make_half_pipelines.py) and fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
   // stored in float8, issue 26), both recorded with their machine's canaries.
-  for (const char* sub : {"half", "fp8"}) {
+  for (const char* sub : {"half", "fp8", "gguf"}) {
     std::ifstream in(gdir + "/" + sub + "/cases.json");
     if (in)
       goldens.push_back({json::parse(in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -110,9 +112,17 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
     o.dtype = c.value("dtype", std::string("fp32"));
     o.weight_storage = c.value("weight_storage", std::string("default"));
-    // One pipeline per scheduler, dtype and weight storage; the family settings travel with each image.
-    auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage];
+    if (c.contains("model_file")) {
+      // A GGUF transformer file (gguf/): the file as the model, the pipeline directory as its --base; the
+      // storage it records is the file's own, not an option.
+      o.model = kRoot + "/" + c["model_file"].get<std::string>();
+      o.base = kRoot + "/" + doc["model_dir"].get<std::string>();
+      o.weight_storage = "default";
+    }
+    // One pipeline per model, scheduler, dtype and weight storage; the family settings travel with each image.
+    auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
+    if (c.contains("model_file")) EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
     // What dpinfer is asked: recorded with the case (Z-Image: "settings"; Qwen-Image: "dpinfer",
     // the settings and the guidance scale, which is diffusers' true_cfg_scale), or the SD
     // families' three call arguments and their guidance_scale.
@@ -242,6 +252,26 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   }
   EXPECT_GE(modes["fp8"], 32);
   EXPECT_GE(modes["fp8-denoiser"], 2);
+}
+
+// Issue 26: tiny-flux-dev has goldens with its transformer read from GGUF files, each case visibly apart from
+// its bf16 twin (the quantization changes pixels), and each file's storage recorded.
+TEST(PipelineParityGguf, TinyFluxDevHasGgufGoldens) {
+  const std::string dir = kData + "/pipelines/tiny-flux-dev.golden/gguf";
+  std::ifstream in(dir + "/cases.json");
+  ASSERT_TRUE(in) << "no " << dir << "/cases.json";
+  const json doc = json::parse(in);
+  auto gguf = io::SafetensorsFile::open(dir + "/images.safetensors");
+  auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/tiny-flux-dev.golden/half/images.safetensors");
+  std::map<std::string, int> storages;
+  for (const json& c : doc.at("cases")) {
+    EXPECT_EQ(c.at("dtype"), "bf16");
+    ++storages[c.at("weight_storage").get<std::string>()];
+    const std::string image = c.at("image_tensor").get<std::string>();
+    const std::string twin = image.find("default_steps_28") != std::string::npos ? "default_steps_28" : "true_cfg";
+    EXPECT_NE(golden_image(*gguf, image).bytes, golden_image(*bf16, "bf16_" + twin).bytes) << image;
+  }
+  EXPECT_EQ(storages, (std::map<std::string, int>{{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}));
 }
 
 // Issue 35: every tiny pipeline has bf16 and fp16 goldens, each dtype with a case at the family's

@@ -129,9 +129,11 @@ void LoraMerger::add_component(const std::string& name, torch::nn::Module& modul
     if (!ends_with(key, ".weight")) continue;
     const std::string module_name = key.substr(0, key.size() - 7);
     if (!is_lora_target(module_name, item.value())) continue;
-    if (stored_component_.empty() &&
-        (item.value().scalar_type() == at::kFloat8_e4m3fn || item.value().scalar_type() == at::kFloat8_e5m2))
+    const at::ScalarType dtype = item.value().scalar_type();
+    if (stored_component_.empty() && (dtype == at::kFloat8_e4m3fn || dtype == at::kFloat8_e5m2 || dtype == at::kByte)) {
       stored_component_ = name;
+      stored_as_gguf_ = dtype == at::kByte;  // a GGUF file's quantized blocks (nn::WeightedLayer::store_gguf)
+    }
     module_order_.emplace(name + "/" + module_name, module_order_.size());
     weights_[name + "/" + module_name] = item.value();
     table_[name][module_name] = item.value().sizes().vec();
@@ -342,6 +344,10 @@ void LoraMerger::infer_alphas(const std::vector<LoraLayerScaling*>& factors) con
 void LoraMerger::check(const io::LoraSet& set) {
   // A merge into float8 weights would round the sum to float8, which neither diffusers' fused nor
   // its unfused LoRA computes.
+  if (!set.empty() && !stored_component_.empty() && stored_as_gguf_)
+    throw InputError(set.front().path + ": the " + stored_component_ +
+                     "'s weights are a GGUF file's quantized blocks, and dpinfer merges LoRAs into full-precision "
+                     "weights; drop --lora or use a safetensors checkpoint");
   if (!set.empty() && !stored_component_.empty())
     throw InputError(set.front().path + ": --weight-storage keeps the " + stored_component_ +
                      "'s weights in float8, and dpinfer merges LoRAs into full-precision weights; drop --lora "

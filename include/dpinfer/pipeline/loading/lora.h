@@ -108,6 +108,7 @@ class LoraMerger {
   at::Tensor weight(const std::string& component, const std::string& module);
   /// A registered component with float8 weights (--weight-storage), or empty: check() refuses LoRAs then.
   std::string stored_component_;
+  bool stored_as_gguf_ = false;  ///< stored_component_'s weights are GGUF blocks, not float8
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
