@@ -20,8 +20,9 @@
 // pipelines, make_half_pipelines.py's bf16 and fp16 cases (<name>.golden/half/: diffusers with
 // accelerate, as installed by default; a default and a CFG case per family and dtype, the SDXL VAE's
 // force_upcast and T5's fp32 wo among them; issue 35), make_fp8_storage_pipelines.py's fp8 cases, and
-// make_gguf_fixtures.py's GGUF cases (tiny-flux-dev.golden/gguf/: the transformer read from a city96-style
-// GGUF file, Q8_0 and a Q4_K / Q5_1 / BF16 mix, against diffusers' GGUFQuantizationConfig; issue 26).
+// make_gguf_fixtures.py's GGUF cases (tiny-flux-dev.golden/gguf/ and tiny-chroma.golden/gguf/: the transformer
+// read from a city96-style GGUF file, Q8_0, a Q4_K / Q5_1 / BF16 mix and Q4_0, against diffusers'
+// GGUFQuantizationConfig; issue 26).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -254,24 +255,35 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   EXPECT_GE(modes["fp8-denoiser"], 2);
 }
 
-// Issue 26: tiny-flux-dev has goldens with its transformer read from GGUF files, each case visibly apart from
-// its bf16 twin (the quantization changes pixels), and each file's storage recorded.
-TEST(PipelineParityGguf, TinyFluxDevHasGgufGoldens) {
-  const std::string dir = kData + "/pipelines/tiny-flux-dev.golden/gguf";
-  std::ifstream in(dir + "/cases.json");
-  ASSERT_TRUE(in) << "no " << dir << "/cases.json";
-  const json doc = json::parse(in);
-  auto gguf = io::SafetensorsFile::open(dir + "/images.safetensors");
-  auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/tiny-flux-dev.golden/half/images.safetensors");
-  std::map<std::string, int> storages;
-  for (const json& c : doc.at("cases")) {
-    EXPECT_EQ(c.at("dtype"), "bf16");
-    ++storages[c.at("weight_storage").get<std::string>()];
-    const std::string image = c.at("image_tensor").get<std::string>();
-    const std::string twin = image.find("default_steps_28") != std::string::npos ? "default_steps_28" : "true_cfg";
-    EXPECT_NE(golden_image(*gguf, image).bytes, golden_image(*bf16, "bf16_" + twin).bytes) << image;
+// Issue 26: tiny-flux-dev and tiny-chroma have goldens with their transformer read from GGUF files, each case
+// visibly apart from its bf16 twin (the quantization changes pixels), and each file's storage recorded.
+TEST(PipelineParityGguf, FluxAndChromaHaveGgufGoldens) {
+  const std::map<std::string, std::map<std::string, int>> expected = {
+      {"tiny-flux-dev", {{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}}, {"tiny-chroma", {{"gguf-Q4_0", 2}}}};
+  for (const auto& [name, want] : expected) {
+    const std::string dir = kData + "/pipelines/" + name + ".golden/gguf";
+    std::ifstream in(dir + "/cases.json");
+    ASSERT_TRUE(in) << "no " << dir << "/cases.json";
+    const json doc = json::parse(in);
+    auto gguf = io::SafetensorsFile::open(dir + "/images.safetensors");
+    auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/half/images.safetensors");
+    std::map<std::string, int> storages;
+    for (const json& c : doc.at("cases")) {
+      EXPECT_EQ(c.at("dtype"), "bf16") << name;
+      ++storages[c.at("weight_storage").get<std::string>()];
+      // "<file stem, '-' and '.' as '_'>_<case>" and half/'s "bf16_<case>": the same call, from the file and not.
+      std::string tag = c.at("model_file").get<std::string>();
+      tag = tag.substr(tag.rfind('/') + 1);
+      tag = tag.substr(0, tag.size() - 5);  // ".gguf"
+      for (char& ch : tag)
+        if (ch == '-' || ch == '.') ch = '_';
+      const std::string image = c.at("image_tensor").get<std::string>();
+      ASSERT_EQ(image.rfind(tag + "_", 0), 0u) << image;
+      EXPECT_NE(golden_image(*gguf, image).bytes, golden_image(*bf16, "bf16_" + image.substr(tag.size() + 1)).bytes)
+          << image;
+    }
+    EXPECT_EQ(storages, want) << name;
   }
-  EXPECT_EQ(storages, (std::map<std::string, int>{{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}));
 }
 
 // Issue 35: every tiny pipeline has bf16 and fp16 goldens, each dtype with a case at the family's
