@@ -20,9 +20,9 @@
 // pipelines, make_half_pipelines.py's bf16 and fp16 cases (<name>.golden/half/: diffusers with
 // accelerate, as installed by default; a default and a CFG case per family and dtype, the SDXL VAE's
 // force_upcast and T5's fp32 wo among them; issue 35), make_fp8_storage_pipelines.py's fp8 cases, and
-// make_gguf_fixtures.py's GGUF cases (tiny-flux-dev.golden/gguf/ and tiny-chroma.golden/gguf/: the transformer
-// read from a city96-style GGUF file, Q8_0, a Q4_K / Q5_1 / BF16 mix and Q4_0, against diffusers'
-// GGUFQuantizationConfig; issue 26).
+// make_gguf_fixtures.py's GGUF cases (<name>.golden/gguf/ of tiny-flux-dev, tiny-chroma, tiny-qwen-image,
+// tiny-z-image and tiny-sd3.5: the transformer read from a city96-style GGUF file in the family's original layout,
+// against diffusers' GGUFQuantizationConfig; issue 26).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -255,11 +255,13 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   EXPECT_GE(modes["fp8-denoiser"], 2);
 }
 
-// Issue 26: tiny-flux-dev and tiny-chroma have goldens with their transformer read from GGUF files, each case
+// Issue 26: a tiny pipeline of each DiT family has goldens with its transformer read from GGUF files, each case
 // visibly apart from its bf16 twin (the quantization changes pixels), and each file's storage recorded.
-TEST(PipelineParityGguf, FluxAndChromaHaveGgufGoldens) {
+TEST(PipelineParityGguf, EachDitFamilyHasGgufGoldens) {
   const std::map<std::string, std::map<std::string, int>> expected = {
-      {"tiny-flux-dev", {{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}}, {"tiny-chroma", {{"gguf-Q4_0", 2}}}};
+      {"tiny-flux-dev", {{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}}, {"tiny-chroma", {{"gguf-Q4_0", 2}}},
+      {"tiny-qwen-image", {{"gguf-Q8_0", 2}}},                   {"tiny-z-image", {{"gguf-Q4_K", 2}}},
+      {"tiny-sd3.5", {{"gguf-Q4_1", 2}}}};
   for (const auto& [name, want] : expected) {
     const std::string dir = kData + "/pipelines/" + name + ".golden/gguf";
     std::ifstream in(dir + "/cases.json");
