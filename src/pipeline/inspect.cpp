@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "dpinfer/io/json_file.h"
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
@@ -106,6 +107,19 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
   r.index = found.index;
   bool readable = step(report, &r.error, [&] {
     for (const std::string& path : found.files) {
+      if (io::GgufFile::has_magic(path)) {
+        // A GGUF transformer file: its tensors by ggml type ("Q4_K", "F32"), counted in values.
+        auto file = io::GgufFile::open(path);
+        for (const io::GgufTensor& t : file->tensors()) {
+          if (!c.key_prefix.empty() && !starts_with(t.name, c.key_prefix)) continue;
+          r.bytes += t.nbytes;
+          DtypeCount& count = r.dtypes[std::string(io::ggml_type_name(t.type))];
+          ++count.tensors;
+          count.parameters += t.numel();
+          r.parameters += t.numel();
+        }
+        continue;
+      }
       auto file = io::SafetensorsFile::open(path);
       if (c.key_prefix.empty()) r.bytes += file->file_size();
       for (const io::TensorView& t : file->tensors())

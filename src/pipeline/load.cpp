@@ -17,6 +17,10 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
     const SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
     ModelDir model = resolve_model(request.model, request.variant, nullptr, single_file);
     apply_scheduler_settings(model, request.scheduler, request.scheduler_settings);
+    if (model.single_file && !model.single_file->weight_storage.empty() &&
+        parse_weight_storage(request.weight_storage) != c10::ScalarType::Undefined)
+      throw InputError("--weight-storage " + request.weight_storage + ": " + quote(model.single_file->path) +
+                       " is a GGUF file, whose transformer keeps its own quantized storage; drop --weight-storage");
     if (!request.variant.empty())
       for (const Component& c : model.components)
         if (has_weights(c.role) && c.variant.empty())

@@ -22,7 +22,11 @@
 // force_upcast and T5's fp32 wo among them; issue 35), and make_vae_tiling_goldens.py's cases with
 // diffusers' vae.enable_tiling() (<name>.golden/tiling/: tiny-sd1, tiny-flux-dev, tiny-qwen-image, the
 // latent over the tile so that rows and columns of tiles blend, and one case at the tile size;
-// dpinfer's --vae-tiling; issue 26 item 5).
+// dpinfer's --vae-tiling; issue 26 item 5);
+// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
+// make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
+// <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
+// issue 26).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -83,10 +87,10 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   const std::string gdir = kData + "/pipelines/" + name + ".golden";
   std::vector<Golden> goldens{{doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""}};
   // Then half/'s (make_half_pipelines.py), fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
-  // stored in float8, issue 26) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
+  // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -110,9 +114,17 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     o.dtype = c.value("dtype", std::string("fp32"));
     o.weight_storage = c.value("weight_storage", std::string("default"));
     o.vae_tiling = c.value("vae_tiling", false);
-    // One pipeline per scheduler, dtype, weight storage and tiling; the family settings travel with each image.
-    auto& pipe = pipes[o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
+    if (c.contains("model_file")) {
+      // A GGUF transformer file (gguf/): the file as the model, the pipeline directory as its --base; the
+      // storage it records is the file's own, not an option.
+      o.model = kRoot + "/" + c["model_file"].get<std::string>();
+      o.base = kRoot + "/" + doc["model_dir"].get<std::string>();
+      o.weight_storage = "default";
+    }
+    // One pipeline per model, scheduler, dtype, weight storage and tiling; the family settings travel with each image.
+    auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
+    if (c.contains("model_file")) EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
     const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c);
     ASSERT_EQ(batch.size(), c["generator"]["seeds"].size()) << c["name"];
     // Half-precision cases run on one thread, as make_half_pipelines.py recorded them: a bf16 matmul's
@@ -209,6 +221,39 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   }
   EXPECT_GE(modes["fp8"], 32);
   EXPECT_GE(modes["fp8-denoiser"], 2);
+}
+
+// Issue 26: a tiny pipeline of each DiT family has goldens with its transformer read from GGUF files, each case
+// visibly apart from its bf16 twin (the quantization changes pixels), and each file's storage recorded.
+TEST(PipelineParityGguf, EachDitFamilyHasGgufGoldens) {
+  const std::map<std::string, std::map<std::string, int>> expected = {
+      {"tiny-flux-dev", {{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}}, {"tiny-chroma", {{"gguf-Q4_0", 2}}},
+      {"tiny-qwen-image", {{"gguf-Q8_0", 2}}},                   {"tiny-z-image", {{"gguf-Q4_K", 2}}},
+      {"tiny-sd3.5", {{"gguf-Q4_1", 2}}}};
+  for (const auto& [name, want] : expected) {
+    const std::string dir = kData + "/pipelines/" + name + ".golden/gguf";
+    std::ifstream in(dir + "/cases.json");
+    ASSERT_TRUE(in) << "no " << dir << "/cases.json";
+    const json doc = json::parse(in);
+    auto gguf = io::SafetensorsFile::open(dir + "/images.safetensors");
+    auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/half/images.safetensors");
+    std::map<std::string, int> storages;
+    for (const json& c : doc.at("cases")) {
+      EXPECT_EQ(c.at("dtype"), "bf16") << name;
+      ++storages[c.at("weight_storage").get<std::string>()];
+      // "<file stem, '-' and '.' as '_'>_<case>" and half/'s "bf16_<case>": the same call, from the file and not.
+      std::string tag = c.at("model_file").get<std::string>();
+      tag = tag.substr(tag.rfind('/') + 1);
+      tag = tag.substr(0, tag.size() - 5);  // ".gguf"
+      for (char& ch : tag)
+        if (ch == '-' || ch == '.') ch = '_';
+      const std::string image = c.at("image_tensor").get<std::string>();
+      ASSERT_EQ(image.rfind(tag + "_", 0), 0u) << image;
+      EXPECT_NE(golden_image(*gguf, image).bytes, golden_image(*bf16, "bf16_" + image.substr(tag.size() + 1)).bytes)
+          << image;
+    }
+    EXPECT_EQ(storages, want) << name;
+  }
 }
 
 // Issue 35: every tiny pipeline has bf16 and fp16 goldens, each dtype with a case at the family's

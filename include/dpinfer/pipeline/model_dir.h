@@ -53,6 +53,8 @@ struct SingleFileInfo {
   std::string variant;  ///< what was detected beyond the family, e.g. "v_prediction (...)"
   std::string base;     ///< where the configs come from: the --base given, or the shipped default's folder
   bool shipped_base = false;  ///< `base` is dpinfer's shipped default config
+  /// A GGUF file's storage of its transformer ("gguf-Q4_K": loading/gguf_storage.h), else empty.
+  std::string weight_storage;
 };
 
 /// The options that complete a single-file checkpoint: --base, --text-encoder(-2), --vae.

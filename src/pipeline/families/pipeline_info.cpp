@@ -32,6 +32,8 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.dtype = request.dtype;
   if (request.weight_storage != "default") info.weight_storage = request.weight_storage;
   info.vae_tiling = request.vae_tiling;
+  if (model.single_file && !model.single_file->weight_storage.empty())
+    info.weight_storage = model.single_file->weight_storage;  // a GGUF file (load.cpp refuses it with fp8)
   info.setting_specs = family.settings;
   info.settings = settings;
   info.default_height = static_cast<int>(default_size[0]);

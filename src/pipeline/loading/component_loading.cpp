@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/gguf_storage.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/model_classes.h"
@@ -74,21 +76,31 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
   check_component(c, options);
   std::shared_ptr<torch::nn::Module> module;
   const at::ScalarType storage = parse_weight_storage(c.weight_storage);
-  if (storage == at::ScalarType::Undefined) {
+  const bool gguf = !c.single_file.empty() && io::GgufFile::has_magic(c.single_file);
+  if (storage == at::ScalarType::Undefined && !gguf) {
     module = model_class->build(c.config, options);
   } else {
     // Built on the host, where an uninitialised tensor costs no memory until it is written, then
     // each tensor allocated on the device in its own dtype: on a GPU the run-dtype weights of the
-    // stored layers never exist, only their float8 ones.
+    // stored layers never exist, only their float8 ones or their GGUF blocks.
     const at::ScalarType compute = options.dtype().toScalarType();
     module = model_class->build(c.config, options.device(at::kCPU));
-    const std::vector<std::string> stored = layerwise_stored_layers(*module, model_class->layerwise_casting_skip);
-    const int64_t bytes = store_layers(*module, stored, storage, compute);
+    if (storage != at::ScalarType::Undefined) {
+      const std::vector<std::string> stored = layerwise_stored_layers(*module, model_class->layerwise_casting_skip);
+      const int64_t bytes = store_layers(*module, stored, storage, compute);
+      load.stored_through = compute;
+      log::debug("{}: {} of its layers stored in {} ({:.1f} MB)", c.name, stored.size(), c10::toString(storage),
+                 static_cast<double>(bytes) / 1e6);
+    }
+    if (gguf) {
+      // The Linear weights the file holds quantized keep its blocks (diffusers' GGUFLinear).
+      const auto quantized = gguf_quantized_keys(*module, files, renames, c.name, load.convert);
+      const int64_t bytes = store_gguf_layers(*module, quantized, compute);
+      log::debug("{}: {} of its Linear weights kept as GGUF blocks ({:.1f} MB)", c.name, quantized.size(),
+                 static_cast<double>(bytes) / 1e6);
+    }
     for (at::Tensor t : module->parameters()) t.set_data(at::empty(t.sizes(), t.options().device(options.device())));
     for (at::Tensor t : module->buffers()) t.set_data(at::empty(t.sizes(), t.options().device(options.device())));
-    load.stored_through = compute;
-    log::debug("{}: {} of its layers stored in {} ({:.1f} MB)", c.name, stored.size(), c10::toString(storage),
-               static_cast<double>(bytes) / 1e6);
   }
   load_weights(*module, files, renames, c.name, load);
   if (gets_identity_projection(c)) {

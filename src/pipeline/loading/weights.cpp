@@ -12,7 +12,9 @@
 #include <memory>
 #include <optional>
 
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/nn/gguf_dequant.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -49,6 +51,70 @@ std::optional<at::ScalarType> torch_dtype(io::Dtype dtype) {
     case io::Dtype::kF6E3M2: return std::nullopt;
   }
   return std::nullopt;
+}
+
+/// A checkpoint file open for loading: a safetensors file, or a GGUF file seen as safetensors views:
+/// its F32, F16 and BF16 tensors as values, its quantized ones as their bytes, U8 [..., row bytes]
+/// (the uint8 tensor diffusers' GGUFParameter holds), which load into a layer that keeps GGUF blocks
+/// (nn::WeightedLayer::store_gguf) as they are.
+struct OpenFile {
+  std::shared_ptr<const io::SafetensorsFile> safetensors;
+  std::shared_ptr<const io::GgufFile> gguf;
+  std::vector<io::TensorView> gguf_views;
+  std::map<std::string, io::GgmlType> quantized;            ///< GGUF tensors held as blocks, by name
+  std::map<std::string, std::vector<int64_t>> logical_shape;  ///< and their shapes in values
+
+  const std::vector<io::TensorView>& tensors() const { return safetensors ? safetensors->tensors() : gguf_views; }
+  const io::TensorView* find(const std::string& name) const {
+    if (safetensors) return safetensors->find(name);
+    for (const io::TensorView& v : gguf_views)
+      if (v.name == name) return &v;
+    return nullptr;
+  }
+  void release(const std::byte* data, size_t nbytes) const {
+    if (safetensors) safetensors->release(data, nbytes);
+    else gguf->release(data, nbytes);
+  }
+};
+
+bool is_gguf_path(const std::string& path) {
+  return ends_with(path, ".gguf") || ends_with(path, ".GGUF") || io::GgufFile::has_magic(path);
+}
+
+OpenFile open_file(const std::string& path) {
+  OpenFile f;
+  if (!is_gguf_path(path)) {
+    f.safetensors = io::SafetensorsFile::open(path);
+    return f;
+  }
+  f.gguf = io::GgufFile::open(path);
+  for (const io::GgufTensor& t : f.gguf->tensors()) {
+    io::TensorView v;
+    v.name = t.name;
+    v.data = t.data;
+    v.nbytes = t.nbytes;
+    v.offset = t.offset;
+    v.shape = t.shape;
+    switch (t.type) {
+      case io::GgmlType::kF32: v.dtype = io::Dtype::kF32; break;
+      case io::GgmlType::kF16: v.dtype = io::Dtype::kF16; break;
+      // diffusers holds BF16 as a GGUFParameter and dequantizes it to float32 for each forward, exactly:
+      // the same values as a bfloat16 weight, which dpinfer loads it as.
+      case io::GgmlType::kBF16: v.dtype = io::Dtype::kBF16; break;
+      default:
+        if (!nn::gguf_dequantizable(t.type))
+          throw InputError(quote(path) + ": tensor " + quote(t.name, 100) + " is " +
+                           std::string(io::ggml_type_name(t.type)) +
+                           ", which dpinfer cannot dequantize (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+                           "Q2_K to Q6_K, IQ4_NL and IQ4_XS, as diffusers does); use a file of one of those types");
+        v.dtype = io::Dtype::kU8;
+        v.shape = t.byte_shape();
+        f.quantized[t.name] = t.type;
+        f.logical_shape[t.name] = t.shape;
+    }
+    f.gguf_views.push_back(std::move(v));
+  }
+  return f;
 }
 
 bool is_fp8(io::Dtype dtype) {
@@ -119,7 +185,7 @@ struct Fp8Scales {
   bool scaled = false;                           // has a marker or a scale
 };
 
-Fp8Scales find_fp8_scales(const io::SafetensorsFile& file, const std::string& path) {
+Fp8Scales find_fp8_scales(const OpenFile& file, const std::string& path) {
   Fp8Scales out;
   for (const io::TensorView& view : file.tensors()) {
     if (is_fp8_marker(view.name)) {
@@ -193,6 +259,7 @@ struct Assignment {
   /// `file`) and the row of the module tensor it starts at; `view` is the first piece.
   std::vector<std::pair<const io::TensorView*, int64_t>> pieces;
   std::vector<int64_t> shape;  ///< the whole module tensor's shape, for pieces
+  std::optional<io::GgmlType> quant;  ///< GGUF blocks of this type (the views are their bytes)
 };
 
 /// A converted part of a file tensor as a view of its own (TensorPart): the same bytes, or
@@ -244,8 +311,7 @@ struct Matching {
   std::map<std::string, Assignment> assigned;
 };
 
-Matching match(const torch::nn::Module& module,
-               const std::vector<std::shared_ptr<const io::SafetensorsFile>>& opened,
+Matching match(const torch::nn::Module& module, const std::vector<OpenFile>& opened,
                const std::vector<std::string>& files, const KeyRenames& renames,
                const std::string& component, const KeyConverter& convert) {
   Matching m;
@@ -262,40 +328,57 @@ Matching match(const torch::nn::Module& module,
   for (const auto& [alias, key] : renames.tied) {
     bool key_given = false;
     for (const auto& file : opened)
-      for (const io::TensorView& view : file->tensors()) key_given = key_given || view.name == key;
+      for (const io::TensorView& view : file.tensors()) key_given = key_given || view.name == key;
     alias_of[alias] = key_given ? std::string() : key;  // "": skipped
   }
 
   for (size_t f = 0; f < opened.size(); ++f) {
-    const Fp8Scales scales = find_fp8_scales(*opened[f], files[f]);
+    const OpenFile& file = opened[f];
+    const Fp8Scales scales = find_fp8_scales(file, files[f]);
     // What is matched: the file's tensors, or their converted parts, each with its file name.
     struct Matched {
       const io::TensorView* view;
       bool transpose = false;
       int64_t target_row = -1;           ///< a piece's row in the module tensor
       std::vector<int64_t> whole_shape;  ///< a piece's module tensor shape
+      std::vector<int64_t> logical;      ///< GGUF blocks: the module tensor's shape in values
     };
     std::vector<Matched> views;
     std::vector<std::string> file_names;
     if (convert) {
-      const std::vector<io::TensorView>& all = opened[f]->tensors();
+      const std::vector<io::TensorView>& all = file.tensors();
       std::vector<SourceTensor> sources;
       std::vector<size_t> index;  // sources -> all
       for (size_t i = 0; i < all.size(); ++i) {
         if (scales.consumed.count(all[i].name)) continue;
-        sources.push_back({all[i].name, all[i].shape});
+        auto logical = file.logical_shape.find(all[i].name);
+        sources.push_back({all[i].name, logical == file.logical_shape.end() ? all[i].shape : logical->second});
         index.push_back(i);
       }
-      for (const TensorPart& part : convert(sources)) {
+      for (TensorPart part : convert(sources)) {
         if (part.source >= index.size()) throw Error("component '" + component + "': key conversion out of range");
         const io::TensorView& source = all[index[part.source]];
+        std::vector<int64_t> logical;
+        if (auto q = file.quantized.find(source.name); q != file.quantized.end()) {
+          // GGUF blocks: rows split and reordered as they are (diffusers' converters split and cat a
+          // GGUFParameter's byte rows the same way), the last dimension counted in bytes.
+          const int64_t block = io::ggml_block_size(q->second), size = io::ggml_type_size(q->second);
+          if (part.transpose || part.shape.empty() || part.shape.back() % block != 0)
+            throw InputError("'" + files[f] + "': tensor '" + source.name + "' holds " +
+                             std::string(io::ggml_type_name(q->second)) + " blocks, which cannot be read as " +
+                             shape_text(part.shape) + " for '" + part.target + "'");
+          logical = part.shape;
+          part.shape.back() = part.shape.back() / block * size;
+        }
         m.parts.push_back(part_view(source, part, files[f]));
-        views.push_back({&m.parts.back(), part.transpose, part.target_row, part.shape});
+        views.push_back({&m.parts.back(), part.transpose, part.target_row, part.shape, logical});
         file_names.push_back(source.name);
       }
     } else {
-      for (const io::TensorView& view : opened[f]->tensors()) {
-        views.push_back({&view, false, -1, {}});
+      for (const io::TensorView& view : file.tensors()) {
+        auto logical = file.logical_shape.find(view.name);
+        views.push_back({&view, false, -1, {}, logical == file.logical_shape.end() ? std::vector<int64_t>{}
+                                                                                   : logical->second});
         file_names.push_back(view.name);
       }
     }
@@ -313,8 +396,10 @@ Matching match(const torch::nn::Module& module,
         m.report.unexpected.push_back(file_name);
         continue;
       }
-      auto [it, inserted] =
-          m.assigned.emplace(key, Assignment{f, &view, file_name, std::nullopt, views[v].transpose, {}, {}});
+      auto quant = file.quantized.find(file_name);
+      auto [it, inserted] = m.assigned.emplace(
+          key, Assignment{f, &view, file_name, std::nullopt, views[v].transpose, {}, {},
+                          quant == file.quantized.end() ? std::nullopt : std::optional<io::GgmlType>(quant->second)});
       if (!inserted && piece && !it->second.pieces.empty() && it->second.file == f &&
           it->second.source_key == file_name && it->second.shape == views[v].whole_shape) {
         it->second.pieces.emplace_back(&view, views[v].target_row);  // the tiling is checked below
@@ -350,7 +435,12 @@ Matching match(const torch::nn::Module& module,
                            layer + ".weight_scale'); the file is incomplete, re-download or re-convert it");
         }
       }
-      const std::vector<int64_t>& shape = piece ? views[v].whole_shape : view.shape;
+      // GGUF blocks match a layer that keeps them by their bytes' shape, and any other (the shapes
+      // only check, on the meta device) by their values' shape.
+      const std::vector<int64_t>& shape =
+          !views[v].logical.empty() && param->second.scalar_type() != at::kByte ? views[v].logical
+          : piece                                                              ? views[v].whole_shape
+                                                                               : view.shape;
       if (param->second.sizes() != at::IntArrayRef(shape))
         m.report.mismatched.push_back(key + " is " + shape_text(shape) + " in the file but " +
                                       shape_text(param->second.sizes()) + " in the model");
@@ -377,11 +467,10 @@ Matching match(const torch::nn::Module& module,
   return m;
 }
 
-std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vector<std::string>& files,
-                                                                 const std::string& component) {
+std::vector<OpenFile> open_all(const std::vector<std::string>& files, const std::string& component) {
   if (files.empty()) throw Error("component '" + component + "': no weight files to load");
-  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened;
-  for (const std::string& path : files) opened.push_back(io::SafetensorsFile::open(path));
+  std::vector<OpenFile> opened;
+  for (const std::string& path : files) opened.push_back(open_file(path));
   return opened;
 }
 
@@ -390,13 +479,15 @@ std::vector<std::shared_ptr<const io::SafetensorsFile>> open_all(const std::vect
 /// the way, through options.round_through when set) and its pages are then released, so
 /// the file never sits whole in this process's memory. A CUDA parameter gets each piece
 /// by one host-to-device copy; nothing larger than a piece is staged on the host.
-void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, std::optional<float> scale,
+void copy_tensor(const OpenFile& file, const io::TensorView& view, std::optional<float> scale,
                  bool transpose, at::Tensor& param, const LoadOptions& options) {
   if (view.nbytes == 0) return;
   const at::ScalarType dtype = *torch_dtype(view.dtype);
   const bool float8 = param.scalar_type() == at::kFloat8_e4m3fn || param.scalar_type() == at::kFloat8_e5m2;
   const std::optional<at::ScalarType> through =
-      float8 && options.stored_through ? options.stored_through : options.round_through;
+      param.scalar_type() == at::kByte             ? std::nullopt  // GGUF blocks: the bytes as they are
+      : float8 && options.stored_through ? options.stored_through
+                                         : options.round_through;
   const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
   const size_t item = static_cast<size_t>(io::dtype_bits(view.dtype) / 8);
   if (transpose) {
@@ -439,6 +530,17 @@ void copy_tensor(const io::SafetensorsFile& file, const io::TensorView& view, st
 
 }  // namespace
 
+std::map<std::string, io::GgmlType> gguf_quantized_keys(const torch::nn::Module& module,
+                                                        const std::vector<std::string>& files,
+                                                        const KeyRenames& renames, const std::string& component,
+                                                        const KeyConverter& convert) {
+  const Matching m = match(module, open_all(files, component), files, renames, component, convert);
+  std::map<std::string, io::GgmlType> out;
+  for (const auto& [key, a] : m.assigned)
+    if (a.quant) out.emplace(key, *a.quant);
+  return out;
+}
+
 KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
                      const KeyRenames& renames, const std::string& component, const KeyConverter& convert) {
   return match(module, open_all(files, component), files, renames, component, convert).report;
@@ -466,9 +568,15 @@ std::string key_mismatch_message(const KeyReport& report, const std::vector<std:
 
 void load_weights(torch::nn::Module& module, const std::vector<std::string>& files, const KeyRenames& renames,
                   const std::string& component, const LoadOptions& options) {
-  std::vector<std::shared_ptr<const io::SafetensorsFile>> opened = open_all(files, component);
+  std::vector<OpenFile> opened = open_all(files, component);
   Matching m = match(module, opened, files, renames, component, options.convert);
   if (!m.report.ok()) throw Error(key_mismatch_message(m.report, files, component));
+  for (const auto& [key, a] : m.assigned)
+    if (a.quant && m.state.at(key).scalar_type() != at::kByte)
+      throw InputError("'" + files[a.file] + "': tensor '" + a.source_key + "' is " +
+                       std::string(io::ggml_type_name(*a.quant)) + " but '" + key +
+                       "' is not a Linear weight, the only tensors GGUF blocks are kept for (as diffusers keeps "
+                       "them); the file is not one dpinfer (or diffusers) can load");
 
   // Each file front to back, so that the pages it has read can be dropped as it goes. A
   // module tensor filled by pieces is copied piece by piece into its rows.
@@ -490,8 +598,8 @@ void load_weights(torch::nn::Module& module, const std::vector<std::string>& fil
   at::NoGradGuard no_grad;
   for (size_t f = 0; f < opened.size(); ++f) {
     for (Copy& c : order)
-      if (c.a->file == f) copy_tensor(*opened[f], *c.view, c.a->scale, c.a->transpose, c.target, options);
-    opened[f].reset();  // unmapped as soon as its tensors are copied
+      if (c.a->file == f) copy_tensor(opened[f], *c.view, c.a->scale, c.a->transpose, c.target, options);
+    opened[f] = OpenFile{};  // unmapped as soon as its tensors are copied
   }
 }
 

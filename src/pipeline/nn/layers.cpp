@@ -2,6 +2,10 @@
 
 #include <vector>
 
+#include "dpinfer/io/gguf_file.h"
+#include "dpinfer/pipeline/nn/gguf_dequant.h"
+#include "dpinfer/util/error.h"
+
 namespace dpinfer::pipeline::nn {
 
 void WeightedLayer::store_as(at::ScalarType storage, at::ScalarType compute) {
@@ -11,8 +15,24 @@ void WeightedLayer::store_as(at::ScalarType storage, at::ScalarType compute) {
   compute_dtype_ = compute;
 }
 
+void WeightedLayer::store_gguf(io::GgmlType type, at::ScalarType compute) {
+  const int64_t block = io::ggml_block_size(type), size = io::ggml_type_size(type);
+  std::vector<int64_t> shape(weight.sizes().begin(), weight.sizes().end());
+  if (shape.empty() || shape.back() % block != 0)
+    throw InputError("a weight of shape [" + std::to_string(shape.empty() ? 0 : shape.back()) + "] cannot hold " +
+                     std::string(io::ggml_type_name(type)) + " blocks of " + std::to_string(block) + " values");
+  shape.back() = shape.back() / block * size;
+  weight.set_data(at::empty(shape, weight.options().dtype(at::kByte)));
+  compute_dtype_ = compute;
+  gguf_type_ = type;
+}
+
 std::pair<at::Tensor, at::Tensor> WeightedLayer::for_compute() const {
   if (!stored()) return {weight, bias};
+  // Ref: diffusers 0.36 quantizers/gguf/utils.py GGUFLinear.forward_native: dequantize_gguf_tensor,
+  // then .to(compute_dtype), the bias .to(compute_dtype).
+  if (gguf_type_)
+    return {dequantize_gguf(weight, *gguf_type_).to(compute_dtype_), bias.defined() ? bias.to(compute_dtype_) : bias};
   // The hook casts every parameter of the module, the bias too.
   return {weight.to(compute_dtype_), bias.defined() ? bias.to(compute_dtype_) : bias};
 }
@@ -32,9 +52,11 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 // hundred differs by an ulp (tiny-sdxl-alt's linear proj_in on Transformer2DModel's permuted
 // [B, H W, C] view, issue 35: 96.98% of an fp16 image identical before, 100% after). So the fold,
 // as diffusers computes it.
+// A GGUF layer's weight is the dequantized tensor GGUFLinear passes to F.linear, which requires no
+// grad: at::linear as it is, no fold.
 at::Tensor LinearImpl::forward(const at::Tensor& x) const {
   const auto [w, b] = for_compute();
-  if (x.dim() < 3 || x.is_contiguous()) return at::linear(x, w, b);
+  if (x.dim() < 3 || x.is_contiguous() || gguf_type()) return at::linear(x, w, b);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
   at::Tensor out = at::mm(x.reshape({-1, x.size(-1)}), w.t()).view(shape);  // [..., out]

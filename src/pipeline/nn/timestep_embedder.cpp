@@ -19,7 +19,11 @@ at::Tensor DitTimestepEmbedderImpl::forward(const at::Tensor& t) {
   // timestep_embedding(t, F, max_period=10000): -ln(10000) * arange(F/2) / (F/2), exp, t * f,
   // cat(cos, sin): get_timestep_embedding's arithmetic with flip_sin_to_cos and shift 0.
   const at::Tensor features = timestep_embedding(t, frequency_embedding_size_, true, 0.0);  // [B, F] float32
-  return linear_2_(at::silu(linear_0_(features.to(linear_0_->weight.scalar_type()))));
+  // The weight's dtype when it is a float (float8 too, under --weight-storage fp8), else the layer's
+  // compute dtype (GGUF blocks, uint8): diffusers reads mlp[0].weight.dtype, then GGUFLinear.compute_dtype.
+  const at::ScalarType weight_dtype = linear_0_->weight.scalar_type();
+  const at::ScalarType dtype = at::isFloatingType(weight_dtype) ? weight_dtype : linear_0_->compute_dtype();
+  return linear_2_(at::silu(linear_0_(features.to(dtype))));
 }
 
 }  // namespace dpinfer::pipeline::nn

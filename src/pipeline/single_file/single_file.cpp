@@ -9,9 +9,11 @@
 #include <set>
 
 #include "dpinfer/io/json_file.h"
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/gguf_storage.h"
 #include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/sd3_keys.h"
@@ -234,17 +236,27 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
                      "with diffusers: from diffusers import StableDiffusionPipeline; "
                      "StableDiffusionPipeline.from_single_file('" + path + "').save_pretrained('" +
                      fs::path(path).replace_extension().string() + "', safe_serialization=True)");
-  std::shared_ptr<const io::SafetensorsFile> file;
-  try {
-    file = io::SafetensorsFile::open(path);
-  } catch (const Error& e) {
-    throw InputError(where + " is not a safetensors checkpoint (" + one_line(e.what()) +
-                     "); dpinfer reads single files in safetensors format only");
-  }
   std::vector<SourceTensor> tensors;
-  for (const io::TensorView& v : file->tensors()) tensors.push_back({v.name, v.shape});
-  file.reset();
+  std::string gguf_storage;  // a GGUF file's, e.g. "gguf-Q4_K"
+  if (ext == ".gguf" || io::GgufFile::has_magic(path)) {
+    // A city96-style GGUF transformer file: its tensors by their shapes in values.
+    const std::shared_ptr<const io::GgufFile> gguf = io::GgufFile::open(path);
+    for (const io::GgufTensor& t : gguf->tensors()) tensors.push_back({t.name, t.shape});
+    gguf_storage = gguf_weight_storage(*gguf);
+  } else {
+    std::shared_ptr<const io::SafetensorsFile> file;
+    try {
+      file = io::SafetensorsFile::open(path);
+    } catch (const Error& e) {
+      throw InputError(where + " is not a safetensors checkpoint (" + one_line(e.what()) +
+                       "); dpinfer reads single files in safetensors or GGUF format only");
+    }
+    for (const io::TensorView& v : file->tensors()) tensors.push_back({v.name, v.shape});
+  }
   const std::optional<DitDetection> dit = detect_dit_checkpoint(tensors, path);
+  if (!gguf_storage.empty() && !dit)
+    throw InputError(where + " is a GGUF file but not a transformer dpinfer knows (FLUX.1, Chroma, SD3 / SD3.5, "
+                     "Qwen-Image or Z-Image); dpinfer reads GGUF files of those transformers only");
   const LdmDetection detected =
       dit ? LdmDetection{dit->kind, dit->label, dit->variant} : detect_ldm_checkpoint(tensors, path);
 
@@ -252,6 +264,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   SingleFileInfo info;
   info.path = fs::absolute(path).lexically_normal().string();
   info.variant = detected.variant;
+  info.weight_storage = gguf_storage;
   std::string base = options.base;
   if (base.empty()) {
     if (detected.kind.empty())

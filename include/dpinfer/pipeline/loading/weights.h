@@ -6,10 +6,12 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/pipeline/loading/tensor_parts.h"
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,6 +70,15 @@ struct KeyReport {
 /// With `convert`, each file's tensors are first mapped by it (a single-file checkpoint).
 KeyReport match_keys(const torch::nn::Module& module, const std::vector<std::string>& files,
                      const KeyRenames& renames, const std::string& component, const KeyConverter& convert = {});
+
+/// The module keys that GGUF files among `files` fill with quantized blocks (after `renames` and
+/// `convert`, as match_keys() matches them), each with its ggml type: the Linear weights to keep as
+/// GGUF blocks (nn::WeightedLayer::store_gguf) before load_weights() copies the file's bytes into them.
+/// Empty for safetensors files. Throws as match_keys() does.
+std::map<std::string, io::GgmlType> gguf_quantized_keys(const torch::nn::Module& module,
+                                                        const std::vector<std::string>& files,
+                                                        const KeyRenames& renames, const std::string& component,
+                                                        const KeyConverter& convert = {});
 
 /// The one-line error load_weights() throws for a `report` that is not ok(): up to 10
 /// missing, unexpected and mismatched keys each, with their counts.

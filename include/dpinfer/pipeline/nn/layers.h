@@ -8,11 +8,16 @@
 // and host memory: a 12B transformer would need 48 GB of it per rank.
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+
+namespace dpinfer::io {
+enum class GgmlType : uint32_t;  // io/gguf_file.h
+}  // namespace dpinfer::io
 
 namespace dpinfer::pipeline::nn {
 
@@ -27,8 +32,16 @@ class WeightedLayer : public torch::nn::Module {
   /// are not converted: the new tensors are allocated uninitialised, in `storage` on the
   /// weight's device, for load_weights() to fill (layerwise_storage.h).
   void store_as(at::ScalarType storage, at::ScalarType compute);
-  /// Whether store_as() was called.
+  /// Keeps the weight as GGUF blocks of `type` from now on, computing in `compute`: a uint8 tensor
+  /// [rows, row bytes] (the last dimension counted in bytes, as diffusers' GGUFParameter holds it)
+  /// allocated uninitialised on the weight's device for load_weights() to fill with the file's
+  /// bytes, dequantized for each forward as diffusers' GGUFLinear.forward_native does. The bias,
+  /// when there is one, stays in the run dtype (diffusers loads a GGUF file's F32 biases so).
+  void store_gguf(io::GgmlType type, at::ScalarType compute);
+  /// Whether store_as() or store_gguf() was called.
   bool stored() const { return compute_dtype_ != at::ScalarType::Undefined; }
+  /// The GGUF type of the weight's blocks, when store_gguf() was called.
+  std::optional<io::GgmlType> gguf_type() const { return gguf_type_; }
   /// The dtype the forward computes in: the run dtype, whatever the storage.
   at::ScalarType compute_dtype() const { return stored() ? compute_dtype_ : weight.scalar_type(); }
 
@@ -40,6 +53,7 @@ class WeightedLayer : public torch::nn::Module {
 
  private:
   at::ScalarType compute_dtype_ = at::ScalarType::Undefined;
+  std::optional<io::GgmlType> gguf_type_;
 };
 
 /// torch.nn.Linear: y = x W^T + b. weight [out, in], bias [out].

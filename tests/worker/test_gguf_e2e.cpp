@@ -1,0 +1,87 @@
+// GGUF transformer files end to end (issue 26): `--model FILE.gguf --base DIR` makes diffusers' GGUF image
+// (make_gguf_fixtures.py's golden; the bit-for-bit check is PipelineParity's), says the file's storage in
+// every record, infotext and run.json, and resume refuses to mix its images with those of another storage.
+// A truncated file, and a LoRA on quantized weights, are refused in one line with exit status 2.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "dpinfer/io/safetensors.h"
+#include "support/png_reader.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer;
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kData = std::string(DPINFER_TEST_DATA_DIR);
+const std::string kDev = kData + "/pipelines/tiny-flux-dev";
+const std::string kQ8 = kData + "/gguf/tiny-flux-dev-q8_0.gguf";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+
+// The golden case default_steps_28: seed 0, the family's defaults, 16x16.
+RunResult generate(const TempDir& dir, const std::string& model, const std::string& out,
+                   const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", model, "--dtype",
+                                   "bf16", "--width", "16", "--height", "16", "--out", out};
+  if (model != kDev) argv.insert(argv.end(), {"--base", kDev});
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run(argv, kEnv, 300s);
+}
+
+/// Mean |d| of `pixels` from the golden image `name` of `images`.
+double mean_distance(const std::vector<uint8_t>& pixels, const std::string& images, const std::string& name) {
+  auto golden = io::SafetensorsFile::open(images);
+  const io::TensorView* want = golden->find(name);
+  if (!want || want->nbytes != pixels.size()) return 1e9;
+  const auto* w = reinterpret_cast<const uint8_t*>(want->data);
+  double sum = 0;
+  for (size_t i = 0; i < pixels.size(); ++i) sum += std::abs(int(pixels[i]) - int(w[i]));
+  return sum / static_cast<double>(pixels.size());
+}
+
+}  // namespace
+
+TEST(GgufE2E, AGgufFileMakesDiffusersGgufImageAndSaysSo) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a photograph of an astronaut riding a horse\n");
+  RunResult gguf = generate(dir, kQ8, dir.file("gguf"), {});
+  ASSERT_EQ(gguf.exit_code, 0) << gguf.err;
+  const DecodedPng image = read_png(dir.file("gguf/000000.png"));
+  // Bit for bit on the golden's machine (PipelineParity); any CPU within the cross-CPU bound of a bf16 image.
+  EXPECT_LE(mean_distance(image.pixels, kData + "/pipelines/tiny-flux-dev.golden/gguf/images.safetensors",
+                          "tiny_flux_dev_q8_0_default_steps_28"),
+            2.0);
+  EXPECT_TRUE(contains(image.texts.at("parameters"), ", Weight storage: gguf-Q8_0")) << image.texts.at("parameters");
+  EXPECT_EQ(read_jsonl(dir.file("gguf/metadata.jsonl")).at(0)["weight_storage"], "gguf-Q8_0");
+  const nlohmann::json run_json = nlohmann::json::parse(read_file(dir.file("gguf/run.json")));
+  EXPECT_EQ(run_json["pipeline"]["weight_storage"], "gguf-Q8_0");
+
+  // Resume compares the storage: the directory's bf16 weights may not add to a GGUF run's images.
+  RunResult mixed = generate(dir, kDev, dir.file("gguf"), {});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with weight_storage \"gguf-Q8_0\"")) << mixed.err;
+  EXPECT_EQ(generate(dir, kQ8, dir.file("gguf"), {}).exit_code, 0);
+}
+
+TEST(GgufE2E, BrokenFilesAndLorasAreRefusedInOneLine) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  const std::string bytes = read_file(kQ8);
+  write_file(dir.file("cut.gguf"), bytes.substr(0, bytes.size() / 2));
+  RunResult cut = generate(dir, dir.file("cut.gguf"), dir.file("out"), {});
+  EXPECT_EQ(cut.exit_code, 2) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "cut.gguf")) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "truncated")) << cut.err;
+  EXPECT_FALSE(contains(cut.err, "terminate")) << cut.err;
+  RunResult lora = generate(dir, kQ8, dir.file("out"),
+                            {"--lora", kData + "/loras-dit/flux-alpha.safetensors"});
+  EXPECT_EQ(lora.exit_code, 2) << lora.err;
+  EXPECT_TRUE(contains(lora.err, "quantized blocks")) << lora.err;
+}
