@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 
 #include "dpinfer/io/safetensors.h"
@@ -28,6 +29,17 @@ void expect_pixels_match_golden(const std::vector<uint8_t>& pixels, const std::s
   ASSERT_NE(want, nullptr);
   ASSERT_EQ(want->nbytes, pixels.size());
   expect_within_rounding(pixels.data(), reinterpret_cast<const uint8_t*>(want->data), want->nbytes, name);
+}
+
+double mean_distance_from_golden(const std::vector<uint8_t>& pixels, const std::string& golden_images,
+                                 const std::string& name) {
+  auto golden = io::SafetensorsFile::open(golden_images);
+  const io::TensorView* want = golden->find(name);
+  if (!want || want->nbytes != pixels.size()) return 1e9;
+  const auto* w = reinterpret_cast<const uint8_t*>(want->data);
+  double sum = 0;
+  for (size_t i = 0; i < pixels.size(); ++i) sum += std::abs(int(pixels[i]) - int(w[i]));
+  return sum / static_cast<double>(pixels.size());
 }
 
 void expect_batch_and_rank_independence(const TempDir& dir, const std::vector<std::string>& args,

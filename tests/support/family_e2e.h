@@ -20,6 +20,12 @@ void expect_png_matches_golden(const std::string& png_path, const std::string& g
 void expect_pixels_match_golden(const std::vector<uint8_t>& pixels, const std::string& golden_images,
                                 const std::string& name);
 
+/// Mean |d| of `pixels` (RGB, HWC) from the uint8 image `name` of `golden_images`; a huge value when the
+/// golden lacks it or has another size. For images held to the cross-CPU bound of a half-precision golden
+/// (mean |d| <= 2), where the bit-for-bit check is PipelineParity's.
+double mean_distance_from_golden(const std::vector<uint8_t>& pixels, const std::string& golden_images,
+                                 const std::string& name);
+
 /// Runs `dpinfer generate` on `args` (a prompts file of three lines, --model and its settings) as
 /// three batches of one and as one batch of three, and `dpinfer launch` on three ranks at batch
 /// size 3; expects the same three images from each (bit for bit across ranks at the same batch

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/safetensors.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -35,17 +36,6 @@ RunResult generate(const TempDir& dir, const std::string& model, const std::stri
   return run(argv, kEnv, 300s);
 }
 
-/// Mean |d| of `pixels` from the golden image `name` of `images`.
-double mean_distance(const std::vector<uint8_t>& pixels, const std::string& images, const std::string& name) {
-  auto golden = io::SafetensorsFile::open(images);
-  const io::TensorView* want = golden->find(name);
-  if (!want || want->nbytes != pixels.size()) return 1e9;
-  const auto* w = reinterpret_cast<const uint8_t*>(want->data);
-  double sum = 0;
-  for (size_t i = 0; i < pixels.size(); ++i) sum += std::abs(int(pixels[i]) - int(w[i]));
-  return sum / static_cast<double>(pixels.size());
-}
-
 }  // namespace
 
 TEST(GgufE2E, AGgufFileMakesDiffusersGgufImageAndSaysSo) {
@@ -55,7 +45,7 @@ TEST(GgufE2E, AGgufFileMakesDiffusersGgufImageAndSaysSo) {
   ASSERT_EQ(gguf.exit_code, 0) << gguf.err;
   const DecodedPng image = read_png(dir.file("gguf/000000.png"));
   // Bit for bit on the golden's machine (PipelineParity); any CPU within the cross-CPU bound of a bf16 image.
-  EXPECT_LE(mean_distance(image.pixels, kData + "/pipelines/tiny-flux-dev.golden/gguf/images.safetensors",
+  EXPECT_LE(mean_distance_from_golden(image.pixels, kData + "/pipelines/tiny-flux-dev.golden/gguf/images.safetensors",
                           "tiny_flux_dev_q8_0_default_steps_28"),
             2.0);
   EXPECT_TRUE(contains(image.texts.at("parameters"), ", Weight storage: gguf-Q8_0")) << image.texts.at("parameters");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/io/safetensors.h"
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -33,17 +34,6 @@ RunResult generate(const TempDir& dir, const std::string& out, const std::vector
   return run(argv, kEnv, 300s);
 }
 
-/// Mean |d| of `pixels` from the golden image `name` of `images`.
-double mean_distance(const std::vector<uint8_t>& pixels, const std::string& images, const std::string& name) {
-  auto golden = io::SafetensorsFile::open(images);
-  const io::TensorView* want = golden->find(name);
-  if (!want || want->nbytes != pixels.size()) return 1e9;
-  const auto* w = reinterpret_cast<const uint8_t*>(want->data);
-  double sum = 0;
-  for (size_t i = 0; i < pixels.size(); ++i) sum += std::abs(int(pixels[i]) - int(w[i]));
-  return sum / static_cast<double>(pixels.size());
-}
-
 }  // namespace
 
 TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
@@ -60,8 +50,8 @@ TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
   // The golden's own machine gives it bit for bit (PipelineParity); any CPU stays within the cross-CPU
   // bound of a bf16 image (mean |d| <= 2), while the bf16 image is about 5 away from it.
   const std::string fp8_images = kPipelines + "tiny-flux-dev.golden/fp8/images.safetensors";
-  EXPECT_LE(mean_distance(stored.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
-  EXPECT_GT(mean_distance(full.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
+  EXPECT_LE(mean_distance_from_golden(stored.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
+  EXPECT_GT(mean_distance_from_golden(full.pixels, fp8_images, "fp8_default_steps_28"), 2.0);
 
   EXPECT_TRUE(contains(stored.texts.at("parameters"), ", Weight storage: fp8")) << stored.texts.at("parameters");
   EXPECT_FALSE(contains(full.texts.at("parameters"), "Weight storage")) << full.texts.at("parameters");
@@ -88,7 +78,7 @@ TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
   // fp8-denoiser leaves the text encoders in bf16: another image again.
   RunResult denoiser = generate(dir, dir.file("denoiser"), {"--weight-storage", "fp8-denoiser"});
   ASSERT_EQ(denoiser.exit_code, 0) << denoiser.err;
-  EXPECT_LE(mean_distance(read_png(dir.file("denoiser/000000.png")).pixels, fp8_images,
+  EXPECT_LE(mean_distance_from_golden(read_png(dir.file("denoiser/000000.png")).pixels, fp8_images,
                           "fp8_denoiser_default_steps_28"),
             2.0);
 }
