@@ -484,10 +484,16 @@ void copy_tensor(const OpenFile& file, const io::TensorView& view, std::optional
   if (view.nbytes == 0) return;
   const at::ScalarType dtype = *torch_dtype(view.dtype);
   const bool float8 = param.scalar_type() == at::kFloat8_e4m3fn || param.scalar_type() == at::kFloat8_e5m2;
-  const std::optional<at::ScalarType> through =
-      param.scalar_type() == at::kByte             ? std::nullopt  // GGUF blocks: the bytes as they are
-      : float8 && options.stored_through ? options.stored_through
-                                         : options.round_through;
+  // The dtype each value goes through on its way to the parameter; Undefined: none. (A plain enum rather than
+  // an optional, which GCC 12 takes for maybe-uninitialized once inlined.)
+  at::ScalarType through = at::ScalarType::Undefined;
+  if (param.scalar_type() == at::kByte) {
+    // GGUF blocks: the bytes as they are
+  } else if (float8 && options.stored_through) {
+    through = *options.stored_through;
+  } else if (options.round_through) {
+    through = *options.round_through;
+  }
   const auto source_options = at::TensorOptions().dtype(dtype).device(at::kCPU);
   const size_t item = static_cast<size_t>(io::dtype_bits(view.dtype) / 8);
   if (transpose) {
@@ -497,7 +503,7 @@ void copy_tensor(const OpenFile& file, const io::TensorView& view, std::optional
     at::Tensor source = at::empty({view.shape[1], view.shape[0]}, source_options);
     std::memcpy(source.data_ptr(), view.data, view.nbytes);
     if (scale) source = source.to(at::kFloat).mul_(*scale);
-    if (through && *through != source.scalar_type()) source = source.to(*through);
+    if (through != at::ScalarType::Undefined && through != source.scalar_type()) source = source.to(through);
     param.copy_(source.t());
     file.release(view.data, view.nbytes);
     return;
@@ -521,7 +527,7 @@ void copy_tensor(const OpenFile& file, const io::TensorView& view, std::optional
     }
     // A scaled fp8 weight: Q.to(float32) * scale, in float32, then on to the parameter's dtype.
     if (scale) source = source.to(at::kFloat).mul_(*scale);
-    if (through && *through != source.scalar_type()) source = source.to(*through);
+    if (through != at::ScalarType::Undefined && through != source.scalar_type()) source = source.to(through);
     target.narrow(0, begin, n).copy_(source);
     file.release(data, static_cast<size_t>(n) * item);
   }

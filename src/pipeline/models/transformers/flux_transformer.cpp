@@ -231,15 +231,15 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
 
   // The blocks from `first` on, for the rows `rows` of the batch (temb's), given their streams.
   auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
-    const at::Tensor t = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
+    const at::Tensor temb_rows = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
     for (size_t i = first; i < blocks_.size(); ++i) {
-      FluxTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, t, freqs);
+      FluxTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs);
       s = {std::move(o.image), std::move(o.text)};
     }
     // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
     // block, which changes no value.
     at::Tensor joint = at::cat({s.text, s.image}, 1);
-    for (auto& block : single_blocks_) joint = block(joint, t, freqs);
+    for (auto& block : single_blocks_) joint = block(joint, temb_rows, freqs);
     return nn::Streams{joint.narrow(1, text_len, image_len), joint.narrow(1, 0, text_len)};
   };
   if (cache) {

@@ -159,10 +159,10 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
   // The blocks from `first` on, for the rows `rows` of the batch (temb's and the mask's).
   auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
     const bool part = rows.defined() && rows.size(0) != batch;
-    const at::Tensor t = part ? temb.index_select(0, rows) : temb;
-    const at::Tensor m = part && mask.defined() ? mask.index_select(0, rows) : mask;
+    const at::Tensor temb_rows = part ? temb.index_select(0, rows) : temb;
+    const at::Tensor mask_rows = part && mask.defined() ? mask.index_select(0, rows) : mask;
     for (size_t i = first; i < blocks_.size(); ++i) {
-      QwenImageTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, t, freqs, m);
+      QwenImageTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs, mask_rows);
       s = {std::move(o.image), std::move(o.text)};
     }
     return s;
