@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -63,8 +64,9 @@ Diff compare(const std::vector<pipeline::RgbImage>& got, const uint8_t* ref, con
 /// The pipelines of one fixture, one per scheduler, loaded on first use.
 class Pipelines {
  public:
-  Pipelines(std::string name, std::string dtype, std::string device)
-      : name_(std::move(name)), dtype_(std::move(dtype)), device_(std::move(device)) {}
+  Pipelines(std::string name, std::string dtype, std::string device, std::string weight_storage = "default")
+      : name_(std::move(name)), dtype_(std::move(dtype)), device_(std::move(device)),
+        weight_storage_(std::move(weight_storage)) {}
 
   pipeline::TextToImage& for_case(const json& c) {
     pipeline::LoadRequest o;
@@ -72,13 +74,14 @@ class Pipelines {
     o.scheduler = c["scheduler"]["is_pipeline_default"].get<bool>() ? "" : c["scheduler"]["name"].get<std::string>();
     o.dtype = dtype_;
     o.device = device_;
+    o.weight_storage = weight_storage_;
     auto& pipe = pipes_[o.scheduler];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
     return *pipe;
   }
 
  private:
-  std::string name_, dtype_, device_;
+  std::string name_, dtype_, device_, weight_storage_;
   std::map<std::string, std::unique_ptr<pipeline::TextToImage>> pipes_;
 };
 
@@ -197,5 +200,37 @@ TEST(PipelineParityCuda, Fp32WithoutTF32MatchesDiffusers_CUDA) {
 TEST(PipelineParityCuda, Fp16MatchesTheCpu_CUDA) { expect_cpu_within("fp16", 2e-2); }
 
 TEST(PipelineParityCuda, Bf16MatchesTheCpu_CUDA) { expect_cpu_within("bf16", 2e-2); }
+
+// --weight-storage fp8 (issue 26) on cuda:0 against the CPU, on the fp8 goldens' cases of every family
+// (make_fp8_storage_pipelines.py; the CPU run is PipelineParity's, bit for bit with diffusers): the CUDA load
+// path builds each stored module on the host and allocates its tensors on the device, which only a GPU runs.
+TEST(PipelineParityCuda, Fp8StorageMatchesTheCpu_CUDA) {
+  for (const char* name : {"tiny-sd1", "tiny-sdxl", "tiny-z-image", "tiny-qwen-image", "tiny-flux-dev", "tiny-chroma",
+                           "tiny-sd3.5-t5"}) {
+    std::ifstream in(kData + "/pipelines/" + name + ".golden/fp8/cases.json");
+    ASSERT_TRUE(in) << name;
+    const json doc = json::parse(in);
+    std::map<std::string, std::unique_ptr<Pipelines>> cuda, cpu;  // per weight storage
+    Worst worst;
+    for (const json& c : doc["cases"]) {
+      const std::string storage = c["weight_storage"].get<std::string>();
+      if (!cuda[storage]) {
+        cuda[storage] = std::make_unique<Pipelines>(name, "bf16", "cuda:0", storage);
+        cpu[storage] = std::make_unique<Pipelines>(name, "bf16", "cpu", storage);
+      }
+      const std::string what = std::string(name) + "/" + c["name"].get<std::string>();
+      const auto batch = test::golden_case_requests(c);
+      const std::vector<pipeline::RgbImage> got = cuda[storage]->for_case(c).generate(batch);
+      const std::vector<pipeline::RgbImage> ref = cpu[storage]->for_case(c).generate(batch);
+      ASSERT_EQ(got.size(), ref.size()) << what;
+      std::vector<uint8_t> ref_bytes;
+      for (const auto& img : ref) ref_bytes.insert(ref_bytes.end(), img.pixels.begin(), img.pixels.end());
+      const Diff d = compare(got, ref_bytes.data(), what);
+      EXPECT_LE(d.rel, 2e-2) << what << ": max |delta| " << d.max_abs;
+      worst.add(d, c["name"].get<std::string>());
+    }
+    worst.print("bf16 fp8-stored", name, "the cpu,", 2e-2);
+  }
+}
 
 }  // namespace
