@@ -1,7 +1,5 @@
 #include "dpinfer/pipeline/load.h"
 
-#include <algorithm>
-
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
@@ -29,13 +27,10 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
     // before the family's own check refuses it without knowing the others.
     if (request.settings.is_object())
       for (const auto& [key, value] : request.settings.items()) {
-        const auto has = [&key = key](const Family& f) {
-          return std::any_of(f.settings.begin(), f.settings.end(), [&](const SettingSpec& s) { return s.name == key; });
-        };
-        if (has(*model.family)) continue;
+        if (find_spec(model.family->settings, key)) continue;
         std::vector<std::string> others;
         for (const Family& f : families())
-          if (has(f)) others.push_back(f.label);
+          if (find_spec(f.settings, key)) others.push_back(f.label);
         if (others.empty()) continue;  // the family's check says it is no setting at all
         const std::string last = others.back();
         others.pop_back();

@@ -9,13 +9,14 @@
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
-namespace {
 
 const SettingSpec* find_spec(const std::vector<SettingSpec>& specs, const std::string& name) {
   for (const SettingSpec& s : specs)
     if (s.name == name) return &s;
   return nullptr;
 }
+
+namespace {
 
 /// `value` as `spec` wants it, or an InputError naming `where` and the key.
 nlohmann::json checked(const SettingSpec& spec, const nlohmann::json& value, const std::string& where) {

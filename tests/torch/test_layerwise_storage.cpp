@@ -59,8 +59,8 @@ TEST_P(LayerwiseStorage, StoresTheLayersDiffusersHooksStore) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, LayerwiseStorage,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-z-image", "tiny-qwen-image", "tiny-flux-dev",
                                            "tiny-chroma", "tiny-sd3", "tiny-sd3.5-t5"),
-                         [](const auto& info) {
-                           std::string s = info.param;
+                         [](const auto& param_info) {
+                           std::string s = param_info.param;
                            for (char& ch : s)
                              if (ch == '-' || ch == '.') ch = '_';
                            return s;

@@ -31,6 +31,9 @@ struct SettingSpec {
   int infotext_offset = 0;
 };
 
+/// The spec called `name` in `specs`, or nullptr.
+const SettingSpec* find_spec(const std::vector<SettingSpec>& specs, const std::string& name);
+
 /// `given` (an object of setting values, from `where`: "--set", "'p.jsonl' line 3") checked
 /// against `specs` and completed with their defaults, as an object in `specs` order. Throws
 /// InputError naming `where`, the key and the family (`family_label`) for an unknown key, a

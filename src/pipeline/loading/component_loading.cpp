@@ -53,17 +53,23 @@ std::vector<std::string> weight_files_of(const Component& c) {
   return c.single_file.empty() ? find_weight_files(c.path, c.variant).files : std::vector<std::string>{c.single_file};
 }
 
+/// check_component() on what the caller has already found: the class, the files, their renames and converter.
+std::shared_ptr<torch::nn::Module> check_keys(const Component& c, const ModelClass& model_class,
+                                              const std::vector<std::string>& files, const KeyRenames& renames,
+                                              const KeyConverter& convert, const at::TensorOptions& options) {
+  // Names and shapes only: the strict key check runs before a byte is allocated.
+  std::shared_ptr<torch::nn::Module> shape = model_class.build(c.config, options.device(at::kMeta));
+  const KeyReport report = match_keys(*shape, files, renames, c.name, convert);
+  if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
+  return shape;
+}
+
 }  // namespace
 
 std::shared_ptr<torch::nn::Module> check_component(const Component& c, const at::TensorOptions& options) {
   const ModelClass& model_class = model_class_of(c);
-  const std::vector<std::string> files = weight_files_of(c);
-  const KeyConverter convert = c.single_file.empty() ? KeyConverter() : single_file_converter(c);
-  // Names and shapes only: the strict key check runs before a byte is allocated.
-  std::shared_ptr<torch::nn::Module> shape = model_class.build(c.config, options.device(at::kMeta));
-  const KeyReport report = match_keys(*shape, files, component_key_renames(c, model_class.renames), c.name, convert);
-  if (!report.ok()) throw Error(key_mismatch_message(report, files, c.name));
-  return shape;
+  return check_keys(c, model_class, weight_files_of(c), component_key_renames(c, model_class.renames),
+                    c.single_file.empty() ? KeyConverter() : single_file_converter(c), options);
 }
 
 std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
@@ -73,7 +79,7 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
   LoadOptions load = load_options;
   if (!c.single_file.empty()) load.convert = single_file_converter(c);
   const KeyRenames renames = component_key_renames(c, model_class->renames);
-  check_component(c, options);
+  check_keys(c, *model_class, files, renames, load.convert, options);
   std::shared_ptr<torch::nn::Module> module;
   const at::ScalarType storage = parse_weight_storage(c.weight_storage);
   const bool gguf = !c.single_file.empty() && io::GgufFile::has_magic(c.single_file);
