@@ -46,6 +46,23 @@ set_target_properties(dpinfer::webp PROPERTIES
   # mux before the codec it uses; libwebp's static build needs threads and libm.
   INTERFACE_LINK_LIBRARIES "${DPINFER_WEBPMUX_LIBRARY};${DPINFER_WEBP_LIBRARY};Threads::Threads;m")
 
+# libjpeg-turbo (Debian's libjpeg-dev): decodes JPEG input images (io/image_reader.cpp) as Pillow
+# does, with the same library. A carried folder (tools/device/prepare_carry.sh) holds its header
+# and static library under <dir>/jpeg.
+set(_jpeg_hints "")
+if(DPINFER_DEPS_DIR)
+  get_filename_component(_jpeg_hints "${DPINFER_DEPS_DIR}/jpeg" ABSOLUTE)
+endif()
+find_path(DPINFER_JPEG_INCLUDE_DIR jpeglib.h HINTS ${_jpeg_hints} PATH_SUFFIXES include)
+find_library(DPINFER_JPEG_LIBRARY jpeg HINTS ${_jpeg_hints} PATH_SUFFIXES lib)
+if(NOT DPINFER_JPEG_INCLUDE_DIR OR NOT DPINFER_JPEG_LIBRARY)
+  message(FATAL_ERROR "libjpeg not found: install libjpeg-dev (tools/setup.sh)")
+endif()
+add_library(dpinfer::jpeg INTERFACE IMPORTED)
+set_target_properties(dpinfer::jpeg PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${DPINFER_JPEG_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES "${DPINFER_JPEG_LIBRARY}")
+
 # SentencePiece (Debian's libsentencepiece-dev): the T5 tokenizer reads spiece.model with
 # it. Only dpinfer_pipeline links it, so only with LibTorch; the launcher never does. A
 # carried folder (tools/device/prepare_carry.sh) holds it under <dir>/sentencepiece.

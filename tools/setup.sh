@@ -24,11 +24,12 @@ py_deps=(filelock typing-extensions "setuptools<82" sympy networkx jinja2 fsspec
 
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) build the fuzz tests of tests/fuzz.
 # libssl-dev: libcrypto's SHA-256 (the infotext's Model hash and Lora hashes).
-# libwebp-dev: --image-format webp (libwebp and libwebpmux).
+# libwebp-dev: --image-format webp (libwebp and libwebpmux), and WebP input images.
+# libjpeg-dev: JPEG input images (img2img items), decoded by libjpeg-turbo as Pillow decodes them.
 # libsentencepiece-dev: the T5 tokenizer (SentencePiece Unigram, spiece.model) of FLUX.1, Chroma and SD3.
 debs=(g++ cmake ninja-build ccache pkg-config libcli11-dev libspdlog-dev libfmt-dev
       nlohmann-json3-dev libstb-dev libgtest-dev libgmock-dev libpng-dev python3-venv python3-pip procps iproute2
-      clang libclang-rt-14-dev libsentencepiece-dev libssl-dev libwebp-dev)
+      clang libclang-rt-14-dev libsentencepiece-dev libssl-dev libwebp-dev libjpeg-dev)
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

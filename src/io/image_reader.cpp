@@ -1,9 +1,9 @@
-// stb_image's implementation, compiled into this file alone, with its warnings off; PNG and
-// JPEG only (the formats dpinfer reads back).
+// stb_image's implementation, compiled into this file alone, with its warnings off; PNG only:
+// JPEG goes through libjpeg-turbo (Pillow's decoder, whose pixels stb_image's own IDCT and
+// upsampling do not match) and WebP through libwebp.
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC  // private to this file: the tests compile their own copy of stb_image
 #define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -17,24 +17,156 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <csetjmp>
+#include <cstdio>
 #include <memory>
+
+#include <jpeglib.h>
+#include <webp/decode.h>
 
 #include "dpinfer/io/image_reader.h"
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
+namespace {
 
-RgbImageData read_rgb_image(const std::string& path) {
+/// The largest input file read: a 16384^2 PNG of noise is under 1 GiB.
+constexpr uintmax_t kMaxImageFileBytes = uintmax_t{1} << 30;
+
+bool starts_with_bytes(const std::string& bytes, const char* magic, size_t n, size_t at = 0) {
+  return bytes.size() >= at + n && bytes.compare(at, n, magic, n) == 0;
+}
+
+void check_pixels(int64_t width, int64_t height, const std::string& name) {
+  if (width <= 0 || height <= 0)
+    throw InputError(quote(name) + ": the image has no pixels (" + std::to_string(width) + "x" +
+                     std::to_string(height) + ")");
+  if (width * height > kMaxDecodedPixels)
+    throw InputError(quote(name) + ": the image is " + std::to_string(width) + "x" + std::to_string(height) +
+                     ", more than the 16384x16384 pixels dpinfer reads; make it smaller");
+}
+
+RgbImageData decode_png(const std::string& bytes, const std::string& name) {
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int size = static_cast<int>(bytes.size());
+  // The size from the IHDR chunk first (big-endian at bytes 16..23): a huge one is refused by its
+  // own message, before stb_image's generic one.
+  if (bytes.size() >= 24 && bytes.compare(12, 4, "IHDR") == 0) {
+    const auto be32 = [&bytes](size_t at) {
+      int64_t v = 0;
+      for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
+      return v;
+    };
+    check_pixels(be32(16), be32(20), name);
+  }
   int w = 0, h = 0, channels = 0;
-  std::unique_ptr<stbi_uc, decltype(&stbi_image_free)> data(stbi_load(path.c_str(), &w, &h, &channels, 3),
-                                                            &stbi_image_free);
-  if (!data) throw Error("cannot read the image " + quote(path) + ": " + stbi_failure_reason());
+  if (!stbi_info_from_memory(data, size, &w, &h, &channels))
+    throw InputError(quote(name) + ": not a readable PNG (" + stbi_failure_reason() + ")");
+  check_pixels(w, h, name);
+  std::unique_ptr<stbi_uc, decltype(&stbi_image_free)> pixels(stbi_load_from_memory(data, size, &w, &h, &channels, 3),
+                                                              &stbi_image_free);
+  if (!pixels) throw InputError(quote(name) + ": the PNG is corrupt or truncated (" + stbi_failure_reason() + ")");
   RgbImageData out;
   out.width = w;
   out.height = h;
-  out.pixels.assign(data.get(), data.get() + static_cast<size_t>(w) * h * 3);
+  out.pixels.assign(pixels.get(), pixels.get() + static_cast<size_t>(w) * h * 3);
   return out;
+}
+
+/// libjpeg reports errors through error_exit, which must not return: it jumps back here.
+struct JpegErrors {
+  jpeg_error_mgr manager;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<JpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+void jpeg_no_output(j_common_ptr, int) {}  // warnings (a corrupt marker Pillow also reads past) are not printed
+
+/// Decodes into `out`; returns libjpeg's message on failure, empty on success. No C++ object with
+/// a destructor lives in this frame across setjmp: `out` is the caller's.
+std::string decode_jpeg_into(const std::string& bytes, RgbImageData& out, std::string& too_big) {
+  jpeg_decompress_struct cinfo;
+  JpegErrors errors;
+  cinfo.err = jpeg_std_error(&errors.manager);
+  errors.manager.error_exit = jpeg_error_exit;
+  errors.manager.emit_message = jpeg_no_output;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return errors.message;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    return "a CMYK JPEG, which dpinfer does not convert to RGB; save it as RGB";
+  }
+  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > kMaxDecodedPixels) {
+    too_big = std::to_string(cinfo.image_width) + "x" + std::to_string(cinfo.image_height);
+    jpeg_destroy_decompress(&cinfo);
+    return "too big";
+  }
+  cinfo.out_color_space = JCS_RGB;  // YCbCr and grayscale both convert; Pillow's "RGB" rawmode
+  jpeg_start_decompress(&cinfo);
+  out.width = static_cast<int>(cinfo.output_width);
+  out.height = static_cast<int>(cinfo.output_height);
+  out.pixels.resize(static_cast<size_t>(out.width) * out.height * 3);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = out.pixels.data() + static_cast<size_t>(cinfo.output_scanline) * out.width * 3;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return {};
+}
+
+RgbImageData decode_jpeg(const std::string& bytes, const std::string& name) {
+  RgbImageData out;
+  std::string too_big;
+  const std::string failure = decode_jpeg_into(bytes, out, too_big);
+  if (!too_big.empty())
+    throw InputError(quote(name) + ": the image is " + too_big +
+                     ", more than the 16384x16384 pixels dpinfer reads; make it smaller");
+  if (!failure.empty()) throw InputError(quote(name) + ": cannot decode the JPEG: " + failure);
+  return out;
+}
+
+RgbImageData decode_webp(const std::string& bytes, const std::string& name) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  int w = 0, h = 0;
+  if (!WebPGetInfo(data, bytes.size(), &w, &h)) throw InputError(quote(name) + ": not a readable WebP file");
+  check_pixels(w, h, name);
+  RgbImageData out;
+  out.width = w;
+  out.height = h;
+  out.pixels.resize(static_cast<size_t>(w) * h * 3);
+  if (!WebPDecodeRGBInto(data, bytes.size(), out.pixels.data(), out.pixels.size(), w * 3))
+    throw InputError(quote(name) + ": the WebP file is corrupt or truncated (or animated, which dpinfer does not read)");
+  return out;
+}
+
+}  // namespace
+
+RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name) {
+  if (starts_with_bytes(bytes, "\x89PNG\r\n\x1a\n", 8)) return decode_png(bytes, name);
+  if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) return decode_jpeg(bytes, name);
+  if (starts_with_bytes(bytes, "RIFF", 4) && starts_with_bytes(bytes, "WEBP", 4, 8)) return decode_webp(bytes, name);
+  throw InputError(quote(name) + ": not a PNG, JPEG or WebP image; convert it to one of those");
+}
+
+RgbImageData read_rgb_image(const std::string& path) {
+  std::string bytes, why;
+  if (read_whole_file(path, kMaxImageFileBytes, &bytes, &why) != ReadStatus::kOk)
+    throw Error("cannot read the image " + quote(path) + ": " + why);
+  return decode_rgb_image(bytes, path);
 }
 
 }  // namespace dpinfer::io

@@ -17,6 +17,7 @@
 #             since the T5 tokenizer links it and the machine has no apt;
 #   openssl/  include/openssl (libssl-dev) and lib/libcrypto.so* (libssl3), for SHA-256;
 #   webp/     include/webp and lib/libwebp.a, libwebpmux.a (libwebp-dev), static, for WebP output;
+#   jpeg/     jpeglib.h and lib/libjpeg.a (libjpeg62-turbo-dev), static, for JPEG input images;
 #   googletest/  the GoogleTest sources of Debian's googletest package
 #             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
 #   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
@@ -120,6 +121,14 @@ r="$(pkg_root libwebp-dev)"
 mkdir -p "$dest/webp/include" "$dest/webp/lib"
 cp -a "$r/usr/include/webp" "$dest/webp/include/"
 cp -L "$r/usr/lib/x86_64-linux-gnu/libwebp.a" "$r/usr/lib/x86_64-linux-gnu/libwebpmux.a" "$dest/webp/lib/"
+
+# libjpeg-turbo (JPEG input images; cmake/Dependencies.cmake looks in jpeg/): the headers and
+# static library of libjpeg62-turbo-dev, which need only libc.
+r="$(pkg_root libjpeg62-turbo-dev)"
+mkdir -p "$dest/jpeg/include" "$dest/jpeg/lib"
+cp -a "$r"/usr/include/jpeglib.h "$r"/usr/include/jerror.h "$r"/usr/include/jmorecfg.h "$dest/jpeg/include/"
+cp -a "$r"/usr/include/x86_64-linux-gnu/jconfig.h "$dest/jpeg/include/"
+cp -L "$r/usr/lib/x86_64-linux-gnu/libjpeg.a" "$dest/jpeg/lib/"
 
 # GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
 r="$(pkg_root googletest)"

@@ -1,7 +1,13 @@
 #pragma once
-// Reads PNG and JPEG files back into RGB pixels, with stb_image from Debian's libstb-dev (its
-// implementation compiled once, in src/io/image_reader.cpp): for what dpinfer composes from
-// images it wrote itself, such as DPG-Bench's 2x2 grids.
+// Decodes PNG, JPEG and WebP files into 8-bit RGB, as Pillow decodes them, so that an input image
+// (an img2img item's `image`) gives the pixels diffusers' pipelines get from PIL.Image.open():
+//  - PNG through stb_image (Debian's libstb-dev; its implementation compiled once, in
+//    src/io/image_reader.cpp): lossless, so every decoder gives the same pixels;
+//  - JPEG through libjpeg-turbo (Debian's libjpeg-dev), which Pillow wraps too, with Pillow's
+//    settings: the libjpeg defaults (islow DCT, fancy upsampling), YCbCr and grayscale to RGB;
+//  - WebP through libwebp (Debian's libwebp-dev), which Pillow wraps too.
+// Grayscale and palette images become RGB, and an alpha channel is dropped (Pillow's
+// convert("RGB")). Nothing here knows of models.
 
 #include <cstdint>
 #include <string>
@@ -15,7 +21,17 @@ struct RgbImageData {
   std::vector<uint8_t> pixels;  ///< height x width x 3, row-major
 };
 
-/// The image at `path` as 8-bit RGB. Throws Error naming the file when it cannot be read or decoded.
+/// The most pixels an input image may have (16384 x 16384): a bigger one is refused before it is
+/// decoded, so a hostile header cannot ask for gigabytes.
+constexpr int64_t kMaxDecodedPixels = int64_t{16384} * 16384;
+
+/// The image held in `bytes` (a file's whole content), recognised by its first bytes. Throws
+/// InputError naming `name` (the file, for messages) for another format, a truncated or corrupt
+/// file, a CMYK JPEG, or more than kMaxDecodedPixels pixels.
+RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name);
+
+/// The image at `path` as 8-bit RGB (decode_rgb_image of the file's content). Throws Error naming
+/// the file when it cannot be read, InputError when it cannot be decoded.
 RgbImageData read_rgb_image(const std::string& path);
 
 }  // namespace dpinfer::io
