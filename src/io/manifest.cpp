@@ -53,7 +53,8 @@ namespace {
 constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed",      "steps",
                                            "guidance_scale", "width",  "height",    "model",
                                            "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras",
-                                           "scheduler_settings", "vae_tiling", "weight_storage", "dtype"};
+                                           "scheduler_settings", "vae_tiling", "weight_storage", "dtype",
+                                           "input_image_hash", "strength"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.

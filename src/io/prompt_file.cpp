@@ -25,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 const char* const kAllowedKeys =
-    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, settings, loras";
+    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, settings, loras";
 
 [[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
   throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
@@ -110,6 +110,14 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
       if (!v.is_number() || !std::isfinite(v.get<double>()))
         fail(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
+    } else if (k == "image") {
+      s.image = get_string(v, k, name, line);
+      if (s.image->empty()) fail(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
+      check_no_nul(*s.image, "'image'", name, line);
+    } else if (k == "strength") {
+      if (!v.is_number() || !(v.get<double>() > kStrengthMin && v.get<double>() <= kStrengthMax))
+        fail(name, line, "'strength' must be a number in (0, 1], got " + json_brief(v));
+      s.strength = v.get<double>();
     } else if (options.keep_fields) {
       if (options.reserved_field && options.reserved_field(k))
         fail(name, line, "key " + quote(k, 60) + " is one that dpinfer writes in each image's record itself, so "

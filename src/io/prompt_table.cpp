@@ -26,10 +26,12 @@ namespace dpinfer::io {
 namespace {
 
 /// The columns a table may have besides the prompt's, read as a .jsonl line's keys.
-const char* const kKnownColumns = "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id";
+const char* const kKnownColumns =
+    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength";
 
 bool is_known_column(const std::string& c) {
-  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id"})
+  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id", "image",
+                        "strength"})
     if (c == k) return true;
   return false;
 }
@@ -212,6 +214,12 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
       else if (col == "height") s.height = cell_integer<int>(cell, col, name, line, kImageSizeRange);
       else if (col == "num_images") s.num_images = cell_integer<int>(cell, col, name, line, kImagesPerLineRange);
       else if (col == "guidance_scale") s.guidance_scale = cell_number(cell, col, name, line);
+      else if (col == "image") s.image = cell;
+      else if (col == "strength") {
+        s.strength = cell_number(cell, col, name, line);
+        if (!(*s.strength > kStrengthMin && *s.strength <= kStrengthMax))
+          fail(name, line, "column 'strength' must be a number in (0, 1], got " + quote(cell, 60));
+      }
     }
     // Image j of this row gets seed + j (as a .jsonl line's).
     if (s.seed && s.num_images && *s.seed > std::numeric_limits<int64_t>::max() - (*s.num_images - 1))

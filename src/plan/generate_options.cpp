@@ -76,6 +76,13 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "image height up to 16384, a multiple of the model family's size multiple (8 or more; `dpinfer "
                  "inspect --families` lists them) (default: the model's)");
   app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
+  app.add_option("--image", o.image,
+                 "input image (PNG, JPEG or WebP) for lines that set no `image`: each such item starts from it "
+                 "(img2img), resized to the item's size as diffusers' VaeImageProcessor resizes");
+  app.add_option("--strength", o.strength,
+                 "img2img strength in (0, 1] for items with an input image whose line sets none: the share of the "
+                 "denoising steps run from the noised image (default: the model family's, as its diffusers "
+                 "img2img pipeline has it)");
   app.add_option("--scheduler", o.scheduler,
                  "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc for a UNet model (SD, SDXL); "
                  "flow_match_euler for a flow-matching one (default: the model's)");
@@ -277,7 +284,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"base", base}, {"text_encoder", text_encoder}, {"text_encoder_2", text_encoder_2},
                       {"vae", vae}, {"out", out},
                       {"seed", seed}, {"seed_from", seed_from}, {"num_images", num_images.value_or(1)},
-                      {"negative_prompt", negative_prompt},
+                      {"negative_prompt", negative_prompt}, {"image", image},
                       {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
                       {"dtype", dtype}, {"vae_tiling", vae_tiling}, {"device", device}, {"weight_storage", weight_storage},
                       {"batch_size", batch_size},
@@ -295,6 +302,7 @@ nlohmann::json GenerateOptions::to_json() const {
   j["guidance_scale"] = guidance_scale ? nlohmann::json(*guidance_scale) : nlohmann::json();
   j["width"] = width ? nlohmann::json(*width) : nlohmann::json();
   j["height"] = height ? nlohmann::json(*height) : nlohmann::json();
+  j["strength"] = strength ? nlohmann::json(*strength) : nlohmann::json();
   return j;
 }
 
@@ -367,6 +375,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.seed < 0) throw UsageError("--seed: expected 0 or more, got " + std::to_string(o.seed));
   if (o.guidance_scale && !std::isfinite(*o.guidance_scale))
     throw UsageError("--guidance-scale: expected a finite number, got " + std::to_string(*o.guidance_scale));
+  if (o.strength && !(*o.strength > io::kStrengthMin && *o.strength <= io::kStrengthMax))
+    throw UsageError("--strength: expected a number in (0, 1], got " + fmt::format("{}", *o.strength));
   o.settings = parse_key_values(settings.set, "--set", "clip_skip=1");
   o.scheduler_settings = parse_key_values(settings.scheduler_set, "--scheduler-set", "timestep_spacing=trailing");
   if (config_loras && settings.lora.size() > config_loras)

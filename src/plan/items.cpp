@@ -95,6 +95,8 @@ Item ItemList::at(int64_t index) const {
   if (s.settings) it.settings.update(*s.settings);
   it.loras = s.loras ? *s.loras : d.loras;
   it.fields = s.fields;
+  it.image_path = s.image.value_or(d.image);
+  if (!it.image_path.empty()) it.strength = s.strength.value_or(d.strength);
   return it;
 }
 

@@ -14,7 +14,8 @@ bool is_record_field(const std::string& key) {
   for (const char* k : {"index", "file_name", "prompt", "negative_prompt", "seed", "seed_from", "steps",
                         "guidance_scale", "width", "height", "scheduler", "scheduler_settings", "vae_tiling",
                         "model", "model_revision", "model_hash", "line", "image_index", "loras", "lora_paths", "id",
-                        "settings", "sampler", "dtype", "weight_storage", "dpinfer_version", "rank", "seconds", "status",
+                        "settings", "sampler", "dtype", "weight_storage", "input_image", "input_image_hash", "strength",
+                        "dpinfer_version", "rank", "seconds", "status",
                         "error",
                         "finished_at", "num_images",
                         // imagefolder's picture columns (datasets' folder_based_builder)

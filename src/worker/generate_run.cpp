@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/jpeg_writer.h"
 #include "dpinfer/io/lora_file.h"
@@ -16,6 +19,7 @@
 #include "dpinfer/plan/run_token.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
+#include "dpinfer/util/files.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/process.h"
 #include "dpinfer/util/signal_names.h"
@@ -48,12 +52,6 @@ using plan::static_share;
 /// How often a rank tells the launcher how far it is, at most.
 constexpr auto kProgressInterval = std::chrono::milliseconds(250);
 
-/// What the pipeline makes of `it`.
-pipeline::ImageRequest image_request(const Item& it) {
-  return {it.prompt, it.negative_prompt, static_cast<uint64_t>(it.seed), it.steps, it.guidance_scale,
-          it.width,  it.height,          it.settings,                     it.loras};
-}
-
 }  // namespace
 
 bool is_disk_full(const std::exception& e) {
@@ -78,6 +76,7 @@ int GenerateRun::run() {
   batches_.emplace(specs, o_.num_images.value_or(1), o_.batch_size);
   io::LoraSet run_loras = o_.loras;
   resolve_lora_paths(specs, run_loras);
+  const std::string run_image = resolve_image_paths(specs);
   // --shard, else a SLURM job array task's shard (sharding.h), else the whole file.
   const OuterShardChoice shard_choice = choose_outer_shard(o_.shard, current_environment());
   const OuterShard shard = shard_choice.shard;
@@ -155,6 +154,8 @@ int GenerateRun::run() {
   d.settings = info.settings;
   d.seed_from = plan::parse_seed_from(o_.seed_from);
   d.loras = run_loras;
+  d.image = run_image;
+  d.strength = o_.strength.value_or(info.default_strength);
   defaults_ = d;
   // Rank 0 hashes before run.json; the others once rank 0 has (the cache is then there).
   if (rank_.rank == 0) compute_hashes(info, specs);
@@ -260,6 +261,18 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
                          " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
                          "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    if (s.image || !d.image.empty()) {
+      if (info.default_strength <= 0)
+        throw UsageError(where + ": an input image ('image' or --image) for a " + info.family_label + " model (" +
+                         info.pipeline_class + "), which dpinfer runs text-to-image only; drop the image");
+      // The schedule's steps from the image: diffusers' get_timesteps keeps about steps x strength
+      // of them, and none below 1 (which diffusers refuses too, or fails on).
+      const int steps = s.steps.value_or(d.steps);
+      const double strength = s.strength.value_or(d.strength);
+      if (steps * strength < 1)
+        throw UsageError(where + ": strength " + fmt::format("{}", strength) + " of " + std::to_string(steps) +
+                         " steps runs no denoising step (steps x strength < 1); raise the strength or the steps");
+    }
     if (layout_.layout == plan::Layout::kDpgBench) {
       // compute_dpg_bench.py crops 4 images from each grid.
       if (s.num_images.value_or(d.num_images) != 4)
@@ -299,6 +312,30 @@ void GenerateRun::resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::Lor
   resolve(run_loras, "--lora");
   for (io::PromptSpec& s : specs)
     if (s.loras) resolve(*s.loras, quote(o_.prompts) + " line " + std::to_string(s.line));
+}
+
+std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs) const {
+  const auto resolve = [](const std::string& path, const fs::path& base, const std::string& where) {
+    fs::path p(path);
+    if (p.is_relative()) p = base / p;
+    std::error_code ec;
+    p = fs::absolute(p, ec).lexically_normal();
+    if (::access(p.c_str(), R_OK) != 0)
+      throw UsageError(where + ": the input image " + quote(path) + " cannot be read (" + open_error_text(p.string(), errno) +
+                       ")" + (path == p.string() ? "" : "; looked for " + quote(p.string())));
+    if (fs::is_directory(p, ec)) throw UsageError(where + ": the input image " + quote(path) + " is a directory");
+    return p.string();
+  };
+  const std::string run_image = o_.image.empty() ? "" : resolve(o_.image, fs::current_path(), "--image");
+  // A line's image is relative to the prompts file's folder (the current directory for stdin).
+  const fs::path base = o_.prompts == "-" ? fs::current_path() : fs::absolute(o_.prompts).parent_path();
+  for (io::PromptSpec& s : specs) {
+    if (s.image) s.image = resolve(*s.image, base, quote(o_.prompts) + " line " + std::to_string(s.line));
+    else if (s.strength && run_image.empty())
+      throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
+                       ": 'strength' is for items that start from an image; give the line an 'image' (or --image)");
+  }
+  return run_image;
 }
 
 void GenerateRun::compute_hashes(const pipeline::PipelineInfo& info, const std::vector<io::PromptSpec>& specs) {
@@ -354,7 +391,18 @@ Item GenerateRun::item_at(int64_t position) const {
   Item it = items_->at(index);
   const nlohmann::json& line = line_settings_[items_->spec_of(index)];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
+  if (!it.image_path.empty()) it.image_sha256 = input_images_.sha256(it.image_path);
   return it;
+}
+
+pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_image) {
+  pipeline::ImageRequest r{it.prompt, it.negative_prompt, static_cast<uint64_t>(it.seed), it.steps, it.guidance_scale,
+                           it.width,  it.height,          it.settings,                     it.loras};
+  if (!it.image_path.empty()) {
+    r.strength = it.strength;
+    if (with_image) r.image = input_images_.load(it.image_path, it.width, it.height);
+  }
+  return r;
 }
 
 bool GenerateRun::run_static() {
@@ -474,7 +522,7 @@ void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>&
   std::vector<std::vector<pipeline::ImageRequest>> requests;
   for (const BatchTodo& todo : chunk) {
     std::vector<pipeline::ImageRequest> batch;
-    for (const Item& it : batch_items(todo)) batch.push_back(image_request(it));
+    for (const Item& it : batch_items(todo)) batch.push_back(image_request(it, /*with_image=*/false));
     requests.push_back(std::move(batch));
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -530,11 +578,12 @@ bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& 
 
 void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch, const std::vector<bool>& made) {
   std::vector<pipeline::ImageRequest> reqs;
-  for (const Item* it : batch) reqs.push_back(image_request(*it));
   auto t0 = std::chrono::steady_clock::now();
   if (!first_batch_) first_batch_ = t0;
   std::vector<pipeline::RgbImage> images;
   try {
+    // An input image that cannot be read fails its item alone (the batch is retried item by item).
+    for (const Item* it : batch) reqs.push_back(image_request(*it, /*with_image=*/true));
     images = pipe_->generate(reqs);
     denoise_s_ += seconds_since(t0);
     if (images.size() != batch.size()) throw Error("the pipeline returned " + std::to_string(images.size()) +

@@ -27,6 +27,9 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   if (hashes && !hashes->model.empty()) s += "Model hash: " + model_short_hash(hashes->model) + ", ";
   s += "Model: " + info.model_name;
   if (!info.weight_storage.empty()) s += ", Weight storage: " + info.weight_storage;
+  // A1111's img2img key, and the input's hash (the short form of the record's).
+  if (!item.image_path.empty())
+    s += fmt::format(", Denoising strength: {:g}, Input image hash: {}", item.strength, item.image_sha256.substr(0, 10));
   s += pipeline::settings_infotext(info.setting_specs, item.settings);
   // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
   // without ':' or ','; the whole value then quoted.
@@ -69,6 +72,13 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (!info.weight_storage.empty()) j["weight_storage"] = info.weight_storage;
   // Only when on: a record without it was decoded whole.
   if (info.vae_tiling) j["vae_tiling"] = true;
+  // Only for an item that starts from an image: its path, its SHA-256 (resume compares it, so a
+  // changed input is another item) and its strength.
+  if (!item.image_path.empty()) {
+    j["input_image"] = item.image_path;
+    j["input_image_hash"] = item.image_sha256;
+    j["strength"] = item.strength;
+  }
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
   // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
@@ -107,6 +117,8 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"vae_tiling", false},  // absent: decoded whole (tiling blends other pixels)
       {"loras", nlohmann::json::array()},  // older records lack it: no LoRA then
       {"weight_storage", "default"},  // absent: the weights in the run dtype
+      {"input_image_hash", nullptr},  // absent: text-to-image
+      {"strength", nullptr},
       {"dtype", nullptr}};  // every made image's record has it
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;

@@ -73,6 +73,8 @@ std::string sha256_of(const std::vector<std::string>& files, bool skip_header) {
 
 }  // namespace
 
+std::string sha256_of_files(const std::vector<std::string>& files) { return sha256_of(files, false); }
+
 HashCache::HashCache(std::string out_dir) : path_((std::filesystem::path(out_dir) / "hashes.json").string()) {
   std::string text, why;
   if (read_whole_file(path_, io::kMaxJsonFileBytes, &text, &why) != ReadStatus::kOk) return;

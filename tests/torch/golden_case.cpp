@@ -1,6 +1,10 @@
 #include "torch/golden_case.h"
 
+#include <memory>
 #include <string>
+
+#include "dpinfer/io/image_reader.h"
+#include "dpinfer/io/image_resize.h"
 
 namespace dpinfer::test {
 namespace {
@@ -43,6 +47,18 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c) {
       r.height = c["resolved_height"].get<int>();
       r.width = c["resolved_width"].get<int>();
       r.settings = settings;
+      if (c.contains("input_images")) {
+        // img2img (make_img2img_pipelines.py): what the worker does, the file decoded and resized to the item's size.
+        const io::RgbImageData read = io::read_rgb_image(std::string(DPINFER_TEST_DATA_DIR) + "/../../" +
+                                                         c["input_images"].at(batch.size()).get<std::string>());
+        io::RgbImageData sized = io::resize_lanczos(read, r.width, r.height);
+        auto image = std::make_shared<pipeline::RgbImage>();
+        image->width = sized.width;
+        image->height = sized.height;
+        image->pixels = std::move(sized.pixels);
+        r.image = image;
+        r.strength = c["strength"].get<double>();
+      }
       batch.push_back(r);
     }
   return batch;

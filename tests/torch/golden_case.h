@@ -12,7 +12,8 @@ namespace dpinfer::test {
 /// The case's images in diffusers' batch order (prompt-major, one generator, so one seed, each), with what
 /// dpinfer is asked: the case's "dpinfer" settings and guidance scale when recorded (Qwen-Image, FLUX.1, whose
 /// guidance is diffusers' true_cfg_scale or distilled guidance), else its "settings" (Z-Image), else the SD
-/// families' three call arguments and their guidance_scale.
+/// families' three call arguments and their guidance_scale. An img2img case ("input_images", one file per image,
+/// and "strength") gets each file decoded and resized to the case's size, as the worker does.
 std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c);
 
 }  // namespace dpinfer::test

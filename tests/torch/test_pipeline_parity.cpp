@@ -90,7 +90,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),

@@ -25,6 +25,10 @@ constexpr IntRange kStepsRange{1, 10000};
 constexpr IntRange kImageSizeRange{8, 16384};  ///< width and height, in pixels
 constexpr IntRange kImagesPerLineRange{1, 100000};
 
+/// An img2img strength: the share of the denoising schedule run from the noised input image.
+constexpr double kStrengthMin = 0.0;  ///< exclusive: 0 would run no step
+constexpr double kStrengthMax = 1.0;  ///< inclusive: 1 starts from pure noise (the image still sets nothing else)
+
 /// The largest prompts file read: it is read whole, and every line's prompt is kept.
 /// It also keeps line numbers within an int.
 constexpr uintmax_t kMaxPromptFileBytes = uintmax_t{1} << 30;
@@ -41,6 +45,10 @@ struct PromptSpec {
   std::optional<int> height;
   std::optional<int> num_images;  ///< else the run's --num-images
   std::optional<std::string> id;
+  /// An img2img item's input image (issue 29): the path as written (the worker resolves a
+  /// relative one against the prompts file's folder), and how much of it is repainted, in (0, 1].
+  std::optional<std::string> image;
+  std::optional<double> strength;
   /// The line's model settings ({"clip_skip": 1}): an object, checked against the model's
   /// family once it is loaded (the file knows nothing of models).
   std::optional<nlohmann::json> settings;
@@ -70,7 +78,8 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
 /// with the keys `prompt` (required), `negative_prompt`, `seed`, `steps`,
-/// `guidance_scale`, `width`, `height`, `num_images`, `id`, `settings` (an object of
+/// `guidance_scale`, `width`, `height`, `num_images`, `id`, `image` (an input image's path), `strength`
+/// (in (0, 1]), `settings` (an object of
 /// the model family's settings) and `loras` (io/lora_ref.h); anything else is a .txt
 /// file: one prompt per line, UTF-8, CRLF and a BOM accepted, blank lines skipped, and a
 /// line whose first non-blank character is `#` a comment. A prompt that starts with `#`
@@ -97,7 +106,7 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
 /// A CSV (RFC 4180, as Python's csv module and pandas write it) or TSV table: a header row
 /// naming the columns, then one prompt per row. The prompt is in the column
 /// `options.prompt_column`; the columns negative_prompt, seed, steps, guidance_scale, width,
-/// height, num_images and id are read as in a .jsonl line, and an empty cell leaves its
+/// height, num_images, id, image and strength are read as in a .jsonl line, and an empty cell leaves its
 /// value unset. Any other column is refused, or kept with `options.keep_fields`. Quoted
 /// cells may hold the delimiter, `""` and newlines; CRLF and a UTF-8 BOM are accepted;
 /// blank rows are skipped. A row's line is that of its first character. Throws InputError

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,6 +17,14 @@
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
+
+/// 8-bit RGB, row-major, height × width × 3.
+struct RgbImage {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;
+  bool finite = true;  ///< false when the decoded image had NaN/Inf (it is then garbage)
+};
 
 /// One image to make.
 struct ImageRequest {
@@ -32,14 +41,11 @@ struct ImageRequest {
   /// The LoRAs merged into the model for this image (absolute paths), in merge order; the
   /// same for every request of a batch.
   io::LoraSet loras;
-};
-
-/// 8-bit RGB, row-major, height × width × 3.
-struct RgbImage {
-  int width = 0;
-  int height = 0;
-  std::vector<uint8_t> pixels;
-  bool finite = true;  ///< false when the decoded image had NaN/Inf (it is then garbage)
+  /// img2img (issue 29): the input image, already width x height (the worker resizes it as
+  /// diffusers' VaeImageProcessor does), or null for text-to-image; every request of a batch has
+  /// one or none, with the same `strength` in (0, 1]: the share of the schedule run from it.
+  std::shared_ptr<const RgbImage> image;
+  double strength = 0;
 };
 
 /// Facts recorded in every image's metadata and in run.json.
@@ -76,6 +82,10 @@ struct PipelineInfo {
   /// Widths and heights must be multiples of this (8 for the UNet families; for Z-Image the
   /// model's vae_scale_factor * 2, 16 for the real VAE).
   int size_multiple = 8;
+  /// The img2img strength of an item that sets none: the family's diffusers img2img pipeline's
+  /// default (0.8 for SD, 0.3 for SDXL, 0.6 for the flow-matching families). 0: this pipeline
+  /// takes no input image, and the worker refuses items that give one.
+  double default_strength = 0;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;

@@ -12,8 +12,8 @@
 // missing items in that batch again.
 //
 // The rule, a function of the prompts file alone:
-//  - a line's batch key is what it sets of steps, guidance_scale, width, height, settings
-//    and loras, as written (the run's options and the model's defaults are the same for
+//  - a line's batch key is what it sets of steps, guidance_scale, width, height, settings,
+//    loras and strength, and whether it sets an image (an img2img item runs another schedule), as written (the run's options and the model's defaults are the same for
 //    every line, so they do not matter here);
 //  - consecutive lines with the same key form a group, whose items may share a batch;
 //  - a group is cut every B items from its first, so only its last batch may be short.

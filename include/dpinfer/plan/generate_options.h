@@ -41,6 +41,11 @@ struct GenerateOptions {
   std::optional<int> width;
   std::optional<int> height;
   std::string negative_prompt;
+  /// --image: the input image of lines that set none (img2img; resolved against the current
+  /// directory); empty: text-to-image for those lines.
+  std::string image;
+  /// --strength: img2img strength of lines that set none; unset: the model family's default.
+  std::optional<double> strength;
   std::string scheduler;         ///< empty: the model's own
   /// --scheduler-set KEY=VALUE: scheduler_config.json keys for this run (pipeline/scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();

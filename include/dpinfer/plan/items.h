@@ -57,6 +57,10 @@ struct ItemDefaults {
   nlohmann::json settings = nlohmann::json::object();
   /// The run's LoRAs (--lora): what a line that names none gets.
   io::LoraSet loras;
+  /// The run's input image (--image) for lines that set none; empty: none.
+  std::string image;
+  /// The img2img strength of items with an image whose line sets none (--strength, else the family's).
+  double strength = 0;
 };
 
 struct Item {
@@ -80,13 +84,21 @@ struct Item {
   io::LoraSet loras;
   /// Its line's fields that --keep-fields carries into the record as they are (an object).
   nlohmann::json fields = nlohmann::json::object();
+  /// img2img (issue 29): the input image's path (its line's, resolved by the worker, else the run's
+  /// --image), empty for a text-to-image item; and its strength (0 without an image).
+  std::string image_path;
+  double strength = 0;
+  /// The input image's SHA-256 (64 hex digits), filled by the worker (item records, resume); empty
+  /// without an image or when the file could not be read.
+  std::string image_sha256;
 
   /// What the items of one batch share (a batch runs on one set of merged weights, so items
   /// with other LoRAs are in another batch): the worker checks every batch of the plan
   /// (plan/batches.h) with it.
   bool batches_with(const Item& o) const {
     return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
-           settings == o.settings && loras == o.loras;
+           settings == o.settings && loras == o.loras && image_path.empty() == o.image_path.empty() &&
+           strength == o.strength;
   }
 };
 

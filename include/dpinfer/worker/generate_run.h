@@ -24,6 +24,7 @@
 #include "dpinfer/plan/rank_info.h"
 #include "dpinfer/plan/sharding.h"
 #include "dpinfer/util/clock.h"
+#include "dpinfer/worker/input_images.h"
 #include "dpinfer/worker/model_hashes.h"
 #include "dpinfer/worker/progress_pipe.h"
 #include "dpinfer/worker/resume.h"
@@ -100,6 +101,16 @@ class GenerateRun {
   /// Makes every LoRA path of the run and of the prompt lines absolute (against the current
   /// directory), refusing one that is not a file (InputError naming the option or line).
   void resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::LoraSet& run_loras) const;
+
+  /// Makes every input image path absolute: --image against the current directory, a line's
+  /// `image` against the prompts file's folder (so a dataset's JSONL names its images as it
+  /// ships them). Refuses, before any weights load, one that is not a readable file (UsageError
+  /// naming the option, or the file and line). Returns --image resolved ("" when not given).
+  std::string resolve_image_paths(std::vector<io::PromptSpec>& specs) const;
+
+  /// What the pipeline makes of `it`; with `with_image`, its input image decoded and resized to
+  /// its size (InputError naming the file when it cannot be).
+  pipeline::ImageRequest image_request(const plan::Item& it, bool with_image);
 
   /// Hashes the model and every LoRA the run names (model_hashes.h), through the cache beside
   /// run.json; rank 0 writes the cache, the other ranks read it once rank 0 has.
@@ -182,6 +193,7 @@ class GenerateRun {
   int64_t total_items_ = 0;
   plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
   RunHashes hashes_;             ///< the model's and the LoRAs' SHA-256 (infotext, records)
+  mutable InputImages input_images_;  ///< img2img items' images: hashed once, decoded when made
   std::unique_ptr<io::ManifestWriter> manifest_;
   RankStats stats_;
   int64_t failures_in_a_row_ = 0;  ///< failed records since the last image (the writer's, like stats_)

@@ -47,6 +47,10 @@ class HashCache {
   bool changed_ = false;
 };
 
+/// The SHA-256 (64 hex digits) of `files` read one after the other, uncached. Throws InputError
+/// naming a file that cannot be read.
+std::string sha256_of_files(const std::vector<std::string>& files);
+
 /// What a run's images name their model and LoRAs by: the full SHA-256s.
 struct RunHashes {
   std::string model;                          ///< empty when the model has no files to hash

@@ -1,6 +1,10 @@
 #include "denoising.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
 
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
@@ -21,6 +25,56 @@ BatchNoise batch_noise(const std::vector<ImageRequest>& batch, int64_t channels,
   return out;
 }
 
+int64_t img2img_start(int steps, double strength, StrengthRounding rounding) {
+  // Ref: StableDiffusionImg2ImgPipeline.get_timesteps (int) and FluxImg2ImgPipeline.get_timesteps (float).
+  int64_t t_start = 0;
+  if (rounding == StrengthRounding::kIntSteps) {
+    const int64_t init_timestep = std::min<int64_t>(static_cast<int64_t>(steps * strength), steps);
+    t_start = std::max<int64_t>(steps - init_timestep, 0);
+  } else {
+    const double init_timestep = std::min(steps * strength, static_cast<double>(steps));
+    t_start = static_cast<int64_t>(std::max(steps - init_timestep, 0.0));
+  }
+  if (steps - t_start < 1)
+    throw InputError("strength " + fmt::format("{}", strength) + " of " + std::to_string(steps) +
+                     " steps runs no denoising step; raise the strength or the steps");
+  return t_start;
+}
+
+at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device) {
+  // numpy: np.array(images).astype(np.float32) / 255.0, a float32 division per value.
+  std::array<float, 256> level{};
+  for (int v = 0; v < 256; ++v) level[static_cast<size_t>(v)] = static_cast<float>(v) / 255.0f;
+  at::Tensor x = at::empty({1, image.height, image.width, 3}, at::kFloat);
+  float* out = x.data_ptr<float>();
+  for (size_t k = 0; k < image.pixels.size(); ++k) out[k] = level[image.pixels[k]];
+  x = x.permute({0, 3, 1, 2}).contiguous();
+  x = 2.0 * x - 1.0;  // VaeImageProcessor.normalize
+  return x.to(device, dtype);
+}
+
+at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator) {
+  at::Tensor eps = at::randn(dist.mean.sizes(), generator, at::TensorOptions().dtype(dist.mean.scalar_type()));
+  at::Tensor std = at::exp(0.5 * dist.logvar);
+  return dist.mean + std * eps.to(dist.mean.device());
+}
+
+ImageStart image_start(const std::vector<ImageRequest>& batch,
+                       const std::function<at::Tensor(const RgbImage& image, at::Generator& generator)>& encode,
+                       at::ScalarType dtype, const at::Device& device) {
+  ImageStart out;
+  std::vector<at::Tensor> latents, noise;
+  for (const ImageRequest& r : batch) {
+    if (!r.image) throw Error("image_start: a request of the batch has no input image");
+    out.generators.push_back(at::make_generator<at::CPUGeneratorImpl>(r.seed));
+    latents.push_back(encode(*r.image, out.generators.back()));
+    noise.push_back(at::randn(latents.back().sizes(), out.generators.back(), at::TensorOptions().dtype(dtype)));
+  }
+  out.image_latents = at::cat(latents).to(device);
+  out.noise = at::cat(noise).to(device);
+  return out;
+}
+
 PipelineScheduler::PipelineScheduler(nlohmann::json config, SchedulerRequest request)
     : config_(std::move(config)), request_(std::move(request)), scheduler_(make_scheduler(config_, request_)) {}
 
@@ -36,11 +90,12 @@ Scheduler& PipelineScheduler::with_eta(double eta) {
 at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Tensor latents,
                    const DenoiseInputs& inputs, std::vector<at::Generator>& generators, const at::Device& device) {
   const at::Tensor& timesteps = scheduler.timesteps();
-  for (int64_t i = 0; i < timesteps.size(0); ++i) {
+  const int64_t begin = scheduler.begin_index();  // img2img: the loop over timesteps[t_start:]
+  for (int64_t i = 0; i + begin < timesteps.size(0); ++i) {
     if (inputs.check_cancelled) inputs.check_cancelled();
     at::Tensor x = inputs.cfg ? at::cat({latents, latents}) : latents;
     x = scheduler.scale_model_input(x, i);
-    at::Tensor eps = unet.forward(x, timesteps[i].to(device), inputs.embeds, {}, inputs.added);
+    at::Tensor eps = unet.forward(x, timesteps[begin + i].to(device), inputs.embeds, {}, inputs.added);
     if (inputs.cfg) eps = guided(eps, inputs.guidance_scale, inputs.guidance_rescale);
     latents = scheduler.step(eps, i, latents, generators);
   }

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text_to_image.h"
@@ -27,6 +28,37 @@ struct BatchNoise {
   at::Tensor noise;
 };
 BatchNoise batch_noise(const std::vector<ImageRequest>& batch, int64_t channels, int64_t h, int64_t w,
+                       at::ScalarType dtype, const at::Device& device);
+
+/// img2img (issue 29). How a family's diffusers img2img pipeline turns strength into its first step
+/// (get_timesteps): the UNet pipelines (SD, SDXL) keep int(steps * strength) steps, the
+/// flow-matching ones steps - int(steps - steps * strength), which differ for some products.
+enum class StrengthRounding { kIntSteps, kFloatSteps };
+
+/// t_start of get_timesteps: the position of the first step from the image, in
+/// [0, steps]. Throws InputError when the strength runs no step.
+int64_t img2img_start(int steps, double strength, StrengthRounding rounding);
+
+/// VaeImageProcessor.preprocess of an image already at its size: uint8 to float32 / 255 (numpy's
+/// float32 division), then 2x - 1, as [1, 3, H, W] in `dtype` on `device`.
+at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device);
+
+/// DiagonalGaussianDistribution.sample(generator): mean + exp(0.5 logvar) * noise, the noise
+/// [1, C, h, w] drawn from `generator` on the CPU in the mean's dtype, then moved to its device.
+at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator);
+
+/// img2img's start for a batch (the img2img pipelines' prepare_latents with a list of generators):
+/// per item, its generator seeded with its seed, its image encoded alone by `encode` (which draws
+/// the latent sample from that generator and returns the scaled latents [1, C, h, w]), then its
+/// noise of that shape in `dtype` from the same generator. So an item depends on nothing else in
+/// its batch. Returns the generators, the image latents [B, ...] and the noise [B, ...] on `device`.
+struct ImageStart {
+  std::vector<at::Generator> generators;
+  at::Tensor image_latents;
+  at::Tensor noise;
+};
+ImageStart image_start(const std::vector<ImageRequest>& batch,
+                       const std::function<at::Tensor(const RgbImage& image, at::Generator& generator)>& encode,
                        at::ScalarType dtype, const at::Device& device);
 
 /// A pipeline's scheduler, built from its config and request, and built again when a batch
@@ -57,7 +89,8 @@ struct DenoiseInputs {
 };
 
 /// diffusers' denoising loop of StableDiffusionPipeline and StableDiffusionXLPipeline, from
-/// `latents` (the initial noise already scaled by init_noise_sigma) on `device`: per step,
+/// `latents` (the initial noise already scaled by init_noise_sigma, or img2img's noised image
+/// latents, the loop then starting at the scheduler's begin_index()) on `device`: per step,
 /// the CFG batch, scale_model_input, the UNet, guidance, and the scheduler step drawing any
 /// noise from each image's own generator. Returns the final latents.
 at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Tensor latents,

@@ -152,6 +152,8 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<64>,
           load_stable_diffusion,
+          /*check_components=*/nullptr,
+          /*default_strength=*/0.8,  // StableDiffusionImg2ImgPipeline
       },
       {
           "stable-diffusion-xl",
@@ -172,6 +174,8 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<128>,
           load_stable_diffusion_xl,
+          /*check_components=*/nullptr,
+          /*default_strength=*/0.3,  // StableDiffusionXLImg2ImgPipeline
       },
       {
           "qwen-image",

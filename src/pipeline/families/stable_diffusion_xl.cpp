@@ -44,8 +44,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     // needs_upcasting: an fp16 run decodes with the VAE in float32 when its config says
     // force_upcast. diffusers loads it in fp16 and then upcasts it, so its weights are
     // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
-    vae_dtype_ = dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_;
-    load_unet_and_vae(md, r, vae_dtype_);
+    load_unet_and_vae(md, r, dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_);
   }
 
   void check_settings(const json& settings) const override {
@@ -185,7 +184,6 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     return latents / vae_config_.scaling_factor;
   }
 
-  at::ScalarType vae_dtype_ = at::kFloat;
   std::vector<std::unique_ptr<Tokenizer>> tokenizers_;
   int64_t te_layers_ = 0;
   bool force_zeros_for_empty_prompt_ = true;

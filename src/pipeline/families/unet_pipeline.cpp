@@ -36,6 +36,7 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   LoadOptions vae_load;
   if (vae_dtype != dtype_) vae_load.round_through = dtype_;
   vae_ = load_component_as<AutoencoderKLImpl>(model.at("vae"), options.dtype(vae_dtype), vae_load);
+  vae_dtype_ = vae_dtype;
   vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
 }
@@ -61,14 +62,40 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
   Scheduler& scheduler = *state.scheduler;
   scheduler.set_timesteps(first.steps);
   const int64_t factor = vae_config_.scale_factor();
-  BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
-                                 dtype_, device_);
   conditioning.cfg = state.cfg;
   conditioning.guidance_scale = first.guidance_scale;
   conditioning.guidance_rescale = state.settings["guidance_rescale"].get<double>();
   conditioning.check_cancelled = [this] { throw_if_cancelled(); };
-  at::Tensor latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), conditioning,
-                               noise.generators, device_);  // [B, 4, h, w]
+  at::Tensor latents;
+  if (first.image) {
+    // Ref: StableDiffusionImg2ImgPipeline / StableDiffusionXLImg2ImgPipeline: get_timesteps, then
+    // prepare_latents: each image encoded alone with its own generator, scaled, and noised to the
+    // first step's level (every scheduler dpinfer has is of order 1, so t_start * order = t_start).
+    scheduler.set_begin_index(img2img_start(first.steps, first.strength, StrengthRounding::kIntSteps));
+    ImageStart start = image_start(
+        batch,
+        [this](const RgbImage& image, at::Generator& generator) {
+          // SDXL's force_upcast runs the encoder in float32; the latents come back in the run dtype.
+          at::Tensor z = sample_latent(vae_->encode(vae_input(image, vae_dtype_, device_)), generator).to(dtype_);
+          const AutoencoderKLConfig& c = vae_config_;
+          if (c.latents_mean && c.latents_std) {
+            const auto stats = [&](const std::vector<double>& v) {
+              // torch.tensor(config list): float32 first, then the run dtype.
+              return at::tensor(v, at::kDouble).to(at::kFloat).view({1, -1, 1, 1}).to(z.device(), z.scalar_type());
+            };
+            return (z - stats(*c.latents_mean)) * c.scaling_factor / stats(*c.latents_std);
+          }
+          return c.scaling_factor * z;
+        },
+        dtype_, device_);
+    latents = denoise(*unet_, scheduler, scheduler.add_noise(start.image_latents, start.noise), conditioning,
+                      start.generators, device_);  // [B, 4, h, w]
+  } else {
+    BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,
+                                   dtype_, device_);
+    latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), conditioning, noise.generators,
+                      device_);  // [B, 4, h, w]
+  }
   throw_if_cancelled();
   return to_rgb(vae_->decode(to_vae_space(latents)));  // [B, 3, H, W]
 }

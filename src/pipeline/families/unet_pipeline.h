@@ -58,6 +58,7 @@ class UNetPipeline : public LoraPipeline {
   at::Device device_;
   UNetConfig unet_config_;
   AutoencoderKLConfig vae_config_;
+  at::ScalarType vae_dtype_ = at::kFloat;
   std::shared_ptr<UNet2DConditionModelImpl> unet_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;

@@ -53,6 +53,7 @@ class DdimScheduler final : public Scheduler {
         break;
     }
     timesteps_ = at::tensor(ts, at::kLong);
+    start_ = 0;
   }
 
   const at::Tensor& timesteps() const override { return timesteps_; }
@@ -63,7 +64,7 @@ class DdimScheduler final : public Scheduler {
   at::Tensor step(const at::Tensor& model_output, int64_t step_index, const at::Tensor& sample,
                   std::vector<at::Generator>& generators) override {
     if (num_inference_steps_ == 0) throw Error("scheduler " + who_ + ": call set_timesteps() before step()");
-    const int64_t t = at_index(timesteps_, step_index, who_, "timesteps").item<int64_t>();
+    const int64_t t = at_index(timesteps_, start_ + step_index, who_, "timesteps").item<int64_t>();
     const int64_t prev_t = t - schedule_.num_train_timesteps / num_inference_steps_;
 
     at::Tensor alpha_t = at_index(schedule_.alphas_cumprod, t, who_, "training timesteps");
@@ -105,12 +106,20 @@ class DdimScheduler final : public Scheduler {
     return prev;
   }
 
+  void set_begin_index(int64_t begin) override { start_ = begin; }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    const int64_t t = at_index(timesteps_, start_, who_, "timesteps").item<int64_t>();
+    return alphas_add_noise(schedule_.alphas_cumprod, t, original, noise, who_);
+  }
+
   std::string name() const override { return who_; }
   bool needs_generator() const override { return eta_ > 0; }
 
  private:
   std::string who_;
   NoiseSchedule schedule_;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
   Prediction prediction_;
   Spacing spacing_;
   int64_t steps_offset_;

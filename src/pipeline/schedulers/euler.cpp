@@ -86,6 +86,7 @@ class EulerScheduler final : public Scheduler {
       timesteps_ = float32_tensor(ts);
     }
     begin_ = first_step_index(timesteps_);
+    start_ = 0;
     init_noise_sigma_ = sigma_space_init_noise_sigma(sigmas_, spacing_);
   }
 
@@ -124,6 +125,15 @@ class EulerScheduler final : public Scheduler {
     return prev.to(model_output.scalar_type());
   }
 
+  void set_begin_index(int64_t begin) override {
+    begin_ = begin;  // diffusers: step_index = begin_index on the first step, not index_for_timestep
+    start_ = begin;
+  }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    return sigma_add_noise(sigmas_, begin_, original, noise, who_);
+  }
+
   std::string name() const override { return who_; }
   bool needs_generator() const override { return false; }
 
@@ -148,6 +158,7 @@ class EulerScheduler final : public Scheduler {
   at::Tensor timesteps_;
   at::Tensor sigmas_;
   int64_t begin_ = 0;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
   double init_noise_sigma_ = 1.0;
 };
 

@@ -150,6 +150,7 @@ class FlowMatchEulerScheduler final : public Scheduler {
     timesteps_ = timesteps;
     sigmas_ = sigmas;
     begin_ = first_step_index(timesteps_);
+    start_ = 0;
   }
 
   const at::Tensor& timesteps() const override { return timesteps_; }
@@ -168,6 +169,15 @@ class FlowMatchEulerScheduler final : public Scheduler {
     at::Tensor dt = at_index(sigmas_, idx + 1, who_, "noise levels") - at_index(sigmas_, idx, who_, "noise levels");
     at::Tensor prev = sample + dt * model_output;
     return prev.to(model_output.scalar_type());
+  }
+
+  void set_begin_index(int64_t begin) override {
+    begin_ = begin;  // diffusers: step_index = begin_index on the first step, not index_for_timestep
+    start_ = begin;
+  }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    return flow_scale_noise(sigmas_, begin_, original, noise, who_);
   }
 
   std::string name() const override { return who_; }
@@ -222,6 +232,7 @@ class FlowMatchEulerScheduler final : public Scheduler {
   at::Tensor timesteps_;
   at::Tensor sigmas_;
   int64_t begin_ = 0;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
 };
 
 }  // namespace

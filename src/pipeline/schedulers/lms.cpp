@@ -72,6 +72,7 @@ class LmsScheduler final : public Scheduler {
     sigma_values_.assign(sigmas_.data_ptr<float>(), sigmas_.data_ptr<float>() + sigmas_.numel());
     timesteps_ = float32_tensor(ts);
     begin_ = first_step_index(timesteps_);
+    start_ = 0;
     init_noise_sigma_ = sigma_space_init_noise_sigma(sigmas_, spacing_);
     derivatives_.clear();
     calls_ = 0;
@@ -117,6 +118,15 @@ class LmsScheduler final : public Scheduler {
     }
     ++calls_;
     return sample + sum;
+  }
+
+  void set_begin_index(int64_t begin) override {
+    begin_ = begin;  // diffusers: step_index = begin_index on the first step, not index_for_timestep
+    start_ = begin;
+  }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    return sigma_add_noise(sigmas_, begin_, original, noise, who_);
   }
 
   std::string name() const override { return who_; }
@@ -172,6 +182,7 @@ class LmsScheduler final : public Scheduler {
   at::Tensor sigmas_;
   std::vector<float> sigma_values_;
   int64_t begin_ = 0;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
   double init_noise_sigma_ = 1.0;
   std::deque<at::Tensor> derivatives_;
   int64_t calls_ = 0;

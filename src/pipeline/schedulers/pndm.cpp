@@ -84,6 +84,7 @@ class PndmScheduler final : public Scheduler {
     timesteps_ = at::tensor(all, at::kLong);
     ets_.clear();
     counter_ = 0;
+    start_ = 0;
     cur_model_output_ = at::Tensor();
     cur_sample_ = at::Tensor();
   }
@@ -97,15 +98,24 @@ class PndmScheduler final : public Scheduler {
                   std::vector<at::Generator>& /*generators*/) override {
     if (num_inference_steps_ == 0) throw Error("scheduler " + who_ + ": call set_timesteps() before step()");
     check_step_order(step_index, counter_, who_);
-    if (step_index >= static_cast<int64_t>(timesteps_values_.size())) {
+    if (start_ + step_index >= static_cast<int64_t>(timesteps_values_.size())) {
       throw Error(fmt::format("scheduler {}: step_index {} is past its {} timesteps", who_, step_index,
                               timesteps_values_.size()));
     }
-    const int64_t t = timesteps_values_[static_cast<size_t>(step_index)];
+    const int64_t t = timesteps_values_[static_cast<size_t>(start_ + step_index)];
     if (counter_ < static_cast<int64_t>(prk_timesteps_.size()) && !skip_prk_steps_) {
       return step_prk(model_output, t, sample);
     }
     return step_plms(model_output, t, sample);
+  }
+
+  // PNDM has no set_begin_index in diffusers: its img2img loop starts at t_start of the timesteps,
+  // with the counter (and so the PLMS history) from 0.
+  void set_begin_index(int64_t begin) override { start_ = begin; }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    const int64_t t = at_index(timesteps_, start_, who_, "timesteps").item<int64_t>();
+    return alphas_add_noise(schedule_.alphas_cumprod, t, original, noise, who_);
   }
 
   std::string name() const override { return who_; }
@@ -198,6 +208,7 @@ class PndmScheduler final : public Scheduler {
 
   std::string who_;
   NoiseSchedule schedule_;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
   Prediction prediction_;
   Spacing spacing_;
   int64_t steps_offset_;

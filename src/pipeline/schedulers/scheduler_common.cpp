@@ -415,4 +415,36 @@ std::vector<float> discrete_timesteps(Spacing spacing, int64_t num_train_timeste
   return out;
 }
 
+// Ref: diffusers DDPMScheduler.add_noise (PNDM's and DDIM's are copies).
+at::Tensor alphas_add_noise(const at::Tensor& alphas_cumprod, int64_t t, const at::Tensor& original,
+                            const at::Tensor& noise, const std::string& who) {
+  at::Tensor acp = at_index(alphas_cumprod.to(original.scalar_type()), t, who, "training timesteps").to(original.device());
+  at::Tensor sqrt_alpha = acp.pow(0.5);
+  at::Tensor sqrt_one_minus = (1 - acp).pow(0.5);
+  return sqrt_alpha * original + sqrt_one_minus * noise;
+}
+
+// Ref: diffusers EulerDiscreteScheduler.add_noise (EulerAncestral's and LMS's are copies).
+at::Tensor sigma_add_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original, const at::Tensor& noise,
+                           const std::string& who) {
+  at::Tensor sigma = at_index(sigmas.to(original.scalar_type()), index, who, "noise levels").to(original.device());
+  return original + noise * sigma;
+}
+
+// Ref: diffusers DPMSolverMultistepScheduler.add_noise and _sigma_to_alpha_sigma_t (UniPC's are copies).
+at::Tensor vp_add_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original, const at::Tensor& noise,
+                        const std::string& who) {
+  at::Tensor sigma = at_index(sigmas.to(original.scalar_type()), index, who, "noise levels").to(original.device());
+  at::Tensor alpha_t = 1 / (sigma.pow(2) + 1).pow(0.5);
+  at::Tensor sigma_t = sigma * alpha_t;
+  return alpha_t * original + sigma_t * noise;
+}
+
+// Ref: diffusers FlowMatchEulerDiscreteScheduler.scale_noise.
+at::Tensor flow_scale_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original,
+                            const at::Tensor& noise, const std::string& who) {
+  at::Tensor sigma = at_index(sigmas.to(original.scalar_type()), index, who, "noise levels").to(original.device());
+  return sigma * noise + (1.0 - sigma) * original;
+}
+
 }  // namespace dpinfer::pipeline::schedulers

@@ -140,6 +140,21 @@ at::Tensor sigma_space_v_to_x0(const at::Tensor& v, const at::Tensor& sample, co
 /// and sigma * alpha, as 0-d float32 tensors.
 std::pair<at::Tensor, at::Tensor> vp_alpha_sigma(const at::Tensor& sigma);
 
+/// img2img's noising (diffusers' add_noise / scale_noise), each in original's dtype, with the
+/// schedule's values cast to it first, as diffusers does (`self.sigmas.to(dtype=original.dtype)`):
+///  - alphas_add_noise (pndm, ddim): sqrt(acp[t]) * x + sqrt(1 - acp[t]) * noise at training timestep t;
+///  - sigma_add_noise (euler, euler_a, lms): x + noise * sigmas[index];
+///  - vp_add_noise (dpm++2m, unipc): alpha * x + sigma_t * noise, alpha = 1 / sqrt(sigma^2 + 1), sigma_t = sigma * alpha;
+///  - flow_scale_noise (flow_match_euler): sigma * noise + (1 - sigma) * x.
+at::Tensor alphas_add_noise(const at::Tensor& alphas_cumprod, int64_t t, const at::Tensor& original,
+                            const at::Tensor& noise, const std::string& who);
+at::Tensor sigma_add_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original, const at::Tensor& noise,
+                           const std::string& who);
+at::Tensor vp_add_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original, const at::Tensor& noise,
+                        const std::string& who);
+at::Tensor flow_scale_noise(const at::Tensor& sigmas, int64_t index, const at::Tensor& original,
+                            const at::Tensor& noise, const std::string& who);
+
 /// A float32 tensor from float64 values (numpy's astype(np.float32)).
 at::Tensor float32_tensor(const std::vector<double>& values);
 

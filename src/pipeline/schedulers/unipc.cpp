@@ -111,6 +111,7 @@ class UniPcScheduler final : public Scheduler {
     timesteps_ = at::tensor(ts_int, at::kLong);
 
     begin_ = first_step_index(timesteps_);
+    start_ = 0;
     model_outputs_.assign(static_cast<size_t>(solver_order_), at::Tensor());
     lower_order_nums_ = 0;
     this_order_ = 0;
@@ -149,6 +150,15 @@ class UniPcScheduler final : public Scheduler {
     if (lower_order_nums_ < solver_order_) ++lower_order_nums_;
     ++calls_;
     return prev;
+  }
+
+  void set_begin_index(int64_t begin) override {
+    begin_ = begin;  // diffusers: step_index = begin_index on the first step, not index_for_timestep
+    start_ = begin;
+  }
+  int64_t begin_index() const override { return start_; }
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
+    return vp_add_noise(sigmas_, begin_, original, noise, who_);
   }
 
   std::string name() const override { return who_; }
@@ -280,6 +290,7 @@ class UniPcScheduler final : public Scheduler {
   at::Tensor timesteps_;
   at::Tensor sigmas_;
   int64_t begin_ = 0;
+  int64_t start_ = 0;  ///< set_begin_index(): where model call 0 is in timesteps_
   std::vector<at::Tensor> model_outputs_;
   int64_t lower_order_nums_ = 0;
   int64_t this_order_ = 0;

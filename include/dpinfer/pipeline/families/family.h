@@ -53,6 +53,9 @@ struct Family {
   /// another (a caption width that is not the text encoder's), reading no weights: what `load`
   /// refuses first, which inspect reports too. Null: the family checks nothing across components.
   void (*check_components)(const ModelDir& model) = nullptr;
+  /// img2img (issue 29): the strength of an item with an input image that sets none, as the
+  /// family's diffusers img2img pipeline defaults it; 0 when the family takes no input image.
+  double default_strength = 0;
 };
 
 /// Every family dpinfer runs.

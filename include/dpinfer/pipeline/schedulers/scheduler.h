@@ -78,6 +78,18 @@ class Scheduler {
   virtual at::Tensor step(const at::Tensor& model_output, int64_t step_index, const at::Tensor& sample,
                           std::vector<at::Generator>& generators) = 0;
 
+  /// img2img (issue 29): diffusers' set_begin_index(begin), which the img2img pipelines call after
+  /// set_timesteps() with t_start * order. Model call 0 is then at timesteps()[begin], and the
+  /// calls still come 0, 1, 2, ... (timesteps().size(0) - begin of them). PNDM and DDIM have no
+  /// set_begin_index in diffusers; their pipelines' loop just starts there, which this does too.
+  virtual void set_begin_index(int64_t begin) = 0;
+  /// The position in timesteps() of model call 0: 0 unless set_begin_index() said otherwise.
+  virtual int64_t begin_index() const = 0;
+  /// The latents an img2img run starts from: diffusers' add_noise(original, noise,
+  /// timesteps()[begin_index()]) (for flow matching, scale_noise), computed in original's dtype as
+  /// diffusers does. Call after set_timesteps() and set_begin_index(), before the first step.
+  virtual at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const = 0;
+
   /// The dpinfer name, one of scheduler_names() (e.g. "dpm++2m-karras").
   virtual std::string name() const = 0;
 

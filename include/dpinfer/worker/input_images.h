@@ -1,0 +1,34 @@
+#pragma once
+// The input images of img2img items (issue 29): each file hashed once per run, for the records
+// and resume's identity, and decoded and resized to its item's size when the item is made.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "dpinfer/io/image_reader.h"
+#include "dpinfer/pipeline/text_to_image.h"
+
+namespace dpinfer::worker {
+
+class InputImages {
+ public:
+  /// The SHA-256 (64 hex digits) of the file at `path`, read once per path and run; empty when
+  /// it cannot be read (the item then fails when it is made, naming the file). Thread-safe: the
+  /// writer thread asks too.
+  std::string sha256(const std::string& path);
+
+  /// The image at `path` at width x height: decoded (io/image_reader.h) and, when its size is
+  /// another, resized as diffusers' VaeImageProcessor.resize does (Pillow's Lanczos). Throws
+  /// InputError naming the file. Keeps the last file's decoded pixels, which a line's items share.
+  std::shared_ptr<const pipeline::RgbImage> load(const std::string& path, int width, int height);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::string> hashes_;
+  std::string last_path_;
+  io::RgbImageData last_;
+};
+
+}  // namespace dpinfer::worker
