@@ -73,7 +73,7 @@ nlohmann::json families_json() {
                     {"size_multiple", family.size_multiple},
                     {"settings", settings},
                     {"lora_components", rules.components},
-                    {"lora_formats", lora_formats(rules)},
+                    {"lora_formats", rules.components.empty() ? std::vector<std::string>{} : lora_formats(rules)},
                     {"single_file_kinds", files}});
   }
   return rows;
@@ -92,10 +92,12 @@ std::string families_markdown() {
     for (const SingleFileKind& k : single_file_kinds_of(family))
       files.push_back(k.label + " (`" + k.kind + "`" + (k.shipped_base ? "" : ", needs `--base`") + ")");
     // Each family's page is docs/models/<name>.md (the links test checks that it exists).
-    out += fmt::format("| [{}](docs/models/{}.md) (`{}`) | {} | {}, {} | {} | {} | {}; {} | {} |\n", family.label, family.name, family.name,
+    const std::string lora =
+        rules.components.empty() ? "none" : code_list(rules.components) + "; " + join(lora_formats(rules));
+    out += fmt::format("| [{}](docs/models/{}.md) (`{}`) | {} | {}, {} | {} | {} | {} | {} |\n", family.label, family.name, family.name,
                        code_list(family.pipeline_classes), family.default_steps,
                        number_text(family.default_guidance_scale), family.size_multiple, join(settings),
-                       code_list(rules.components), join(lora_formats(rules)), files.empty() ? "none" : join(files));
+                       lora, files.empty() ? "none" : join(files));
   }
   return out;
 }

@@ -23,6 +23,9 @@
 // diffusers' vae.enable_tiling() (<name>.golden/tiling/: tiny-sd1, tiny-flux-dev, tiny-qwen-image, the
 // latent over the tile so that rows and columns of tiles blend, and one case at the tile size;
 // dpinfer's --vae-tiling; issue 26 item 5);
+// make_flux2_pipelines.py's for tiny-flux2-klein (distilled) and tiny-flux2-klein-base (CFG on ""), recorded with
+// diffusers 0.37.0, the FLUX.2 pin (1 to 50 steps, non-square and wide sizes, empty, non-ASCII and long prompts,
+// max_sequence_length 16 and 40, a batch of 3 prompts recorded per item alone, bf16 in half/);
 // make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
@@ -307,7 +310,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",
                                                                  "tiny-flux-schnell", "tiny-chroma",
                                                                  "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
-                                                                 "tiny-sd3.5-t5"),
+                                                                 "tiny-sd3.5-t5", "tiny-flux2-klein",
+                                                                 "tiny-flux2-klein-base"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

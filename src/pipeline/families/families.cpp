@@ -2,6 +2,7 @@
 #include "dpinfer/pipeline/families/family.h"
 
 #include "dpinfer/pipeline/families/flux.h"
+#include "dpinfer/pipeline/families/flux2.h"
 #include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/families/stable_diffusion.h"
 #include "dpinfer/pipeline/families/stable_diffusion_3.h"
@@ -261,6 +262,26 @@ const std::vector<Family>& families() {
           flux_default_size,
           load_chroma,
           check_chroma_components,
+      },
+      {
+          "flux2",
+          "FLUX.2 [klein]",
+          {"Flux2KleinPipeline"},
+          {{"transformer", Role::kDenoiser, {"Flux2Transformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"Qwen3ForCausalLM"}},
+           {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
+           {"vae", Role::kVae, {"AutoencoderKLFlux2"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(131072, "tokens of the chat-formatted prompt the text encoder sees, padded to this "
+                                       "length (diffusers' max_sequence_length); longer prompts are cut")},
+          /*default_steps=*/50,             // Flux2KleinPipeline.__call__'s (the distilled models' cards say 4)
+          /*default_guidance_scale=*/4.0,   // CFG on "" for the Base models; ignored by the distilled ones
+          /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          flux2_default_size,
+          load_flux2,
+          check_flux2_components,
       },
       {
           "stable-diffusion-3",

@@ -316,6 +316,10 @@ LoraKeyRules lora_key_rules(const std::string& family) {
     rules.non_diffusers_transformer = true;
     // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
     if (family == "z-image") rules.last_part_renames = {{"out", "to_out.0"}};
+  } else if (family == "flux2") {
+    // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras).
+    rules.components = {};
+    rules.kohya_unet = false;
   }
   return rules;
 }

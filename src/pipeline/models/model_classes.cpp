@@ -1,11 +1,13 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_flux2.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/chroma_transformer.h"
+#include "dpinfer/pipeline/models/transformers/flux2_transformer.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
@@ -82,6 +84,19 @@ std::shared_ptr<torch::nn::Module> build_qwen3(const nlohmann::json& config, con
   return std::make_shared<DecoderLLMTextEncoderImpl>(DecoderLLMConfig::qwen3_from_json(config), options);
 }
 
+// Qwen3ForCausalLM (FLUX.2 [klein]'s text encoder): Qwen3Model under "model", plus an lm_head the text path
+// does not use (skipped at load; absent from the file when tie_word_embeddings is set).
+std::shared_ptr<torch::nn::Module> build_qwen3_causal_lm(const nlohmann::json& config,
+                                                         const at::TensorOptions& options) {
+  DecoderLLMConfig c = DecoderLLMConfig::qwen3_from_json(config);
+  c.prefix = "model";
+  return std::make_shared<DecoderLLMTextEncoderImpl>(c, options);
+}
+
+std::shared_ptr<torch::nn::Module> build_flux2_vae(const nlohmann::json& config, const at::TensorOptions& options) {
+  return std::make_shared<AutoencoderKLFlux2Impl>(AutoencoderKLFlux2Config::from_json(config), options);
+}
+
 nlohmann::ordered_json t5_facts(const nlohmann::json& config) {
   const T5Config c = T5Config::from_json(config);
   static const char* const kActivations[] = {"relu", "gelu_new", "gelu", "silu"};
@@ -146,6 +161,20 @@ nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
   j["tiling"] = c.sample_size_is_list ? std::string("refused (sample_size is a list)")
                                       : std::to_string(c.sample_size) + " px tiles (" + std::to_string(latent_tile) +
                                             " latents) with --vae-tiling";
+  return j;
+}
+
+nlohmann::ordered_json flux2_vae_facts(const nlohmann::json& config) {
+  const AutoencoderKLFlux2Config c = AutoencoderKLFlux2Config::from_json(config);
+  nlohmann::ordered_json j;
+  j["in_channels"] = c.kl.in_channels;
+  j["out_channels"] = c.kl.out_channels;
+  j["latent_channels"] = c.kl.latent_channels;
+  j["block_out_channels"] = c.kl.block_out_channels;
+  j["layers_per_block"] = c.kl.layers_per_block;
+  j["scale_factor"] = c.kl.scale_factor();
+  j["batch_norm_eps"] = c.batch_norm_eps;
+  j["batch_norm_channels"] = c.patched_channels();
   return j;
 }
 
@@ -255,6 +284,24 @@ nlohmann::ordered_json sd3_transformer_facts(const nlohmann::json& config) {
   return j;
 }
 
+nlohmann::ordered_json flux2_transformer_facts(const nlohmann::json& config) {
+  const Flux2TransformerConfig c = Flux2TransformerConfig::from_json(config);
+  nlohmann::ordered_json j;
+  j["num_layers"] = c.num_layers;
+  j["num_single_layers"] = c.num_single_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["attention_head_dim"] = c.attention_head_dim;
+  j["inner_dim"] = c.inner_dim();
+  j["joint_attention_dim"] = c.joint_attention_dim;
+  j["in_channels"] = c.in_channels;
+  j["out_channels"] = c.out_channels;
+  j["mlp_ratio"] = c.mlp_ratio;
+  j["axes_dims_rope"] = c.axes_dims_rope;
+  j["rope_theta"] = c.rope_theta;
+  j["guidance_embeds"] = c.guidance_embeds;
+  return j;
+}
+
 template <typename Impl, typename Config>
 std::shared_ptr<torch::nn::Module> build(const nlohmann::json& config, const at::TensorOptions& options) {
   return std::make_shared<Impl>(Config::from_json(config), options);
@@ -277,6 +324,9 @@ const KeyRenames kVaeRenames{
 // encoder and quant_conv are skipped rather than built, which keeps about 40% of the VAE's
 // weights off every rank's device. An image-to-image family would build them and drop this.
 const KeyRenames kQwenImageVaeRenames{{}, {}, {"encoder", "quant_conv"}};
+// AutoencoderKLFlux2's bn.num_batches_tracked (an int64 counter of training) is read by nothing.
+const KeyRenames kFlux2VaeRenames{{}, {"bn.num_batches_tracked"}, {}};
+const KeyRenames kQwen3CausalLMRenames{{}, {"lm_head.weight"}, {}};
 // The _skip_layerwise_casting_patterns of diffusers 0.36's FLUX.1, Chroma, SD3 and Qwen-Image
 // transformers.
 const std::vector<std::string> kDitSkips{"pos_embed", "norm"};
@@ -292,6 +342,8 @@ const std::vector<ModelClass>& model_classes() {
       {"Qwen2_5_VLForConditionalGeneration", "transformers", ComponentRole::kTextEncoder, build_qwen2_5_vl,
        qwen2_5_vl_facts, kQwen2_5_VLRenames},
       {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
+      {"Qwen3ForCausalLM", "transformers", ComponentRole::kTextEncoder, build_qwen3_causal_lm, qwen3_facts,
+       kQwen3CausalLMRenames},
       {"T5EncoderModel", "transformers", ComponentRole::kTextEncoder, build<T5EncoderModelImpl, T5Config>, t5_facts,
        kT5Renames, {"wo"}},
       {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,
@@ -300,6 +352,7 @@ const std::vector<ModelClass>& model_classes() {
        kVaeRenames},
       {"AutoencoderKLQwenImage", "diffusers", ComponentRole::kVae,
        build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts, kQwenImageVaeRenames},
+      {"AutoencoderKLFlux2", "diffusers", ComponentRole::kVae, build_flux2_vae, flux2_vae_facts, kFlux2VaeRenames},
       {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}, {"t_embedder", "cap_embedder"}},
       {"QwenImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
@@ -310,6 +363,9 @@ const std::vector<ModelClass>& model_classes() {
        build<ChromaTransformer2DModelImpl, ChromaTransformerConfig>, chroma_transformer_facts, {}, kDitSkips},
       {"SD3Transformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<SD3Transformer2DModelImpl, SD3TransformerConfig>, sd3_transformer_facts, {}, kDitSkips},
+      // diffusers 0.37.0's Flux2Transformer2DModel._skip_layerwise_casting_patterns: "pos_embed", "norm".
+      {"Flux2Transformer2DModel", "diffusers", ComponentRole::kDenoiser,
+       build<Flux2Transformer2DModelImpl, Flux2TransformerConfig>, flux2_transformer_facts, {}, kDitSkips},
   };
   return table;
 }

@@ -2,7 +2,9 @@
 
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -139,6 +141,12 @@ std::pair<at::Tensor, at::Tensor> DecoderLLMTextEncoderImpl::rotary(const at::Te
 
 at::Tensor DecoderLLMTextEncoderImpl::hidden_state(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                                    int64_t index) {
+  return hidden_states(input_ids, attention_mask, {index}).front();
+}
+
+std::vector<at::Tensor> DecoderLLMTextEncoderImpl::hidden_states(const at::Tensor& input_ids,
+                                                                 const at::Tensor& attention_mask,
+                                                                 const std::vector<int64_t>& indices) {
   if (input_ids.dim() != 2 || input_ids.size(1) == 0 ||
       !at::isIntegralType(input_ids.scalar_type(), /*includeBool=*/false))
     throw Error("text encoder: input_ids must be an integer tensor [batch, length] with length >= 1, got " +
@@ -150,25 +158,40 @@ at::Tensor DecoderLLMTextEncoderImpl::hidden_state(const at::Tensor& input_ids, 
                 c10::str(input_ids.sizes()) + ", got " + std::string(attention_mask.dtype().name()) + " " +
                 c10::str(attention_mask.sizes()));
   const int64_t n = config_.num_hidden_layers;
-  if (index < -(n + 1) || index > n)
-    throw Error("text encoder: hidden state " + std::to_string(index) + " is out of range; expected -" +
-                std::to_string(n + 1) + " to " + std::to_string(n) + " (num_hidden_layers + 1 states)");
+  std::vector<int64_t> runs;  // layers to run for each index: hidden_states[run]
+  for (int64_t index : indices) {
+    if (index < -(n + 1) || index > n)
+      throw Error("text encoder: hidden state " + std::to_string(index) + " is out of range; expected -" +
+                  std::to_string(n + 1) + " to " + std::to_string(n) + " (num_hidden_layers + 1 states)");
+    runs.push_back(index < 0 ? n + 1 + index : index);
+  }
   at::Tensor ids = input_ids.to(at::kLong);
   const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
   if (lo < 0 || hi >= config_.vocab_size)
     throw Error("text encoder: token id " + std::to_string(lo < 0 ? lo : hi) + " is outside the vocabulary of " +
                 std::to_string(config_.vocab_size) + "; the tokenizer does not belong to this text encoder");
 
-  const int64_t run = index < 0 ? n + 1 + index : index;  // layers to run: hidden_states[run]
+  const int64_t deepest = runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end());
   at::Tensor h = embed_tokens_(ids.to(embed_tokens_->weight.device()));  // [B, L, D]
-  if (run == 0) return h;
-  // A mask without padding is no mask (transformers drops it too): decided once here, so that
-  // causal_attention does not check it again, with a device sync, in every layer.
-  at::Tensor mask;
-  if (attention_mask.defined() && !attention_mask.ne(0).all().item<bool>()) mask = attention_mask.to(h.device());
-  const auto [cos, sin] = rotary(mask, h.size(1), h.scalar_type(), h.device());
-  for (int64_t i = 0; i < run; ++i) h = layers_[i](h, cos, sin, mask);
-  return run == n ? norm_(h) : h;  // only the last state is normed
+  std::map<int64_t, at::Tensor> kept;                                      // the states asked for, by depth
+  auto keep = [&](int64_t depth) {
+    if (std::find(runs.begin(), runs.end(), depth) != runs.end()) kept[depth] = depth == n ? norm_(h) : h;  // only the last state is normed
+  };
+  keep(0);
+  if (deepest > 0) {
+    // A mask without padding is no mask (transformers drops it too): decided once here, so that
+    // causal_attention does not check it again, with a device sync, in every layer.
+    at::Tensor mask;
+    if (attention_mask.defined() && !attention_mask.ne(0).all().item<bool>()) mask = attention_mask.to(h.device());
+    const auto [cos, sin] = rotary(mask, h.size(1), h.scalar_type(), h.device());
+    for (int64_t i = 0; i < deepest; ++i) {
+      h = layers_[i](h, cos, sin, mask);
+      keep(i + 1);
+    }
+  }
+  std::vector<at::Tensor> out;
+  for (int64_t run : runs) out.push_back(kept.at(run));
+  return out;
 }
 
 }  // namespace dpinfer::pipeline

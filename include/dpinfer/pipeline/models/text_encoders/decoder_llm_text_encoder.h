@@ -81,6 +81,11 @@ class DecoderLLMTextEncoderImpl : public torch::nn::Module {
   /// rows at padding positions hold whatever transformers computes there.
   at::Tensor hidden_state(const at::Tensor& input_ids, const at::Tensor& attention_mask, int64_t index = -1);
 
+  /// hidden_state() at each of `indices` (counted as there), from one forward that runs the layers the
+  /// deepest of them needs: FLUX.2 [klein]'s hidden_states (9, 18, 27). The same values, in `indices`' order.
+  std::vector<at::Tensor> hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                        const std::vector<int64_t>& indices);
+
   const DecoderLLMConfig& config() const { return config_; }
 
  private:

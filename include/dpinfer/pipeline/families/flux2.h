@@ -1,0 +1,38 @@
+#pragma once
+// The FLUX.2 [klein] family: diffusers' Flux2KleinPipeline ([klein] 4B and 9B, step-distilled, and their
+// Base models, which run CFG on the empty prompt): a Qwen3ForCausalLM whose hidden states 9, 18 and 27 of the
+// chat-formatted prompt are stacked into the text tokens, the Flux2Transformer2DModel on 2x2-patchified
+// latents with RoPE on (T, H, W, L) ids, flow matching with FLUX.2's empirical mu, and AutoencoderKLFlux2,
+// whose batch-norm statistics unnormalise the latents before decoding. [dev] (Flux2Pipeline, Mistral 3) and
+// reference images are not here.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/model_dir.h"
+
+namespace dpinfer::pipeline {
+
+/// The text Flux2KleinPipeline._get_qwen3_prompt_embeds tokenizes for `prompt`: Qwen3's chat template on one
+/// user turn with add_generation_prompt=True and enable_thinking=False,
+/// "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n".
+std::string flux2_klein_chat_prompt(const std::string& prompt);
+
+/// Flux2KleinPipeline.__call__'s default size {height, width}: default_sample_size 128 times the VAE's scale
+/// factor (1024 for FLUX.2).
+std::array<int64_t, 2> flux2_default_size(const ModelDir& model);
+
+/// The family's check_components: the transformer's joint_attention_dim is 3 times the text encoder's
+/// hidden_size, the text encoder has the layers the pipeline reads (27 and deeper), the transformer's
+/// in_channels are 4 times the VAE's latent_channels, and the chat tokens and the padding are ids the text
+/// encoder has. Throws InputError naming the mismatch.
+void check_flux2_components(const ModelDir& model);
+
+/// The family's load function (families.cpp).
+std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family);
+
+}  // namespace dpinfer::pipeline

@@ -1,0 +1,260 @@
+// Ref: diffusers/pipelines/flux2/pipeline_flux2_klein.py Flux2KleinPipeline (diffusers 0.37.0):
+// _get_qwen3_prompt_embeds, _prepare_text_ids, _prepare_latent_ids, _pack_latents, _unpack_latents_with_ids,
+// _unpatchify_latents, prepare_latents, compute_empirical_mu and __call__ (text-to-image: no `image`).
+// tools/fixtures/make_flux2_pipelines.py records its goldens.
+#include "dpinfer/pipeline/families/flux2.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include "denoising.h"
+#include "dpinfer/io/lora_ref.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_flux2.h"
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
+#include "dpinfer/pipeline/models/transformers/flux2_transformer.h"
+#include "dpinfer/pipeline/schedulers/flow_match.h"
+#include "dpinfer/pipeline/schedulers/scheduler.h"
+#include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+#include "dpinfer/util/error.h"
+#include "lora_pipeline.h"
+#include "pipeline_info.h"
+
+namespace dpinfer::pipeline {
+
+std::string flux2_klein_chat_prompt(const std::string& prompt) {
+  return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+}
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kDefaultSampleSize = 128;
+/// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
+const std::vector<int64_t> kTextLayers{9, 18, 27};
+
+/// check_flux2_components() on parsed configs.
+void check_fit(const Flux2TransformerConfig& t, const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
+               const Qwen2Tokenizer& tokenizer) {
+  auto mismatch = [](const std::string& what) {
+    throw InputError(what + "; the components do not belong together");
+  };
+  if (t.joint_attention_dim != static_cast<int64_t>(kTextLayers.size()) * text.hidden_size)
+    mismatch("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
+             " is not 3 times the text encoder's hidden_size " + std::to_string(text.hidden_size) +
+             " (Flux2KleinPipeline stacks its hidden states 9, 18 and 27)");
+  if (text.num_hidden_layers < kTextLayers.back())
+    throw InputError("text_encoder config: num_hidden_layers " + std::to_string(text.num_hidden_layers) +
+                     " is below 27, and Flux2KleinPipeline reads the text encoder's hidden states 9, 18 and 27");
+  if (t.in_channels != 4 * vae.kl.latent_channels || t.out_features() != t.in_channels)
+    mismatch("transformer config: in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
+             std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
+             std::to_string(4 * vae.kl.latent_channels) + ")");
+  const int64_t vocab = text.vocab_size;
+  for (const char* token : {"<|im_start|>", "<|im_end|>"}) {
+    const std::optional<int64_t> id = tokenizer.token_id(token);
+    if (!id)
+      throw InputError(std::string("tokenizer: it has no ") + token +
+                       " token, which the chat template of FLUX.2 [klein] needs; the tokenizer is not Qwen3's");
+    if (*id >= vocab)
+      mismatch(std::string("tokenizer: ") + token + " is id " + std::to_string(*id) +
+               ", past the text encoder's vocab_size " + std::to_string(vocab));
+  }
+  if (tokenizer.pad_id() >= vocab)
+    mismatch("tokenizer: the pad token is id " + std::to_string(tokenizer.pad_id()) +
+             ", past the text encoder's vocab_size " + std::to_string(vocab));
+}
+
+class Flux2KleinPipeline : public LoraPipeline {
+ public:
+  Flux2KleinPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+      : family_(family),
+        dtype_(parse_dtype(r.dtype)),
+        device_(r.device),
+        transformer_config_(Flux2TransformerConfig::from_json(md.at("transformer").config)),
+        text_config_(DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config)),
+        vae_config_(AutoencoderKLFlux2Config::from_json(md.at("vae").config)),
+        tokenizer_(Qwen2Tokenizer::from_dir(md.at("tokenizer").path)),
+        scheduler_config_(md.at("scheduler").config),
+        // register_to_config(is_distilled=...): model_index.json's, False when absent.
+        is_distilled_(md.model_index.value("is_distilled", false) == true) {
+    check_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
+    const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
+                                                                    family_.prediction});
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(dtype_).device(device_);
+    start_components(family_, r);
+    load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
+    load_denoiser(md, "transformer", transformer_, options);
+    vae_ = load_component_as<AutoencoderKLFlux2Impl>(md.at("vae"), options);
+    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux2_default_size(md));
+    // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.2).
+    info_.size_multiple = static_cast<int>(2 * vae_config_.kl.scale_factor());
+  }
+
+  const PipelineInfo& info() const override { return info_; }
+
+  // Flux2LoraLoaderMixin's LoRAs are not wired in dpinfer yet: refused rather than merged by another
+  // family's key rules.
+  void check_loras(const io::LoraSet& loras) override {
+    if (!loras.empty())
+      throw InputError(loras.front().path + ": dpinfer does not take LoRAs for FLUX.2 [klein] yet; drop --lora");
+  }
+
+  std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
+    if (batch.empty()) return {};
+    const ImageRequest& first = batch.front();
+    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    c10::InferenceMode guard;
+    const auto b = static_cast<int64_t>(batch.size());
+    // do_classifier_free_guidance: guidance_scale > 1 and not is_distilled; the negative side is "".
+    const double guidance = first.guidance_scale;
+    const bool cfg = guidance > 1.0 && !is_distilled_;
+    const at::Tensor prompt_embeds = encode(prompts(batch), max_length);  // [B, L, 3 D]
+    at::Tensor negative_embeds;
+    if (cfg) negative_embeds = encode(std::vector<std::string>(batch.size(), ""), max_length);
+    denoiser_phase();
+
+    // _prepare_text_ids: (0, 0, 0, l) per token; the transformer reads the first item's.
+    const int64_t text_len = prompt_embeds.size(1);
+    const auto long_options = at::TensorOptions().dtype(at::kLong).device(device_);
+    at::Tensor text_ids = at::zeros({text_len, 4}, long_options);
+    text_ids.select(1, 3).copy_(at::arange(text_len, long_options));
+
+    // prepare_latents: noise [B, 4C, H / 2f, W / 2f] in the prompt embeddings' dtype from each image's generator
+    // (already 2x2-patchified), its ids (0, row, column, 0), packed to [B, h w, 4C] as a permuted view.
+    const int64_t f2 = 2 * vae_config_.kl.scale_factor();
+    const int64_t h = first.height / f2, w = first.width / f2;
+    const int64_t channels = transformer_config_.in_channels;
+    BatchNoise noise = batch_noise(batch, channels, h, w, prompt_embeds.scalar_type(), device_);
+    at::Tensor latents = noise.noise.reshape({b, channels, h * w}).permute({0, 2, 1});  // [B, h w, 4C]
+    at::Tensor image_ids = at::zeros({h * w, 4}, long_options);
+    image_ids.select(1, 1).copy_(at::arange(h, long_options).repeat_interleave(w));
+    image_ids.select(1, 2).copy_(at::arange(w, long_options).repeat({h}));
+
+    // sigmas np.linspace(1, 1 / N, N) (None with use_flow_sigmas), mu = compute_empirical_mu(h w, N).
+    TimestepRequest steps;
+    if (scheduler_config_.value("use_flow_sigmas", false))
+      steps.steps = first.steps;
+    else
+      steps.sigmas = flow_match_linear_sigmas(first.steps);  // retrieve_timesteps(sigmas=...) passes no step count
+    steps.mu = compute_empirical_mu(h * w, first.steps);
+    scheduler_->set_timesteps(steps);
+    const at::Tensor timesteps = scheduler_->timesteps();
+
+    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+      throw_if_cancelled();
+      // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
+      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      const at::Tensor input = latents.to(dtype_);
+      at::Tensor pred = transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids);
+      if (cfg) {
+        const at::Tensor neg = transformer_->forward(input, negative_embeds, timestep, image_ids, text_ids);
+        pred = neg + guidance * (pred - neg);
+      }
+      latents = scheduler_->step(pred, i, latents, noise.generators);
+    }
+    throw_if_cancelled();
+
+    // _unpack_latents_with_ids: each token back to (row, column); then the bn statistics, the 2x2 unpatchify
+    // and the decode, in the latents' dtype. Each image is decoded alone (diffusers' vae.enable_slicing()):
+    // the latents do not depend on the batch, but a bfloat16 decode of a batch rounds apart from its images
+    // decoded alone (diffusers' own batch of 3 by up to 2 uint8 steps, make_flux2_pipelines.py's
+    // batch_vs_single_checks), and an image must not depend on its batch-mates.
+    at::Tensor z = latents.reshape({b, h, w, channels}).permute({0, 3, 1, 2}).contiguous();  // [B, 4C, h, w]
+    z = AutoencoderKLFlux2Impl::unpatchify(vae_->unnormalize(z)).to(dtype_);                 // [B, C, 2h, 2w]
+    std::vector<at::Tensor> images;
+    for (int64_t i = 0; i < b; ++i) images.push_back(vae_->decode(z.narrow(0, i, 1)));
+    return to_rgb(at::cat(images));  // [B, 3, H, W]
+  }
+
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    encode(prompts(batch), max_length);
+    if (batch.front().guidance_scale > 1.0 && !is_distilled_)
+      encode(std::vector<std::string>(batch.size(), ""), max_length);
+  }
+
+ private:
+  /// The batch's settings, after the size and negative-prompt checks.
+  json batch_settings(const std::vector<ImageRequest>& batch) const {
+    check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.kl.scale_factor());
+    for (const ImageRequest& r : batch)
+      if (!r.negative_prompt.empty())
+        throw InputError("FLUX.2 [klein] takes no negative prompt: Flux2KleinPipeline's CFG (the Base models, "
+                         "guidance above 1) runs on the empty prompt; drop the negative prompt");
+    return resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
+  }
+
+  static std::vector<std::string> prompts(const std::vector<ImageRequest>& batch) {
+    std::vector<std::string> texts;
+    for (const ImageRequest& r : batch) texts.push_back(r.prompt);
+    return texts;
+  }
+
+  /// _get_qwen3_prompt_embeds: each text in the chat template, padded to max_length (truncated past it), the
+  /// text encoder's hidden states 9, 18 and 27 with the attention mask, each token's three states side by
+  /// side: [N, max_length, 3 hidden], every token kept (padding too). The batch's distinct texts in one call, as
+  /// diffusers encodes a batch, through the cache.
+  at::Tensor encode(const std::vector<std::string>& texts, int max_length) {
+    const std::string key = "max_sequence_length=" + std::to_string(max_length);
+    return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
+      encoder_phase();
+      std::vector<int64_t> ids, mask;
+      for (const std::string& text : distinct) {
+        const Encoding e = tokenizer_.encode(flux2_klein_chat_prompt(text), max_length);
+        warn_truncated(text, /*negative=*/false, e.dropped_tokens, max_length, "Qwen3");
+        ids.insert(ids.end(), e.ids.begin(), e.ids.end());
+        mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
+      }
+      const auto n = static_cast<int64_t>(distinct.size());
+      const at::Tensor id_t = at::tensor(ids, at::kLong).view({n, -1}).to(device_);
+      const at::Tensor mask_t = at::tensor(mask, at::kLong).view({n, -1}).to(device_);
+      // stack(dim=1).permute(0, 2, 1, 3).reshape(N, L, 3 D): per token, the three states one after another
+      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, kTextLayers), -1)};
+    })[0];  // [B, L, 3 D]
+  }
+
+  const Family& family_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  Flux2TransformerConfig transformer_config_;
+  DecoderLLMConfig text_config_;
+  AutoencoderKLFlux2Config vae_config_;
+  Qwen2Tokenizer tokenizer_;
+  json scheduler_config_;
+  bool is_distilled_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;     // null while two-phase chunks release it,
+  std::shared_ptr<Flux2Transformer2DModelImpl> transformer_;  // and this one while the encoder runs
+  std::shared_ptr<AutoencoderKLFlux2Impl> vae_;
+  PipelineInfo info_;
+};
+
+}  // namespace
+
+std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
+  const int64_t side =
+      kDefaultSampleSize * AutoencoderKLFlux2Config::from_json(model.at("vae").config).kl.scale_factor();
+  return {side, side};
+}
+
+void check_flux2_components(const ModelDir& md) {
+  check_fit(Flux2TransformerConfig::from_json(md.at("transformer").config),
+            DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
+            AutoencoderKLFlux2Config::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
+}
+
+std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family) {
+  return std::make_unique<Flux2KleinPipeline>(model, request, family);
+}
+
+}  // namespace dpinfer::pipeline
