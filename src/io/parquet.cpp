@@ -31,6 +31,7 @@ struct Loaded {
   std::string why;  ///< when api is null
 };
 
+#ifdef DPINFER_HAVE_PARQUET
 std::vector<std::string> candidates() {
   std::vector<std::string> out;
   if (const std::string env = getenv_or_empty("DPINFER_PARQUET_MODULE"); !env.empty()) {
@@ -55,6 +56,7 @@ std::vector<std::string> candidates() {
 #endif
   return out;
 }
+#endif
 
 Loaded load() {
   Loaded l;
