@@ -25,6 +25,7 @@ else()
 endif()
 
 include(Torch)
+include(Arrow)
 
 # libwebp and libwebpmux (Debian's libwebp-dev): --image-format webp (io/webp_writer.cpp),
 # linked by dpinfer_io. A carried folder (tools/device/prepare_carry.sh) holds their headers

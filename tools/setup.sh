@@ -5,7 +5,8 @@
 # before it installs. Runs as root (or with sudo available) on Debian 12.
 #
 #   tools/setup.sh            install what is missing
-#   DPINFER_SKIP_TORCH=1 ...  skip the venv (the launcher and its tests need no LibTorch)
+#   DPINFER_SKIP_TORCH=1 ...  skip the venv (the launcher and its tests need no LibTorch; without
+#                             the venv's pyarrow, dpinfer is built without parquet support)
 #   DPINFER_SKIP_READERS=1 .. skip the interop tests' Python readers (the quickstart runs no test)
 set -euo pipefail
 
@@ -73,6 +74,14 @@ PY
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
     err="$("$venv/bin/python" -c "import torch" 2>&1)" ||
       { say "ERROR: torch still does not load: $(printf '%s' "$err" | tail -n 1)"; exit 1; }
+  fi
+  # pyarrow (pinned in tools/readers-requirements.txt): its wheel holds the Arrow and Parquet C++
+  # headers and libraries that the parquet module builds on (cmake/Arrow.cmake), so it is
+  # installed before any configure, the quickstart's too (DPINFER_SKIP_READERS).
+  pyarrow_pin="$(grep -E '^pyarrow==' "$root/tools/readers-requirements.txt")"
+  if [ "$("$venv/bin/python" -c 'import pyarrow; print("pyarrow==" + pyarrow.__version__)' 2>/dev/null)" != "$pyarrow_pin" ]; then
+    say "installing $pyarrow_pin into $venv (Arrow and Parquet C++ for the parquet module)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pyarrow_pin"
   fi
   # The Python readers of the interop tests (tools/readers-requirements.txt): a user's
   # datasets and Pillow must load what dpinfer writes, in CI too.

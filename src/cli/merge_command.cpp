@@ -26,7 +26,8 @@ struct MergeArgs {
 std::unique_ptr<CLI::App> merge_parser(MergeArgs& a) {
   auto app = std::make_unique<CLI::App>(
       "Merges every manifest*.jsonl in OUT (all ranks, shards and job array tasks) into OUT/metadata.jsonl and "
-      "OUT/failures.jsonl, as the worker does at the end of a run.",
+      "OUT/failures.jsonl, as the worker does at the end of a run; for a --layout webdataset run, also writes "
+      "OUT/index.parquet over every shard, and any shard's own index that is missing.",
       "dpinfer merge");
   app->add_option("out", a.out, "the output directory (--out of dpinfer generate)")->required();
   app->add_flag("--latest-wins", a.latest_wins,
@@ -75,6 +76,13 @@ int run_merge_command(const std::vector<std::string>& args) {
   if (missing_files)
     log::warn("{} item(s) recorded as done have no PNG in {} and are left out; a resumed run regenerates them",
               missing_files, out);
+  if (r.dataset_index)
+    log::info("--layout webdataset: {} over every shard{}", (fs::path(out) / "index.parquet").string(),
+              r.shard_indexes_written
+                  ? fmt::format("; {} shard(s) had no index (a run stopped between a shard and its index), now "
+                                "written", r.shard_indexes_written)
+                  : std::string());
+  if (!r.no_index_why.empty()) log::warn("--layout webdataset: no parquet index written: {}", r.no_index_why);
   if (r.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", r.torn_lines);
   return exit_status::kSuccess;
 }

@@ -110,6 +110,19 @@ void AtomicFileWriter::publish() {
   }
 }
 
+void remove_file_durably(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return;
+    throw SystemError("cannot remove " + quote(path), errno);
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 bool is_temporary_name(const std::string& file_name) {
   const std::string suffix = kTempSuffix;
   return file_name.size() > suffix.size() + 1 && file_name[0] == '.' &&

@@ -1,5 +1,7 @@
 #include "dpinfer/io/manifest.h"
 
+#include "dpinfer/io/shard_index.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -232,6 +234,7 @@ MergeResult write_merged(const std::string& dir, const ManifestSet& set) {
   }
   write_file_atomically((fs::path(dir) / "metadata.jsonl").string(), metadata);
   write_file_atomically((fs::path(dir) / "failures.jsonl").string(), failures);
+  write_indexes(dir, set, result);
   return result;
 }
 

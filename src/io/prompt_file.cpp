@@ -169,6 +169,7 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin) {
   if (ends_with(path, ".jsonl")) return PromptFormat::kJsonl;
   if (ends_with(path, ".csv")) return PromptFormat::kCsv;
   if (ends_with(path, ".tsv")) return PromptFormat::kTsv;
+  if (ends_with(path, ".parquet")) return PromptFormat::kParquet;
   return PromptFormat::kText;
 }
 
@@ -181,6 +182,8 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
   if (content.size() > kMaxPromptFileBytes)
     throw InputError(quote(name) + " is " + std::to_string(content.size()) + " bytes, more than the limit of " +
                      std::to_string(kMaxPromptFileBytes) + "; split it into several files");
+  if (format == PromptFormat::kParquet)
+    throw InputError(quote(name) + ": parquet prompts are read from a file (read_prompt_parquet), not from text");
   if (format == PromptFormat::kCsv || format == PromptFormat::kTsv)
     return parse_prompt_table(content, name, format == PromptFormat::kCsv ? ',' : '\t', options);
   const bool jsonl = format == PromptFormat::kJsonl;
@@ -232,7 +235,8 @@ std::vector<PromptSpec> read_prompt_folder(const std::string& dir) {
   if (ec) throw InputError("cannot list the prompts folder " + quote(dir) + ": " + ec.message());
   if (names.empty())
     throw InputError("the prompts folder " + quote(dir) + " holds no .txt file; give a folder of one prompt per .txt file "
-                     "(as DPG-Bench's prompts/), or a prompts file");
+                     "(as DPG-Bench's prompts/), a folder of .parquet files (a Hugging Face datasets folder), or a "
+                     "prompts file");
   std::sort(names.begin(), names.end());
   std::vector<PromptSpec> out;
   for (const std::string& name : names) {
@@ -262,7 +266,23 @@ std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFi
   const PromptFormat format = prompt_format_of(path, options.jsonl_stdin);
   if (path == "-") return parse_prompts(read_stdin(), "<stdin>", format, options);
   std::error_code dir_ec;
-  if (std::filesystem::is_directory(path, dir_ec)) return read_prompt_folder(path);
+  if (std::filesystem::is_directory(path, dir_ec)) {
+    // A folder of .txt prompts (DPG-Bench's), else of parquet files (a datasets folder).
+    for (const auto& e : std::filesystem::directory_iterator(path, dir_ec)) {
+      const std::string name = e.path().filename().string();
+      std::error_code entry_ec;
+      if (name.size() > 4 && name[0] != '.' && ends_with(name, ".txt") && e.is_regular_file(entry_ec))
+        return read_prompt_folder(path);
+    }
+    if (!parquet_files_in(path).empty()) return read_prompt_parquet_folder(path, options);
+    return read_prompt_folder(path);  // says what the folder lacks
+  }
+  if (format == PromptFormat::kParquet) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+      throw InputError("cannot read prompts file " + quote(path) + ": " + open_error_text(path, ENOENT));
+    return read_prompt_parquet(path, options);
+  }
   std::string content, why;
   switch (read_whole_file(path, kMaxPromptFileBytes, &content, &why)) {
     case ReadStatus::kOk:

@@ -30,10 +30,11 @@ struct SettingArgs {
 
 void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("prompts", o.prompts,
-                 "prompts file: .txt (one per line), .jsonl, or .csv/.tsv with a header row; - reads stdin")
+                 "prompts file: .txt (one per line), .jsonl, .csv/.tsv with a header row, or .parquet; a folder of .txt "
+                 "files or of .parquet files (a Hugging Face datasets folder); - reads stdin")
       ->required();
   app.add_flag("--jsonl", o.jsonl_stdin, "stdin (-) holds JSONL rather than text");
-  app.add_option("--prompt-column", o.prompt_column, "a .csv/.tsv prompts file's column of the prompt")
+  app.add_option("--prompt-column", o.prompt_column, "a .csv/.tsv/.parquet prompts file's column of the prompt")
       ->capture_default_str();
   app.add_flag("--keep-fields", o.keep_fields,
                "carry a prompts line's unknown JSONL keys or CSV/TSV columns into each of its images' records, "

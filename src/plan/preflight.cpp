@@ -46,7 +46,7 @@ void check_prompts_path(const std::string& path) {
   const std::string ext = lower_extension(path);
   if (is_program_extension(ext))
     throw UsageError("PROMPTS " + quote(path) + " looks like a program (" + ext +
-                     "), not a prompts file (.txt, .jsonl, .csv or .tsv); " + program_hint(path, ext));
+                     "), not a prompts file (.txt, .jsonl, .csv, .tsv or .parquet); " + program_hint(path, ext));
   if (ext == ".json")
     throw UsageError("PROMPTS " + quote(path) +
                      " is a .json file, one JSON document; dpinfer reads JSON lines: write one object per line "
@@ -55,11 +55,11 @@ void check_prompts_path(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;  // a loop or a dangling link is said as such, never "missing"
     throw UsageError("PROMPTS " + quote(path) + ": " + open_error_text(path, err) +
-                     (err == ENOENT || err == ELOOP ? "; give a .txt, .jsonl, .csv or .tsv file of prompts" : ""));
+                     (err == ENOENT || err == ELOOP ? "; give a .txt, .jsonl, .csv, .tsv or .parquet file of prompts" : ""));
   }
   if (S_ISDIR(st.st_mode)) return;  // a folder of one prompt per .txt file (io::read_prompt_folder)
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
-    throw UsageError("PROMPTS " + quote(path) + " is not a regular file; give a .txt, .jsonl, .csv or .tsv file");
+    throw UsageError("PROMPTS " + quote(path) + " is not a regular file; give a .txt, .jsonl, .csv, .tsv or .parquet file");
   if (S_ISREG(st.st_mode)) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UsageError("PROMPTS " + quote(path) + ": cannot read it (" + std::strerror(errno) + ")");
@@ -70,7 +70,8 @@ void check_prompts_path(const std::string& path) {
                        program_hint(path, ext));
     // Filesystems without permissions (vfat, ntfs, WSL's drvfs) mark every file executable:
     // a file named .txt or .jsonl is a prompts file whatever its mode says.
-    if ((st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) && ext != ".txt" && ext != ".jsonl" && ext != ".csv" && ext != ".tsv")
+    if ((st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) && ext != ".txt" && ext != ".jsonl" && ext != ".csv" && ext != ".tsv" &&
+        ext != ".parquet")
       throw UsageError("PROMPTS " + quote(path) + " is executable: it looks like a program, not a prompts file; " +
                        program_hint(path, ext) + " (or, if it holds prompts, name it .txt or .jsonl)");
   }

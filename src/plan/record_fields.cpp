@@ -18,6 +18,8 @@ bool is_record_field(const std::string& key) {
                         "dpinfer_version", "rank", "seconds", "status",
                         "error",
                         "finished_at", "num_images",
+                        // --layout webdataset: the record's key, and the parquet indexes' own columns
+                        "key", "caption", "error_message",
                         // imagefolder's picture columns (datasets' folder_based_builder)
                         "image", "file_names"})
     if (key == k) return true;

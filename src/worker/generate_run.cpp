@@ -788,6 +788,7 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
   }
   if (multi_node_) group_totals_ = plan::ProgressCounts{total.generated, total.skipped, total.failed};
   io::MergeResult merged = io::merge_manifests(o_.out);
+  if (!merged.no_index_why.empty()) log::warn("--layout webdataset: no parquet index written: {}", merged.no_index_why);
   double wall = wall_seconds() - started_at_;
   nlohmann::json summary = {{"generated", total.generated}, {"skipped", total.skipped}, {"failed", total.failed},
                             {"wall_seconds", wall}, {"per_rank", per_rank},

@@ -77,7 +77,7 @@ TEST(Preflight, LinksThatLoopOrDangleAreNamedAsSuch) {
   ASSERT_EQ(::symlink("loop.txt", dir.file("loop.txt").c_str()), 0);
   ASSERT_EQ(::symlink("gone.txt", dir.file("dangling.txt").c_str()), 0);
   EXPECT_EQ(prompts_refusal(dir.file("loop.txt")),
-            "PROMPTS '" + dir.file("loop.txt") + "': a loop of symbolic links; give a .txt, .jsonl, .csv or .tsv file of prompts");
+            "PROMPTS '" + dir.file("loop.txt") + "': a loop of symbolic links; give a .txt, .jsonl, .csv, .tsv or .parquet file of prompts");
   EXPECT_NE(prompts_refusal(dir.file("dangling.txt")).find(": a broken symbolic link (its target is missing)"),
             std::string::npos);
   ASSERT_EQ(::symlink("model", dir.file("model").c_str()), 0);

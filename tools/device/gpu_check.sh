@@ -174,9 +174,17 @@ configure() {
   fi
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
+  # The parquet module on the carried pyarrow's Arrow C++ (prepare_carry.sh), never on the
+  # machine's own pyarrow, which is of another version; without it, no parquet.
+  local parquet_args=(-DDPINFER_WITH_PARQUET=OFF)
+  if [ -f "$deps/arrow.tar.xz" ]; then
+    mkdir -p "$tmp/dpinfer-arrow" && tar -xJf "$deps/arrow.tar.xz" -C "$tmp/dpinfer-arrow" &&
+      parquet_args=(-DDPINFER_WITH_PARQUET=ON -DDPINFER_ARROW_INCLUDE_DIR="$tmp/dpinfer-arrow/include"
+                    -DDPINFER_ARROW_LIBRARY_DIR="$tmp/dpinfer-arrow")
+  fi
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DDPINFER_WITH_TORCH=ON -DCMAKE_PREFIX_PATH="$torch_prefix" -DTorch_DIR="$torch_prefix/Torch" \
-    -DDPINFER_DEPS_DIR="$deps" -DCMAKE_CUDA_ARCHITECTURES=90 "${cuda_args[@]}" \
+    -DDPINFER_DEPS_DIR="$deps" -DCMAKE_CUDA_ARCHITECTURES=90 "${cuda_args[@]}" "${parquet_args[@]}" \
     -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST -DCMAKE_POLICY_VERSION_MINIMUM=3.5
 }
 

@@ -18,6 +18,13 @@
 #   openssl/  include/openssl (libssl-dev) and lib/libcrypto.so* (libssl3), for SHA-256;
 #   webp/     include/webp and lib/libwebp.a, libwebpmux.a (libwebp-dev), static, for WebP output;
 #   jpeg/     jpeglib.h and lib/libjpeg.a (libjpeg62-turbo-dev), static, for JPEG input images;
+
+#   arrow.tar.xz  Arrow's and Parquet's C++ headers (include/arrow, include/parquet) and
+#             libarrow.so.2600 / libparquet.so.2600, from the venv's pinned pyarrow wheel
+#             (tools/readers-requirements.txt), for the parquet module (cmake/Arrow.cmake): the
+#             machine's own pyarrow is of another version. xz-compressed (62 MB of libraries
+#             travel as about 16 MB, inside the call's 64 MiB); gpu_check.sh unpacks it. The
+#             libraries are manylinux_2_28 builds, as pip installs them there too;
 #   googletest/  the GoogleTest sources of Debian's googletest package
 #             (/usr/src/googletest, pulled in by libgtest-dev), without their own tests;
 #   wheels/   the pinned diffusers stack of tools/fixtures/requirements.txt as wheels,
@@ -129,6 +136,17 @@ mkdir -p "$dest/jpeg/include" "$dest/jpeg/lib"
 cp -a "$r"/usr/include/jpeglib.h "$r"/usr/include/jerror.h "$r"/usr/include/jmorecfg.h "$dest/jpeg/include/"
 cp -a "$r"/usr/include/x86_64-linux-gnu/jconfig.h "$dest/jpeg/include/"
 cp -L "$r/usr/lib/x86_64-linux-gnu/libjpeg.a" "$dest/jpeg/lib/"
+
+# Arrow and Parquet C++ from the venv's pyarrow (the parquet module; cmake/Arrow.cmake). Skipped,
+# with a note, where the venv has no pyarrow: the GPU check then builds without parquet.
+pyarrow_dir="$("$root/.venv/bin/python" -c 'import pyarrow, os; print(os.path.dirname(pyarrow.__file__))' 2>/dev/null || true)"
+if [ -n "$pyarrow_dir" ] && [ -f "$pyarrow_dir/libparquet.so.2600" ]; then
+  (cd "$pyarrow_dir" && tar -cf - include/arrow include/parquet libarrow.so.2600 libparquet.so.2600) |
+    xz -T0 -6 >"$dest/arrow.tar.xz"
+  echo "pyarrow $("$root/.venv/bin/python" -c 'import pyarrow; print(pyarrow.__version__)') (arrow.tar.xz: headers, libarrow, libparquet)" >>"$manifest"
+else
+  say "no pyarrow 26 in $root/.venv (tools/setup.sh): arrow.tar.xz not carried; the GPU check builds without parquet"
+fi
 
 # GoogleTest sources (Debian's googletest package, which libgtest-dev depends on).
 r="$(pkg_root googletest)"

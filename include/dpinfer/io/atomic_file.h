@@ -36,6 +36,10 @@ class AtomicFileWriter {
   int fd_ = -1;
 };
 
+/// Removes `path`, if it is there, and syncs its directory, so that the removal is on disk
+/// before what follows it (a file published in its place). Throws SystemError naming it.
+void remove_file_durably(const std::string& path);
+
 /// Removes the temporaries that write_file_atomically() left in `dir` when a
 /// process died mid-write: those of dead processes on this host, and any older
 /// than an hour. Temporaries of live writers are kept. With `descend`, also in each

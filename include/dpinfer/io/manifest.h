@@ -82,10 +82,17 @@ struct MergeResult {
   size_t torn_lines = 0;  ///< unreadable lines skipped (a writer killed mid-line)
   size_t duplicates = 0;  ///< see ManifestSet::duplicates
   size_t conflicts = 0;   ///< see ManifestSet::conflicts; the latest record won each
+  /// --layout webdataset (records with a "key"): OUT/index.parquet written, and how many shards'
+  /// own indexes were missing (a run stopped between a shard's tar and its index) and written.
+  bool dataset_index = false;
+  size_t shard_indexes_written = 0;
+  std::string no_index_why;  ///< a webdataset run's indexes not written: parquet support is missing
 };
 
 /// Writes `dir/metadata.jsonl` (the kDone items' latest records, sorted by "index",
-/// without "finished_at") and `dir/failures.jsonl` (the kFailed ones), atomically.
+/// without "finished_at") and `dir/failures.jsonl` (the kFailed ones), atomically. For a
+/// --layout webdataset run, also the parquet indexes (io/shard_index.h): each published shard's
+/// that is missing, and `dir/index.parquet` over every shard.
 MergeResult write_merged(const std::string& dir, const ManifestSet& set);
 
 /// read_manifests() then write_merged(): every `manifest*.jsonl` in `dir` into

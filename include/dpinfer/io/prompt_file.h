@@ -1,6 +1,7 @@
 #pragma once
-// Prompt files: .txt (one prompt per line), .jsonl (one object per line), and .csv /
-// .tsv tables with a header row (io/prompt_table.cpp).
+// Prompt files: .txt (one prompt per line), .jsonl (one object per line), .csv / .tsv
+// tables with a header row (io/prompt_table.cpp), and .parquet files and folders of them
+// (io/prompt_parquet.cpp).
 
 #include <cstdint>
 #include <functional>
@@ -60,7 +61,7 @@ struct PromptSpec {
   nlohmann::json fields = nlohmann::json::object();
 };
 
-enum class PromptFormat { kText, kJsonl, kCsv, kTsv };
+enum class PromptFormat { kText, kJsonl, kCsv, kTsv, kParquet };
 
 /// How a prompts file is read, beyond its content.
 struct PromptFileOptions {
@@ -72,8 +73,8 @@ struct PromptFileOptions {
   std::function<bool(const std::string&)> reserved_field;
 };
 
-/// The format of `path` by its extension (ASCII case ignored): .jsonl, .csv, .tsv, else
-/// text; "-" is text, or JSONL with `jsonl_stdin`.
+/// The format of `path` by its extension (ASCII case ignored): .jsonl, .csv, .tsv, .parquet,
+/// else text; "-" is text, or JSONL with `jsonl_stdin`.
 PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
@@ -87,7 +88,8 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 /// then `#`, one backslash is dropped (`\#tag` is the prompt `#tag`, `\\#tag` is `\#tag`).
 /// Throws InputError naming the file and line for invalid UTF-8, bad JSON, an unknown key
 /// or a bad value; every quoted value is escaped and cut short (util/strings.h).
-/// CSV and TSV files: see parse_prompt_table. A directory: see read_prompt_folder.
+/// CSV and TSV files: see parse_prompt_table. Parquet: see read_prompt_parquet. A directory: see
+/// read_prompt_folder when it holds .txt files, else read_prompt_parquet_folder.
 std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFileOptions& options);
 
 /// A folder of prompt files, as DPG-Bench publishes its prompts (dpg_bench/prompts/<id>.txt): each
@@ -97,6 +99,27 @@ std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFi
 /// empty one, invalid UTF-8 or a NUL, and the folder when it holds no .txt file.
 std::vector<PromptSpec> read_prompt_folder(const std::string& dir);
 std::vector<PromptSpec> read_prompt_file(const std::string& path, bool jsonl_stdin = false);
+
+/// A parquet file of prompts, read whole through io/parquet.h, with the columns of a CSV file
+/// (parse_prompt_table): the prompt in `options.prompt_column` (strings), and negative_prompt and id
+/// (strings; id also integers), seed, steps, width, height and num_images (integers, or floats of
+/// integral value as pandas stores an integer column with gaps, or strings of integers),
+/// guidance_scale (numbers); a null leaves its value unset. Other columns are refused, or kept with
+/// `options.keep_fields` as JSON: strings, numbers, booleans, lists and structs. pandas' index
+/// columns (`__index_level_0__`) are skipped. `line` is the row's index + 1. Throws InputError naming
+/// the file, the row (from 0, as pandas and datasets count) and the column for a missing column, a
+/// null prompt or a bad value, and naming the file for one that is not parquet.
+std::vector<PromptSpec> read_prompt_parquet(const std::string& path, const PromptFileOptions& options);
+
+/// A Hugging Face `datasets` folder of parquet files (data/train-00000-of-00002.parquet, ...): every
+/// .parquet file under `dir`, hidden folders skipped, read by read_prompt_parquet in byte order of
+/// their paths, as one table (`line` goes on from file to file). Throws InputError when the files
+/// belong to several splits (named by `datasets`' conventions: train, validation, test), naming
+/// them: give one split's file or folder.
+std::vector<PromptSpec> read_prompt_parquet_folder(const std::string& dir, const PromptFileOptions& options);
+
+/// The .parquet files under `dir` (relative paths, sorted), hidden folders skipped.
+std::vector<std::string> parquet_files_in(const std::string& dir);
 
 /// Parses already-read content (see read_prompt_file); `name` is used in messages.
 std::vector<PromptSpec> parse_prompts(const std::string& content, const std::string& name, PromptFormat format,

@@ -2,10 +2,12 @@
 // --layout webdataset (plan::Layout::kWebDataset): a rank's images go into WebDataset shards,
 // img2dataset's layout: OUT/<key of the shard's first item>.tar holds, per item, <key>.<ext>
 // (the image), <key>.txt (its prompt) and <key>.json (its record), up to --shard-size items,
-// and OUT/<key>_stats.json counts them. A key is the item index, 9 digits.
+// OUT/<key>.parquet indexes them (io/shard_index.h) and OUT/<key>_stats.json counts them. A key is
+// the item index, 9 digits.
 //
 // Exactly once. A shard's bytes are made durable (fsync) first, then its items' records are
-// appended to the rank's manifest, naming the shard, and then the shard is renamed into place.
+// appended to the rank's manifest, naming the shard, and then the shard is renamed into place,
+// then its index (written and made durable beside it before the records).
 // - A stop before the records leaves only a temporary, which the next run removes. The shard's
 //   items are unrecorded, so they are made again.
 // - A stop between the records and the rename leaves records of a shard that is not there. Resume
@@ -48,6 +50,7 @@ class ShardWriter {
   std::unique_ptr<io::TarWriter> tar_;
   std::vector<nlohmann::json> records_;  ///< the open shard's, appended to the manifest when it is published
   double started_at_ = 0;
+  bool with_index_ = false;  ///< parquet support loads (io/parquet.h): else the shards get no index
 };
 
 }  // namespace dpinfer::worker
