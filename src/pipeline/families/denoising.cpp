@@ -48,7 +48,10 @@ at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Devi
   at::Tensor x = at::empty({1, image.height, image.width, 3}, at::kFloat);
   float* out = x.data_ptr<float>();
   for (size_t k = 0; k < image.pixels.size(); ++k) out[k] = level[image.pixels[k]];
-  x = x.permute({0, 3, 1, 2}).contiguous();
+  // numpy_to_pt: torch.from_numpy(images.transpose(0, 3, 1, 2)), a view of the HWC pixels, so the tensor
+  // is channels-last in memory, and stays so through normalize and .to(). Kept as it is: the VAE's
+  // kernels pick their path by the layout, and in bf16 the two paths round apart.
+  x = x.permute({0, 3, 1, 2});
   x = 2.0 * x - 1.0;  // VaeImageProcessor.normalize
   return x.to(device, dtype);
 }

@@ -40,7 +40,8 @@ enum class StrengthRounding { kIntSteps, kFloatSteps };
 int64_t img2img_start(int steps, double strength, StrengthRounding rounding);
 
 /// VaeImageProcessor.preprocess of an image already at its size: uint8 to float32 / 255 (numpy's
-/// float32 division), then 2x - 1, as [1, 3, H, W] in `dtype` on `device`.
+/// float32 division), then 2x - 1, as [1, 3, H, W] in `dtype` on `device`, channels-last in memory as
+/// diffusers' tensor is (a transposed view of the HWC array).
 at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device);
 
 /// DiagonalGaussianDistribution.sample(generator): mean + exp(0.5 logvar) * noise, the noise

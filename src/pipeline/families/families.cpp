@@ -242,6 +242,7 @@ const std::vector<Family>& families() {
           flux_default_size,
           load_flux,
           check_flux_components,
+          /*default_strength=*/0.6,  // FluxImg2ImgPipeline
       },
       {
           "chroma",
@@ -306,6 +307,7 @@ const std::vector<Family>& families() {
           stable_diffusion_3_default_size,
           load_stable_diffusion_3,
           check_stable_diffusion_3_components,
+          /*default_strength=*/0.6,  // StableDiffusion3Img2ImgPipeline
       },
   };
   return table;

@@ -125,17 +125,36 @@ class FluxPipeline : public LoraPipeline {
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
 
-    // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
-    BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
-    at::Tensor latents = pack_latents(noise.noise);  // [B, (h/2)(w/2), 4C]
     const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
-
     TimestepRequest steps;
     steps.sigmas = flow_match_linear_sigmas(first.steps);
-    steps.mu = calculate_shift(latents.size(1), scheduler_config_);
+    steps.mu = calculate_shift((h / 2) * (w / 2), scheduler_config_);  // image_seq_len
     scheduler_->set_timesteps(steps);
     const at::Tensor timesteps = scheduler_->timesteps();
+    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    scheduler_->set_begin_index(begin);
+
+    at::Tensor latents;  // [B, (h/2)(w/2), 4C]
+    std::vector<at::Generator> generators;
+    if (first.image) {
+      // Ref: FluxImg2ImgPipeline.prepare_latents: each image encoded alone with its generator,
+      // (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
+      ImageStart start = image_start(
+          batch,
+          [this](const RgbImage& image, at::Generator& generator) {
+            at::Tensor z = sample_latent(vae_->encode(vae_input(image, dtype_, device_)), generator);
+            return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
+          },
+          dtype_, device_);
+      latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise));
+      generators = std::move(start.generators);
+    } else {
+      // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
+      BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
+      latents = pack_latents(noise.noise);
+      generators = std::move(noise.generators);
+    }
     // guidance = full([1], guidance_scale, float32).expand(B), only for a guidance-distilled transformer
     at::Tensor guidance;
     if (transformer_config_.guidance_embeds)
@@ -143,10 +162,10 @@ class FluxPipeline : public LoraPipeline {
     at::Tensor rows;
     if (!cfg_rows.empty() && static_cast<int64_t>(cfg_rows.size()) < b) rows = at::tensor(cfg_rows, at::kLong).to(device_);
 
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
-      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      const at::Tensor timestep = timesteps[begin + i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
       at::Tensor pred = transformer_->forward(latents, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
                                               cond_cache ? &*cond_cache : nullptr);
       if (!cfg_rows.empty()) {
@@ -158,7 +177,7 @@ class FluxPipeline : public LoraPipeline {
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
       }
-      latents = scheduler_->step(pred, i, latents, noise.generators);
+      latents = scheduler_->step(pred, i, latents, generators);
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);

@@ -189,10 +189,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     }
     denoiser_phase();
 
-    // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.
     const int64_t h = first.height / factor, w = first.width / factor;
-    BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, dtype_, device_);
-    at::Tensor latents = noise.noise;
 
     // retrieve_timesteps(num_inference_steps) without sigmas: the scheduler spaces and shifts them
     // itself (SD3's double shift); mu only for a config with dynamic shifting, from (h / p) (w / p).
@@ -204,11 +201,38 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     }
     scheduler_->set_timesteps(request);
     const at::Tensor timesteps = scheduler_->timesteps();
+    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    scheduler_->set_begin_index(begin);
 
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    at::Tensor latents;  // [B, C, H / f, W / f]
+    std::vector<at::Generator> generators;
+    if (first.image) {
+      // Ref: StableDiffusion3Img2ImgPipeline.prepare_latents: each image encoded alone with its generator,
+      // (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma. That pipeline
+      // has no skip-layer guidance.
+      if (!skip_layers.empty())
+        throw InputError("skip_guidance_layers: diffusers' SD3 img2img pipeline has no skip-layer guidance; unset it "
+                         "for items with an input image");
+      ImageStart start = image_start(
+          batch,
+          [this](const RgbImage& image, at::Generator& generator) {
+            at::Tensor z = sample_latent(vae_->encode(vae_input(image, dtype_, device_)), generator);
+            return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
+          },
+          dtype_, device_);
+      latents = scheduler_->add_noise(start.image_latents, start.noise);
+      generators = std::move(start.generators);
+    } else {
+      // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.
+      BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, dtype_, device_);
+      latents = noise.noise;
+      generators = std::move(noise.generators);
+    }
+
+    for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       const at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
-      const at::Tensor t = timesteps[i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
+      const at::Tensor t = timesteps[begin + i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
       at::Tensor pred = transformer_->forward(x, hidden, pooled, t);
       // Skip-layer guidance (SD3.5): with CFG, at steps start * steps < i < stop * steps, a pass on the
       // prompt alone without the listed blocks, and pred += (text - skipped) * scale.
@@ -219,10 +243,10 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       if (cfg) pred = guided(pred, guidance, 0.0);  // uncond + s (text - uncond)
       if (slg) {
         const at::Tensor skipped = transformer_->forward(latents, cond_hidden, cond_pooled,
-                                                         timesteps[i].to(device_).expand({latents.size(0)}), skip_layers);
+                                                         timesteps[begin + i].to(device_).expand({latents.size(0)}), skip_layers);
         pred = pred + (text_pred - skipped) * slg_scale;
       }
-      latents = scheduler_->step(pred, i, latents, noise.generators);
+      latents = scheduler_->step(pred, i, latents, generators);
     }
     throw_if_cancelled();
     const at::Tensor z = latents / vae_config_.scaling_factor + *vae_config_.shift_factor;

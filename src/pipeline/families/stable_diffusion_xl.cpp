@@ -45,6 +45,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     // force_upcast. diffusers loads it in fp16 and then upcasts it, so its weights are
     // rounded through fp16 on the way here and the VAE computes exactly what diffusers' does.
     load_unet_and_vae(md, r, dtype_ == at::kHalf && vae_config_.force_upcast ? at::kFloat : dtype_);
+    upcast_vae_encode_ = vae_config_.force_upcast;
   }
 
   void check_settings(const json& settings) const override {

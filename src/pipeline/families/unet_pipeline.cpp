@@ -72,11 +72,16 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
     // prepare_latents: each image encoded alone with its own generator, scaled, and noised to the
     // first step's level (every scheduler dpinfer has is of order 1, so t_start * order = t_start).
     scheduler.set_begin_index(img2img_start(first.steps, first.strength, StrengthRounding::kIntSteps));
+    // SDXL's force_upcast: the encoder runs in float32 on the run dtype's weights, upcast (exactly) for
+    // the batch and cast back after it.
+    const at::ScalarType encode_dtype = upcast_vae_encode_ ? at::kFloat : vae_dtype_;
+    if (encode_dtype != vae_dtype_) vae_->to(encode_dtype);
     ImageStart start = image_start(
         batch,
-        [this](const RgbImage& image, at::Generator& generator) {
-          // SDXL's force_upcast runs the encoder in float32; the latents come back in the run dtype.
-          at::Tensor z = sample_latent(vae_->encode(vae_input(image, vae_dtype_, device_)), generator).to(dtype_);
+        [this, encode_dtype](const RgbImage& image, at::Generator& generator) {
+          // prepare_latents: image.to(dtype), then .float() for the upcast encoder (rounded through the run dtype).
+          at::Tensor x = vae_input(image, dtype_, device_).to(encode_dtype);
+          at::Tensor z = sample_latent(vae_->encode(x), generator).to(dtype_);
           const AutoencoderKLConfig& c = vae_config_;
           if (c.latents_mean && c.latents_std) {
             const auto stats = [&](const std::vector<double>& v) {
@@ -88,6 +93,7 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
           return c.scaling_factor * z;
         },
         dtype_, device_);
+    if (encode_dtype != vae_dtype_) vae_->to(vae_dtype_);
     latents = denoise(*unet_, scheduler, scheduler.add_noise(start.image_latents, start.noise), conditioning,
                       start.generators, device_);  // [B, 4, h, w]
   } else {

@@ -59,6 +59,9 @@ class UNetPipeline : public LoraPipeline {
   UNetConfig unet_config_;
   AutoencoderKLConfig vae_config_;
   at::ScalarType vae_dtype_ = at::kFloat;
+  /// StableDiffusionXLImg2ImgPipeline.prepare_latents: with the VAE config's force_upcast, the image is
+  /// encoded in float32 whatever the run dtype (the VAE's weights upcast for it, then cast back). SDXL sets it.
+  bool upcast_vae_encode_ = false;
   std::shared_ptr<UNet2DConditionModelImpl> unet_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;
