@@ -2,6 +2,8 @@
 // string, what a loaded tiny pipeline reports, the negative prompt and size refusals, cancellation between
 // steps, and the refusal of components that do not belong together before any weights load, by load and by
 // inspect alike.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,6 +16,9 @@
 #include "dpinfer/pipeline/families/flux2.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
 
@@ -61,6 +66,23 @@ TEST(Flux2Family, ChatPromptIsQwen3TemplateWithoutThinking) {
   const json doc = read_json(kPipelines + "/tiny-flux2-klein.golden/cases.json");
   EXPECT_EQ(flux2_klein_chat_prompt("a photograph of an astronaut riding a horse"),
             doc["chat_template_example"].get<std::string>());
+}
+
+// The text path: Qwen3ForCausalLM loads as the decoder-LLM module under model.* (lm_head, tied, absent from the
+// file), and hidden_states({9, 18, 27}) from one forward equals each hidden_state() alone, padding rows too.
+TEST(Flux2Family, TextEncoderGivesTheStackedStatesFromOneForward) {
+  c10::InferenceMode guard;
+  const ModelDir md = resolve_model(kPipelines + "/tiny-flux2-klein");
+  auto te = load_component_as<DecoderLLMTextEncoderImpl>(md.at("text_encoder"), at::TensorOptions().dtype(at::kFloat));
+  ASSERT_TRUE(te);
+  const at::Tensor ids = at::tensor(std::vector<int64_t>{151644, 872, 198, 151645, 151643, 151643}).view({1, -1});
+  const at::Tensor mask = at::tensor(std::vector<int64_t>{1, 1, 1, 1, 0, 0}).view({1, -1});
+  const std::vector<at::Tensor> states = te->hidden_states(ids, mask, {9, 18, 27});
+  ASSERT_EQ(states.size(), 3u);
+  for (size_t k = 0; k < states.size(); ++k)
+    EXPECT_TRUE(at::equal(states[k], te->hidden_state(ids, mask, std::vector<int64_t>{9, 18, 27}[k]))) << k;
+  EXPECT_FALSE(at::equal(states[0], states[2]));
+  EXPECT_THROW(te->hidden_states(ids, mask, {29}), Error);  // 28 layers: states 0 to 28
 }
 
 TEST(Flux2Family, LoadedPipelineReportsItsFamilyAndSizes) {
