@@ -2,7 +2,7 @@
 // read by io::read_json_object_file, then Config::from_json. Bits 0-2 of the first byte pick
 // the reader: 0 UNet2DConditionModel, 1 AutoencoderKL, 2 the CLIP text encoders, 3
 // ZImageTransformer2DModel, 4 the MMDiT transformers (QwenImageTransformer2DModel,
-// FluxTransformer2DModel, ChromaTransformer2DModel and SD3Transformer2DModel), 5 AutoencoderKLQwenImage, 6 the decoder-LLM
+// FluxTransformer2DModel, ChromaTransformer2DModel, SD3Transformer2DModel and Flux2Transformer2DModel), 5 AutoencoderKLQwenImage, 6 the decoder-LLM
 // text encoders (Qwen2.5-VL's and Qwen3's readers) and T5EncoderModel, 7 all of them; the rest is
 // the file.
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
 #include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
+#include "dpinfer/pipeline/models/transformers/flux2_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
@@ -64,6 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (wanted(4)) {
     expect_clean([&] { (void)pipeline::QwenImageTransformerConfig::from_json(config).out_features(); });
     expect_clean([&] { (void)pipeline::FluxTransformerConfig::from_json(config).out_features(); });
+    expect_clean([&] {
+      const auto flux2 = pipeline::Flux2TransformerConfig::from_json(config);
+      // What from_json promises the builder: a feed-forward width, and RoPE axes that fill a head.
+      int64_t axes = 0;
+      for (int64_t d : flux2.axes_dims_rope) axes += d;
+      if (flux2.mlp_hidden_dim() < 1 || axes != flux2.attention_head_dim) std::abort();
+    });
     expect_clean([&] {
       const auto chroma = pipeline::ChromaTransformerConfig::from_json(config);
       // What from_json promises the approximator: four sinusoid blocks fill its input.

@@ -6,8 +6,9 @@
 #              third-party headers (tools/device/prepare_carry.sh; -DDPINFER_DEPS_DIR)
 #   build      dpinfer_bench, and dpinfer_torch_tests when the tests step is wanted
 #   tests      every *_CUDA test: the pipeline on CUDA, fp32 against the diffusers goldens
-#              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp), the
-#              components, the schedulers, the weight loader, the toolchain
+#              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp; FLUX.2 [klein]'s
+#              step: tiny-flux2-klein and tiny-flux2-klein-base there), the components, the schedulers,
+#              the weight loader, the toolchain
 #   bench      dpinfer_bench: SD1.5-shaped pipeline (configs/models/sd15-shape), random
 #              weights, 512x512, 25 PNDM steps, CFG 7.5, batch 1 and 8, fp16 on cuda:0
 #   peer       tools/bench/diffusers_peer.py on the same files and settings, when the
