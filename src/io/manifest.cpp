@@ -56,7 +56,7 @@ constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed", 
                                            "guidance_scale", "width",  "height",    "model",
                                            "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras",
                                            "scheduler_settings", "vae_tiling", "weight_storage", "dtype",
-                                           "input_image_hash", "strength"};
+                                           "input_image_hash", "strength", "input_mask_hash"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.

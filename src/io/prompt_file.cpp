@@ -25,7 +25,8 @@ namespace {
 using nlohmann::json;
 
 const char* const kAllowedKeys =
-    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, settings, loras";
+    "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask, settings, "
+    "loras";
 
 [[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
   throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
@@ -114,6 +115,10 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
       s.image = get_string(v, k, name, line);
       if (s.image->empty()) fail(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
       check_no_nul(*s.image, "'image'", name, line);
+    } else if (k == "mask") {
+      s.mask = get_string(v, k, name, line);
+      if (s.mask->empty()) fail(name, line, "'mask' must be a path to a PNG, JPEG or WebP file, got \"\"");
+      check_no_nul(*s.mask, "'mask'", name, line);
     } else if (k == "strength") {
       if (!v.is_number() || !(v.get<double>() > kStrengthMin && v.get<double>() <= kStrengthMax))
         fail(name, line, "'strength' must be a number in (0, 1], got " + json_brief(v));

@@ -27,11 +27,11 @@ namespace {
 
 /// The columns a table may have besides the prompt's, read as a .jsonl line's keys.
 const char* const kKnownColumns =
-    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength";
+    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask";
 
 bool is_known_column(const std::string& c) {
   for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id", "image",
-                        "strength"})
+                        "strength", "mask"})
     if (c == k) return true;
   return false;
 }
@@ -215,6 +215,7 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
       else if (col == "num_images") s.num_images = cell_integer<int>(cell, col, name, line, kImagesPerLineRange);
       else if (col == "guidance_scale") s.guidance_scale = cell_number(cell, col, name, line);
       else if (col == "image") s.image = cell;
+      else if (col == "mask") s.mask = cell;
       else if (col == "strength") {
         s.strength = cell_number(cell, col, name, line);
         if (!(*s.strength > kStrengthMin && *s.strength <= kStrengthMax))

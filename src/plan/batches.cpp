@@ -9,7 +9,7 @@ namespace dpinfer::plan {
 bool same_batch_key(const io::PromptSpec& a, const io::PromptSpec& b) {
   return a.steps == b.steps && a.guidance_scale == b.guidance_scale && a.width == b.width && a.height == b.height &&
          a.settings == b.settings && a.loras == b.loras && a.image.has_value() == b.image.has_value() &&
-         a.strength == b.strength;
+         a.mask.has_value() == b.mask.has_value() && a.strength == b.strength;
 }
 
 BatchPlan::BatchPlan(const std::vector<io::PromptSpec>& specs, int default_num_images, int batch_size)

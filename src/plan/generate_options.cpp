@@ -80,6 +80,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--image", o.image,
                  "input image (PNG, JPEG or WebP) for lines that set no `image`: each such item starts from it "
                  "(img2img), resized to the item's size as diffusers' VaeImageProcessor resizes");
+  app.add_option("--mask", o.mask,
+                 "inpainting mask (PNG, JPEG or WebP; white is repainted, black kept) for lines with an input image "
+                 "that set no `mask`");
   app.add_option("--strength", o.strength,
                  "img2img strength in (0, 1] for items with an input image whose line sets none: the share of the "
                  "denoising steps run from the noised image (default: the model family's, as its diffusers "
@@ -285,7 +288,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"base", base}, {"text_encoder", text_encoder}, {"text_encoder_2", text_encoder_2},
                       {"vae", vae}, {"out", out},
                       {"seed", seed}, {"seed_from", seed_from}, {"num_images", num_images.value_or(1)},
-                      {"negative_prompt", negative_prompt}, {"image", image},
+                      {"negative_prompt", negative_prompt}, {"image", image}, {"mask", mask},
                       {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
                       {"dtype", dtype}, {"vae_tiling", vae_tiling}, {"device", device}, {"weight_storage", weight_storage},
                       {"batch_size", batch_size},

@@ -96,7 +96,10 @@ Item ItemList::at(int64_t index) const {
   it.loras = s.loras ? *s.loras : d.loras;
   it.fields = s.fields;
   it.image_path = s.image.value_or(d.image);
-  if (!it.image_path.empty()) it.strength = s.strength.value_or(d.strength);
+  if (!it.image_path.empty()) {
+    it.mask_path = s.mask.value_or(d.mask);
+    it.strength = s.strength.value_or(it.mask_path.empty() ? d.strength : d.inpaint_strength);
+  }
   return it;
 }
 

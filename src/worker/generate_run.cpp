@@ -156,6 +156,8 @@ int GenerateRun::run() {
   d.loras = run_loras;
   d.image = run_image;
   d.strength = o_.strength.value_or(info.default_strength);
+  d.mask = run_mask_;
+  d.inpaint_strength = o_.strength.value_or(info.default_inpaint_strength);
   defaults_ = d;
   // Rank 0 hashes before run.json; the others once rank 0 has (the cache is then there).
   if (rank_.rank == 0) compute_hashes(info, specs);
@@ -261,14 +263,24 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
                          " models, which dpinfer writes in each image's record itself, so --keep-fields cannot keep "
                          "it; rename it, or give it as {\"settings\": {\"" + spec.name + "\": ...}}");
     const int width = s.width.value_or(d.width), height = s.height.value_or(d.height);
+    const bool masked = s.mask || !d.mask.empty();
+    if (info.requires_mask && !(s.image || !d.image.empty()))
+      throw UsageError(where + ": " + info.model_name + " is an inpainting model (" + info.pipeline_class +
+                       "): every item needs an 'image' and a 'mask' (or --image and --mask)");
+    if (info.requires_mask && !masked)
+      throw UsageError(where + ": " + info.model_name + " is an inpainting model (" + info.pipeline_class +
+                       "): every item needs a 'mask' (or --mask) beside its image");
+    if (masked && info.default_inpaint_strength <= 0)
+      throw UsageError(where + ": a mask for a " + info.family_label + " model (" + info.pipeline_class +
+                       "), which dpinfer does not inpaint with yet; drop the mask");
     if (s.image || !d.image.empty()) {
-      if (info.default_strength <= 0)
+      if (info.default_strength <= 0 && !info.requires_mask)
         throw UsageError(where + ": an input image ('image' or --image) for a " + info.family_label + " model (" +
                          info.pipeline_class + "), which dpinfer runs text-to-image only; drop the image");
       // The schedule's steps from the image: diffusers' get_timesteps keeps about steps x strength
       // of them, and none below 1 (which diffusers refuses too, or fails on).
       const int steps = s.steps.value_or(d.steps);
-      const double strength = s.strength.value_or(d.strength);
+      const double strength = s.strength.value_or(masked ? d.inpaint_strength : d.strength);
       if (steps * strength < 1)
         throw UsageError(where + ": strength " + fmt::format("{}", strength) + " of " + std::to_string(steps) +
                          " steps runs no denoising step (steps x strength < 1); raise the strength or the steps");
@@ -314,7 +326,7 @@ void GenerateRun::resolve_lora_paths(std::vector<io::PromptSpec>& specs, io::Lor
     if (s.loras) resolve(*s.loras, quote(o_.prompts) + " line " + std::to_string(s.line));
 }
 
-std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs) const {
+std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs) {
   const auto resolve = [](const std::string& path, const fs::path& base, const std::string& where) {
     fs::path p(path);
     if (p.is_relative()) p = base / p;
@@ -327,11 +339,20 @@ std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs)
     return p.string();
   };
   const std::string run_image = o_.image.empty() ? "" : resolve(o_.image, fs::current_path(), "--image");
+  run_mask_ = o_.mask.empty() ? "" : resolve(o_.mask, fs::current_path(), "--mask");
+  if (!run_mask_.empty() && run_image.empty())
+    throw UsageError("--mask: a mask is for items that start from an image; give --image too, or give each line an 'image'");
   // A line's image is relative to the prompts file's folder (the current directory for stdin).
   const fs::path base = o_.prompts == "-" ? fs::current_path() : fs::absolute(o_.prompts).parent_path();
   for (io::PromptSpec& s : specs) {
     if (s.image) s.image = resolve(*s.image, base, quote(o_.prompts) + " line " + std::to_string(s.line));
-    else if (s.strength && run_image.empty())
+    if (s.mask) {
+      if (!s.image && run_image.empty())
+        throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
+                         ": 'mask' is for items that start from an image; give the line an 'image' (or --image)");
+      s.mask = resolve(*s.mask, base, quote(o_.prompts) + " line " + std::to_string(s.line));
+    }
+    if (!s.image && s.strength && run_image.empty())
       throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
                        ": 'strength' is for items that start from an image; give the line an 'image' (or --image)");
   }
@@ -392,6 +413,7 @@ Item GenerateRun::item_at(int64_t position) const {
   const nlohmann::json& line = line_settings_[items_->spec_of(index)];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
   if (!it.image_path.empty()) it.image_sha256 = input_images_.sha256(it.image_path);
+  if (!it.mask_path.empty()) it.mask_sha256 = input_images_.sha256(it.mask_path);
   return it;
 }
 
@@ -401,6 +423,7 @@ pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_imag
   if (!it.image_path.empty()) {
     r.strength = it.strength;
     if (with_image) r.image = input_images_.load(it.image_path, it.width, it.height);
+    if (with_image && !it.mask_path.empty()) r.mask = input_images_.load_mask(it.mask_path, it.width, it.height);
   }
   return r;
 }

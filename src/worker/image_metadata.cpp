@@ -30,6 +30,7 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   // A1111's img2img key, and the input's hash (the short form of the record's).
   if (!item.image_path.empty())
     s += fmt::format(", Denoising strength: {:g}, Input image hash: {}", item.strength, item.image_sha256.substr(0, 10));
+  if (!item.mask_path.empty()) s += ", Mask hash: " + item.mask_sha256.substr(0, 10);
   s += pipeline::settings_infotext(info.setting_specs, item.settings);
   // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
   // without ':' or ','; the whole value then quoted.
@@ -79,6 +80,10 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
     j["input_image_hash"] = item.image_sha256;
     j["strength"] = item.strength;
   }
+  if (!item.mask_path.empty()) {
+    j["input_mask"] = item.mask_path;
+    j["input_mask_hash"] = item.mask_sha256;
+  }
   if (!info.model_revision.empty()) j["model_revision"] = info.model_revision;
   if (hashes && !hashes->model.empty()) j["model_hash"] = model_short_hash(hashes->model);
   // What the item is made with: each LoRA's name, scale and hash (resume compares them), and
@@ -119,6 +124,7 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"weight_storage", "default"},  // absent: the weights in the run dtype
       {"input_image_hash", nullptr},  // absent: text-to-image
       {"strength", nullptr},
+      {"input_mask_hash", nullptr},  // absent: no mask
       {"dtype", nullptr}};  // every made image's record has it
   for (const pipeline::SettingSpec& spec : info.setting_specs) fields.emplace_back(spec.name, spec.default_value);
   return fields;

@@ -33,4 +33,21 @@ std::shared_ptr<const pipeline::RgbImage> InputImages::load(const std::string& p
   return out;
 }
 
+std::shared_ptr<const pipeline::GrayImage> InputImages::load_mask(const std::string& path, int width, int height) {
+  io::RgbImageData rgb = io::read_rgb_image(path);
+  // Pillow's Convert.c rgb2l: L = (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16. The luma is
+  // written to all three channels, so that the RGB resampler resizes it as Pillow resizes an "L" image.
+  for (size_t k = 0; k + 2 < rgb.pixels.size(); k += 3) {
+    const uint32_t l = (rgb.pixels[k] * 19595u + rgb.pixels[k + 1] * 38470u + rgb.pixels[k + 2] * 7471u + 0x8000u) >> 16;
+    rgb.pixels[k] = rgb.pixels[k + 1] = rgb.pixels[k + 2] = static_cast<uint8_t>(l);
+  }
+  const io::RgbImageData sized = io::resize_lanczos(rgb, width, height);
+  auto out = std::make_shared<pipeline::GrayImage>();
+  out->width = sized.width;
+  out->height = sized.height;
+  out->pixels.resize(static_cast<size_t>(sized.width) * sized.height);
+  for (size_t k = 0; k < out->pixels.size(); ++k) out->pixels[k] = sized.pixels[k * 3];
+  return out;
+}
+
 }  // namespace dpinfer::worker

@@ -5,6 +5,7 @@
 
 #include "dpinfer/io/image_reader.h"
 #include "dpinfer/io/image_resize.h"
+#include "dpinfer/worker/input_images.h"
 
 namespace dpinfer::test {
 namespace {
@@ -58,6 +59,13 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c) {
         image->pixels = std::move(sized.pixels);
         r.image = image;
         r.strength = c["strength"].get<double>();
+      }
+      if (c.contains("input_masks")) {
+        // Inpainting (make_inpaint_pipelines.py): the mask as the worker reads it (grayscale, resized).
+        worker::InputImages masks;
+        r.mask = masks.load_mask(std::string(DPINFER_TEST_DATA_DIR) + "/../../" +
+                                     c["input_masks"].at(batch.size()).get<std::string>(),
+                                 r.width, r.height);
       }
       batch.push_back(r);
     }

@@ -149,3 +149,46 @@ TEST(Img2ImgE2E, BadInputsAreOneLineEach) {
   EXPECT_TRUE(contains(failures[0]["error"].get<std::string>(), "not a PNG, JPEG or WebP image")) << failures[0];
   EXPECT_TRUE(std::filesystem::exists(dir.file("mixed/000001.png")));
 }
+
+// Inpainting: a mask beside the image. A text-to-image folder inpaints with its 4-channel UNet (blending the kept
+// region back), an inpainting folder (9-channel UNet, StableDiffusionInpaintPipeline) needs a mask on every item.
+TEST(Img2ImgE2E, MasksAreRecordedAndAnInpaintingModelNeedsThem) {
+  TempDir dir;
+  write_inputs(dir);
+  std::filesystem::copy_file(kData + "/input-images/mask-0.png", dir.file("images/m.png"));
+  write_file(dir.file("masked.jsonl"),
+             "{\"prompt\": \"a red cube\", \"image\": \"images/a.png\", \"mask\": \"images/m.png\"}\n"
+             "{\"prompt\": \"a red cube\", \"image\": \"images/a.png\"}\n");
+  RunResult r = generate(args(dir, "masked.jsonl", "masked"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, nlohmann::json> rows;
+  for (const auto& row : read_jsonl(dir.file("masked/metadata.jsonl"))) rows[row["index"].get<int>()] = row;
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["input_mask_hash"].get<std::string>().size(), 64u);
+  EXPECT_EQ(rows[0]["strength"], 1.0);  // StableDiffusionInpaintPipeline's default
+  EXPECT_EQ(rows[1]["strength"], 0.8);  // StableDiffusionImg2ImgPipeline's
+  EXPECT_FALSE(rows[1].contains("input_mask"));
+  EXPECT_TRUE(contains(read_png(dir.file("masked/000000.png")).texts.at("parameters"), "Mask hash: ")) << r.err;
+  EXPECT_NE(read_png(dir.file("masked/000000.png")).pixels, read_png(dir.file("masked/000001.png")).pixels);
+
+  // The inpainting checkpoint: every line needs its image and mask.
+  const auto inpaint = [&](const std::string& jsonl) {
+    write_file(dir.file("i.jsonl"), jsonl);
+    std::vector<std::string> a = {DPINFER_WORKER_BINARY, "generate", dir.file("i.jsonl"), "--model",
+                                  kData + "/pipelines/tiny-sd1-inpaint", "--out", dir.file("inpaint"), "--steps", "3",
+                                  "--width", "64", "--height", "64"};
+    return run(a, kEnv, 300s);
+  };
+  RunResult ok = inpaint("{\"prompt\": \"x\", \"image\": \"images/a.png\", \"mask\": \"images/m.png\"}\n");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  RunResult no_mask = inpaint("{\"prompt\": \"x\", \"image\": \"images/b.png\"}\n");
+  EXPECT_EQ(no_mask.exit_code, 2) << no_mask.err;
+  EXPECT_TRUE(contains(no_mask.err, "is an inpainting model")) << no_mask.err;
+  RunResult text_only = inpaint("{\"prompt\": \"y\"}\n");
+  EXPECT_EQ(text_only.exit_code, 2) << text_only.err;
+  // A mask needs an image.
+  write_file(dir.file("m.jsonl"), "{\"prompt\": \"x\", \"mask\": \"images/m.png\"}\n");
+  RunResult lone = generate(args(dir, "m.jsonl", "lone"));
+  EXPECT_EQ(lone.exit_code, 2) << lone.err;
+  EXPECT_TRUE(contains(lone.err, "'mask' is for items that start from an image")) << lone.err;
+}

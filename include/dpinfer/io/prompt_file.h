@@ -50,6 +50,8 @@ struct PromptSpec {
   /// relative one against the prompts file's folder), and how much of it is repainted, in (0, 1].
   std::optional<std::string> image;
   std::optional<double> strength;
+  /// An inpainting item's mask (with an image): white is repainted, black kept, as diffusers reads it.
+  std::optional<std::string> mask;
   /// The line's model settings ({"clip_skip": 1}): an object, checked against the model's
   /// family once it is loaded (the file knows nothing of models).
   std::optional<nlohmann::json> settings;
@@ -80,7 +82,7 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
 /// with the keys `prompt` (required), `negative_prompt`, `seed`, `steps`,
 /// `guidance_scale`, `width`, `height`, `num_images`, `id`, `image` (an input image's path), `strength`
-/// (in (0, 1]), `settings` (an object of
+/// (in (0, 1]), `mask` (an inpainting mask's path), `settings` (an object of
 /// the model family's settings) and `loras` (io/lora_ref.h); anything else is a .txt
 /// file: one prompt per line, UTF-8, CRLF and a BOM accepted, blank lines skipped, and a
 /// line whose first non-blank character is `#` a comment. A prompt that starts with `#`
@@ -129,7 +131,7 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
 /// A CSV (RFC 4180, as Python's csv module and pandas write it) or TSV table: a header row
 /// naming the columns, then one prompt per row. The prompt is in the column
 /// `options.prompt_column`; the columns negative_prompt, seed, steps, guidance_scale, width,
-/// height, num_images, id, image and strength are read as in a .jsonl line, and an empty cell leaves its
+/// height, num_images, id, image, strength and mask are read as in a .jsonl line, and an empty cell leaves its
 /// value unset. Any other column is refused, or kept with `options.keep_fields`. Quoted
 /// cells may hold the delimiter, `""` and newlines; CRLF and a UTF-8 BOM are accepted;
 /// blank rows are skipped. A row's line is that of its first character. Throws InputError

@@ -26,6 +26,13 @@ struct RgbImage {
   bool finite = true;  ///< false when the decoded image had NaN/Inf (it is then garbage)
 };
 
+/// 8-bit grayscale, row-major, height × width: an inpainting mask as PIL's convert("L") gives it.
+struct GrayImage {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;
+};
+
 /// One image to make.
 struct ImageRequest {
   std::string prompt;
@@ -46,6 +53,9 @@ struct ImageRequest {
   /// one or none, with the same `strength` in (0, 1]: the share of the schedule run from it.
   std::shared_ptr<const RgbImage> image;
   double strength = 0;
+  /// Inpainting (with `image`): the mask at width x height, resized as diffusers' mask processor
+  /// resizes it; null for img2img. Every request of a batch has one or none.
+  std::shared_ptr<const GrayImage> mask;
 };
 
 /// Facts recorded in every image's metadata and in run.json.
@@ -86,6 +96,11 @@ struct PipelineInfo {
   /// default (0.8 for SD, 0.3 for SDXL, 0.6 for the flow-matching families). 0: this pipeline
   /// takes no input image, and the worker refuses items that give one.
   double default_strength = 0;
+  /// The strength of an inpainting item (with a mask) that sets none, as the family's diffusers
+  /// inpainting pipeline defaults it; 0: this pipeline takes no mask.
+  double default_inpaint_strength = 0;
+  /// An inpainting checkpoint (a 9-channel UNet): every item needs an image and a mask.
+  bool requires_mask = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;

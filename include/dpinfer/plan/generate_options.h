@@ -46,6 +46,8 @@ struct GenerateOptions {
   std::string image;
   /// --strength: img2img strength of lines that set none; unset: the model family's default.
   std::optional<double> strength;
+  /// --mask: the inpainting mask of lines that set none (with an image); empty: none.
+  std::string mask;
   std::string scheduler;         ///< empty: the model's own
   /// --scheduler-set KEY=VALUE: scheduler_config.json keys for this run (pipeline/scheduler_settings.h).
   nlohmann::json scheduler_settings = nlohmann::json::object();

@@ -61,6 +61,10 @@ struct ItemDefaults {
   std::string image;
   /// The img2img strength of items with an image whose line sets none (--strength, else the family's).
   double strength = 0;
+  /// The run's inpainting mask (--mask) for lines with an image that set none; empty: none.
+  std::string mask;
+  /// The strength of inpainting items whose line sets none (--strength, else the family's inpainting default).
+  double inpaint_strength = 0;
 };
 
 struct Item {
@@ -91,6 +95,9 @@ struct Item {
   /// The input image's SHA-256 (64 hex digits), filled by the worker (item records, resume); empty
   /// without an image or when the file could not be read.
   std::string image_sha256;
+  /// Inpainting: the mask's path (empty without one) and SHA-256, as for the image.
+  std::string mask_path;
+  std::string mask_sha256;
 
   /// What the items of one batch share (a batch runs on one set of merged weights, so items
   /// with other LoRAs are in another batch): the worker checks every batch of the plan
@@ -98,7 +105,7 @@ struct Item {
   bool batches_with(const Item& o) const {
     return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
            settings == o.settings && loras == o.loras && image_path.empty() == o.image_path.empty() &&
-           strength == o.strength;
+           mask_path.empty() == o.mask_path.empty() && strength == o.strength;
   }
 };
 

@@ -106,7 +106,7 @@ class GenerateRun {
   /// `image` against the prompts file's folder (so a dataset's JSONL names its images as it
   /// ships them). Refuses, before any weights load, one that is not a readable file (UsageError
   /// naming the option, or the file and line). Returns --image resolved ("" when not given).
-  std::string resolve_image_paths(std::vector<io::PromptSpec>& specs) const;
+  std::string resolve_image_paths(std::vector<io::PromptSpec>& specs);
 
   /// What the pipeline makes of `it`; with `with_image`, its input image decoded and resized to
   /// its size (InputError naming the file when it cannot be).
@@ -194,6 +194,7 @@ class GenerateRun {
   plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
   RunHashes hashes_;             ///< the model's and the LoRAs' SHA-256 (infotext, records)
   mutable InputImages input_images_;  ///< img2img items' images: hashed once, decoded when made
+  std::string run_mask_;              ///< --mask, resolved (resolve_image_paths)
   std::unique_ptr<io::ManifestWriter> manifest_;
   RankStats stats_;
   int64_t failures_in_a_row_ = 0;  ///< failed records since the last image (the writer's, like stats_)

@@ -24,6 +24,11 @@ class InputImages {
   /// InputError naming the file. Keeps the last file's decoded pixels, which a line's items share.
   std::shared_ptr<const pipeline::RgbImage> load(const std::string& path, int width, int height);
 
+  /// The inpainting mask at `path` at width x height: decoded, converted to grayscale as PIL's
+  /// convert("L") does (ITU-R 601-2 luma in 16-bit fixed point), and resized with Lanczos, as
+  /// diffusers' mask processor does. Throws InputError naming the file.
+  std::shared_ptr<const pipeline::GrayImage> load_mask(const std::string& path, int width, int height);
+
  private:
   std::mutex mutex_;
   std::unordered_map<std::string, std::string> hashes_;

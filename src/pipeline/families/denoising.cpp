@@ -56,6 +56,15 @@ at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Devi
   return x.to(device, dtype);
 }
 
+at::Tensor binary_mask(const GrayImage& mask) {
+  // pil_to_numpy: float32 / 255; numpy_to_pt of a grayscale batch: [1, 1, H, W]; binarize at 0.5.
+  at::Tensor m = at::empty({1, 1, mask.height, mask.width}, at::kFloat);
+  float* out = m.data_ptr<float>();
+  for (size_t k = 0; k < mask.pixels.size(); ++k)
+    out[k] = static_cast<float>(mask.pixels[k]) / 255.0f < 0.5f ? 0.0f : 1.0f;
+  return m;
+}
+
 at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator) {
   at::Tensor eps = at::randn(dist.mean.sizes(), generator, at::TensorOptions().dtype(dist.mean.scalar_type()));
   at::Tensor std = at::exp(0.5 * dist.logvar);
@@ -98,9 +107,20 @@ at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Ten
     if (inputs.check_cancelled) inputs.check_cancelled();
     at::Tensor x = inputs.cfg ? at::cat({latents, latents}) : latents;
     x = scheduler.scale_model_input(x, i);
+    if (inputs.inpaint && inputs.inpaint->concat)
+      x = at::cat({x, inputs.inpaint->mask, inputs.inpaint->masked_image_latents}, 1);  // 9 channels
     at::Tensor eps = unet.forward(x, timesteps[begin + i].to(device), inputs.embeds, {}, inputs.added);
     if (inputs.cfg) eps = guided(eps, inputs.guidance_scale, inputs.guidance_rescale);
     latents = scheduler.step(eps, i, latents, generators);
+    if (inputs.inpaint && !inputs.inpaint->concat) {
+      // Ref: StableDiffusionInpaintPipeline, 4-channel UNet: the kept region is the image noised to the
+      // next step's level (none after the last), the repainted one the model's.
+      const InpaintState& s = *inputs.inpaint;
+      const at::Tensor init_mask = inputs.cfg ? s.mask.chunk(2)[0] : s.mask;
+      at::Tensor proper = s.image_latents;
+      if (begin + i + 1 < timesteps.size(0)) proper = scheduler.add_noise(proper, s.noise, begin + i + 1);
+      latents = (1 - init_mask) * proper + init_mask * latents;
+    }
   }
   return latents;
 }

@@ -44,6 +44,11 @@ int64_t img2img_start(int steps, double strength, StrengthRounding rounding);
 /// diffusers' tensor is (a transposed view of the HWC array).
 at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device);
 
+/// Inpainting's mask as StableDiffusionInpaintPipeline prepares it: VaeImageProcessor with do_binarize
+/// and do_convert_grayscale (the grayscale / 255, then 0 below 0.5 and 1 from it), [1, 1, H, W] float32 on
+/// the CPU.
+at::Tensor binary_mask(const GrayImage& mask);
+
 /// DiagonalGaussianDistribution.sample(generator): mean + exp(0.5 logvar) * noise, the noise
 /// [1, C, h, w] drawn from `generator` on the CPU in the mean's dtype, then moved to its device.
 at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator);
@@ -61,6 +66,17 @@ struct ImageStart {
 ImageStart image_start(const std::vector<ImageRequest>& batch,
                        const std::function<at::Tensor(const RgbImage& image, at::Generator& generator)>& encode,
                        at::ScalarType dtype, const at::Device& device);
+
+/// What an inpainting run keeps beside the latents (StableDiffusionInpaintPipeline): the mask at the latents'
+/// size and the masked image's latents (both [B or 2B, ...], doubled under CFG as the UNet input is), the
+/// image latents and the noise, which a 4-channel UNet's run blends back in after every step.
+struct InpaintState {
+  at::Tensor mask;                 ///< [B(2B), 1, h, w] in the run dtype
+  at::Tensor masked_image_latents; ///< [B(2B), 4, h, w]
+  at::Tensor image_latents;        ///< [B, 4, h, w]: 4-channel UNets only
+  at::Tensor noise;                ///< [B, 4, h, w]
+  bool concat = false;             ///< a 9-channel UNet: mask and masked latents join its input
+};
 
 /// A pipeline's scheduler, built from its config and request, and built again when a batch
 /// asks for another eta: DDIM's eta is a family setting, so it may change between batches
@@ -83,6 +99,7 @@ class PipelineScheduler {
 struct DenoiseInputs {
   at::Tensor embeds;                          ///< [B or 2B, L, D]: the unconditional half first under CFG
   const AddedConditioning* added = nullptr;   ///< SDXL's text_time conditioning, in the same order
+  const InpaintState* inpaint = nullptr;      ///< inpainting: the mask and masked image, or null
   bool cfg = false;
   double guidance_scale = 1.0;
   double guidance_rescale = 0.0;

@@ -139,7 +139,7 @@ const std::vector<Family>& families() {
       {
           "stable-diffusion",
           "Stable Diffusion",
-          {"StableDiffusionPipeline"},
+          {"StableDiffusionPipeline", "StableDiffusionInpaintPipeline"},
           {{"unet", Role::kDenoiser, {"UNet2DConditionModel"}},
            {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
            {"tokenizer", Role::kTokenizer, kClipTokenizers},
@@ -155,6 +155,7 @@ const std::vector<Family>& families() {
           load_stable_diffusion,
           /*check_components=*/nullptr,
           /*default_strength=*/0.8,  // StableDiffusionImg2ImgPipeline
+          /*default_inpaint_strength=*/1.0,  // StableDiffusionInpaintPipeline
       },
       {
           "stable-diffusion-xl",

@@ -147,7 +147,7 @@ class FluxPipeline : public LoraPipeline {
             return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
           },
           dtype_, device_);
-      latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise));
+      latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
     } else {
       // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.

@@ -42,6 +42,7 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.default_guidance_scale = family.default_guidance_scale;
   info.size_multiple = family.size_multiple;
   info.default_strength = family.default_strength;
+  info.default_inpaint_strength = family.default_inpaint_strength;
   info.ignored_components = model.ignored_components;
   // The files of `Model hash` (worker/model_hashes.h): a single-file checkpoint itself, else
   // the denoiser's weight files, as this run loads them.

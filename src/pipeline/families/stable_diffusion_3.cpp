@@ -220,7 +220,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
             return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
           },
           dtype_, device_);
-      latents = scheduler_->add_noise(start.image_latents, start.noise);
+      latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
       generators = std::move(start.generators);
     } else {
       // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.

@@ -1,5 +1,6 @@
 #include "unet_pipeline.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
 #include "dpinfer/pipeline/loading/component_loading.h"
@@ -39,6 +40,52 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   vae_dtype_ = vae_dtype;
   vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
+  // An inpainting checkpoint's UNet takes the latents, the mask and the masked image's latents.
+  info_.requires_mask = unet_config_.in_channels == 2 * vae_config_.latent_channels + 1;
+}
+
+// Ref: StableDiffusionInpaintPipeline.__call__ (get_timesteps, prepare_latents, prepare_mask_latents), with a
+// list of generators: per item's generator, the image's latent sample (a 4-channel UNet's blend needs it, and
+// any strength below 1 starts from it), then the noise, then the masked image's latent sample.
+at::Tensor UNetPipeline::inpaint_start(const std::vector<ImageRequest>& batch, Scheduler& scheduler, bool cfg,
+                                       InpaintState& s) {
+  const ImageRequest& first = batch.front();
+  const int64_t latent_channels = vae_config_.latent_channels;
+  s.concat = unet_config_.in_channels == 2 * latent_channels + 1;
+  if (!s.concat && unet_config_.in_channels != latent_channels)
+    throw InputError("unet config: in_channels " + std::to_string(unet_config_.in_channels) +
+                     " is neither the VAE's latent channels nor an inpainting UNet's (2 x latents + 1)");
+  scheduler.set_begin_index(img2img_start(first.steps, first.strength, StrengthRounding::kIntSteps));
+  const bool strength_max = first.strength == 1.0;
+  const bool encode_image = !s.concat || !strength_max;
+  const int64_t factor = vae_config_.scale_factor();
+  const int64_t h = first.height / factor, w = first.width / factor;
+  const auto encode = [this](const at::Tensor& x, at::Generator& generator) {
+    return vae_config_.scaling_factor * sample_latent(vae_->encode(x.to(device_, vae_dtype_)), generator).to(dtype_);
+  };
+  inpaint_generators_.clear();
+  std::vector<at::Tensor> image_latents, noise, masks, masked_latents;
+  for (const ImageRequest& r : batch) {
+    if (!r.image || !r.mask) throw InputError("inpainting: every item of the batch needs an image and a mask");
+    inpaint_generators_.push_back(at::make_generator<at::CPUGeneratorImpl>(r.seed));
+    at::Generator& generator = inpaint_generators_.back();
+    const at::Tensor init_image = vae_input(*r.image, at::kFloat, at::kCPU);  // [1, 3, H, W] float32, channels-last
+    if (encode_image) image_latents.push_back(encode(init_image, generator));
+    noise.push_back(at::randn({1, latent_channels, h, w}, generator, at::TensorOptions().dtype(dtype_)));
+    const at::Tensor mask = binary_mask(*r.mask);  // [1, 1, H, W]
+    masked_latents.push_back(encode(init_image * (mask < 0.5), generator));
+    masks.push_back(at::upsample_nearest2d(mask, {h, w}));  // F.interpolate(mask, size=(h, w)), nearest
+  }
+  s.noise = at::cat(noise).to(device_);
+  if (encode_image) s.image_latents = at::cat(image_latents).to(device_);
+  s.mask = at::cat(masks).to(device_, dtype_);
+  s.masked_image_latents = at::cat(masked_latents).to(device_, dtype_);
+  if (cfg) {
+    s.mask = at::cat({s.mask, s.mask});
+    s.masked_image_latents = at::cat({s.masked_image_latents, s.masked_image_latents});
+  }
+  return strength_max ? s.noise * scheduler.init_noise_sigma()
+                      : scheduler.add_noise(s.image_latents, s.noise, scheduler.begin_index());
 }
 
 UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& batch) const {
@@ -67,7 +114,12 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
   conditioning.guidance_rescale = state.settings["guidance_rescale"].get<double>();
   conditioning.check_cancelled = [this] { throw_if_cancelled(); };
   at::Tensor latents;
-  if (first.image) {
+  InpaintState inpaint;
+  if (first.mask) {
+    latents = inpaint_start(batch, scheduler, state.cfg, inpaint);
+    conditioning.inpaint = &inpaint;
+    latents = denoise(*unet_, scheduler, latents, conditioning, inpaint_generators_, device_);  // [B, 4, h, w]
+  } else if (first.image) {
     // Ref: StableDiffusionImg2ImgPipeline / StableDiffusionXLImg2ImgPipeline: get_timesteps, then
     // prepare_latents: each image encoded alone with its own generator, scaled, and noised to the
     // first step's level (every scheduler dpinfer has is of order 1, so t_start * order = t_start).
@@ -94,7 +146,7 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
         },
         dtype_, device_);
     if (encode_dtype != vae_dtype_) vae_->to(vae_dtype_);
-    latents = denoise(*unet_, scheduler, scheduler.add_noise(start.image_latents, start.noise), conditioning,
+    latents = denoise(*unet_, scheduler, scheduler.add_noise(start.image_latents, start.noise, scheduler.begin_index()), conditioning,
                       start.generators, device_);  // [B, 4, h, w]
   } else {
     BatchNoise noise = batch_noise(batch, unet_config_.in_channels, first.height / factor, first.width / factor,

@@ -53,6 +53,10 @@ class UNetPipeline : public LoraPipeline {
                                            DenoiseInputs conditioning,
                                            const std::function<at::Tensor(const at::Tensor&)>& to_vae_space);
 
+  /// Inpainting's start (StableDiffusionInpaintPipeline): sets the scheduler's begin index, fills `state`
+  /// and the generators, and returns the initial latents.
+  at::Tensor inpaint_start(const std::vector<ImageRequest>& batch, Scheduler& scheduler, bool cfg, InpaintState& state);
+
   const Family& family_;
   at::ScalarType dtype_;
   at::Device device_;
@@ -62,6 +66,7 @@ class UNetPipeline : public LoraPipeline {
   /// StableDiffusionXLImg2ImgPipeline.prepare_latents: with the VAE config's force_upcast, the image is
   /// encoded in float32 whatever the run dtype (the VAE's weights upcast for it, then cast back). SDXL sets it.
   bool upcast_vae_encode_ = false;
+  std::vector<at::Generator> inpaint_generators_;  ///< the batch's, from inpaint_start()
   std::shared_ptr<UNet2DConditionModelImpl> unet_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;

@@ -125,8 +125,8 @@ class LmsScheduler final : public Scheduler {
     start_ = begin;
   }
   int64_t begin_index() const override { return start_; }
-  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
-    return sigma_add_noise(sigmas_, begin_, original, noise, who_);
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise, int64_t position) const override {
+    return sigma_add_noise(sigmas_, position, original, noise, who_);
   }
 
   std::string name() const override { return who_; }

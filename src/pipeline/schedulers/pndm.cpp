@@ -113,8 +113,8 @@ class PndmScheduler final : public Scheduler {
   // with the counter (and so the PLMS history) from 0.
   void set_begin_index(int64_t begin) override { start_ = begin; }
   int64_t begin_index() const override { return start_; }
-  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
-    const int64_t t = at_index(timesteps_, start_, who_, "timesteps").item<int64_t>();
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise, int64_t position) const override {
+    const int64_t t = at_index(timesteps_, position, who_, "timesteps").item<int64_t>();
     return alphas_add_noise(schedule_.alphas_cumprod, t, original, noise, who_);
   }
 

@@ -157,8 +157,8 @@ class UniPcScheduler final : public Scheduler {
     start_ = begin;
   }
   int64_t begin_index() const override { return start_; }
-  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const override {
-    return vp_add_noise(sigmas_, begin_, original, noise, who_);
+  at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise, int64_t position) const override {
+    return vp_add_noise(sigmas_, position, original, noise, who_);
   }
 
   std::string name() const override { return who_; }

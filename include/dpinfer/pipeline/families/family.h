@@ -56,6 +56,8 @@ struct Family {
   /// img2img (issue 29): the strength of an item with an input image that sets none, as the
   /// family's diffusers img2img pipeline defaults it; 0 when the family takes no input image.
   double default_strength = 0;
+  /// Inpainting: the strength of an item with a mask that sets none; 0 when the family takes no mask.
+  double default_inpaint_strength = 0;
 };
 
 /// Every family dpinfer runs.

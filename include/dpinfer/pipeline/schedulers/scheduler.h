@@ -85,10 +85,11 @@ class Scheduler {
   virtual void set_begin_index(int64_t begin) = 0;
   /// The position in timesteps() of model call 0: 0 unless set_begin_index() said otherwise.
   virtual int64_t begin_index() const = 0;
-  /// The latents an img2img run starts from: diffusers' add_noise(original, noise,
-  /// timesteps()[begin_index()]) (for flow matching, scale_noise), computed in original's dtype as
-  /// diffusers does. Call after set_timesteps() and set_begin_index(), before the first step.
-  virtual at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise) const = 0;
+  /// `original` noised to the level of timesteps()[position]: diffusers' add_noise (for flow
+  /// matching, scale_noise), computed in original's dtype as diffusers does. An img2img run starts
+  /// from position begin_index(); an inpainting run with a 4-channel UNet blends the image back in
+  /// at begin_index() + i + 1 after step i (the step index diffusers' schedulers hold then).
+  virtual at::Tensor add_noise(const at::Tensor& original, const at::Tensor& noise, int64_t position) const = 0;
 
   /// The dpinfer name, one of scheduler_names() (e.g. "dpm++2m-karras").
   virtual std::string name() const = 0;
