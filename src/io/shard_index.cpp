@@ -1,5 +1,6 @@
 #include "dpinfer/io/shard_index.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -7,6 +8,7 @@
 #include <unordered_map>
 
 #include "dpinfer/io/atomic_file.h"
+#include "dpinfer/io/tar_writer.h"
 
 namespace dpinfer::io {
 namespace {
@@ -133,12 +135,20 @@ void write_indexes(const std::string& dir, const ManifestSet& set, MergeResult& 
   }
   if (all.empty()) return;
   if (!parquet_support(&result.no_index_why)) return;
-  for (const auto& [tar, records] : shards) {
+  for (const auto& shard : shards) {
+    const std::string& tar = shard.first;
     const std::string stem = tar.size() > 4 ? tar.substr(0, tar.size() - 4) : tar;
     const fs::path index = fs::path(dir) / (stem + ".parquet");
     std::error_code ec;
     if (fs::exists(index, ec)) continue;
-    write_file_atomically(index.string(), encode_index(records));
+    // From the tar's own .json members, so that the index describes the tar whatever the manifests
+    // say now (an item of it made again into another shard after --overwrite).
+    std::vector<json> members;
+    for (const auto& [name, bytes] : read_tar_members((fs::path(dir) / tar).string(), ".json"))
+      members.push_back(json::parse(bytes, nullptr, /*allow_exceptions=*/false));
+    members.erase(std::remove_if(members.begin(), members.end(), [](const json& j) { return !j.is_object(); }),
+                  members.end());
+    write_file_atomically(index.string(), encode_index(members));
     ++result.shard_indexes_written;
   }
   write_file_atomically((fs::path(dir) / kDatasetIndexName).string(), encode_index(all));

@@ -1,9 +1,11 @@
 #include "dpinfer/io/tar_writer.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "dpinfer/util/error.h"
+#include "dpinfer/util/files.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
@@ -52,5 +54,26 @@ void TarWriter::add(const std::string& name, std::string_view bytes, int64_t mti
 }
 
 void TarWriter::finish() { file_.write(std::string(2 * kBlock, '\0')); }
+
+std::vector<std::pair<std::string, std::string>> read_tar_members(const std::string& path, const std::string& suffix) {
+  std::string bytes, why;
+  // A shard is at most --shard-size items; 64 GiB is far past any.
+  if (read_whole_file(path, uintmax_t{64} << 30, &bytes, &why) != ReadStatus::kOk)
+    throw Error("cannot read the shard " + quote(path) + ": " + why);
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at + 512 <= bytes.size()) {
+    const char* h = bytes.data() + at;
+    if (h[0] == '\0') return out;  // the end marker
+    const std::string name(h, strnlen(h, 100));
+    const uint64_t size = std::strtoull(std::string(h + 124, 12).c_str(), nullptr, 8);
+    if (size > bytes.size() - at - 512) break;
+    if ((h[156] == '0' || h[156] == '\0') && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.emplace_back(name, bytes.substr(at + 512, size));
+    at += 512 + (size + 511) / 512 * 512;
+  }
+  throw Error("the shard " + quote(path) + " ends inside a member: it is not a whole tar archive");
+}
 
 }  // namespace dpinfer::io

@@ -67,6 +67,9 @@ std::string error_of(const std::string& path, io::PromptFileOptions o = {}) {
 class PromptParquet : public ::testing::Test {
  protected:
   void SetUp() override {
+#if !DPINFER_TEST_PARQUET
+    GTEST_SKIP() << "built without parquet (no pyarrow when CMake configured: cmake/Arrow.cmake)";
+#endif
     std::string why;
     if (!io::parquet_support(&why)) GTEST_FAIL() << why;
   }

@@ -109,8 +109,14 @@ void expect_index_describes(const dpinfer::io::ParquetTable& index, const std::v
 }
 
 /// Every parquet index of `out` describes its tar, and none stands without one; returns how many
-/// tars have one. `index.parquet`, when there, lists every shard's members by index.
+/// tars have one. `index.parquet`, when there, lists every shard's members by index. In a build
+/// without parquet (no pyarrow when CMake configured), how many tars there are: there is no index.
 int check_indexes(const std::string& out) {
+#if !DPINFER_TEST_PARQUET
+  int shards = 0;
+  keys_in_shards(out, &shards);
+  return shards;
+#endif
   int indexed = 0;
   std::map<int64_t, std::string> all;  // index -> key, from the tars
   for (const auto& e : fs::directory_iterator(out)) {
@@ -186,6 +192,7 @@ TEST(WebDataset, TwoRanksWriteEachItemOnceInShardsOfTheSize) {
   EXPECT_EQ(run({dpinfer_binary(), "status", out}, {}, 60s).exit_code, 0);
   // Each shard's index, and the dataset's.
   EXPECT_EQ(check_indexes(out), shards);
+#if DPINFER_TEST_PARQUET
   ASSERT_TRUE(fs::exists(out + "/index.parquet"));
   // A shard whose index is missing (a run stopped between its tar and its index) gets it from
   // dpinfer merge, the same file the worker wrote.
@@ -197,6 +204,7 @@ TEST(WebDataset, TwoRanksWriteEachItemOnceInShardsOfTheSize) {
   EXPECT_NE(merged.err.find("1 shard(s) had no index"), std::string::npos) << merged.err;
   EXPECT_EQ(read_file(first), written);
   EXPECT_EQ(check_indexes(out), shards);
+#endif
   // A rerun makes nothing again and adds no shard.
   RunResult again = run(argv, {{"CUDA_VISIBLE_DEVICES", ""}}, 120s);
   ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -242,7 +250,9 @@ TEST(WebDataset, AKilledRunLosesAtMostItsOpenShardsAndTheRerunCompletesIt) {
   int shards = 0;
   keys_in_shards(out, &shards);
   EXPECT_EQ(check_indexes(out), shards) << "every shard has its index after the rerun";
+#if DPINFER_TEST_PARQUET
   EXPECT_TRUE(fs::exists(out + "/index.parquet"));
+#endif
 }
 
 // SIGTERM (SLURM's preemption): each rank publishes its open shard after its current batch, so

@@ -28,9 +28,9 @@ ParquetTable index_table(const std::vector<nlohmann::json>& records);
 std::string encode_index(const std::vector<nlohmann::json>& records);
 
 /// The indexes of a --layout webdataset run in `dir`, from `set`'s done records that have a "key"
-/// (none: nothing is done): each published shard's own index that is missing (the tar's items'
-/// records, by index: the tar's order), and `dir/index.parquet` over every shard, by index; both
-/// atomically. Notes what it did in `result` (write_merged's); without parquet support, why not.
+/// (none: nothing is done): each published shard's own index that is missing (from the records the
+/// tar's .json members hold, in its order), and `dir/index.parquet` over every shard, by index, from
+/// `set`; both atomically. Notes what it did in `result` (write_merged's); without parquet support, why not.
 void write_indexes(const std::string& dir, const ManifestSet& set, MergeResult& result);
 
 }  // namespace dpinfer::io

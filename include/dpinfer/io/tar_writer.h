@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "dpinfer/io/atomic_file.h"
 
@@ -26,6 +28,11 @@ class TarWriter {
  private:
   AtomicFileWriter& file_;
 };
+
+/// The regular-file members of the ustar archive at `path` whose names end with `suffix`, in
+/// the archive's order: (name, bytes). Reads what TarWriter writes (names of up to 100 bytes).
+/// Throws Error naming the file for one that cannot be read or ends inside a member.
+std::vector<std::pair<std::string, std::string>> read_tar_members(const std::string& path, const std::string& suffix);
 
 /// The ustar header block of a regular file (exposed for the tests).
 std::string ustar_header(const std::string& name, uint64_t size, int64_t mtime);

@@ -8,7 +8,6 @@
 #include <arrow/util/compression.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/writer.h>
-#include <parquet/exception.h>
 
 #include <charconv>
 #include <cmath>
