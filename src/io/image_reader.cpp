@@ -39,16 +39,16 @@ bool starts_with_bytes(const std::string& bytes, const char* magic, size_t n, si
   return bytes.size() >= at + n && bytes.compare(at, n, magic, n) == 0;
 }
 
-void check_pixels(int64_t width, int64_t height, const std::string& name) {
+void check_pixels(int64_t width, int64_t height, const std::string& name, int64_t max_pixels) {
   if (width <= 0 || height <= 0)
     throw InputError(quote(name) + ": the image has no pixels (" + std::to_string(width) + "x" +
                      std::to_string(height) + ")");
-  if (width * height > kMaxDecodedPixels)
-    throw InputError(quote(name) + ": the image is " + std::to_string(width) + "x" + std::to_string(height) +
-                     ", more than the 16384x16384 pixels dpinfer reads; make it smaller");
+  if (width * height > max_pixels)
+    throw InputError(quote(name) + ": the image is " + std::to_string(width) + "x" + std::to_string(height) + ", more than the " +
+                     std::to_string(max_pixels) + " pixels dpinfer reads; make it smaller");
 }
 
-RgbImageData decode_png(const std::string& bytes, const std::string& name) {
+RgbImageData decode_png(const std::string& bytes, const std::string& name, int64_t max_pixels) {
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int size = static_cast<int>(bytes.size());
   // The size from the IHDR chunk first (big-endian at bytes 16..23): a huge one is refused by its
@@ -59,12 +59,12 @@ RgbImageData decode_png(const std::string& bytes, const std::string& name) {
       for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
       return v;
     };
-    check_pixels(be32(16), be32(20), name);
+    check_pixels(be32(16), be32(20), name, max_pixels);
   }
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, size, &w, &h, &channels))
     throw InputError(quote(name) + ": not a readable PNG (" + stbi_failure_reason() + ")");
-  check_pixels(w, h, name);
+  check_pixels(w, h, name, max_pixels);
   std::unique_ptr<stbi_uc, decltype(&stbi_image_free)> pixels(stbi_load_from_memory(data, size, &w, &h, &channels, 3),
                                                               &stbi_image_free);
   if (!pixels) throw InputError(quote(name) + ": the PNG is corrupt or truncated (" + stbi_failure_reason() + ")");
@@ -92,7 +92,7 @@ void jpeg_no_output(j_common_ptr, int) {}  // warnings (a corrupt marker Pillow 
 
 /// Decodes into `out`; returns libjpeg's message on failure, empty on success. No C++ object with
 /// a destructor lives in this frame across setjmp: `out` is the caller's.
-std::string decode_jpeg_into(const std::string& bytes, RgbImageData& out, std::string& too_big) {
+std::string decode_jpeg_into(const std::string& bytes, int64_t max_pixels, RgbImageData& out, std::string& too_big) {
   jpeg_decompress_struct cinfo;
   JpegErrors errors;
   cinfo.err = jpeg_std_error(&errors.manager);
@@ -109,7 +109,7 @@ std::string decode_jpeg_into(const std::string& bytes, RgbImageData& out, std::s
     jpeg_destroy_decompress(&cinfo);
     return "a CMYK JPEG, which dpinfer does not convert to RGB; save it as RGB";
   }
-  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > kMaxDecodedPixels) {
+  if (static_cast<int64_t>(cinfo.image_width) * cinfo.image_height > max_pixels) {
     too_big = std::to_string(cinfo.image_width) + "x" + std::to_string(cinfo.image_height);
     jpeg_destroy_decompress(&cinfo);
     return "too big";
@@ -128,22 +128,22 @@ std::string decode_jpeg_into(const std::string& bytes, RgbImageData& out, std::s
   return {};
 }
 
-RgbImageData decode_jpeg(const std::string& bytes, const std::string& name) {
+RgbImageData decode_jpeg(const std::string& bytes, const std::string& name, int64_t max_pixels) {
   RgbImageData out;
   std::string too_big;
-  const std::string failure = decode_jpeg_into(bytes, out, too_big);
+  const std::string failure = decode_jpeg_into(bytes, max_pixels, out, too_big);
   if (!too_big.empty())
-    throw InputError(quote(name) + ": the image is " + too_big +
-                     ", more than the 16384x16384 pixels dpinfer reads; make it smaller");
+    throw InputError(quote(name) + ": the image is " + too_big + ", more than the " + std::to_string(max_pixels) +
+                     " pixels dpinfer reads; make it smaller");
   if (!failure.empty()) throw InputError(quote(name) + ": cannot decode the JPEG: " + failure);
   return out;
 }
 
-RgbImageData decode_webp(const std::string& bytes, const std::string& name) {
+RgbImageData decode_webp(const std::string& bytes, const std::string& name, int64_t max_pixels) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   int w = 0, h = 0;
   if (!WebPGetInfo(data, bytes.size(), &w, &h)) throw InputError(quote(name) + ": not a readable WebP file");
-  check_pixels(w, h, name);
+  check_pixels(w, h, name, max_pixels);
   RgbImageData out;
   out.width = w;
   out.height = h;
@@ -155,10 +155,11 @@ RgbImageData decode_webp(const std::string& bytes, const std::string& name) {
 
 }  // namespace
 
-RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name) {
-  if (starts_with_bytes(bytes, "\x89PNG\r\n\x1a\n", 8)) return decode_png(bytes, name);
-  if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) return decode_jpeg(bytes, name);
-  if (starts_with_bytes(bytes, "RIFF", 4) && starts_with_bytes(bytes, "WEBP", 4, 8)) return decode_webp(bytes, name);
+RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name, int64_t max_pixels) {
+  if (starts_with_bytes(bytes, "\x89PNG\r\n\x1a\n", 8)) return decode_png(bytes, name, max_pixels);
+  if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) return decode_jpeg(bytes, name, max_pixels);
+  if (starts_with_bytes(bytes, "RIFF", 4) && starts_with_bytes(bytes, "WEBP", 4, 8))
+    return decode_webp(bytes, name, max_pixels);
   throw InputError(quote(name) + ": not a PNG, JPEG or WebP image; convert it to one of those");
 }
 

@@ -25,10 +25,12 @@ namespace fs = std::filesystem;
 using Type = ParquetColumn::Type;
 using nlohmann::json;
 
-const char* const kKnownColumns = "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id";
+const char* const kKnownColumns =
+    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask";
 
 bool is_known_column(const std::string& c) {
-  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id"})
+  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id",
+                        "image", "strength", "mask"})
     if (c == k) return true;
   return false;
 }
@@ -180,6 +182,14 @@ std::vector<PromptSpec> parquet_prompts(const std::string& path, const PromptFil
         if (auto v = cell_integer(c, r, path, kImagesPerLineRange)) s.num_images = static_cast<int>(*v);
       } else if (col == "guidance_scale") {
         s.guidance_scale = cell_number(c, r, path);
+      } else if (col == "image") {
+        s.image = cell_text(c, r, path, false);
+      } else if (col == "mask") {
+        s.mask = cell_text(c, r, path, false);
+      } else if (col == "strength") {
+        s.strength = cell_number(c, r, path);
+        if (s.strength && !(*s.strength > kStrengthMin && *s.strength <= kStrengthMax))
+          fail(path, static_cast<int64_t>(r), col, "must be a number in (0, 1], got " + std::to_string(*s.strength));
       }
     }
     if (s.seed && s.num_images && *s.seed > std::numeric_limits<int64_t>::max() - (*s.num_images - 1))

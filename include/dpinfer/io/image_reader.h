@@ -27,8 +27,10 @@ constexpr int64_t kMaxDecodedPixels = int64_t{16384} * 16384;
 
 /// The image held in `bytes` (a file's whole content), recognised by its first bytes. Throws
 /// InputError naming `name` (the file, for messages) for another format, a truncated or corrupt
-/// file, a CMYK JPEG, or more than kMaxDecodedPixels pixels.
-RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name);
+/// file, a CMYK JPEG, or more than `max_pixels` pixels (read from the header, before any pixel
+/// buffer is allocated).
+RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
+                              int64_t max_pixels = kMaxDecodedPixels);
 
 /// The image at `path` as 8-bit RGB (decode_rgb_image of the file's content). Throws Error naming
 /// the file when it cannot be read, InputError when it cannot be decoded.
