@@ -381,7 +381,7 @@ TEST_F(InspectBroken, AnotherPipelineClass) {
   index["_class_name"] = "HunyuanDiTPipeline";
   test::write_file(root + "/model_index.json", index.dump(2));
   const InspectReport r = expect_fails_as_loading(
-      root, "model_index.json': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, "
+      root, "model_index.json': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, StableDiffusionInpaintPipeline, "
             "StableDiffusionXLPipeline");
   // What the directory is, though no family serves it.
   EXPECT_EQ(r.root, root);

@@ -206,7 +206,7 @@ TEST_F(ModelDir, RefusesOtherPipelines) {
   make_pipeline(path("flux"), index);
   EXPECT_CONTAINS(error_of([&] { resolve_model(path("flux")); }),
                   "'" + path("flux/model_index.json") +
-                      "': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, "
+                      "': HunyuanDiTPipeline is not supported yet; supported: StableDiffusionPipeline, StableDiffusionInpaintPipeline, "
                       "StableDiffusionXLPipeline");
   index.erase("_class_name");
   make_pipeline(path("none"), index);

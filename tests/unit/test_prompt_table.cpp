@@ -108,7 +108,7 @@ TEST(PromptTable, KeptJsonlKeysArriveAsWritten) {
 TEST(PromptTable, UnknownKeysAndColumnsAreRefusedWithoutKeepFields) {
   EXPECT_EQ(csv_error("prompt,tag\na,b\n"),
             "'p.csv' line 1: unknown column 'tag'; the prompt is in column 'prompt' (--prompt-column), and the others "
-            "may be negative_prompt, seed, steps, guidance_scale, width, height, num_images, id (--keep-fields keeps "
+            "may be negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask (--keep-fields keeps "
             "unknown columns)");
   try {
     io::parse_prompts("{\"prompt\": \"a\", \"tag\": 1}\n", "p.jsonl", true);

@@ -189,7 +189,7 @@ TEST(PromptFile, JsonlReadsEveryKey) {
 TEST(PromptFile, ErrorsNameTheFileLineAndProblem) {
   EXPECT_EQ(error_of("{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"sed\": 1}\n", true),
             "'p.jsonl' line 2: unknown key 'sed'; allowed: prompt, negative_prompt, seed, steps, guidance_scale, "
-            "width, height, num_images, id, settings, loras (--keep-fields keeps unknown keys)");
+            "width, height, num_images, id, image, strength, mask, settings, loras (--keep-fields keeps unknown keys)");
   EXPECT_NE(error_of("{\"prompt\": \"a\"\n", true).find("'p.jsonl' line 1: invalid JSON"), std::string::npos);
   EXPECT_NE(error_of("[1]\n", true).find("expected a JSON object"), std::string::npos);
   EXPECT_NE(error_of("{\"negative_prompt\": \"x\"}\n", true).find("missing the required key 'prompt'"), std::string::npos);

@@ -87,6 +87,18 @@ ImageStart image_start(const std::vector<ImageRequest>& batch,
   return out;
 }
 
+ImageStart flow_image_start(const std::vector<ImageRequest>& batch, AutoencoderKLImpl& vae,
+                            const AutoencoderKLConfig& config, at::ScalarType dtype, const at::Device& device) {
+  if (!config.shift_factor) throw Error("flow_image_start: the VAE config has no shift_factor");
+  return image_start(
+      batch,
+      [&](const RgbImage& image, at::Generator& generator) {
+        at::Tensor z = sample_latent(vae.encode(vae_input(image, dtype, device)), generator);
+        return (z - *config.shift_factor) * config.scaling_factor;
+      },
+      dtype, device);
+}
+
 PipelineScheduler::PipelineScheduler(nlohmann::json config, SchedulerRequest request)
     : config_(std::move(config)), request_(std::move(request)), scheduler_(make_scheduler(config_, request_)) {}
 

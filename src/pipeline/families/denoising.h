@@ -78,6 +78,11 @@ struct InpaintState {
   bool concat = false;             ///< a 9-channel UNet: mask and masked latents join its input
 };
 
+/// image_start() for the flow-matching families with an AutoencoderKL (FluxImg2ImgPipeline,
+/// StableDiffusion3Img2ImgPipeline): each image encoded in `dtype`, (z - shift_factor) * scaling_factor.
+ImageStart flow_image_start(const std::vector<ImageRequest>& batch, AutoencoderKLImpl& vae,
+                            const AutoencoderKLConfig& config, at::ScalarType dtype, const at::Device& device);
+
 /// A pipeline's scheduler, built from its config and request, and built again when a batch
 /// asks for another eta: DDIM's eta is a family setting, so it may change between batches
 /// (set_timesteps() resets the rest of a scheduler's state every batch anyway).

@@ -243,7 +243,8 @@ const std::vector<Family>& families() {
           flux_default_size,
           load_flux,
           check_flux_components,
-          /*default_strength=*/0.6,  // FluxImg2ImgPipeline
+          /*default_strength=*/0.6,          // FluxImg2ImgPipeline
+          /*default_inpaint_strength=*/0.6,  // FluxInpaintPipeline
       },
       {
           "chroma",

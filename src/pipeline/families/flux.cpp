@@ -137,18 +137,28 @@ class FluxPipeline : public LoraPipeline {
 
     at::Tensor latents;  // [B, (h/2)(w/2), 4C]
     std::vector<at::Generator> generators;
+    // Inpainting (FluxInpaintPipeline): the packed image latents, noise and mask that each step blends back.
+    at::Tensor inpaint_image, inpaint_noise, inpaint_mask;
     if (first.image) {
-      // Ref: FluxImg2ImgPipeline.prepare_latents: each image encoded alone with its generator,
-      // (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
-      ImageStart start = image_start(
-          batch,
-          [this](const RgbImage& image, at::Generator& generator) {
-            at::Tensor z = sample_latent(vae_->encode(vae_input(image, dtype_, device_)), generator);
-            return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
-          },
-          dtype_, device_);
+      // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
+      // with its generator, (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
+      ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
       latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
+      if (first.mask) {
+        // prepare_mask_latents: the mask binarized, F.interpolate'd (nearest) to the latents, repeated over the
+        // channels and packed. It also encodes the masked image, which FLUX.1's own transformer does not take: the
+        // draw only moves each generator on, and nothing draws from them after it here (flow matching steps
+        // without noise), so it is skipped.
+        std::vector<at::Tensor> masks;
+        for (const ImageRequest& r : batch) {
+          if (!r.mask) throw InputError("inpainting: every item of the batch needs a mask");
+          masks.push_back(at::upsample_nearest2d(binary_mask(*r.mask), {h, w}));
+        }
+        inpaint_mask = pack_latents(at::cat(masks).to(device_, dtype_).repeat({1, vae_config_.latent_channels, 1, 1}));
+        inpaint_image = pack_latents(start.image_latents);
+        inpaint_noise = pack_latents(start.noise);
+      }
     } else {
       // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
       BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
@@ -178,6 +188,12 @@ class FluxPipeline : public LoraPipeline {
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
       }
       latents = scheduler_->step(pred, i, latents, generators);
+      if (inpaint_mask.defined()) {
+        // The kept region: the image at the next step's noise level (none after the last step).
+        at::Tensor proper = inpaint_image;
+        if (begin + i + 1 < timesteps.size(0)) proper = scheduler_->add_noise(proper, inpaint_noise, begin + i + 1);
+        latents = (1 - inpaint_mask) * proper + inpaint_mask * latents;
+      }
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);

@@ -213,13 +213,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       if (!skip_layers.empty())
         throw InputError("skip_guidance_layers: diffusers' SD3 img2img pipeline has no skip-layer guidance; unset it "
                          "for items with an input image");
-      ImageStart start = image_start(
-          batch,
-          [this](const RgbImage& image, at::Generator& generator) {
-            at::Tensor z = sample_latent(vae_->encode(vae_input(image, dtype_, device_)), generator);
-            return (z - *vae_config_.shift_factor) * vae_config_.scaling_factor;
-          },
-          dtype_, device_);
+      ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
       latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
       generators = std::move(start.generators);
     } else {
