@@ -35,6 +35,11 @@ namespace {
 /// The largest input file read: a 16384^2 PNG of noise is under 1 GiB.
 constexpr uintmax_t kMaxImageFileBytes = uintmax_t{1} << 30;
 
+/// A decoder's own message, which may quote bytes of the file (stb_image names an unknown chunk by its
+/// four bytes): escaped and cut short, so that it stays one printable line. stb_image gives none for
+/// some failures (null).
+std::string library_message(const char* message) { return message ? printable(message, 120) : "no reason given"; }
+
 bool starts_with_bytes(const std::string& bytes, const char* magic, size_t n, size_t at = 0) {
   return bytes.size() >= at + n && bytes.compare(at, n, magic, n) == 0;
 }
@@ -43,9 +48,27 @@ void check_pixels(int64_t width, int64_t height, const std::string& name, int64_
   if (width <= 0 || height <= 0)
     throw InputError(quote(name) + ": the image has no pixels (" + std::to_string(width) + "x" +
                      std::to_string(height) + ")");
-  if (width * height > max_pixels)
+  if (width > max_pixels / height)  // width * height > max_pixels, without overflowing for a forged 2^32 x 2^32
     throw InputError(quote(name) + ": the image is " + std::to_string(width) + "x" + std::to_string(height) + ", more than the " +
                      std::to_string(max_pixels) + " pixels dpinfer reads; make it smaller");
+}
+
+/// Every chunk of the PNG in `bytes` lies inside it. stb_image grows its buffer to a chunk's claimed length
+/// before reading the chunk, so a few forged bytes could ask it for gigabytes; after this walk, what it
+/// allocates is bounded by the file's own size.
+void check_png_chunks(const std::string& bytes, const std::string& name) {
+  size_t at = 8;  // after the signature
+  while (at + 8 <= bytes.size()) {
+    uint64_t length = 0;
+    for (size_t k = 0; k < 4; ++k) length = (length << 8) | static_cast<uint8_t>(bytes[at + k]);
+    if (length > bytes.size() - at - 8 || bytes.size() - at - 8 - length < 4)  // data and CRC inside the file
+      throw InputError(quote(name) + ": the PNG is truncated or corrupt (a chunk at byte " + std::to_string(at) +
+                       " runs past the end of the file)");
+    const bool end = bytes.compare(at + 4, 4, "IEND") == 0;
+    at += 12 + length;
+    if (end) return;
+  }
+  throw InputError(quote(name) + ": the PNG is truncated (no IEND chunk)");
 }
 
 RgbImageData decode_png(const std::string& bytes, const std::string& name, int64_t max_pixels) {
@@ -61,13 +84,15 @@ RgbImageData decode_png(const std::string& bytes, const std::string& name, int64
     };
     check_pixels(be32(16), be32(20), name, max_pixels);
   }
+  check_png_chunks(bytes, name);
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, size, &w, &h, &channels))
-    throw InputError(quote(name) + ": not a readable PNG (" + stbi_failure_reason() + ")");
+    throw InputError(quote(name) + ": not a readable PNG (" + library_message(stbi_failure_reason()) + ")");
   check_pixels(w, h, name, max_pixels);
   std::unique_ptr<stbi_uc, decltype(&stbi_image_free)> pixels(stbi_load_from_memory(data, size, &w, &h, &channels, 3),
                                                               &stbi_image_free);
-  if (!pixels) throw InputError(quote(name) + ": the PNG is corrupt or truncated (" + stbi_failure_reason() + ")");
+  if (!pixels)
+    throw InputError(quote(name) + ": the PNG is corrupt or truncated (" + library_message(stbi_failure_reason()) + ")");
   RgbImageData out;
   out.width = w;
   out.height = h;
@@ -135,7 +160,7 @@ RgbImageData decode_jpeg(const std::string& bytes, const std::string& name, int6
   if (!too_big.empty())
     throw InputError(quote(name) + ": the image is " + too_big + ", more than the " + std::to_string(max_pixels) +
                      " pixels dpinfer reads; make it smaller");
-  if (!failure.empty()) throw InputError(quote(name) + ": cannot decode the JPEG: " + failure);
+  if (!failure.empty()) throw InputError(quote(name) + ": cannot decode the JPEG: " + library_message(failure.c_str()));
   return out;
 }
 
