@@ -160,7 +160,7 @@ const std::vector<Family>& families() {
       {
           "stable-diffusion-xl",
           "Stable Diffusion XL",
-          {"StableDiffusionXLPipeline"},
+          {"StableDiffusionXLPipeline", "StableDiffusionXLInpaintPipeline"},
           {{"unet", Role::kDenoiser, {"UNet2DConditionModel"}},
            {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
            {"text_encoder_2", Role::kTextEncoder, {"CLIPTextModelWithProjection"}},
@@ -178,6 +178,7 @@ const std::vector<Family>& families() {
           load_stable_diffusion_xl,
           /*check_components=*/nullptr,
           /*default_strength=*/0.3,  // StableDiffusionXLImg2ImgPipeline
+          /*default_inpaint_strength=*/0.9999,  // StableDiffusionXLInpaintPipeline
       },
       {
           "qwen-image",

@@ -44,6 +44,36 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   info_.requires_mask = unet_config_.in_channels == 2 * vae_config_.latent_channels + 1;
 }
 
+void UNetPipeline::with_vae_encoder(const std::function<void()>& encode) {
+  const at::ScalarType encode_dtype = upcast_vae_encode_ ? at::kFloat : vae_dtype_;
+  if (encode_dtype == vae_dtype_) return encode();
+  vae_->to(encode_dtype);  // the run dtype's weights, exactly, in float32
+  try {
+    encode();
+  } catch (...) {
+    vae_->to(vae_dtype_);
+    throw;
+  }
+  vae_->to(vae_dtype_);
+}
+
+// Ref: StableDiffusionImg2ImgPipeline.prepare_latents and StableDiffusionXL{Img2Img,Inpaint}Pipeline._encode_vae_image.
+at::Tensor UNetPipeline::encode_image(const at::Tensor& image, at::Generator& generator) {
+  // image.to(dtype), then .float() for SDXL's upcast encoder: rounded through the run dtype either way.
+  at::Tensor x = image.to(device_, dtype_);
+  if (upcast_vae_encode_) x = x.to(at::kFloat);
+  at::Tensor z = sample_latent(vae_->encode(x), generator).to(dtype_);
+  const AutoencoderKLConfig& c = vae_config_;
+  if (c.latents_mean && c.latents_std) {
+    const auto stats = [&](const std::vector<double>& v) {
+      // torch.tensor(config list): float32 first, then the run dtype.
+      return at::tensor(v, at::kDouble).to(at::kFloat).view({1, -1, 1, 1}).to(z.device(), z.scalar_type());
+    };
+    return (z - stats(*c.latents_mean)) * c.scaling_factor / stats(*c.latents_std);
+  }
+  return c.scaling_factor * z;
+}
+
 // Ref: StableDiffusionInpaintPipeline.__call__ (get_timesteps, prepare_latents, prepare_mask_latents), with a
 // list of generators: per item's generator, the image's latent sample (a 4-channel UNet's blend needs it, and
 // any strength below 1 starts from it), then the noise, then the masked image's latent sample.
@@ -57,27 +87,26 @@ at::Tensor UNetPipeline::inpaint_start(const std::vector<ImageRequest>& batch, S
                      " is neither the VAE's latent channels nor an inpainting UNet's (2 x latents + 1)");
   scheduler.set_begin_index(img2img_start(first.steps, first.strength, StrengthRounding::kIntSteps));
   const bool strength_max = first.strength == 1.0;
-  const bool encode_image = !s.concat || !strength_max;
+  const bool with_image_latents = !s.concat || !strength_max;
   const int64_t factor = vae_config_.scale_factor();
   const int64_t h = first.height / factor, w = first.width / factor;
-  const auto encode = [this](const at::Tensor& x, at::Generator& generator) {
-    return vae_config_.scaling_factor * sample_latent(vae_->encode(x.to(device_, vae_dtype_)), generator).to(dtype_);
-  };
   inpaint_generators_.clear();
   std::vector<at::Tensor> image_latents, noise, masks, masked_latents;
-  for (const ImageRequest& r : batch) {
-    if (!r.image || !r.mask) throw InputError("inpainting: every item of the batch needs an image and a mask");
-    inpaint_generators_.push_back(at::make_generator<at::CPUGeneratorImpl>(r.seed));
-    at::Generator& generator = inpaint_generators_.back();
-    const at::Tensor init_image = vae_input(*r.image, at::kFloat, at::kCPU);  // [1, 3, H, W] float32, channels-last
-    if (encode_image) image_latents.push_back(encode(init_image, generator));
-    noise.push_back(at::randn({1, latent_channels, h, w}, generator, at::TensorOptions().dtype(dtype_)));
-    const at::Tensor mask = binary_mask(*r.mask);  // [1, 1, H, W]
-    masked_latents.push_back(encode(init_image * (mask < 0.5), generator));
-    masks.push_back(at::upsample_nearest2d(mask, {h, w}));  // F.interpolate(mask, size=(h, w)), nearest
-  }
+  with_vae_encoder([&] {
+    for (const ImageRequest& r : batch) {
+      if (!r.image || !r.mask) throw InputError("inpainting: every item of the batch needs an image and a mask");
+      inpaint_generators_.push_back(at::make_generator<at::CPUGeneratorImpl>(r.seed));
+      at::Generator& generator = inpaint_generators_.back();
+      const at::Tensor init_image = vae_input(*r.image, at::kFloat, at::kCPU);  // [1, 3, H, W] float32, channels-last
+      if (with_image_latents) image_latents.push_back(encode_image(init_image, generator));
+      noise.push_back(at::randn({1, latent_channels, h, w}, generator, at::TensorOptions().dtype(dtype_)));
+      const at::Tensor mask = binary_mask(*r.mask);  // [1, 1, H, W]
+      masked_latents.push_back(encode_image(init_image * (mask < 0.5), generator));
+      masks.push_back(at::upsample_nearest2d(mask, {h, w}));  // F.interpolate(mask, size=(h, w)), nearest
+    }
+  });
   s.noise = at::cat(noise).to(device_);
-  if (encode_image) s.image_latents = at::cat(image_latents).to(device_);
+  if (with_image_latents) s.image_latents = at::cat(image_latents).to(device_);
   s.mask = at::cat(masks).to(device_, dtype_);
   s.masked_image_latents = at::cat(masked_latents).to(device_, dtype_);
   if (cfg) {
@@ -124,28 +153,15 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
     // prepare_latents: each image encoded alone with its own generator, scaled, and noised to the
     // first step's level (every scheduler dpinfer has is of order 1, so t_start * order = t_start).
     scheduler.set_begin_index(img2img_start(first.steps, first.strength, StrengthRounding::kIntSteps));
-    // SDXL's force_upcast: the encoder runs in float32 on the run dtype's weights, upcast (exactly) for
-    // the batch and cast back after it.
-    const at::ScalarType encode_dtype = upcast_vae_encode_ ? at::kFloat : vae_dtype_;
-    if (encode_dtype != vae_dtype_) vae_->to(encode_dtype);
-    ImageStart start = image_start(
-        batch,
-        [this, encode_dtype](const RgbImage& image, at::Generator& generator) {
-          // prepare_latents: image.to(dtype), then .float() for the upcast encoder (rounded through the run dtype).
-          at::Tensor x = vae_input(image, dtype_, device_).to(encode_dtype);
-          at::Tensor z = sample_latent(vae_->encode(x), generator).to(dtype_);
-          const AutoencoderKLConfig& c = vae_config_;
-          if (c.latents_mean && c.latents_std) {
-            const auto stats = [&](const std::vector<double>& v) {
-              // torch.tensor(config list): float32 first, then the run dtype.
-              return at::tensor(v, at::kDouble).to(at::kFloat).view({1, -1, 1, 1}).to(z.device(), z.scalar_type());
-            };
-            return (z - stats(*c.latents_mean)) * c.scaling_factor / stats(*c.latents_std);
-          }
-          return c.scaling_factor * z;
-        },
-        dtype_, device_);
-    if (encode_dtype != vae_dtype_) vae_->to(vae_dtype_);
+    ImageStart start;
+    with_vae_encoder([&] {
+      start = image_start(
+          batch,
+          [this](const RgbImage& image, at::Generator& generator) {
+            return encode_image(vae_input(image, at::kFloat, at::kCPU), generator);
+          },
+          dtype_, device_);
+    });
     latents = denoise(*unet_, scheduler, scheduler.add_noise(start.image_latents, start.noise, scheduler.begin_index()), conditioning,
                       start.generators, device_);  // [B, 4, h, w]
   } else {

@@ -53,6 +53,15 @@ class UNetPipeline : public LoraPipeline {
                                            DenoiseInputs conditioning,
                                            const std::function<at::Tensor(const at::Tensor&)>& to_vae_space);
 
+  /// Runs `encode` with the VAE in the dtype its encoder runs in: float32 under SDXL's force_upcast (the run
+  /// dtype's weights, upcast exactly and cast back after), else as loaded.
+  void with_vae_encoder(const std::function<void()>& encode);
+  /// The scaled latents of an image [1, 3, H, W] float32 in [-1, 1] (channels-last, as vae_input() makes it), as
+  /// the SD and SDXL img2img and inpainting pipelines encode one: cast to the run dtype (then to float32 for the
+  /// upcast encoder), latent_dist.sample(generator), back to the run dtype, scaled (with latents_mean/std when
+  /// the VAE config has them). Call inside with_vae_encoder().
+  at::Tensor encode_image(const at::Tensor& image, at::Generator& generator);
+
   /// Inpainting's start (StableDiffusionInpaintPipeline): sets the scheduler's begin index, fills `state`
   /// and the generators, and returns the initial latents.
   at::Tensor inpaint_start(const std::vector<ImageRequest>& batch, Scheduler& scheduler, bool cfg, InpaintState& state);
