@@ -310,7 +310,8 @@ const std::vector<Family>& families() {
           stable_diffusion_3_default_size,
           load_stable_diffusion_3,
           check_stable_diffusion_3_components,
-          /*default_strength=*/0.6,  // StableDiffusion3Img2ImgPipeline
+          /*default_strength=*/0.6,          // StableDiffusion3Img2ImgPipeline
+          /*default_inpaint_strength=*/0.6,  // StableDiffusion3InpaintPipeline
       },
   };
   return table;

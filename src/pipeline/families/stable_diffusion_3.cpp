@@ -206,16 +206,33 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 
     at::Tensor latents;  // [B, C, H / f, W / f]
     std::vector<at::Generator> generators;
+    at::Tensor inpaint_image, inpaint_noise, inpaint_mask;  // inpainting: what each step blends back
     if (first.image) {
       // Ref: StableDiffusion3Img2ImgPipeline.prepare_latents: each image encoded alone with its generator,
       // (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma. That pipeline
       // has no skip-layer guidance.
       if (!skip_layers.empty())
-        throw InputError("skip_guidance_layers: diffusers' SD3 img2img pipeline has no skip-layer guidance; unset it "
-                         "for items with an input image");
+        throw InputError("skip_guidance_layers: diffusers' SD3 img2img and inpainting pipelines have no skip-layer "
+                         "guidance; unset it for items with an input image");
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
       latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
       generators = std::move(start.generators);
+      if (first.mask) {
+        // Ref: StableDiffusion3InpaintPipeline with a 16-channel transformer: at strength 1 the latents are the
+        // noise itself; the mask is binarized and F.interpolate'd (nearest) to the latents; after each step the
+        // kept region is the image at the next step's sigma. Its masked-image encode feeds only a 33-channel
+        // transformer (which dpinfer does not load) and moves the generators on, which nothing reads after it
+        // (flow matching steps without noise): skipped.
+        if (first.strength == 1.0) latents = start.noise;
+        std::vector<at::Tensor> masks;
+        for (const ImageRequest& r : batch) {
+          if (!r.mask) throw InputError("inpainting: every item of the batch needs a mask");
+          masks.push_back(at::upsample_nearest2d(binary_mask(*r.mask), {h, w}));
+        }
+        inpaint_mask = at::cat(masks).to(device_, dtype_);  // [B, 1, h, w]
+        inpaint_image = start.image_latents;
+        inpaint_noise = start.noise;
+      }
     } else {
       // prepare_latents: [B, C, H / f, W / f] noise in the prompt embeddings' dtype, one generator per image.
       BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, dtype_, device_);
@@ -241,9 +258,18 @@ class StableDiffusion3Pipeline : public LoraPipeline {
         pred = pred + (text_pred - skipped) * slg_scale;
       }
       latents = scheduler_->step(pred, i, latents, generators);
+      if (inpaint_mask.defined()) {
+        at::Tensor proper = inpaint_image;
+        if (begin + i + 1 < timesteps.size(0)) proper = scheduler_->add_noise(proper, inpaint_noise, begin + i + 1);
+        latents = (1 - inpaint_mask) * proper + inpaint_mask * latents;
+      }
     }
     throw_if_cancelled();
-    const at::Tensor z = latents / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    // StableDiffusion3InpaintPipeline decodes latents / scaling_factor and leaves out the shift_factor that its
+    // own encode subtracted (diffusers 0.36; its text-to-image and img2img pipelines add it back). dpinfer keeps
+    // diffusers' image, so an inpainting item decodes as that pipeline does.
+    const at::Tensor z = inpaint_mask.defined() ? latents / vae_config_.scaling_factor
+                                                : latents / vae_config_.scaling_factor + *vae_config_.shift_factor;
     return to_rgb(vae_->decode(z));  // [B, 3, H, W]
   }
 
