@@ -98,11 +98,8 @@ class ChromaPipeline : public LoraPipeline {
     const auto options = at::TensorOptions().dtype(dtype_).device(device_);
     const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
 
-    // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
-    BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
-    at::Tensor latents = pack_latents(noise.noise);  // [B, (h/2)(w/2), 4C]
-    const int64_t image_len = latents.size(1);
+    const int64_t image_len = (h / 2) * (w / 2);
     const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
 
     TimestepRequest steps;
@@ -110,6 +107,22 @@ class ChromaPipeline : public LoraPipeline {
     steps.mu = calculate_shift(image_len, scheduler_config_);
     scheduler_->set_timesteps(steps);
     const at::Tensor timesteps = scheduler_->timesteps();
+    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    scheduler_->set_begin_index(begin);
+    at::Tensor latents;  // [B, (h/2)(w/2), 4C]
+    std::vector<at::Generator> generators;
+    if (first.image) {
+      // Ref: ChromaImg2ImgPipeline.prepare_latents (FluxImg2ImgPipeline's): each image encoded alone with its
+      // generator, (z - shift_factor) * scaling_factor, scale_noise to the first step's sigma, packed.
+      ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
+      generators = std::move(start.generators);
+    } else {
+      // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
+      BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
+      latents = pack_latents(noise.noise);
+      generators = std::move(noise.generators);
+    }
     // _prepare_attention_mask: the text mask then ones for the image tokens, [B, L_txt + L_img]; torch.cat
     // of the float text mask and a bool one is float, in the prompt dtype.
     auto joint_mask = [&](const at::Tensor& text_mask) {
@@ -118,16 +131,19 @@ class ChromaPipeline : public LoraPipeline {
     const at::Tensor mask = joint_mask(cond.mask);
     const at::Tensor uncond_mask = cfg ? joint_mask(uncond.mask) : at::Tensor();
 
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
-      // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
-      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      // ChromaPipeline: timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype.
+      // ChromaImg2ImgPipeline leaves out the cast: t.expand(B) / 1000 stays float32 until the transformer's own.
+      at::Tensor timestep = timesteps[begin + i].to(device_).expand({b});
+      if (!first.image) timestep = timestep.to(latents.scalar_type());
+      timestep = timestep / 1000;
       at::Tensor pred = transformer_->forward(latents, cond.t5, timestep, image_ids, text_ids, mask);
       if (cfg) {
         const at::Tensor neg = transformer_->forward(latents, uncond.t5, timestep, image_ids, text_ids, uncond_mask);
         pred = neg + guidance_scale * (pred - neg);
       }
-      latents = scheduler_->step(pred, i, latents, noise.generators);
+      latents = scheduler_->step(pred, i, latents, generators);
     }
     throw_if_cancelled();
 

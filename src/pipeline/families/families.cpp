@@ -266,6 +266,7 @@ const std::vector<Family>& families() {
           flux_default_size,
           load_chroma,
           check_chroma_components,
+          /*default_strength=*/0.9,  // ChromaImg2ImgPipeline
       },
       {
           "flux2",
