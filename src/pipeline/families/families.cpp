@@ -221,6 +221,7 @@ const std::vector<Family>& families() {
           z_image_default_size,
           load_z_image,
           check_z_image_components,
+          /*default_strength=*/0.6,  // ZImageImg2ImgPipeline
       },
       {
           "flux",

@@ -143,8 +143,6 @@ class ZImagePipeline : public LoraPipeline {
     // per image; the latents stay float32 through the scheduler.
     const int64_t f2 = size_multiple();
     const int64_t h = 2 * (first.height / f2), w = 2 * (first.width / f2);
-    BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, at::kFloat, device_);
-    at::Tensor latents = noise.noise;  // [B, C, h, w]
 
     // mu from the packed token count (ignored by a static-shift config such as Turbo's); the
     // pipeline sets scheduler.sigma_min = 0.0, so the schedule ends at sigma 0.
@@ -154,11 +152,27 @@ class ZImagePipeline : public LoraPipeline {
     request.sigma_min = 0.0;
     scheduler_->set_timesteps(request);
     const at::Tensor& timesteps = scheduler_->timesteps();
+    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    scheduler_->set_begin_index(begin);
+    at::Tensor latents;  // [B, C, h, w]
+    std::vector<at::Generator> generators;
+    if (first.image) {
+      // Ref: ZImageImg2ImgPipeline.prepare_latents: each image encoded alone with its generator in the prompt
+      // dtype, (z - shift_factor) * scaling_factor, and scale_noise in that dtype (not float32 as the
+      // text-to-image pipeline's noise); the first step's float32 velocity makes the latents float32 after it.
+      ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
+      generators = std::move(start.generators);
+    } else {
+      BatchNoise noise = batch_noise(batch, transformer_config_.in_channels, h, w, at::kFloat, device_);
+      latents = noise.noise;
+      generators = std::move(noise.generators);
+    }
 
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // The model's time runs the other way: (1000 - t) / 1000 in float32, 0 at the start.
-      const at::Tensor t = (1000 - timesteps[i]) / 1000;
+      const at::Tensor t = (1000 - timesteps[begin + i]) / 1000;
       const double t_norm = t.item<double>();
       // cfg_truncation: no guidance once t_norm passes it (a value above 1 never truncates).
       double scale = guidance;
@@ -176,7 +190,7 @@ class ZImagePipeline : public LoraPipeline {
                        .to(at::kFloat);
       }
       // The transformer predicts the flow the other way round, so the step takes its negation.
-      latents = scheduler_->step(-velocity, i, latents, noise.generators);
+      latents = scheduler_->step(-velocity, i, latents, generators);
     }
     throw_if_cancelled();
     const double shift = *vae_config_.shift_factor;
