@@ -48,6 +48,14 @@ std::string number_text(double value) {
   return text;
 }
 
+/// What a family's items may start from, and the strengths they default to: "text; `image` (0.8); `mask` (1.0)".
+std::string inputs_text(const Family& family) {
+  std::string text = "text";
+  if (family.default_strength > 0) text += "; `image` (" + number_text(family.default_strength) + ")";
+  if (family.default_inpaint_strength > 0) text += "; `mask` (" + number_text(family.default_inpaint_strength) + ")";
+  return text;
+}
+
 std::string code_list(const std::vector<std::string>& words) {
   std::vector<std::string> quoted;
   for (const std::string& w : words) quoted.push_back("`" + w + "`");
@@ -75,15 +83,21 @@ nlohmann::json families_json() {
                     {"lora_components", rules.components},
                     {"lora_formats", rules.components.empty() ? std::vector<std::string>{} : lora_formats(rules)},
                     {"single_file_kinds", files}});
+    // img2img and inpainting (issue 29): the default strength of an item with an image, with a mask; null when
+    // the family takes none.
+    nlohmann::json& row = rows.back();
+    row["image_strength"] = family.default_strength > 0 ? nlohmann::json(family.default_strength) : nlohmann::json();
+    row["mask_strength"] =
+        family.default_inpaint_strength > 0 ? nlohmann::json(family.default_inpaint_strength) : nlohmann::json();
   }
   return rows;
 }
 
 std::string families_markdown() {
   std::string out =
-      "| family | pipeline classes | steps, guidance | size multiple | settings (default) | LoRA: components; formats | "
-      "single files (kind) |\n"
-      "|---|---|---|---|---|---|---|\n";
+      "| family | pipeline classes | steps, guidance | size multiple | inputs (default strength) | settings (default) | "
+      "LoRA: components; formats | single files (kind) |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   for (const Family& family : families()) {
     std::vector<std::string> settings;
     for (const SettingSpec& s : family.settings) settings.push_back("`" + s.name + "` (" + s.default_value.dump() + ")");
@@ -94,10 +108,10 @@ std::string families_markdown() {
     // Each family's page is docs/models/<name>.md (the links test checks that it exists).
     const std::string lora =
         rules.components.empty() ? "none" : code_list(rules.components) + "; " + join(lora_formats(rules));
-    out += fmt::format("| [{}](docs/models/{}.md) (`{}`) | {} | {}, {} | {} | {} | {} | {} |\n", family.label, family.name, family.name,
-                       code_list(family.pipeline_classes), family.default_steps,
-                       number_text(family.default_guidance_scale), family.size_multiple, join(settings),
-                       lora, files.empty() ? "none" : join(files));
+    out += fmt::format("| [{}](docs/models/{}.md) (`{}`) | {} | {}, {} | {} | {} | {} | {} | {} |\n", family.label,
+                       family.name, family.name, code_list(family.pipeline_classes), family.default_steps,
+                       number_text(family.default_guidance_scale), family.size_multiple, inputs_text(family),
+                       join(settings), lora, files.empty() ? "none" : join(files));
   }
   return out;
 }

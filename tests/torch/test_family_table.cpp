@@ -28,6 +28,10 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     EXPECT_EQ(row["default_steps"], f.default_steps);
     EXPECT_EQ(row["default_guidance_scale"], f.default_guidance_scale);
     EXPECT_EQ(row["size_multiple"], f.size_multiple);
+    // A family that inpaints takes images too (issue 29).
+    if (f.default_inpaint_strength > 0) EXPECT_GT(f.default_strength, 0) << f.name;
+    EXPECT_EQ(row["image_strength"].is_null(), f.default_strength <= 0) << f.name;
+    EXPECT_EQ(row["mask_strength"].is_null(), f.default_inpaint_strength <= 0) << f.name;
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
     for (const SettingSpec& s : f.settings) EXPECT_EQ(row["settings"][s.name], s.default_value) << s.name;
     EXPECT_EQ(row["lora_components"], nlohmann::json(lora_key_rules(f.name).components)) << f.name;
