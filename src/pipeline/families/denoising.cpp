@@ -65,6 +65,22 @@ at::Tensor binary_mask(const GrayImage& mask) {
   return m;
 }
 
+at::Tensor latent_masks(const std::vector<ImageRequest>& batch, int64_t h, int64_t w) {
+  std::vector<at::Tensor> masks;
+  for (const ImageRequest& r : batch) {
+    if (!r.mask) throw InputError("inpainting: every item of the batch needs a mask");
+    masks.push_back(at::upsample_nearest2d(binary_mask(*r.mask), {h, w}));
+  }
+  return at::cat(masks);
+}
+
+at::Tensor blend_kept_region(const Scheduler& scheduler, const at::Tensor& latents, const at::Tensor& image_latents,
+                             const at::Tensor& noise, const at::Tensor& mask, int64_t next) {
+  const at::Tensor proper =
+      next < scheduler.timesteps().size(0) ? scheduler.add_noise(image_latents, noise, next) : image_latents;
+  return (1 - mask) * proper + mask * latents;
+}
+
 at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator) {
   at::Tensor eps = at::randn(dist.mean.sizes(), generator, at::TensorOptions().dtype(dist.mean.scalar_type()));
   at::Tensor std = at::exp(0.5 * dist.logvar);
@@ -128,10 +144,8 @@ at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Ten
       // Ref: StableDiffusionInpaintPipeline, 4-channel UNet: the kept region is the image noised to the
       // next step's level (none after the last), the repainted one the model's.
       const InpaintState& s = *inputs.inpaint;
-      const at::Tensor init_mask = inputs.cfg ? s.mask.chunk(2)[0] : s.mask;
-      at::Tensor proper = s.image_latents;
-      if (begin + i + 1 < timesteps.size(0)) proper = scheduler.add_noise(proper, s.noise, begin + i + 1);
-      latents = (1 - init_mask) * proper + init_mask * latents;
+      latents = blend_kept_region(scheduler, latents, s.image_latents, s.noise, inputs.cfg ? s.mask.chunk(2)[0] : s.mask,
+                                  begin + i + 1);
     }
   }
   return latents;

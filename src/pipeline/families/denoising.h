@@ -49,6 +49,17 @@ at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Devi
 /// the CPU.
 at::Tensor binary_mask(const GrayImage& mask);
 
+/// The batch's masks at the latents' size, [B, 1, h, w] float32 on the CPU: each binary_mask()
+/// F.interpolate'd (nearest) to h x w, as the inpainting pipelines' prepare_mask_latents do. Throws
+/// InputError when a request has no mask.
+at::Tensor latent_masks(const std::vector<ImageRequest>& batch, int64_t h, int64_t w);
+
+/// Inpainting with a denoiser that takes no mask (a 4-channel UNet, FLUX.1, a 16-channel SD3): after a
+/// step, the kept region (mask 0) is the image latents noised to the level of timesteps()[next], or the
+/// image itself after the last step, and the repainted one (mask 1) the step's `latents`.
+at::Tensor blend_kept_region(const Scheduler& scheduler, const at::Tensor& latents, const at::Tensor& image_latents,
+                             const at::Tensor& noise, const at::Tensor& mask, int64_t next);
+
 /// DiagonalGaussianDistribution.sample(generator): mean + exp(0.5 logvar) * noise, the noise
 /// [1, C, h, w] drawn from `generator` on the CPU in the mean's dtype, then moved to its device.
 at::Tensor sample_latent(const LatentDist& dist, at::Generator& generator);

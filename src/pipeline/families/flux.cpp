@@ -150,12 +150,8 @@ class FluxPipeline : public LoraPipeline {
         // channels and packed. It also encodes the masked image, which FLUX.1's own transformer does not take: the
         // draw only moves each generator on, and nothing draws from them after it here (flow matching steps
         // without noise), so it is skipped.
-        std::vector<at::Tensor> masks;
-        for (const ImageRequest& r : batch) {
-          if (!r.mask) throw InputError("inpainting: every item of the batch needs a mask");
-          masks.push_back(at::upsample_nearest2d(binary_mask(*r.mask), {h, w}));
-        }
-        inpaint_mask = pack_latents(at::cat(masks).to(device_, dtype_).repeat({1, vae_config_.latent_channels, 1, 1}));
+        inpaint_mask =
+            pack_latents(latent_masks(batch, h, w).to(device_, dtype_).repeat({1, vae_config_.latent_channels, 1, 1}));
         inpaint_image = pack_latents(start.image_latents);
         inpaint_noise = pack_latents(start.noise);
       }
@@ -188,12 +184,8 @@ class FluxPipeline : public LoraPipeline {
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
       }
       latents = scheduler_->step(pred, i, latents, generators);
-      if (inpaint_mask.defined()) {
-        // The kept region: the image at the next step's noise level (none after the last step).
-        at::Tensor proper = inpaint_image;
-        if (begin + i + 1 < timesteps.size(0)) proper = scheduler_->add_noise(proper, inpaint_noise, begin + i + 1);
-        latents = (1 - inpaint_mask) * proper + inpaint_mask * latents;
-      }
+      if (inpaint_mask.defined())
+        latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);

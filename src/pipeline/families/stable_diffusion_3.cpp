@@ -224,12 +224,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
         // transformer (which dpinfer does not load) and moves the generators on, which nothing reads after it
         // (flow matching steps without noise): skipped.
         if (first.strength == 1.0) latents = start.noise;
-        std::vector<at::Tensor> masks;
-        for (const ImageRequest& r : batch) {
-          if (!r.mask) throw InputError("inpainting: every item of the batch needs a mask");
-          masks.push_back(at::upsample_nearest2d(binary_mask(*r.mask), {h, w}));
-        }
-        inpaint_mask = at::cat(masks).to(device_, dtype_);  // [B, 1, h, w]
+        inpaint_mask = latent_masks(batch, h, w).to(device_, dtype_);  // [B, 1, h, w]
         inpaint_image = start.image_latents;
         inpaint_noise = start.noise;
       }
@@ -258,11 +253,8 @@ class StableDiffusion3Pipeline : public LoraPipeline {
         pred = pred + (text_pred - skipped) * slg_scale;
       }
       latents = scheduler_->step(pred, i, latents, generators);
-      if (inpaint_mask.defined()) {
-        at::Tensor proper = inpaint_image;
-        if (begin + i + 1 < timesteps.size(0)) proper = scheduler_->add_noise(proper, inpaint_noise, begin + i + 1);
-        latents = (1 - inpaint_mask) * proper + inpaint_mask * latents;
-      }
+      if (inpaint_mask.defined())
+        latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
     }
     throw_if_cancelled();
     // StableDiffusion3InpaintPipeline decodes latents / scaling_factor and leaves out the shift_factor that its
