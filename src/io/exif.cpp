@@ -2,18 +2,13 @@
 
 #include <cstdint>
 
+#include "big_endian.h"
+
 namespace dpinfer::io {
 namespace {
 
-void put_u16(std::string& out, uint32_t v) {
-  out.push_back(static_cast<char>((v >> 8) & 0xFF));
-  out.push_back(static_cast<char>(v & 0xFF));
-}
-
-void put_u32(std::string& out, uint32_t v) {
-  put_u16(out, v >> 16);
-  put_u16(out, v & 0xFFFF);
-}
+using big_endian::put_u16;
+using big_endian::put_u32;
 
 /// UTF-16BE of valid UTF-8 `s` (a code point above U+FFFF as a surrogate pair).
 std::string utf16be(const std::string& s) {
@@ -61,6 +56,5 @@ std::string exif_user_comment_tiff(const std::string& text) {
   put_u32(p, 0);
   return p + value;
 }
-
 
 }  // namespace dpinfer::io

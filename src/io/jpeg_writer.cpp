@@ -5,15 +5,14 @@
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 
+#include "big_endian.h"
+
 namespace dpinfer::io {
 namespace {
 
-constexpr size_t kMaxSegmentData = 65533;  // a segment's 16-bit length counts itself (2 bytes)
+using big_endian::put_u16;
 
-void put_u16(std::string& out, uint32_t v) {
-  out.push_back(static_cast<char>((v >> 8) & 0xFF));
-  out.push_back(static_cast<char>(v & 0xFF));
-}
+constexpr size_t kMaxSegmentData = 65533;  // a segment's 16-bit length counts itself (2 bytes)
 
 /// An APP1 Exif payload: "Exif\0\0", then the TIFF block.
 std::string exif_user_comment(const std::string& text) { return std::string("Exif\0\0", 6) + exif_user_comment_tiff(text); }

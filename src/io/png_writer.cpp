@@ -8,15 +8,15 @@
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 
+#include "big_endian.h"
+
 namespace dpinfer::io {
 namespace {
 
+using big_endian::put_u32;
+
 constexpr size_t kSignatureSize = 8;
 constexpr size_t kIhdrChunkSize = 4 + 4 + 13 + 4;  // length, type, data, crc
-
-void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xFF));
-}
 
 void append_chunk(std::string& out, const char type[4], const std::string& data) {
   put_u32(out, static_cast<uint32_t>(data.size()));

@@ -17,20 +17,19 @@
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
+#include "prompt_columns.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::io {
 namespace {
+
+using prompt_columns::fail_at_line;
 
 using nlohmann::json;
 
 const char* const kAllowedKeys =
     "prompt, negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask, settings, "
     "loras";
-
-[[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
-  throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
-}
 
 /// `s` ends with `suffix`, ignoring ASCII case (".JSONL" is JSON lines too).
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -43,23 +42,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 /// PNG text chunks cannot hold a NUL (it ends the keyword), so neither can a prompt.
 void check_no_nul(const std::string& text, const std::string& what, const std::string& name, int line) {
   if (text.find('\0') != std::string::npos)
-    fail(name, line, what + " contains a NUL character, which a PNG's text chunk cannot hold; remove it");
+    fail_at_line(name, line, what + " contains a NUL character, which a PNG's text chunk cannot hold; remove it");
 }
 
 template <typename T>
 T get_integer(const json& v, const std::string& key, const std::string& name, int line, IntRange range) {
-  if (!v.is_number_integer()) fail(name, line, quote(key) + " must be an integer, got " + json_brief(v));
+  if (!v.is_number_integer()) fail_at_line(name, line, quote(key) + " must be an integer, got " + json_brief(v));
   // An unsigned value past the range's max (up to 2^64-1) is compared as unsigned.
   const bool in_range = v.is_number_unsigned()
                             ? v.get<uint64_t>() <= static_cast<uint64_t>(range.max) &&
                                   range.contains(static_cast<long long>(v.get<uint64_t>()))
                             : range.contains(v.get<int64_t>());
-  if (!in_range) fail(name, line, quote(key) + " must be in " + range.text() + ", got " + json_brief(v));
+  if (!in_range) fail_at_line(name, line, quote(key) + " must be in " + range.text() + ", got " + json_brief(v));
   return static_cast<T>(v.get<int64_t>());
 }
 
 std::string get_string(const json& v, const std::string& key, const std::string& name, int line) {
-  if (!v.is_string()) fail(name, line, quote(key) + " must be a string, got " + json_brief(v));
+  if (!v.is_string()) fail_at_line(name, line, quote(key) + " must be a string, got " + json_brief(v));
   return v.get<std::string>();
 }
 
@@ -71,16 +70,16 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
   try {
     obj = parse_json_text(text, JsonDialect::kStrict, /*unique_keys=*/true);
   } catch (const JsonDuplicateKey& e) {
-    fail(name, line, "key " + quote(e.key(), 60) + " appears twice; keep one");
+    fail_at_line(name, line, "key " + quote(e.key(), 60) + " appears twice; keep one");
   } catch (const JsonSyntaxError& e) {
-    fail(name, line, std::string("invalid JSON (") + e.what() +
+    fail_at_line(name, line, std::string("invalid JSON (") + e.what() +
                          "); each line must be one object such as {\"prompt\": \"a red fox\"}");
   }
   if (!obj.is_object())
-    fail(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + json_brief(obj));
+    fail_at_line(name, line, "expected a JSON object such as {\"prompt\": \"a red fox\"}, got " + json_brief(obj));
   PromptSpec s;
   s.line = line;
-  if (!obj.contains("prompt")) fail(name, line, "missing the required key 'prompt'");
+  if (!obj.contains("prompt")) fail_at_line(name, line, "missing the required key 'prompt'");
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
@@ -97,39 +96,39 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
     else if (k == "num_images") s.num_images = get_integer<int>(v, k, name, line, kImagesPerLineRange);
     else if (k == "settings") {
       if (!v.is_object())
-        fail(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + json_brief(v));
+        fail_at_line(name, line, "'settings' must be an object such as {\"clip_skip\": 1}, got " + json_brief(v));
       s.settings = v;
     }
     else if (k == "loras") {
       try {
         s.loras = lora_set_from_json(v, "line " + std::to_string(line));
       } catch (const InputError& e) {
-        fail(name, line, std::string(e.what()).substr(("line " + std::to_string(line) + ": ").size()));
+        fail_at_line(name, line, std::string(e.what()).substr(("line " + std::to_string(line) + ": ").size()));
       }
     }
     else if (k == "guidance_scale") {
       if (!v.is_number() || !std::isfinite(v.get<double>()))
-        fail(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
+        fail_at_line(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
     } else if (k == "image") {
       s.image = get_string(v, k, name, line);
-      if (s.image->empty()) fail(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
+      if (s.image->empty()) fail_at_line(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
       check_no_nul(*s.image, "'image'", name, line);
     } else if (k == "mask") {
       s.mask = get_string(v, k, name, line);
-      if (s.mask->empty()) fail(name, line, "'mask' must be a path to a PNG, JPEG or WebP file, got \"\"");
+      if (s.mask->empty()) fail_at_line(name, line, "'mask' must be a path to a PNG, JPEG or WebP file, got \"\"");
       check_no_nul(*s.mask, "'mask'", name, line);
     } else if (k == "strength") {
       if (!v.is_number() || !(v.get<double>() > kStrengthMin && v.get<double>() <= kStrengthMax))
-        fail(name, line, "'strength' must be a number in (0, 1], got " + json_brief(v));
+        fail_at_line(name, line, "'strength' must be a number in (0, 1], got " + json_brief(v));
       s.strength = v.get<double>();
     } else if (options.keep_fields) {
       if (options.reserved_field && options.reserved_field(k))
-        fail(name, line, "key " + quote(k, 60) + " is one that dpinfer writes in each image's record itself, so "
+        fail_at_line(name, line, "key " + quote(k, 60) + " is one that dpinfer writes in each image's record itself, so "
                          "--keep-fields cannot keep it; rename it");
       s.fields[k] = v;
     } else {
-      fail(name, line, "unknown key " + quote(k, 60) + "; allowed: " + kAllowedKeys +
+      fail_at_line(name, line, "unknown key " + quote(k, 60) + "; allowed: " + kAllowedKeys +
                            " (--keep-fields keeps unknown keys)");
     }
   }
@@ -137,7 +136,7 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
   // Image j of this line gets seed + j: keep the last one a valid seed (a line that sets no
   // num_images is checked with the run's --num-images, by plan::ItemList).
   if (s.seed && s.num_images && *s.seed > std::numeric_limits<int64_t>::max() - (*s.num_images - 1))
-    fail(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
+    fail_at_line(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
   return s;
 }
 
@@ -207,7 +206,7 @@ std::vector<PromptSpec> parse_prompts(const std::string& content, const std::str
     if (!jsonl && !(prompt = text_prompt(text))) continue;  // a comment
     size_t bad = find_invalid_utf8(text);
     if (bad != std::string::npos)
-      fail(name, line, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line; save the file as UTF-8");
+      fail_at_line(name, line, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line; save the file as UTF-8");
     if (jsonl) {
       out.push_back(parse_json_line(text, name, line, options));
     } else {

@@ -14,6 +14,7 @@
 
 #include "dpinfer/io/parquet.h"
 #include "dpinfer/io/prompt_file.h"
+#include "prompt_columns.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
@@ -24,16 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using Type = ParquetColumn::Type;
 using nlohmann::json;
-
-const char* const kKnownColumns =
-    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask";
-
-bool is_known_column(const std::string& c) {
-  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id",
-                        "image", "strength", "mask"})
-    if (c == k) return true;
-  return false;
-}
 
 /// pandas' to_parquet writes a DataFrame's index that is not a plain range as a column of this name.
 bool is_pandas_index(const std::string& c) { return c.rfind("__index_level_", 0) == 0; }
@@ -141,10 +132,10 @@ std::vector<PromptSpec> parquet_prompts(const std::string& path, const PromptFil
     throw InputError(quote(path) + ": no column " + quote(options.prompt_column, 60) + " for the prompt (it has " +
                      columns + "); name the prompt's column with --prompt-column");
   for (const ParquetColumn& c : t.columns) {
-    if (&c == prompt || is_known_column(c.name) || is_pandas_index(c.name)) continue;
+    if (&c == prompt || prompt_columns::is_known(c.name) || is_pandas_index(c.name)) continue;
     if (!options.keep_fields)
       throw InputError(quote(path) + ": unknown column " + quote(c.name, 60) + "; the prompt is in column " +
-                       quote(options.prompt_column, 60) + " (--prompt-column), and the others may be " + kKnownColumns +
+                       quote(options.prompt_column, 60) + " (--prompt-column), and the others may be " + prompt_columns::kKnown +
                        " (--keep-fields keeps unknown columns)");
     if (options.reserved_field && options.reserved_field(c.name))
       throw InputError(quote(path) + ": column " + quote(c.name, 60) +
@@ -164,7 +155,7 @@ std::vector<PromptSpec> parquet_prompts(const std::string& path, const PromptFil
     for (const ParquetColumn& c : t.columns) {
       if (&c == prompt || is_pandas_index(c.name)) continue;
       const std::string& col = c.name;
-      if (!is_known_column(col)) {
+      if (!prompt_columns::is_known(col)) {
         s.fields[col] = cell_json(c, r, path);
         continue;
       }

@@ -18,6 +18,7 @@
 #include <map>
 
 #include "dpinfer/io/prompt_file.h"
+#include "prompt_columns.h"
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
@@ -25,16 +26,7 @@
 namespace dpinfer::io {
 namespace {
 
-/// The columns a table may have besides the prompt's, read as a .jsonl line's keys.
-const char* const kKnownColumns =
-    "negative_prompt, seed, steps, guidance_scale, width, height, num_images, id, image, strength, mask";
-
-bool is_known_column(const std::string& c) {
-  for (const char* k : {"negative_prompt", "seed", "steps", "guidance_scale", "width", "height", "num_images", "id", "image",
-                        "strength", "mask"})
-    if (c == k) return true;
-  return false;
-}
+using prompt_columns::fail_at_line;
 
 struct Row {
   int line = 0;  ///< where it begins
@@ -117,18 +109,14 @@ std::vector<Row> split_rows(const std::string& content, size_t pos, char delimit
   return rows;
 }
 
-[[noreturn]] void fail(const std::string& name, int line, const std::string& what) {
-  throw InputError(quote(name) + " line " + std::to_string(line) + ": " + what);
-}
-
 template <typename T>
 T cell_integer(const std::string& cell, const std::string& column, const std::string& name, int line,
                IntRange range) {
   long long v = 0;
   const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
   if (ec != std::errc() || end != cell.data() + cell.size())
-    fail(name, line, "column " + quote(column, 60) + " must be an integer, got " + quote(cell, 60));
-  if (!range.contains(v)) fail(name, line, "column " + quote(column, 60) + " must be in " + range.text() + ", got " + cell);
+    fail_at_line(name, line, "column " + quote(column, 60) + " must be an integer, got " + quote(cell, 60));
+  if (!range.contains(v)) fail_at_line(name, line, "column " + quote(column, 60) + " must be in " + range.text() + ", got " + cell);
   return static_cast<T>(v);
 }
 
@@ -136,7 +124,7 @@ double cell_number(const std::string& cell, const std::string& column, const std
   char* end = nullptr;
   const double v = std::strtod(cell.c_str(), &end);
   if (cell.empty() || end != cell.c_str() + cell.size() || !std::isfinite(v))
-    fail(name, line, "column " + quote(column, 60) + " must be a finite number, got " + quote(cell, 60));
+    fail_at_line(name, line, "column " + quote(column, 60) + " must be a finite number, got " + quote(cell, 60));
   return v;
 }
 
@@ -154,26 +142,26 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
   std::map<std::string, size_t> column_of;
   for (size_t c = 0; c < header.size(); ++c) {
     const std::string& col = header[c];
-    if (find_invalid_utf8(col) != std::string::npos) fail(name, header_line, "a column name is not valid UTF-8");
+    if (find_invalid_utf8(col) != std::string::npos) fail_at_line(name, header_line, "a column name is not valid UTF-8");
     if (!column_of.emplace(col, c).second)
-      fail(name, header_line, "column " + quote(col, 60) + " appears twice in the header; keep one");
+      fail_at_line(name, header_line, "column " + quote(col, 60) + " appears twice in the header; keep one");
   }
   if (!column_of.count(options.prompt_column)) {
     std::string columns;
     for (const std::string& c : header) columns += (columns.empty() ? "" : ", ") + quote(c, 40);
-    fail(name, header_line, "no column " + quote(options.prompt_column, 60) + " for the prompt (the header has " +
+    fail_at_line(name, header_line, "no column " + quote(options.prompt_column, 60) + " for the prompt (the header has " +
                                 columns + "); name the prompt's column with --prompt-column");
   }
 
   for (const std::string& col : header) {
-    if (col == options.prompt_column || is_known_column(col)) continue;
+    if (col == options.prompt_column || prompt_columns::is_known(col)) continue;
     if (!options.keep_fields)
-      fail(name, header_line,
+      fail_at_line(name, header_line,
            "unknown column " + quote(col, 60) + "; the prompt is in column " + quote(options.prompt_column, 60) +
-               " (--prompt-column), and the others may be " + kKnownColumns +
+               " (--prompt-column), and the others may be " + prompt_columns::kKnown +
                " (--keep-fields keeps unknown columns)");
     if (options.reserved_field && options.reserved_field(col))
-      fail(name, header_line, "column " + quote(col, 60) +
+      fail_at_line(name, header_line, "column " + quote(col, 60) +
                                   " is one that dpinfer writes in each image's record itself, so --keep-fields cannot "
                                   "keep it; rename it");
   }
@@ -183,7 +171,7 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
     const int line = rows[r].line;
     const std::vector<std::string>& cells = rows[r].cells;
     if (cells.size() != header.size())
-      fail(name, line, "this row has " + std::to_string(cells.size()) + " cell(s), the header " +
+      fail_at_line(name, line, "this row has " + std::to_string(cells.size()) + " cell(s), the header " +
                            std::to_string(header.size()) + "; quote a cell that holds " +
                            (delimiter == '\t' ? "a tab" : "a comma") + " (\"a, b\"), or fix the row (" + kind + ")");
     PromptSpec s;
@@ -192,16 +180,16 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
       const std::string& col = header[c];
       const std::string& cell = cells[c];
       if (const size_t bad = find_invalid_utf8(cell); bad != std::string::npos)
-        fail(name, line, "column " + quote(col, 60) + " is not valid UTF-8 at byte " + std::to_string(bad + 1) +
+        fail_at_line(name, line, "column " + quote(col, 60) + " is not valid UTF-8 at byte " + std::to_string(bad + 1) +
                              " of its cell; save the file as UTF-8");
       if (cell.find('\0') != std::string::npos)
-        fail(name, line, "column " + quote(col, 60) +
+        fail_at_line(name, line, "column " + quote(col, 60) +
                              " contains a NUL character, which a PNG's text chunk cannot hold; remove it");
       if (col == options.prompt_column) {
         s.prompt = cell;
         continue;
       }
-      if (!is_known_column(col)) {
+      if (!prompt_columns::is_known(col)) {
         s.fields[col] = cell;  // kept (the header check refused it otherwise)
         continue;
       }
@@ -219,12 +207,12 @@ std::vector<PromptSpec> parse_prompt_table(const std::string& content, const std
       else if (col == "strength") {
         s.strength = cell_number(cell, col, name, line);
         if (!(*s.strength > kStrengthMin && *s.strength <= kStrengthMax))
-          fail(name, line, "column 'strength' must be a number in (0, 1], got " + quote(cell, 60));
+          fail_at_line(name, line, "column 'strength' must be a number in (0, 1], got " + quote(cell, 60));
       }
     }
     // Image j of this row gets seed + j (as a .jsonl line's).
     if (s.seed && s.num_images && *s.seed > std::numeric_limits<int64_t>::max() - (*s.num_images - 1))
-      fail(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
+      fail_at_line(name, line, "'seed' + num_images - 1 must stay below 2^63; lower the seed");
     out.push_back(std::move(s));
   }
   return out;

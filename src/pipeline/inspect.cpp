@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
-constexpr size_t kMaxListed = 10;
+constexpr size_t kMaxListedKeys = 10;
 
 /// Records a failed step: `message` goes to `own` (the component's error, when it has none
 /// yet) and to the report's error (when it is the first).
@@ -149,7 +149,7 @@ std::string string_field(const nlohmann::json& object, const char* key, const st
 ordered_json or_null(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
 
 ordered_json first(const std::vector<std::string>& items) {
-  return std::vector<std::string>(items.begin(), items.begin() + std::min(items.size(), kMaxListed));
+  return std::vector<std::string>(items.begin(), items.begin() + std::min(items.size(), kMaxListedKeys));
 }
 
 ordered_json component_json(const ComponentReport& r) {
@@ -203,8 +203,8 @@ std::string grouped(uint64_t n) {
 
 std::string listed(const std::vector<std::string>& items) {
   std::string out;
-  for (size_t i = 0; i < items.size() && i < kMaxListed; ++i) out += (i ? ", " : "") + items[i];
-  if (items.size() > kMaxListed) out += ", and " + std::to_string(items.size() - kMaxListed) + " more";
+  for (size_t i = 0; i < items.size() && i < kMaxListedKeys; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > kMaxListedKeys) out += ", and " + std::to_string(items.size() - kMaxListedKeys) + " more";
   return out;
 }
 

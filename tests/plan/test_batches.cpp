@@ -13,6 +13,7 @@ using namespace dpinfer;
 using namespace dpinfer::plan;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 io::PromptSpec line(const std::string& prompt, int images = 1) {
   io::PromptSpec s;
@@ -44,7 +45,6 @@ std::map<int64_t, ItemSpan> batches_as_shared(const BatchPlan& plan, int shards,
   return of_item;
 }
 
-}  // namespace
 
 TEST(BatchPlan, ATextFileIsOneGroupCutEveryBItems) {
   const std::vector<io::PromptSpec> specs = {line("a"), line("b"), line("c"), line("d"), line("e")};
@@ -152,3 +152,6 @@ TEST(BatchPlan, AMillionItemsCostLinesNotItems) {
   EXPECT_EQ(plan.at(166666666), (ItemSpan{499999998, 2}));
   EXPECT_EQ(plan.at(166666667), (ItemSpan{500000000, 3}));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -289,6 +289,7 @@ TEST(SlurmNodelist, TaskCountsPerNode) {
 
 // Job arrays as outer shards (README, "Job arrays and --shard").
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 EnvVars array_env(int id, int min, int max, int count, int step = 0) {
   EnvVars env{{"SLURM_ARRAY_TASK_ID", std::to_string(id)},
               {"SLURM_ARRAY_TASK_MIN", std::to_string(min)},
@@ -306,7 +307,6 @@ std::string shard_error(const EnvVars& env) {
   }
   return "";
 }
-}  // namespace
 
 TEST(OuterShardFromEnv, NoneOutsideAJobArray) {
   EXPECT_FALSE(outer_shard_from_env({}).has_value());
@@ -410,3 +410,6 @@ TEST(ManifestNames, RoundTrip) {
                             "manifest.rank0.jsonl.tmp", "metadata.jsonl", "manifest.rank-1.jsonl"})
     EXPECT_FALSE(parse_manifest_file_name(other).has_value()) << other;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -9,6 +9,7 @@
 using namespace dpinfer;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 plan::Item item(int64_t index, int64_t prompt_index, int image, const std::string& prompt) {
   plan::Item it;
@@ -28,7 +29,6 @@ std::string usage_error(const std::vector<std::string>& args) {
   return "(no error)";
 }
 
-}  // namespace
 
 TEST(Layouts, EachLayoutNamesTheFileItsReaderLooksFor) {
   const plan::Item it = item(1234567, 12, 3, "a red car");
@@ -76,3 +76,6 @@ TEST(Layouts, OptionsThatDoNotGoTogetherAreRefused) {
   EXPECT_TRUE(plan::prompt_file_options(plan::parse_generate_args({"p.jsonl", "--layout", "geneval"})).keep_fields);
   EXPECT_FALSE(plan::prompt_file_options(plan::parse_generate_args({"p.jsonl"})).keep_fields);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

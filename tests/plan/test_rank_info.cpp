@@ -7,6 +7,7 @@ using namespace dpinfer;
 using namespace dpinfer::plan;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 std::string error_of(const std::map<std::string, std::string>& env) {
   try {
     rank_info_from_env(env);
@@ -15,7 +16,6 @@ std::string error_of(const std::map<std::string, std::string>& env) {
   }
   return "";
 }
-}  // namespace
 
 TEST(RankInfo, SingleProcessWithoutAnyVariables) {
   RankInfo r = rank_info_from_env({});
@@ -76,3 +76,6 @@ TEST(RankInfo, MalformedValuesNameTheVariable) {
   EXPECT_NE(error_of({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}}).find("SLURM_NTASKS"),
             std::string::npos);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

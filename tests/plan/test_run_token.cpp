@@ -22,6 +22,7 @@ using dpinfer::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 template <typename E>
 std::string error_of(const std::map<std::string, std::string>& env, const std::string& dir) {
@@ -33,7 +34,6 @@ std::string error_of(const std::map<std::string, std::string>& env, const std::s
   return "(no error)";
 }
 
-}  // namespace
 
 TEST(RunToken, FreshTokensAre128RandomBitsInHex) {
   std::set<std::string> seen;
@@ -147,3 +147,6 @@ TEST(RunToken, FingerprintsTellTokensApart) {
   EXPECT_EQ(run_token_fingerprint(a), run_token_fingerprint(a));
   EXPECT_NE(run_token_fingerprint(a), run_token_fingerprint(b));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

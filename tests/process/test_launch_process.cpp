@@ -25,6 +25,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::vector<std::string> launch(std::vector<std::string> args) {
   args.insert(args.begin(), {dpinfer_binary(), "launch"});
@@ -68,7 +69,6 @@ std::unique_ptr<Child> start_ready_group(const TempDir& dir, int n, const std::v
   return child;
 }
 
-}  // namespace
 
 // Done-when of the foundation issue: each rank's line arrives.
 TEST(LaunchProcess, EachRankPrintsItsLine) {
@@ -919,3 +919,6 @@ TEST(LaunchProcess, CarriageReturnRedrawsArePrefixedLines) {
   EXPECT_TRUE(contains(r.err, "[rank 0]   0%|   |\n[rank 0]  50%|#  |\n[rank 0] 100%|###|\n")) << r.err;
   EXPECT_FALSE(contains(r.err, "\r")) << r.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

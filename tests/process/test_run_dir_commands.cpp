@@ -13,6 +13,7 @@ using namespace dpinfer::test;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string png_name(int index) {
   char buf[32];
@@ -48,7 +49,6 @@ void three_shard_run(const TempDir& dir, int n, bool shard2_ran) {
   }
 }
 
-}  // namespace
 
 TEST(MergeCommand, MergesEveryShardsManifestsInIndexOrder) {
   TempDir dir;
@@ -197,3 +197,6 @@ TEST(StatusCommand, BadInputNamesTheProblem) {
   r = run({dpinfer_binary(), "status", dir.file("out"), "--prompts", dir.file("p.txt"), "--out", "x"});
   EXPECT_EQ(r.exit_code, 2);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -22,6 +22,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -257,5 +258,6 @@ TEST(AutoencoderKL, RunsInEveryPrecisionOnTheGpu_CUDA) {
   at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

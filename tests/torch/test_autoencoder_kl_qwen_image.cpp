@@ -29,6 +29,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -319,5 +320,6 @@ TEST(QwenImageVaeGpu, DecodesInFloat32AndBFloat16_CUDA) {
   at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

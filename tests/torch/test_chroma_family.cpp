@@ -27,6 +27,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -157,5 +158,6 @@ TEST(ChromaFamily, WrongComponentClassIsRefused) {
   EXPECT_EQ(r.inspect, r.load);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -26,6 +26,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -192,5 +193,6 @@ TEST(ChromaTransformerConfigTest, InputsTheModelCannotTakeAreRefused) {
             std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -18,6 +18,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using test::expect_close;
 using test::GoldenFile;
@@ -160,5 +161,6 @@ TEST(CLIPTextModel, RunsInEveryPrecisionOnTheGpu_CUDA) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -20,6 +20,7 @@
 #include "dpinfer/util/log.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using dpinfer::pipeline::CLIPTokenizer;
 using nlohmann::json;
@@ -374,4 +375,5 @@ TEST(CLIPTokenizer, TheTruncationWarningQuotesThePromptAsValidUtf8) {
       << lines[0];
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

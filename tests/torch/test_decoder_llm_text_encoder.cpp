@@ -26,6 +26,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::GoldenFile;
@@ -280,5 +281,6 @@ TEST(DecoderLLMTextEncoder, ModelClassRowsBuildOnTheMetaDevice) {
   EXPECT_EQ(facts.at("mrope_section").dump(), "[1,1,2]");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -14,6 +14,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kRepo = DPINFER_TEST_DATA_DIR "/../..";
 
@@ -29,7 +30,9 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     EXPECT_EQ(row["default_guidance_scale"], f.default_guidance_scale);
     EXPECT_EQ(row["size_multiple"], f.size_multiple);
     // A family that inpaints takes images too (issue 29).
-    if (f.default_inpaint_strength > 0) EXPECT_GT(f.default_strength, 0) << f.name;
+    if (f.default_inpaint_strength > 0) {
+      EXPECT_GT(f.default_strength, 0) << f.name;
+    }
     EXPECT_EQ(row["image_strength"].is_null(), f.default_strength <= 0) << f.name;
     EXPECT_EQ(row["mask_strength"].is_null(), f.default_inpaint_strength <= 0) << f.name;
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
@@ -81,5 +84,6 @@ TEST(FamilyTable, InspectFamiliesPrintsTheTable) {
   EXPECT_NE(none.err.find("MODEL is required"), std::string::npos) << none.err;
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -23,6 +23,7 @@
 #include "scheduler_goldens.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using dpinfer::pipeline::Scheduler;
 using dpinfer::pipeline::TimestepRequest;
@@ -397,4 +398,5 @@ TEST(FlowMatchScheduler, CalculateShiftUsesTheClassDefaults) {
   EXPECT_GT(dpinfer::pipeline::calculate_shift(16384, config("flux1-dev")), 1.15);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -24,6 +24,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -177,5 +178,6 @@ TEST(Flux2Family, ComponentsThatDoNotBelongTogetherAreRefusedBeforeWeightsLoad) 
   EXPECT_NE(weights.load.find("safetensors"), std::string::npos) << weights.load;
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

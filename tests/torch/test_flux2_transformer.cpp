@@ -25,6 +25,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -188,5 +189,6 @@ TEST(Flux2TransformerConfigTest, InputsTheModelCannotTakeAreRefused) {
             std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -20,6 +20,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::model_fixture_dir;
@@ -82,5 +83,6 @@ TEST(Flux2Vae, ModelClassRowAndConfig) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -27,6 +27,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -239,5 +240,6 @@ TEST(FluxTransformerConfigTest, InputsTheModelCannotTakeAreRefused) {
             std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -12,6 +12,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 void expect_matches_torch(const std::string& name) {
   const at::Tensor out = test::clip_last_hidden_state(name);
@@ -30,5 +31,6 @@ TEST(Fp8Weights, F8E4M3TextEncoderMatchesTorch) { expect_matches_torch("tiny-sd1
 TEST(Fp8Weights, F8E5M2TextEncoderMatchesTorch) { expect_matches_torch("tiny-sd1-te-e5m2"); }
 TEST(Fp8Weights, ScaledF8E4M3TextEncoderMatchesTorch) { expect_matches_torch("tiny-sd1-te-scaled-e4m3"); }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -16,6 +16,7 @@
 
 namespace dpinfer::pipeline::nn {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = std::string(DPINFER_TEST_DATA_DIR) + "/gguf/";
 
@@ -59,5 +60,6 @@ TEST(GgufDequant, RefusesTypesDiffusersCannotDequantize) {
   EXPECT_THROW(dequantize_gguf(at::zeros({1, 40}, at::kByte), io::GgmlType::kQ8_1), Error);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline::nn

@@ -24,6 +24,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::string kFlux = kData + "/pipelines/tiny-flux-dev";
@@ -165,5 +166,6 @@ TEST(GgufLoading, BrokenFilesAreOneLineInputErrors) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -21,6 +21,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -615,5 +616,6 @@ TEST_F(InspectBinary, ExitsTwoWithTheLoadErrorOnOneLine) {
   EXPECT_EQ(missing.err, "error: " + load_error(dir_.file("nowhere")) + "\n");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

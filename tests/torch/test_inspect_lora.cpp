@@ -15,6 +15,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 
@@ -187,5 +188,6 @@ TEST(InspectLora, TheBinaryReportsLorasAndExitsTwoForOneThatDoesNotFit) {
   EXPECT_EQ(json::parse(run.out)["components"]["unet"]["layers"], 72);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

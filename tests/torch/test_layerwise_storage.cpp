@@ -25,6 +25,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 
@@ -150,5 +151,6 @@ TEST(LayerwiseStorage, APatternSkipsItsModuleAndEverythingUnderIt) {
   EXPECT_EQ(parse_weight_storage("fp8-denoiser"), at::kFloat8_e4m3fn);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -37,6 +37,7 @@ using namespace dpinfer;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// A weight a LoRA merged into: diffusers' `want` bit for bit where this CPU computes as the one
 /// that recorded it (`recorded_canary`, fixture_cpu.h); elsewhere B @ A sums in this CPU's order,
@@ -556,4 +557,5 @@ TEST(DitLoraBadInput, AKohyaFluxLoraOnSdxlIsALoraForFlux) {
   EXPECT_NE(why.find("not for this Stable Diffusion XL model"), std::string::npos) << why;
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -23,6 +23,7 @@
 
 namespace dpinfer::test {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -451,5 +452,6 @@ INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
                            return name;
                          });
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::test

@@ -54,6 +54,7 @@ using namespace dpinfer;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 // The source tree: cases.json names its model directory relative to it.
@@ -129,7 +130,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // One pipeline per model, scheduler, dtype, weight storage and tiling; the family settings travel with each image.
     auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
-    if (c.contains("model_file")) EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
+    if (c.contains("model_file")) {
+      EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
+    }
     const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c);
     ASSERT_EQ(batch.size(), c["generator"]["seeds"].size()) << c["name"];
     // Half-precision cases run on one thread, as make_half_pipelines.py recorded them: a bf16 matmul's
@@ -321,4 +324,5 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                            return s;
                          });
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

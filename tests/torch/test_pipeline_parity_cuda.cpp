@@ -31,6 +31,7 @@ using namespace dpinfer;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 
@@ -233,4 +234,5 @@ TEST(PipelineParityCuda, Fp8StorageMatchesTheCpu_CUDA) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -17,6 +17,7 @@
 using dpinfer::pipeline::PromptEmbeddingCache;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 
@@ -42,7 +43,6 @@ struct FakeEncoder {
   }
 };
 
-}  // namespace
 
 TEST(PromptEmbeddingCache, EachDistinctTextOfACallIsEncodedOnceAndHitsEqualMisses) {
   PromptEmbeddingCache cache(8);
@@ -201,3 +201,6 @@ TEST(PromptEmbeddingCache, CachedPromptsGiveTheSameImagesInTheTinyPipelines) {
       EXPECT_EQ(cached[k].pixels, fresh[k].pixels) << model << " image " << k;
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -16,6 +16,7 @@
 #include "support/temp_dir.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using dpinfer::pipeline::Encoding;
 using dpinfer::pipeline::Padding;
@@ -471,4 +472,5 @@ TEST(Qwen2Tokenizer, TokenizesTenThousandTemplatedPromptsWellUnderASecond) {
   std::printf("[          ] 10k templated prompts in %.3f s\n", seconds);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -29,6 +29,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -305,5 +306,6 @@ TEST(QwenImageTransformerConfigTest, InputsTheModelCannotTakeAreRefused) {
             std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -20,6 +20,7 @@
 #include "scheduler_goldens.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using dpinfer::pipeline::Scheduler;
 using dpinfer::test::error_of;
@@ -374,4 +375,5 @@ TEST(SchedulerUse, ASchedulePastItsSigmasIsAClearError) {
                   {"dpm++2m-karras", "index 5", "5 noise levels"});
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

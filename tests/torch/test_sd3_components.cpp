@@ -25,6 +25,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -110,5 +111,6 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SD3Components, ::testing::Values("tiny-sd3", 
                            return s;
                          });
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -20,6 +20,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -104,5 +105,6 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SdxlComponents, ::testing::Values("tiny-sdxl"
                            return s;
                          });
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -33,6 +33,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -833,5 +834,6 @@ TEST(SingleFile, ChromaRefusalsAreOneLine) {
   EXPECT_EQ(parts[2].target, "distilled_guidance_layer.out_proj.weight");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

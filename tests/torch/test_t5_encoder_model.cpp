@@ -24,6 +24,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::GoldenFile;
@@ -194,5 +195,6 @@ TEST(T5EncoderModel, Fp16KeepsWoInFp32) {
   for (const auto& p : bf16.named_parameters()) EXPECT_EQ(p.value().scalar_type(), at::kBFloat16) << p.key();
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

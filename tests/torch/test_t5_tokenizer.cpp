@@ -18,6 +18,7 @@
 #include "support/temp_dir.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using dpinfer::pipeline::Encoding;
 using dpinfer::pipeline::Padding;
@@ -202,4 +203,5 @@ TEST(T5Tokenizer, DefaultsWithoutConfig) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

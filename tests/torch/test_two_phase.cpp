@@ -25,6 +25,7 @@ using namespace dpinfer;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::string kRoot = kData + "/../..";  // cases.json names its model directory relative to it
@@ -248,4 +249,5 @@ TEST(TwoPhase, TheCacheKeyHoldsEverySettingThatReachesAnEncoder) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -20,6 +20,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -272,5 +273,6 @@ TEST(UNet2DConditionModel, RunsInEveryPrecisionOnTheGpu_CUDA) {
   at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

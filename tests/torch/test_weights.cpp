@@ -31,6 +31,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 namespace fs = std::filesystem;
 using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -786,5 +787,6 @@ TEST_F(Weights, RefusesAConfigThatDisagreesWithTheWeightsBeforeAllocatingIt) {
                            "in the model");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

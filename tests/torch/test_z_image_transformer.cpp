@@ -28,6 +28,7 @@
 
 namespace dpinfer::pipeline {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 using nlohmann::json;
 using test::expect_close;
@@ -252,5 +253,6 @@ TEST(ZImageTransformerConfigTest, InputsTheModelCannotTakeAreRefused) {
             std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::pipeline

@@ -13,6 +13,7 @@
 using dpinfer::launcher::ConsoleWriter;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 struct Pipe {
   int fd[2] = {-1, -1};
@@ -32,7 +33,6 @@ struct Pipe {
   }
 };
 
-}  // namespace
 
 TEST(ConsoleWriter, WritesAtOnceWhileThePipeHasRoom) {
   Pipe p;
@@ -85,3 +85,6 @@ TEST(ConsoleWriter, AGoneReaderClosesItAndLaterTextIsDropped) {
   w.drain();  // returns at once
   EXPECT_FALSE(w.pending());
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

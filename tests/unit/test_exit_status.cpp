@@ -11,10 +11,10 @@ using dpinfer::signal_name;
 namespace exit_status = dpinfer::exit_status;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 // Wait statuses as the kernel encodes them (<sys/wait.h> on Linux).
 int exited_status(int code) { return (code & 0xff) << 8; }
 int signaled_status(int sig) { return sig & 0x7f; }
-}  // namespace
 
 TEST(ExitStatus, DecodesANormalExit) {
   Termination t = Termination::from_wait_status(exited_status(3));
@@ -49,3 +49,6 @@ TEST(ExitStatus, ContractValues) {
   EXPECT_EQ(exit_status::kSignalBase + SIGINT, 130);
   EXPECT_EQ(exit_status::kSignalBase + SIGTERM, 143);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

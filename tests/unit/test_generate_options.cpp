@@ -12,6 +12,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string usage_error(const std::vector<std::string>& args) {
   try {
@@ -27,7 +28,6 @@ std::string config_error(const TempDir& dir, const std::string& content) {
   return usage_error({"p.txt", "--config", dir.file("c.json")});
 }
 
-}  // namespace
 
 // Issue 11, item 1: a --config value nested 100,000 deep made the message's dump() crash.
 TEST(GenerateOptionsHardening, DeepConfigIsOneLineNotACrash) {
@@ -160,3 +160,6 @@ TEST(GenerateOptionsLora, ConfigSettingsAndLorasLeaveThePromptsPathAlone) {
   EXPECT_EQ(o.settings["clip_skip"], 1);
   ASSERT_EQ(o.loras.size(), 1u);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

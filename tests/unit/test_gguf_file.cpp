@@ -15,6 +15,7 @@
 
 namespace dpinfer::io {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = std::string(DPINFER_TEST_DATA_DIR) + "/gguf/";
 
@@ -270,5 +271,6 @@ TEST_F(GgufReader, RefusesBrokenTensorInfos) {
   expect_error(overlap.bytes(), "overlap");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::io

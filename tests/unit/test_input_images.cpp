@@ -15,6 +15,7 @@
 #include "dpinfer/util/error.h"
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kDir = std::string(DPINFER_TEST_DATA_DIR) + "/input-images/";
 
@@ -117,4 +118,5 @@ TEST(InputImages, RefusesAHugeHeaderBeforeDecoding) {
   }
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

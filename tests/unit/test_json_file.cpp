@@ -11,6 +11,7 @@ using namespace dpinfer;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string parse_error(const std::string& text, io::JsonDialect dialect = io::JsonDialect::kPython,
                         bool unique_keys = false) {
@@ -33,7 +34,6 @@ json deep_array(int depth) {
   return root;
 }
 
-}  // namespace
 
 TEST(JsonFile, RefusesNestingPastTheLimitInEveryDialect) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
@@ -106,3 +106,6 @@ TEST(JsonBrief, EscapesWhatATerminalWouldObey) {
   EXPECT_EQ(s, "\"a\\u001b[2J\\n\\x9B\\u202E\"");
   EXPECT_EQ(io::json_brief(json::parse("{\"\\u001b]0;t\\u0007\": 1}")), "{\"\\u001b]0;t\\u0007\":1}");
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -11,6 +11,7 @@ using dpinfer::cli::parse_launch_args;
 using dpinfer::launcher::resolve_nproc_per_node;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 /// The UsageError message of parsing `args`, or "" when it parses.
 std::string usage_error(const std::vector<std::string>& args) {
   try {
@@ -20,7 +21,6 @@ std::string usage_error(const std::vector<std::string>& args) {
   }
   return "";
 }
-}  // namespace
 
 TEST(LaunchOptions, ParsesTorchrunStyleOptionsAndTheCommand) {
   auto o = parse_launch_args({"--nproc-per-node", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr", "h0",
@@ -272,3 +272,6 @@ TEST(ParseLaunchArgs, RecordsWhichNodeOptionsWereGiven) {
   EXPECT_TRUE(o.node_rank_given);
   EXPECT_FALSE(o.nnodes_given);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

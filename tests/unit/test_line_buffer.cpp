@@ -9,13 +9,13 @@ using dpinfer::launcher::LineBuffer;
 using dpinfer::launcher::LineTail;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 struct Collect {
   std::vector<std::string> lines;
   LineBuffer::Sink sink() {
     return [this](std::string_view l) { lines.emplace_back(l); };
   }
 };
-}  // namespace
 
 TEST(LineBuffer, JoinsLinesSplitAcrossReads) {
   LineBuffer b;
@@ -81,3 +81,6 @@ TEST(LineBuffer, CrLfIsOneLineEndEvenSplitAcrossReads) {
   b.feed("\nnext\r\n\r\nafter a blank one\n", c.sink());
   EXPECT_EQ(c.lines, (std::vector<std::string>{"dos line", "next", "", "after a blank one"}));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

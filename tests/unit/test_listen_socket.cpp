@@ -16,6 +16,7 @@ using dpinfer::listen_for_store;
 using dpinfer::ListenSocket;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// The address `fd` is bound to, as "a.b.c.d".
 std::string bound_ipv4(int fd) {
@@ -34,7 +35,6 @@ struct Closed {
   }
 };
 
-}  // namespace
 
 TEST(ListenSocket, LoopbackMasterAddrOnOneNodeListensOnTheLoopbackOnly) {
   const int port = dpinfer::test::free_port();
@@ -111,3 +111,6 @@ TEST(ListenSocket, LoopbackAddresses) {
   EXPECT_FALSE(is_loopback_address("fe80::1"));
   EXPECT_FALSE(is_loopback_address("localhost"));  // numeric addresses only
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

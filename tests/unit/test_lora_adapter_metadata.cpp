@@ -13,6 +13,7 @@ using pipeline::lora_pattern_matches;
 using pipeline::LoraAdapterMetadata;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string refusal(const nlohmann::json& metadata, const std::string& component = "transformer",
                     const std::string& module = "transformer_blocks.0.attn.to_q") {
@@ -27,7 +28,6 @@ std::string refusal(const nlohmann::json& metadata, const std::string& component
   return "(accepted)";
 }
 
-}  // namespace
 
 // Each expectation is what Python's re.match(rf"(.*\.)?({key})$", module) gives (peft's
 // get_pattern_key), checked with CPython 3.11.
@@ -170,3 +170,6 @@ TEST(LoraAdapterMetadata, WithoutMetadataDiffusersInfersTheConfigFromTheLayers) 
   ASSERT_EQ(c.alpha_pattern.size(), 1u);
   EXPECT_EQ(c.alpha_pattern[0].second, 5.0);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -17,6 +17,7 @@ using namespace dpinfer::test;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// HF_HUB_CACHE pointing at a scratch cache for one test, put back after it.
 class LoraFile : public ::testing::Test {
@@ -129,4 +130,5 @@ TEST_F(LoraFile, WhatIsNeitherSaysWhereItLookedAndHowToFillTheCache) {
   EXPECT_NE(error_of("org/norev@v9").find("has no snapshot for revision 'v9'"), std::string::npos);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -7,6 +7,7 @@
 using namespace dpinfer::pipeline;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::vector<LoraTensorKey> kohya_unet(int64_t width) {
   const std::string m = "lora_unet_down_blocks_1_attentions_0_transformer_blocks_0_attn2_to_k";
@@ -77,4 +78,5 @@ TEST(LoraFormat, RankText) {
   EXPECT_EQ(rank_text(4, 32), "ranks 4-32");
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

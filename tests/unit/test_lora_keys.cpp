@@ -16,6 +16,7 @@ using pipeline::LoraModuleTable;
 using pipeline::LoraTensorKey;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 // An SDXL-like UNet with layers_per_block 2: down block 1 holds attentions, up block 0 too.
 const LoraModuleTable kModules = {
@@ -743,4 +744,5 @@ TEST(LoraRef, PathAndScale) {
   EXPECT_THROW(io::lora_set_from_json(json_of(R"({"path": "s"})"), "l"), InputError);
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -17,6 +17,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// plan::run_status() of a run at --batch-size 1 (one item a batch: shards cut by items).
 plan::RunStatus status_of(const plan::ItemList& items, const io::ManifestSet& set,
@@ -33,7 +34,6 @@ std::string ok(const TempDir& dir, int index, int seed, double t) {
   return j.dump() + "\n";
 }
 
-}  // namespace
 
 // generate --out X; generate --out X --overwrite --seed 7; rm X/000000.png;
 // generate --out X --seed 7 --shard 0/1: every manifest's latest record of item 0
@@ -201,3 +201,6 @@ TEST(ManifestUpgrade, AnOldImageColumnIsMergedAsImageIndex) {
   EXPECT_EQ(imagefolder_clashes(rows[0]), std::vector<std::string>{});
   EXPECT_EQ(imagefolder_clashes(old).size(), 1u) << "the old row itself breaks the rule";
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

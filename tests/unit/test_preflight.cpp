@@ -15,6 +15,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// The UsageError message of `check`, or "" when it passes.
 template <typename F>
@@ -31,7 +32,6 @@ std::string prompts_refusal(const std::string& path) {
   return refusal([&] { plan::check_prompts_path(path); });
 }
 
-}  // namespace
 
 TEST(Preflight, AProgramIsNoPromptsFile) {
   TempDir dir;
@@ -121,3 +121,6 @@ TEST(Preflight, ModelSpecIsCheckedAsFarAsItCanBeWithoutReadingIt) {
   EXPECT_NE(e.find("models--org--missing' does not exist; the cache is HF_HUB_CACHE"), std::string::npos) << e;
   ::unsetenv("HF_HUB_CACHE");
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -11,6 +11,7 @@ using dpinfer::plan::format_progress_report;
 using dpinfer::plan::parse_progress_report;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 ProgressReport report(int rank, int world, int64_t done, int64_t todo, int64_t total, int64_t skipped = 0,
                       int64_t failed = 0) {
@@ -25,7 +26,6 @@ ProgressReport report(int rank, int world, int64_t done, int64_t todo, int64_t t
 
 std::string shown(const ProgressAggregator& a) { return format_progress(a.snapshot()); }
 
-}  // namespace
 
 TEST(ProgressReport, RoundTripsThroughItsJsonLine) {
   ProgressReport r = report(1, 4, 7, 10, 40, 2, 1);
@@ -255,3 +255,6 @@ TEST(ProgressDisplay, TheFinalLineComesOffATerminalToo) {
   EXPECT_EQ(d.tick(a, 3.0), "");
   EXPECT_EQ(d.finish(a), "[dpinfer] 10/10 images (100.0%), 4.00 images/s\n");
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -13,6 +13,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string error_of(const std::string& content, bool jsonl = true) {
   try {
@@ -29,7 +30,6 @@ std::vector<std::string> prompts_of(const std::string& txt) {
   return out;
 }
 
-}  // namespace
 
 // Issue 11, item 1: 100,000 nested arrays made the message's dump() overflow the stack.
 TEST(PromptFileHardening, DeeplyNestedJsonIsOneLineNotACrash) {
@@ -174,3 +174,6 @@ TEST(PromptFileLora, ALineNamesItsLorasOrRefusesThemByLine) {
         << e.what();
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

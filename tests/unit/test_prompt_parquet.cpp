@@ -19,6 +19,7 @@ using test::write_file;
 using Type = io::ParquetColumn::Type;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 io::ParquetColumn strings(const std::string& name, std::vector<std::string> v, std::vector<uint8_t> valid = {}) {
   io::ParquetColumn c;
@@ -76,7 +77,6 @@ class PromptParquet : public ::testing::Test {
   test::TempDir dir;
 };
 
-}  // namespace
 
 TEST_F(PromptParquet, ReadsTheKnownColumnsWithTheirTypes) {
   const std::string p = dir.file("p.parquet");
@@ -192,3 +192,6 @@ TEST_F(PromptParquet, IndexTableTypesEachFieldByItsValues) {
   EXPECT_EQ(t.columns[8].strings[0], "[\"clip_skip\"]");
   EXPECT_EQ(t.columns[9].strings[1], "3") << "mixed types: JSON text";
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -10,6 +10,7 @@
 using namespace dpinfer;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::vector<io::PromptSpec> csv(const std::string& content, io::PromptFileOptions o = {}) {
   return io::parse_prompts(content, "p.csv", io::PromptFormat::kCsv, o);
@@ -31,7 +32,6 @@ io::PromptFileOptions keeping(std::function<bool(const std::string&)> reserved =
   return o;
 }
 
-}  // namespace
 
 TEST(PromptTable, QuotedCellsHoldCommasQuotesAndNewlines) {
   // As Python's csv.writer writes them (QUOTE_MINIMAL, \r\n row ends), with a BOM.
@@ -186,3 +186,6 @@ TEST(PromptFolder, EachTxtFileIsOnePromptNamedByItsStem) {
     EXPECT_EQ(std::string(e.what()), "prompt file '" + dir.file("3.txt") + "' is empty; write its prompt in it, or remove it");
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

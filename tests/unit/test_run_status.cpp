@@ -12,6 +12,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// plan::run_status() of a run at --batch-size 1 (one item a batch: shards cut by items).
 plan::RunStatus status_of(const plan::ItemList& items, const io::ManifestSet& set,
@@ -39,7 +40,6 @@ std::string done(const TempDir& dir, int index, double t) {
   return record(index, "ok", t);
 }
 
-}  // namespace
 
 TEST(ReadManifests, LatestRecordWinsAndStatesFollowTheFiles) {
   TempDir dir;
@@ -135,3 +135,6 @@ TEST(RunStatus, UnshardedRunsArePerRankAndForeignRecordsAreFound) {
   ASSERT_FALSE(st.foreign_records.empty());
   EXPECT_NE(st.foreign_records[0].find("with prompt \"p0\""), std::string::npos) << st.foreign_records[0];
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -15,6 +15,7 @@
 
 namespace dpinfer::io {
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string le64(uint64_t n) {
   std::string s(8, '\0');
@@ -401,5 +402,6 @@ TEST_F(Safetensors, KeepsTheMappingAliveWhileShared) {
   EXPECT_TRUE(weak.expired());
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace
 }  // namespace dpinfer::io

@@ -16,6 +16,7 @@ using namespace dpinfer;
 using namespace dpinfer::plan;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string error_of(void (*f)(const std::string&), const std::string& arg) {
   try {
@@ -29,7 +30,6 @@ std::string error_of(void (*f)(const std::string&), const std::string& arg) {
 void shard(const std::string& s) { parse_outer_shard(s); }
 void expand(const std::string& s) { expand_nodelist(s); }
 
-}  // namespace
 
 TEST(SlurmMasterPort, StaysBelowTheEphemeralRange) {
   for (long long job : {0LL, 1LL, 17767LL, 17768LL, 20000LL, 32767LL, 999999LL, (1LL << 62) - 1})
@@ -134,3 +134,6 @@ TEST(OuterShard, TheCapHasItsOwnMessage) {
     EXPECT_EQ(e.find("0 <= I < N"), std::string::npos) << over << ": " << e;
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

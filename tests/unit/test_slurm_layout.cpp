@@ -11,6 +11,7 @@ using namespace dpinfer;
 using namespace dpinfer::launcher;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// What srun -N3 --ntasks-per-node=1 gives the task on node `node` of job 4242.
 EnvMap step_env(int node) {
@@ -38,7 +39,6 @@ std::string error_of(LaunchOptions o, const EnvMap& env) {
   return "";
 }
 
-}  // namespace
 
 TEST(SlurmLayout, NothingChangesOutsideAStep) {
   LaunchOptions o = defaults();
@@ -159,3 +159,6 @@ TEST(SlurmLayout, WorkersOfASteppedLauncherTakeTheTorchrunRanks) {
     EXPECT_EQ(r.master_port, plan::slurm_master_port(4242, 0));
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -5,6 +5,7 @@
 using namespace dpinfer::launcher;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 GroupEnv group(int nnodes, int node_rank, int nproc) {
   GroupEnv g;
   g.layout = {nnodes, node_rank, nproc};
@@ -15,7 +16,6 @@ GroupEnv group(int nnodes, int node_rank, int nproc) {
   g.max_restarts = 5;
   return g;
 }
-}  // namespace
 
 TEST(RankLayout, GlobalRanksFollowNodeRank) {
   RankLayout l{3, 2, 4};
@@ -75,3 +75,6 @@ TEST(WorkerEnv, PythonUnbufferedDefaultsToOneWhenUnset) {
   EXPECT_EQ(worker_env({{"PYTHONUNBUFFERED", ""}}, group(1, 0, 1), 0)["PYTHONUNBUFFERED"], "")
       << "the user's own setting, even empty, is kept";
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

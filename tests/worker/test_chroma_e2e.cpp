@@ -21,6 +21,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::string kChroma = kPipelines + "tiny-chroma";
@@ -36,7 +37,6 @@ void expect_golden(const std::string& png_path, const std::string& model, const 
   expect_png_matches_golden(png_path, kPipelines + model + ".golden/images.safetensors", name);
 }
 
-}  // namespace
 
 // dpinfer's promise: an image depends on its own prompt and seed only. Three prompts of very
 // different lengths (so different padding masks), with and without a negative prompt: one batch of
@@ -137,3 +137,6 @@ TEST(ChromaE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kChroma, {"--width", "32", "--height", "16"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -18,11 +18,11 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 
-}  // namespace
 
 // Three prompts, one with true CFG (the "uncond" context), at a threshold that skips some steps of the tiny
 // transformer and not others (make_first_block_cache_pipelines.py): alone, batched and on three ranks alike.
@@ -76,3 +76,6 @@ TEST(FirstBlockCacheE2E, TheThresholdIsPartOfTheImageAndOnlyItsFamiliesTakeIt) {
     EXPECT_TRUE(contains(refused.err, "only of Qwen-Image and FLUX.1 models")) << refused.err;
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -20,6 +20,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-flux2-klein";
 const std::string kBase = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-flux2-klein-base";
@@ -27,7 +28,6 @@ const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {
 // make_pipelines.py's P: the prompt of the golden cases.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
 
-}  // namespace
 
 // Three prompts of very different lengths, on the Base model with CFG: one batch of three, three batches of
 // one and three ranks give the same images.
@@ -96,3 +96,6 @@ TEST(Flux2E2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
   EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}}));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::string kDev = kPipelines + "tiny-flux-dev";
@@ -36,7 +37,6 @@ void expect_golden(const std::string& png_path, const std::string& model, const 
   expect_png_matches_golden(png_path, kPipelines + model + ".golden/images.safetensors", name);
 }
 
-}  // namespace
 
 // dpinfer's promise: an image depends on its own prompt and seed only. Three prompts of very
 // different lengths, one with true CFG: one batch of three, three batches of one and three ranks
@@ -226,3 +226,6 @@ TEST(FluxE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kDev, {"--width", "32", "--height", "16"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -20,6 +20,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = std::string(DPINFER_TEST_DATA_DIR);
 const std::string kDev = kData + "/pipelines/tiny-flux-dev";
@@ -36,7 +37,6 @@ RunResult generate(const TempDir& dir, const std::string& model, const std::stri
   return run(argv, kEnv, 300s);
 }
 
-}  // namespace
 
 TEST(GgufE2E, AGgufFileMakesDiffusersGgufImageAndSaysSo) {
   TempDir dir;
@@ -75,3 +75,6 @@ TEST(GgufE2E, BrokenFilesAndLorasAreRefusedInOneLine) {
   EXPECT_EQ(lora.exit_code, 2) << lora.err;
   EXPECT_TRUE(contains(lora.err, "quantized blocks")) << lora.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

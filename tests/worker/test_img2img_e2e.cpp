@@ -21,6 +21,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::string kModel = kData + "/pipelines/tiny-sd1";
@@ -52,7 +53,6 @@ void write_inputs(const TempDir& dir) {
              "{\"prompt\": \"text to image\"}\n");
 }
 
-}  // namespace
 
 // The batches are the plan's (plan/batches.h): at one --batch-size an image is bit for bit the same whatever the
 // world size; another batch size may round a float32 matmul apart, within the parity bound.
@@ -192,3 +192,6 @@ TEST(Img2ImgE2E, MasksAreRecordedAndAnInpaintingModelNeedsThem) {
   EXPECT_EQ(lone.exit_code, 2) << lone.err;
   EXPECT_TRUE(contains(lone.err, "'mask' is for items that start from an image")) << lone.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

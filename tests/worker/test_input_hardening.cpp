@@ -18,6 +18,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -40,7 +41,6 @@ std::map<std::string, int64_t> seeds_by_prompt(const std::string& out) {
   return seeds;
 }
 
-}  // namespace
 
 // Issue 11, item 1, the audit's reproducer: exit 139 before.
 TEST(InputHardening, DeeplyNestedJsonlExits2WithOneLine) {
@@ -172,3 +172,6 @@ TEST(InputHardening, APromptsFileNamedInLatin1RunsAndRunJsonIsWritten) {
   auto run_json = nlohmann::json::parse(read_file(dir.file("o/run.json")));
   EXPECT_EQ(run_json["options"]["prompts"], dir.file("caf\xEF\xBF\xBD.txt"));  // U+FFFD for the byte
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -17,6 +17,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -31,7 +32,6 @@ std::map<std::string, std::string> array_task(int id, int min, int max, int step
           {"SLURM_ARRAY_TASK_COUNT", std::to_string(count)}};
 }
 
-}  // namespace
 
 // --array=0-4:2 (tasks 0, 2, 4) over 2 prompts: shard 2/3 is empty and succeeds.
 TEST(JobArrays, TasksTakeDenseShardsAndAnEmptyShardSucceeds) {
@@ -114,3 +114,6 @@ TEST(JobArrays, AnIrregularArrayFailsAndAnExplicitShardWins) {
   EXPECT_TRUE(fs::exists(dir.file("out/manifest.shard1-of-3.rank0.jsonl")));
   EXPECT_TRUE(fs::exists(dir.file("out/000001.png")));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -23,6 +23,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 std::string error_of(const std::string& content, bool jsonl) {
   try {
     io::parse_prompts(content, "p.jsonl", jsonl);
@@ -31,7 +32,6 @@ std::string error_of(const std::string& content, bool jsonl) {
   }
   return "";
 }
-}  // namespace
 
 TEST(PngWriter, PixelsAndTextChunksRoundTripThroughLibpng) {
   TempDir dir;
@@ -297,3 +297,6 @@ TEST(AtomicFile, SubdirectoriesAreMadeOnceAndSearchedForStaleTemporariesOnlyWhen
   EXPECT_FALSE(std::filesystem::exists(dir.file("00001/" + tmp)));
   EXPECT_TRUE(std::filesystem::exists(dir.file("user/" + tmp))) << "a tree of the user's";
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

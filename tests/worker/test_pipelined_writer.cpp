@@ -21,6 +21,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -65,7 +66,6 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-}  // namespace
 
 // A kill -9 while the queue is full loses the queued images, which no manifest
 // records, and at most leaves a PNG that none records or a temporary file: the rerun
@@ -227,3 +227,6 @@ TEST(PipelinedWriter, WriteQueueOutOfRangeIsBadInput) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "--write-queue: expected 0 (write in the denoising thread) to 1024 images, got -1")) << r.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

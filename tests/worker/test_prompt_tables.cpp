@@ -13,6 +13,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -22,7 +23,6 @@ RunResult launch(const std::vector<std::string>& args) {
   return run(argv, {{"CUDA_VISIBLE_DEVICES", ""}}, 120s);
 }
 
-}  // namespace
 
 TEST(PromptTables, ACsvsRowsAndKeptColumnsReachEveryRecordOnEveryRank) {
   TempDir dir;
@@ -93,3 +93,6 @@ TEST(PromptTables, ATsvWithBadInputNamesItsLineAndColumn) {
   EXPECT_TRUE(contains(r.err, "p.tsv' line 3: column 'steps' must be an integer, got 'many'")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/metadata.jsonl")));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

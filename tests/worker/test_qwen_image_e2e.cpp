@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-qwen-image";
 const std::string kGoldenImages = kModel + ".golden/images.safetensors";
@@ -43,7 +44,6 @@ std::string three_prompts() {
          json({{"prompt", kPrompt}, {"negative_prompt", "blurry"}, {"seed", 7}}).dump() + "\n";
 }
 
-}  // namespace
 
 // diffusers' "true_cfg" case: seed 1, 3 steps, true_cfg_scale 4 with a negative prompt, 32x32.
 TEST(QwenImageE2E, TheWorkersImageIsDiffusersOwn) {
@@ -110,3 +110,6 @@ TEST(QwenImageE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

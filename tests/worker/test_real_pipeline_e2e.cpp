@@ -20,6 +20,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd1";
 
@@ -47,7 +48,6 @@ void write_prompts(const TempDir& dir) {
              "{\"prompt\": \"a green triangle\", \"guidance_scale\": 1.0}\n");
 }
 
-}  // namespace
 
 TEST(RealPipelineE2E, OneProcessAndThreeProcessesMakeBitIdenticalImages) {
   TempDir dir;
@@ -210,3 +210,6 @@ TEST(RealPipelineE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

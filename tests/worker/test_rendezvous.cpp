@@ -19,6 +19,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::map<std::string, std::string> rank_env(int rank, int world, int port) {
   return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_RANK", std::to_string(rank)},
@@ -26,7 +27,6 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
           {"MASTER_PORT", std::to_string(port)}, {"CUDA_VISIBLE_DEVICES", ""}};
 }
 
-}  // namespace
 
 TEST(Rendezvous, AWorkerWithoutRankZeroTimesOutSayingWhoWaitedForWhomWhere) {
   TempDir dir;
@@ -129,3 +129,6 @@ TEST(Rendezvous, LosingRankZeroIsNamedAsSuch) {
                                    " that rank 0 hosts: rank 0, or its node, died or stopped")) << r1.err;
   EXPECT_FALSE(contains(r1.err, "frame #")) << r1.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

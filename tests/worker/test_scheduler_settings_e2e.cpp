@@ -18,6 +18,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
@@ -44,7 +45,6 @@ std::string with_scheduler_keys(const TempDir& dir, const std::string& name, con
   return copy;
 }
 
-}  // namespace
 
 // SDXL-Lightning's `EulerDiscreteScheduler.from_config(config, timestep_spacing="trailing")`,
 // and a key that _use_default_values would otherwise send back to the class default.
@@ -129,3 +129,6 @@ TEST(SchedulerSettingsE2E, KeysTheClassDoesNotTakeFixedKeysAndBadValuesAreRefuse
     EXPECT_FALSE(fs::exists(dir.file("o/000000.png")));
   }
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

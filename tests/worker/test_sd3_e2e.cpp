@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd3.5";
 const std::string kGoldenImages = kModel + ".golden/images.safetensors";
@@ -64,7 +65,6 @@ void expect_refused_in_one_line(const TempDir& dir, const std::string& model, co
   EXPECT_FALSE(contains(r.err, "Exception raised from")) << r.err;  // no LibTorch backtrace
 }
 
-}  // namespace
 
 // diffusers' "default_cfg" case: seed 0, 3 steps, guidance 7 (the family's default) with the default
 // empty negative prompt, the default size (sample_size 8 x the tiny VAE's 4 = 32).
@@ -230,3 +230,6 @@ TEST(SD3E2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModelT5, {"--width", "32", "--height", "32"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

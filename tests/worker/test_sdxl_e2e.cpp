@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sdxl";
 const std::string kGoldenImages = kModel + ".golden/images.safetensors";
@@ -28,7 +29,6 @@ const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {
 // make_pipelines.py's P: the prompt of the golden "default" case.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
 
-}  // namespace
 
 // diffusers' "default" case: seed 0, 6 steps, the pipeline's own scheduler (Euler, SDXL-base's
 // config), its default guidance (5.0) and size (64x64). dpinfer's defaults for an SDXL model are
@@ -212,3 +212,6 @@ TEST(SdxlE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

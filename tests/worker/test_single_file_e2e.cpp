@@ -17,6 +17,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
@@ -34,7 +35,6 @@ void write_prompts(const TempDir& dir) {
              "{\"prompt\": \"a blue sphere\", \"negative_prompt\": \"blurry\"}\n");
 }
 
-}  // namespace
 
 TEST(SingleFileE2E, Sd1FileMakesTheDirectorysImages) {
   TempDir dir;
@@ -174,3 +174,6 @@ TEST(SingleFileE2E, Sd3FileMakesTheDirectorysImagesAndChromaNeedsABase) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "is a Chroma single file, which holds no tokenizers; pass --base DIR|org/name")) << r.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -30,6 +30,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -87,7 +88,6 @@ std::string proc_net_spelling(const std::string& ipv4) {
   return out;
 }
 
-}  // namespace
 
 // `dpinfer launch` on one node: the store on 127.0.0.1 only, never on every interface,
 // and the run's token in the workers' environment (no token file left in --out).
@@ -241,3 +241,6 @@ TEST(StoreSecurity, ARankWithAnotherTokenIsRefusedWithinASecond) {
   EXPECT_LT(r1.seconds - startup.seconds, 1.0) << "refused after " << r1.seconds << " s; start-up alone took "
                                                << startup.seconds << " s";
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -24,10 +24,10 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
-}  // namespace
 
 // Many concurrent connections that send garbage, and many that connect and say nothing,
 // during a run: it makes every item once, the same images, within 10% of its time.
@@ -105,3 +105,5 @@ TEST(StoreTiming, GarbageAndHalfOpenConnectionsLeaveTheRunUnharmed) {
       << "attacked " << attacked.seconds << " s, unattacked " << before << " s and " << after << " s";
 }
 
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

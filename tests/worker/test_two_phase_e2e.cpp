@@ -19,6 +19,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
@@ -121,4 +122,5 @@ TEST(TwoPhaseE2eBadInput, ANegativeChunkIsRefusedInOneLine) {
   EXPECT_NE(r.err.find("--encode-chunk: expected 0 (off) to 1000000 items, got -1"), std::string::npos) << r.err;
 }
 
+}  // namespace DPINFER_UNITY_ID
 }  // namespace

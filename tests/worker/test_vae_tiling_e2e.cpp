@@ -18,6 +18,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
@@ -31,7 +32,6 @@ RunResult generate(const TempDir& dir, const std::string& out, const std::vector
   return run(argv, kEnv, 300s);
 }
 
-}  // namespace
 
 TEST(VaeTilingE2E, TheFlagTilesTheDecodeIsRecordedAndResumeComparesIt) {
   TempDir dir;
@@ -59,3 +59,6 @@ TEST(VaeTilingE2E, TheFlagTilesTheDecodeIsRecordedAndResumeComparesIt) {
   EXPECT_TRUE(contains(resume.err, "made with vae_tiling true")) << resume.err;
   EXPECT_EQ(generate(dir, dir.file("tiled"), {"--vae-tiling"}).exit_code, 0);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

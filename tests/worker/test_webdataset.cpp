@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -165,7 +166,6 @@ std::string key_of(int i) {
   return buf;
 }
 
-}  // namespace
 
 TEST(WebDataset, TwoRanksWriteEachItemOnceInShardsOfTheSize) {
   TempDir dir;
@@ -282,3 +282,6 @@ TEST(WebDataset, AStoppedRunPublishesItsOpenShards) {
   ASSERT_EQ(all.size(), static_cast<size_t>(n));
   for (const auto& [key, count] : all) EXPECT_EQ(count, 1) << key;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -20,6 +20,7 @@ using namespace dpinfer::test;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
 const std::string kDev = kPipelines + "tiny-flux-dev";
@@ -34,7 +35,6 @@ RunResult generate(const TempDir& dir, const std::string& out, const std::vector
   return run(argv, kEnv, 300s);
 }
 
-}  // namespace
 
 TEST(WeightStorageE2E, Fp8MakesTheLayerwiseCastingImageAndSaysSo) {
   TempDir dir;
@@ -114,3 +114,6 @@ TEST(WeightStorageE2E, LorasAndUnknownValuesAreRefusedInOneLine) {
   EXPECT_TRUE(contains(bad.err, "--weight-storage: expected default, fp8 or fp8-denoiser, got 'fp4'")) << bad.err;
   EXPECT_FALSE(contains(bad.err, "terminate")) << bad.err;
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

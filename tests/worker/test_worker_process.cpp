@@ -29,6 +29,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kWorker = DPINFER_TEST_WORKER;
 
@@ -55,7 +56,6 @@ std::set<std::string> files_under(const std::string& dir) {
   return out;
 }
 
-}  // namespace
 
 TEST(WorkerProcess, SingleProcessWritesEveryImageManifestAndRunJson) {
   TempDir dir;
@@ -1062,3 +1062,6 @@ TEST(WorkerProcess, GenerateRefusesAProgramAsPrompts) {
   EXPECT_TRUE(contains(r.err, "put it after '--'")) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("out/000000.png")));
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -19,6 +19,7 @@ using dpinfer::worker::WriteQueue;
 using namespace std::chrono_literals;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 /// A gate that tasks wait at until the test opens it.
 class Gate {
@@ -41,7 +42,6 @@ class Gate {
   bool open_ = false;
 };
 
-}  // namespace
 
 TEST(WriteQueue, RunsTheTasksInOrderOnItsOwnThread) {
   WriteQueue q(4);
@@ -149,3 +149,6 @@ TEST(WriteQueue, CapacityZeroRunsEachTaskInThePusherAndThrowsThere) {
   EXPECT_FALSE(q.failed()) << "the serial loop handles its errors as before";
   EXPECT_EQ(q.finish([] { return false; }), 0);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

@@ -20,6 +20,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kModel = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-z-image";
 const std::string kGoldenImages = kModel + ".golden/images.safetensors";
@@ -27,7 +28,6 @@ const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {
 // make_pipelines.py's P: the prompt of the golden cases.
 const char* kPrompt = "a photograph of an astronaut riding a horse";
 
-}  // namespace
 
 // dpinfer's promise: an image depends on its own prompt and seed only. Three prompts of very
 // different lengths (about 110 tokens, 0 and 4), with CFG: one batch of three, three batches of
@@ -119,3 +119,6 @@ TEST(ZImageE2E, Bf16PngsAreByteIdenticalWhateverTheRanksShardsOrResume) {
   TempDir dir;
   dpinfer::test::expect_bf16_pngs_whatever_the_ranks(dir, kModel, {"--width", "32", "--height", "32"}, kEnv);
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

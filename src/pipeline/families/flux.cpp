@@ -34,7 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kDefaultSampleSize = 128;
+constexpr int64_t kFluxDefaultSampleSize = 128;
 
 /// check_flux_components() on parsed configs.
 void check_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
@@ -291,7 +291,7 @@ class FluxPipeline : public LoraPipeline {
 }  // namespace
 
 std::array<int64_t, 2> flux_default_size(const ModelDir& model) {
-  const int64_t side = kDefaultSampleSize * AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
+  const int64_t side = kFluxDefaultSampleSize * AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
   return {side, side};
 }
 

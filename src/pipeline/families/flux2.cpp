@@ -34,7 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kDefaultSampleSize = 128;
+constexpr int64_t kFlux2DefaultSampleSize = 128;
 /// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
 const std::vector<int64_t> kTextLayers{9, 18, 27};
 
@@ -243,7 +243,7 @@ class Flux2KleinPipeline : public LoraPipeline {
 
 std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
   const int64_t side =
-      kDefaultSampleSize * AutoencoderKLFlux2Config::from_json(model.at("vae").config).kl.scale_factor();
+      kFlux2DefaultSampleSize * AutoencoderKLFlux2Config::from_json(model.at("vae").config).kl.scale_factor();
   return {side, side};
 }
 

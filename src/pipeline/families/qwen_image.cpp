@@ -41,7 +41,7 @@ constexpr const char* kTemplateAfter = "<|im_end|>\n<|im_start|>assistant\n";
 constexpr int64_t kTemplateDrop = 34;
 // tokenizer_max_length: the templated text is truncated to 1024 + 34 tokens.
 constexpr int kTokenizerMaxLength = 1024;
-constexpr int64_t kDefaultSampleSize = 128;
+constexpr int64_t kQwenImageDefaultSampleSize = 128;
 
 /// One side (prompts or negative prompts) of a batch as the transformer takes it.
 struct TextConditioning {
@@ -306,7 +306,7 @@ class QwenImagePipeline : public LoraPipeline {
 }  // namespace
 
 std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model) {
-  const int64_t side = kDefaultSampleSize * AutoencoderKLQwenImageConfig::from_json(model.at("vae").config).scale_factor();
+  const int64_t side = kQwenImageDefaultSampleSize * AutoencoderKLQwenImageConfig::from_json(model.at("vae").config).scale_factor();
   return {side, side};
 }
 

@@ -105,7 +105,7 @@ void check_fit(const SD3TransformerConfig& tc, const CLIPTextConfig& te1, const 
 }
 
 /// One side (positive or negative) of a batch's prompt embeddings.
-struct PromptEmbeds {
+struct Sd3PromptEmbeds {
   at::Tensor hidden;  ///< [B, 77 + max_sequence_length, joint_attention_dim]
   at::Tensor pooled;  ///< [B, pooled_projection_dim]
 };
@@ -278,11 +278,11 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   /// (else undefined). do_classifier_free_guidance: guidance_scale > 1. The negative side is
   /// always encoded then (the default negative prompt is ""), from the penultimate layer whatever
   /// clip_skip says; generate() batches it first: [negative, positive].
-  std::pair<PromptEmbeds, PromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const json& settings) {
+  std::pair<Sd3PromptEmbeds, Sd3PromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const json& settings) {
     const int64_t clip_skip = settings["clip_skip"].get<int64_t>();
     const int64_t max_sequence_length = settings["max_sequence_length"].get<int64_t>();
-    PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip, max_sequence_length);
-    if (batch.front().guidance_scale <= 1.0) return {cond, PromptEmbeds{}};
+    Sd3PromptEmbeds cond = encode(batch, /*negative=*/false, clip_skip, max_sequence_length);
+    if (batch.front().guidance_scale <= 1.0) return {cond, Sd3PromptEmbeds{}};
     return {cond, encode(batch, /*negative=*/true, 0, max_sequence_length)};
   }
 
@@ -305,7 +305,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 
   /// One side's embeddings through the cache: each distinct text not cached under this side,
   /// clip_skip and max_sequence_length is encoded once.
-  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip, int64_t max_seq) {
+  Sd3PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip, int64_t max_seq) {
     std::vector<std::string> texts;
     for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
     // The LoRAs merged into the CLIPs change their output: they key the entries too.
@@ -314,7 +314,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
                             ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       encoder_phase();
-      PromptEmbeds e = encode_texts(distinct, negative, skip, max_seq);
+      Sd3PromptEmbeds e = encode_texts(distinct, negative, skip, max_seq);
       return std::vector<at::Tensor>{e.hidden, e.pooled};
     });
     return {rows[0], rows[1]};
@@ -327,7 +327,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   /// last_hidden_state at max_seq tokens, no mask (prompt_3 and negative_prompt_3 default to the
   /// prompt and the negative prompt); without text_encoder_3, zeros [N, max_seq, joint_attention_dim].
   /// pooled = both CLIPs' text_embeds side by side.
-  PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip, int64_t max_seq) {
+  Sd3PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip, int64_t max_seq) {
     auto e1 = text_encoder_->encode_for_sdxl(token_ids(texts, 0, negative), skip);
     auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(texts, 1, negative), skip);
     at::Tensor clip = at::cat({e1.hidden.to(dtype_), e2.hidden.to(dtype_)}, -1);  // [N, 77, D1 + D2]

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 /// What encode_prompt gives for one side (positive or negative) of a batch.
-struct PromptEmbeds {
+struct SdxlPromptEmbeds {
   at::Tensor hidden;  ///< [B, 77, D1 + D2]: both encoders' hidden states, side by side
   at::Tensor pooled;  ///< [B, projection_dim]: text_encoder_2's text_embeds
 };
@@ -90,9 +90,9 @@ class StableDiffusionXLPipeline : public UNetPipeline {
 
  private:
   /// Both sides of a batch: the prompts', and with CFG the unconditional side (else undefined).
-  std::pair<PromptEmbeds, PromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const Batch& state) {
-    PromptEmbeds cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());
-    return {cond, state.cfg ? negative_embeds(batch, cond) : PromptEmbeds{}};
+  std::pair<SdxlPromptEmbeds, SdxlPromptEmbeds> embeds(const std::vector<ImageRequest>& batch, const Batch& state) {
+    SdxlPromptEmbeds cond = encode(batch, /*negative=*/false, state.settings["clip_skip"].get<int64_t>());
+    return {cond, state.cfg ? negative_embeds(batch, cond) : SdxlPromptEmbeds{}};
   }
 
   /// The UNet's added conditioning must fit the encoders: diffusers' _get_add_time_ids check.
@@ -127,7 +127,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
 
   /// One side's embeddings of a batch through the cache: each distinct text not cached
   /// under this side and clip_skip is encoded once. New tensors: the caller may zero rows.
-  PromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip) {
+  SdxlPromptEmbeds encode(const std::vector<ImageRequest>& batch, bool negative, int64_t skip) {
     std::vector<std::string> texts;
     for (const ImageRequest& r : batch) texts.push_back(negative ? r.negative_prompt : r.prompt);
     // The side is in the key only so that a truncation warning names the right one.
@@ -136,7 +136,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
                             " loras=" + lora_key("text_encoder") + ";" + lora_key("text_encoder_2");
     std::vector<at::Tensor> rows = embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       encoder_phase();
-      PromptEmbeds e = encode_texts(distinct, negative, skip);
+      SdxlPromptEmbeds e = encode_texts(distinct, negative, skip);
       return std::vector<at::Tensor>{e.hidden, e.pooled};
     });
     return {rows[0], rows[1]};
@@ -145,7 +145,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
   /// Ref: StableDiffusionXLPipeline.encode_prompt: hidden_states[-(skip + 2)] of both
   /// encoders without their final layer norm, side by side; the pooled embedding is
   /// text_encoder_2's projection. prompt_2 is the prompt itself.
-  PromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip) {
+  SdxlPromptEmbeds encode_texts(const std::vector<std::string>& texts, bool negative, int64_t skip) {
     at::Tensor h1 = text_encoder_->penultimate_hidden_state(token_ids(texts, 0, negative), skip);
     auto e2 = text_encoder_2_->encode_for_sdxl(token_ids(texts, 1, negative), skip);
     return {at::cat({h1, e2.hidden}, -1).to(dtype_), e2.text_embeds.to(dtype_)};
@@ -155,7 +155,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
   /// says force_zeros_for_empty_prompt (an empty --negative-prompt is dpinfer's None),
   /// else the encoded negative prompts, always from the penultimate layer (diffusers
   /// applies clip_skip to the positive side only).
-  PromptEmbeds negative_embeds(const std::vector<ImageRequest>& batch, const PromptEmbeds& cond) {
+  SdxlPromptEmbeds negative_embeds(const std::vector<ImageRequest>& batch, const SdxlPromptEmbeds& cond) {
     bool all_empty = true, any_empty = false;
     for (const ImageRequest& r : batch) {
       all_empty = all_empty && r.negative_prompt.empty();
@@ -164,7 +164,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
     if (!force_zeros_for_empty_prompt_ || !any_empty) return encode(batch, /*negative=*/true, 0);
     if (all_empty) return {at::zeros_like(cond.hidden), at::zeros_like(cond.pooled)};
     // A batch mixing both kinds: each image as its own call would get it.
-    PromptEmbeds encoded = encode(batch, /*negative=*/true, 0);
+    SdxlPromptEmbeds encoded = encode(batch, /*negative=*/true, 0);
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!batch[i].negative_prompt.empty()) continue;
       encoded.hidden[static_cast<int64_t>(i)].zero_();

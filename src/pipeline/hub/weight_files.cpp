@@ -22,7 +22,7 @@ using nlohmann::json;
 // diffusers' SAFETENSORS_WEIGHTS_NAME first, then transformers' SAFE_WEIGHTS_NAME.
 constexpr const char* kWeightPrefixes[] = {"diffusion_pytorch_model", "model"};
 constexpr const char* kPickleExtensions[] = {".bin", ".pt", ".pth", ".ckpt", ".pkl"};
-constexpr size_t kMaxListed = 10;
+constexpr size_t kMaxListedFiles = 10;
 
 struct Candidate {
   std::string name;
@@ -157,12 +157,12 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
   for (const std::string& name : present)
     if (is_pickle(name) && (variant.empty() || names_variant(name, variant))) pickles.push_back(name);
   if (!pickles.empty())
-    throw Error("'" + component_dir + "' has only pickled weights (" + join_limited(pickles, kMaxListed) +
+    throw Error("'" + component_dir + "' has only pickled weights (" + join_limited(pickles, kMaxListedFiles) +
                 "); dpinfer reads only safetensors, because loading a pickled .bin, .pt or .ckpt "
                 "file can run arbitrary code; " +
                 conversion_hint(dir));
 
-  const std::string has = present.empty() ? "the folder is empty" : "it has " + join_limited(present, kMaxListed);
+  const std::string has = present.empty() ? "the folder is empty" : "it has " + join_limited(present, kMaxListedFiles);
   if (!variant.empty())
     throw Error("'" + component_dir + "' has no " + variant + " weights (looked for " +
                 "diffusion_pytorch_model." + variant + ".safetensors, model." + variant +

@@ -10,6 +10,19 @@
 
 namespace dpinfer::pipeline {
 
+/// What the DiT transformer configs (models/transformers/*_config.cpp) share: the component name
+/// their errors give, and bounds well above every real model's, so that a corrupt config fails
+/// while it is read and not in the allocator. The largest: FLUX.1 (19 + 38 blocks, 24 heads of
+/// 128, joint 4096), FLUX.2 [dev] (8 + 48 blocks, 48 heads of 128, joint 15360), Qwen-Image (60
+/// layers, joint 3584), SD3.5-Large (38 layers, 38 heads of 64, pos_embed_max_size 192), Z-Image
+/// (dim 3840, 30 layers, cap_feat_dim 2560), Chroma1-HD (an approximator of 5 layers of 5120).
+namespace transformer_config {
+inline constexpr const char* kComponent = "transformer config";
+inline constexpr int64_t kMaxWidth = 1 << 16;
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxPatch = 64;
+}  // namespace transformer_config
+
 /// Reads `path` and parses it with Config::from_json; errors name `component` and the file.
 template <typename Config>
 Config config_from_file(const std::string& path, const std::string& component) {

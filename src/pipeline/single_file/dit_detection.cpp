@@ -8,16 +8,10 @@ namespace {
 
 constexpr const char* kComfyPrefix = "model.diffusion_model.";
 
-const SourceTensor* find(const std::vector<SourceTensor>& tensors, const std::string& name) {
-  for (const SourceTensor& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 /// The prefix ("" or ComfyUI's) under which `probe` is a key of `tensors`, or nullopt.
 std::optional<std::string> prefix_of(const std::vector<SourceTensor>& tensors, const std::string& probe) {
   for (const char* prefix : {"", kComfyPrefix})
-    if (find(tensors, prefix + probe)) return std::string(prefix);
+    if (find_source_tensor(tensors, prefix + probe)) return std::string(prefix);
   return std::nullopt;
 }
 
@@ -42,7 +36,7 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
   // diffusers 0.36.0 has no probe for Qwen-Image (from_single_file needs the class named): the
   // modulation of its first block and the text input's RMSNorm, which FLUX.1's diffusers names lack.
   if (const auto qwen = prefix_of(tensors, "transformer_blocks.0.img_mod.1.weight");
-      qwen && find(tensors, *qwen + "txt_norm.weight")) {
+      qwen && find_source_tensor(tensors, *qwen + "txt_norm.weight")) {
     DitDetection d;
     d.kind = "qwen-image";
     d.label = dit_kind_label(d.kind);
@@ -54,7 +48,7 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
   // The blocks tell the two apart at any width: Z-Image's ZImageTransformerBlock keeps its
   // modulation Linear at adaLN_modulation.0, Lumina 2's original at .1 (convert_lumina2_to_diffusers).
   if (const auto z = prefix_of(tensors, "cap_embedder.0.weight");
-      z && find(tensors, *z + "layers.0.attention.qkv.weight") && find(tensors, *z + "layers.0.adaLN_modulation.0.weight")) {
+      z && find_source_tensor(tensors, *z + "layers.0.attention.qkv.weight") && find_source_tensor(tensors, *z + "layers.0.adaLN_modulation.0.weight")) {
     DitDetection d;
     d.kind = "z-image-turbo";
     d.label = dit_kind_label(d.kind);
@@ -72,15 +66,15 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
     d.label = dit_kind_label(d.kind);
     d.prefix = *sd3;
     d.layout = CheckpointLayout::kSd3Mmdit;
-    const SourceTensor* modulation = find(tensors, *sd3 + "joint_blocks.0.context_block.adaLN_modulation.1.bias");
-    const SourceTensor* pos = find(tensors, *sd3 + "pos_embed");
+    const SourceTensor* modulation = find_source_tensor(tensors, *sd3 + "joint_blocks.0.context_block.adaLN_modulation.1.bias");
+    const SourceTensor* pos = find_source_tensor(tensors, *sd3 + "pos_embed");
     const int64_t rows = pos && pos->shape.size() == 3 ? pos->shape[1] : 0;
     const bool width_1536 = !modulation->shape.empty() && modulation->shape.back() == 9216;
     if (width_1536 && rows == 36864)
       d.variant = "SD3 medium";
     else if (width_1536 && rows == 147456)
       d.variant = "SD3.5 medium";
-    else if (find(tensors, *sd3 + "joint_blocks.37.x_block.mlp.fc1.weight"))
+    else if (find_source_tensor(tensors, *sd3 + "joint_blocks.37.x_block.mlp.fc1.weight"))
       d.variant = "SD3.5 large";
     return d;
   }
@@ -92,15 +86,15 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
   // Chroma (lodestones' chroma-unlocked-v*.safetensors): FLUX.1's layout with the distilled guidance
   // layer in place of time_in / vector_in / guidance_in (diffusers 0.36.0 has no probe for it;
   // from_single_file needs ChromaTransformer2DModel named).
-  if (find(tensors, d.prefix + "distilled_guidance_layer.in_proj.weight")) {
+  if (find_source_tensor(tensors, d.prefix + "distilled_guidance_layer.in_proj.weight")) {
     d.kind = "chroma";
     d.label = dit_kind_label(d.kind);
     return d;
   }
-  if (find(tensors, d.prefix + "guidance_in.in_layer.bias")) {
+  if (find_source_tensor(tensors, d.prefix + "guidance_in.in_layer.bias")) {
     // The guidance-distilled family: img_in's input channels tell Fill (latents, masked image
     // and mask: 384) and Depth (latents and the control image: 128) from dev (64).
-    const SourceTensor* img_in = find(tensors, d.prefix + "img_in.weight");
+    const SourceTensor* img_in = find_source_tensor(tensors, d.prefix + "img_in.weight");
     const int64_t channels = img_in && img_in->shape.size() == 2 ? img_in->shape[1] : 0;
     if (channels == 384)
       throw InputError(where + " is a FLUX.1 Fill transformer (img_in takes 384 channels: latents, masked image "

@@ -28,7 +28,7 @@ using key_rules::whole;
 // since BFL's RMSNorm calls its weight "scale".
 
 // flux/model.py Flux's own layers -> FluxTransformer2DModel.
-const Renames kTop{{"time_in.in_layer", "time_text_embed.timestep_embedder.linear_1"},
+const Renames kFluxBflTop{{"time_in.in_layer", "time_text_embed.timestep_embedder.linear_1"},
                    {"time_in.out_layer", "time_text_embed.timestep_embedder.linear_2"},
                    {"vector_in.in_layer", "time_text_embed.text_embedder.linear_1"},
                    {"vector_in.out_layer", "time_text_embed.text_embedder.linear_2"},
@@ -117,7 +117,7 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
       parts.push_back(whole(s, r ? kApproximator + *r : key, t.shape));
       continue;
     }
-    if (auto top = rename(key, kTop)) {
+    if (auto top = rename(key, kFluxBflTop)) {
       parts.push_back(whole(s, *top, t.shape));
       continue;
     }

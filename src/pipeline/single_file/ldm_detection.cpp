@@ -15,12 +15,6 @@ bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& pre
   return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
 }
 
-const SourceTensor* find(const std::vector<SourceTensor>& tensors, const std::string& name) {
-  for (const SourceTensor& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 /// "model.diffusion_model.*, first_stage_model.*": the first two dotted parts of the keys, counted.
 std::string prefixes_found(const std::vector<SourceTensor>& tensors) {
   std::map<std::string, size_t> counts;
@@ -79,11 +73,11 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
                      "transformer's (docs/single-files.md); its keys: " + prefixes_found(tensors));
   }
   // diffusers' infer_diffusers_model_type, in its order.
-  if (const SourceTensor* in = find(tensors, "model.diffusion_model.input_blocks.0.0.weight");
+  if (const SourceTensor* in = find_source_tensor(tensors, "model.diffusion_model.input_blocks.0.0.weight");
       in && in->shape.size() == 4 && in->shape[1] == 9)
     throw InputError(where + " is an inpainting checkpoint (its UNet takes 9 input channels); dpinfer generates "
                      "text-to-image only, use the base model's checkpoint");
-  if (find(tensors, "edm_mean") || find(tensors, "edm_std"))
+  if (find_source_tensor(tensors, "edm_mean") || find_source_tensor(tensors, "edm_std"))
     throw InputError(where + " is a Playground v2.5 checkpoint (edm_mean/edm_std), which dpinfer does not support");
   LdmDetection d;
   if (has_prefix(tensors, "conditioner.embedders.1.model.")) {
@@ -95,10 +89,10 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
     d.kind = "sd2";
   } else if (has_prefix(tensors, "cond_stage_model.transformer.")) {
     d.kind = "sd1";
-  } else if (find(tensors, "model.diffusion_model.label_emb.0.0.weight")) {
+  } else if (find_source_tensor(tensors, "model.diffusion_model.label_emb.0.0.weight")) {
     d.kind = "sdxl";  // text_time conditioning: only SDXL's UNet has it
   } else if (const SourceTensor* k =
-                 find(tensors, "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight");
+                 find_source_tensor(tensors, "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight");
              k && !k->shape.empty()) {
     // The cross-attention width: CLIP ViT-L's 768 (SD 1.x), OpenCLIP ViT-H's 1024 (SD 2.x);
     // diffusers probes input_blocks.2.1's, the same width.

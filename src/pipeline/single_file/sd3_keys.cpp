@@ -28,7 +28,7 @@ using key_rules::whole;
 // starts with.
 
 // MMDiT's own layers.
-const Renames kTop{{"x_embedder.proj", "pos_embed.proj"},
+const Renames kSd3Top{{"x_embedder.proj", "pos_embed.proj"},
                    {"t_embedder.mlp.0", "time_text_embed.timestep_embedder.linear_1"},
                    {"t_embedder.mlp.2", "time_text_embed.timestep_embedder.linear_2"},
                    {"y_embedder.mlp.0", "time_text_embed.text_embedder.linear_1"},
@@ -95,7 +95,7 @@ std::vector<TensorPart> convert_sd3_keys(const std::string& prefix, const std::v
       append_swapped_halves(parts, s, t, "norm_out.linear." + leaf);
       continue;
     }
-    if (auto top = rename(*key, kTop)) {
+    if (auto top = rename(*key, kSd3Top)) {
       parts.push_back(whole(s, *top, t.shape));
       continue;
     }

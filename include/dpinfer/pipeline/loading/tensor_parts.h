@@ -17,6 +17,13 @@ struct SourceTensor {
   std::vector<int64_t> shape;
 };
 
+/// The tensor of `tensors` named `name`, or null.
+inline const SourceTensor* find_source_tensor(const std::vector<SourceTensor>& tensors, const std::string& name) {
+  for (const SourceTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
 /// One module tensor read from a checkpoint tensor under another name: all of it, or the
 /// rows [row_begin, row_begin + rows) of its first dimension (a fused q/k/v split without a
 /// copy: a contiguous range of the file), seen with `shape` (same element count; a 1x1

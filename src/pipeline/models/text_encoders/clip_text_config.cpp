@@ -10,13 +10,13 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kText = "text encoder config";
+constexpr const char* kClipTextConfig = "text encoder config";
 
 }  // namespace
 
 // Ref: transformers/models/clip/configuration_clip.py CLIPTextConfig
 CLIPTextConfig CLIPTextConfig::from_json(const json& j) {
-  ConfigReader r(j, kText);
+  ConfigReader r(j, kClipTextConfig);
   CLIPTextConfig config;
   config.vocab_size = r.positive("vocab_size", config.vocab_size);
   config.hidden_size = r.positive("hidden_size", config.hidden_size);
@@ -39,6 +39,6 @@ CLIPTextConfig CLIPTextConfig::from_json(const json& j) {
   return config;
 }
 
-CLIPTextConfig CLIPTextConfig::from_file(const std::string& path) { return config_from_file<CLIPTextConfig>(path, kText); }
+CLIPTextConfig CLIPTextConfig::from_file(const std::string& path) { return config_from_file<CLIPTextConfig>(path, kClipTextConfig); }
 
 }  // namespace dpinfer::pipeline

@@ -11,7 +11,7 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kText = "text encoder config";
+constexpr const char* kDecoderLlmConfig = "text encoder config";
 
 // What both classes read the same way. `c` holds the class's defaults.
 void read_common(const ConfigReader& r, DecoderLLMConfig& c) {
@@ -65,9 +65,9 @@ void check_head_dim(const ConfigReader& r, const DecoderLLMConfig& c) {
 // Ref: transformers/models/qwen2_5_vl/configuration_qwen2_5_vl.py Qwen2_5_VLConfig, Qwen2_5_VLTextConfig;
 // modeling_qwen2_5_vl.py Qwen2_5_VLAttention (head_dim = hidden_size // num_heads, q/k/v bias, no o_proj bias)
 DecoderLLMConfig DecoderLLMConfig::qwen2_5_vl_from_json(const json& j) {
-  ConfigReader top(j, kText);
+  ConfigReader top(j, kDecoderLlmConfig);
   const json* text = top.find("text_config");
-  const ConfigReader r = text != nullptr ? ConfigReader(*text, std::string(kText) + " text_config") : top;
+  const ConfigReader r = text != nullptr ? ConfigReader(*text, std::string(kDecoderLlmConfig) + " text_config") : top;
   DecoderLLMConfig c;
   c.vocab_size = 152064;
   c.hidden_size = 8192;
@@ -109,7 +109,7 @@ DecoderLLMConfig DecoderLLMConfig::qwen2_5_vl_from_json(const json& j) {
 
 // Ref: transformers/models/qwen3/configuration_qwen3.py Qwen3Config; modeling_qwen3.py Qwen3Attention
 DecoderLLMConfig DecoderLLMConfig::qwen3_from_json(const json& j) {
-  ConfigReader r(j, kText);
+  ConfigReader r(j, kDecoderLlmConfig);
   DecoderLLMConfig c;  // the defaults are Qwen3Config's
   read_common(r, c);
   // Qwen3Config stores head_dim as given; a null would reach the attention as None.
@@ -129,11 +129,11 @@ DecoderLLMConfig DecoderLLMConfig::qwen3_from_json(const json& j) {
 }
 
 DecoderLLMConfig DecoderLLMConfig::qwen2_5_vl_from_file(const std::string& path) {
-  return config_from_file(path, kText, [](const json& j) { return qwen2_5_vl_from_json(j); });
+  return config_from_file(path, kDecoderLlmConfig, [](const json& j) { return qwen2_5_vl_from_json(j); });
 }
 
 DecoderLLMConfig DecoderLLMConfig::qwen3_from_file(const std::string& path) {
-  return config_from_file(path, kText, [](const json& j) { return qwen3_from_json(j); });
+  return config_from_file(path, kDecoderLlmConfig, [](const json& j) { return qwen3_from_json(j); });
 }
 
 }  // namespace dpinfer::pipeline

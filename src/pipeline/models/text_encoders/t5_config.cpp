@@ -10,7 +10,7 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kText = "T5 text encoder config";
+constexpr const char* kT5Config = "T5 text encoder config";
 
 T5Config::Activation activation(const ConfigReader& r, const std::string& field, const std::string& name) {
   if (name == "relu") return T5Config::Activation::kReLU;
@@ -24,7 +24,7 @@ T5Config::Activation activation(const ConfigReader& r, const std::string& field,
 
 // Ref: transformers/models/t5/configuration_t5.py T5Config.__init__
 T5Config T5Config::from_json(const json& j) {
-  ConfigReader r(j, kText);
+  ConfigReader r(j, kT5Config);
   T5Config c;
   c.vocab_size = r.positive("vocab_size", c.vocab_size);
   c.d_model = r.positive("d_model", c.d_model);
@@ -61,6 +61,6 @@ T5Config T5Config::from_json(const json& j) {
   return c;
 }
 
-T5Config T5Config::from_file(const std::string& path) { return config_from_file<T5Config>(path, kText); }
+T5Config T5Config::from_file(const std::string& path) { return config_from_file<T5Config>(path, kT5Config); }
 
 }  // namespace dpinfer::pipeline

@@ -10,12 +10,12 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "chroma transformer";
-constexpr double kEps = 1e-6;  // norm_out's LayerNorm (the blocks keep their own)
+constexpr const char* kChromaTransformer = "chroma transformer";
+constexpr double kChromaEps = 1e-6;  // norm_out's LayerNorm (the blocks keep their own)
 
-void check_ids(const at::Tensor& ids, int64_t length, const char* name) {
+void check_chroma_ids(const at::Tensor& ids, int64_t length, const char* name) {
   if (ids.dim() != 2 || ids.size(0) != length || ids.size(1) != 3)
-    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(length) + ", 3], got " +
+    throw Error(std::string(kChromaTransformer) + ": " + name + " must be [" + std::to_string(length) + ", 3], got " +
                 c10::str(ids.sizes()));
 }
 
@@ -95,7 +95,7 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
                                                  const at::Tensor& img_ids, const at::Tensor& txt_ids,
                                                  const at::Tensor& attention_mask) {
   const ChromaTransformerConfig& c = config_;
-  const std::string what(kWhat);
+  const std::string what(kChromaTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
     throw Error(what + ": hidden_states must be [B, L_img, " + std::to_string(c.in_channels) + "], got " +
                 c10::str(hidden_states.sizes()));
@@ -108,8 +108,8 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
   if (!(timestep.dim() == 0 || (timestep.dim() == 1 && timestep.size(0) == batch)))
     throw Error(what + ": timestep must be [" + std::to_string(batch) + "] or a scalar, got " +
                 c10::str(timestep.sizes()));
-  check_ids(img_ids, image_len, "img_ids");
-  check_ids(txt_ids, text_len, "txt_ids");
+  check_chroma_ids(img_ids, image_len, "img_ids");
+  check_chroma_ids(txt_ids, text_len, "txt_ids");
   if (attention_mask.defined() && attention_mask.sizes() != at::IntArrayRef({batch, text_len + image_len}))
     throw Error(what + ": attention_mask must be [" + std::to_string(batch) + ", " +
                 std::to_string(text_len + image_len) + "] (text then image tokens), got " +
@@ -152,7 +152,7 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
   // norm_out (ChromaAdaLayerNormContinuousPruned): shift, scale = chunk(temb.flatten(1, 2).to(x.dtype), 2)
   // of temb = mod[:, -2:] -- shift first; LayerNorm eps 1e-6 without affine.
   const at::Tensor out_mod = mod.narrow(1, mod.size(1) - 2, 2);
-  image = at::layer_norm(image, {c.inner_dim()}, {}, {}, kEps) * (1 + out_mod.select(1, 1)).unsqueeze(1) +
+  image = at::layer_norm(image, {c.inner_dim()}, {}, {}, kChromaEps) * (1 + out_mod.select(1, 1)).unsqueeze(1) +
           out_mod.select(1, 0).unsqueeze(1);
   return proj_out_(image);  // [B, L_img, p p out_channels]
 }

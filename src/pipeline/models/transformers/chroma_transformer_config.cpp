@@ -10,11 +10,8 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real model (Chroma1-HD: an approximator of 5 layers of 5120, 64 channels).
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
 
 }  // namespace
 
@@ -33,7 +30,7 @@ ChromaTransformerConfig ChromaTransformerConfig::from_json(const json& j) {
   c.num_attention_heads = flux.num_attention_heads;
   c.joint_attention_dim = flux.joint_attention_dim;
   c.axes_dims_rope = flux.axes_dims_rope;
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   c.approximator_num_channels =
       bounded_integer_field(r, "approximator_num_channels", c.approximator_num_channels, 4, kMaxWidth);
   // ChromaCombinedTimestepTextProjEmbeddings(num_channels=approximator_num_channels // 4): two
@@ -50,7 +47,7 @@ ChromaTransformerConfig ChromaTransformerConfig::from_json(const json& j) {
 }
 
 ChromaTransformerConfig ChromaTransformerConfig::from_file(const std::string& path) {
-  return config_from_file<ChromaTransformerConfig>(path, kTransformer);
+  return config_from_file<ChromaTransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline

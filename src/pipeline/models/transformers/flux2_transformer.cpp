@@ -11,7 +11,7 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "flux2 transformer";
+constexpr const char* kFlux2Transformer = "flux2 transformer";
 
 // Flux2SwiGLU: x1, x2 = x.chunk(2, dim=-1); silu(x1) * x2.
 at::Tensor swiglu(const at::Tensor& x) {
@@ -20,16 +20,16 @@ at::Tensor swiglu(const at::Tensor& x) {
 }
 
 // (1 + scale) * x + shift, the modulation of every Flux2 block (scale, shift [B, 1, dim]).
-at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+at::Tensor flux2_modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
   return (1 + scale) * x + shift;
 }
 
 // nn.LayerNorm(dim, elementwise_affine=False, eps)
 at::Tensor layer_norm(const at::Tensor& x, int64_t dim, double eps) { return at::layer_norm(x, {dim}, {}, {}, eps); }
 
-void check_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
+void check_flux2_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
   if (!(t.dim() == 0 || (t.dim() == 1 && t.size(0) == batch)))
-    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(batch) + "] or a scalar, got " +
+    throw Error(std::string(kFlux2Transformer) + ": " + name + " must be [" + std::to_string(batch) + "] or a scalar, got " +
                 c10::str(t.sizes()));
 }
 
@@ -37,7 +37,7 @@ void check_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
 at::Tensor positions(const at::Tensor& ids, int64_t length, const char* name) {
   const at::Tensor two_d = ids.defined() && ids.dim() == 3 && ids.size(0) >= 1 ? ids[0] : ids;
   if (!two_d.defined() || two_d.dim() != 2 || two_d.size(0) != length || two_d.size(1) != 4)
-    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(length) + ", 4] or [B, " +
+    throw Error(std::string(kFlux2Transformer) + ": " + name + " must be [" + std::to_string(length) + ", 4] or [B, " +
                 std::to_string(length) + ", 4], got " + (ids.defined() ? c10::str(ids.sizes()) : "none"));
   return two_d;
 }
@@ -77,8 +77,8 @@ Flux2TransformerBlockImpl::Output Flux2TransformerBlockImpl::forward(const at::T
                                                                      const nn::RotaryCosSin& freqs) {
   // im / tm: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, 1, dim].
   const nn::DoubleStreamAttentionImpl::Output a =
-      attn_->forward_real_rope(modulate(layer_norm(image, dim_, eps_), im[0], im[1]),
-                               modulate(layer_norm(text, dim_, eps_), tm[0], tm[1]), freqs);
+      attn_->forward_real_rope(flux2_modulate(layer_norm(image, dim_, eps_), im[0], im[1]),
+                               flux2_modulate(layer_norm(text, dim_, eps_), tm[0], tm[1]), freqs);
   at::Tensor img = image + im[2] * a.image;
   img = img + im[5] * ff_(layer_norm(img, dim_, eps_) * (1 + im[4]) + im[3]);
   at::Tensor txt = text + tm[2] * a.text;
@@ -124,7 +124,7 @@ Flux2SingleTransformerBlockImpl::Flux2SingleTransformerBlockImpl(const Flux2Tran
 at::Tensor Flux2SingleTransformerBlockImpl::forward(const at::Tensor& x, const std::vector<at::Tensor>& mod,
                                                     const nn::RotaryCosSin& freqs) {
   // mod: shift, scale, gate [B, 1, dim]
-  at::Tensor out = x + mod[2] * attn_(modulate(layer_norm(x, dim_, eps_), mod[0], mod[1]), freqs);
+  at::Tensor out = x + mod[2] * attn_(flux2_modulate(layer_norm(x, dim_, eps_), mod[0], mod[1]), freqs);
   if (out.scalar_type() == at::kHalf) out = out.clip(-65504, 65504);
   return out;
 }
@@ -184,7 +184,7 @@ at::Tensor Flux2Transformer2DModelImpl::forward(const at::Tensor& hidden_states,
                                                 const at::Tensor& img_ids, const at::Tensor& txt_ids,
                                                 const at::Tensor& guidance) {
   const Flux2TransformerConfig& c = config_;
-  const std::string what(kWhat);
+  const std::string what(kFlux2Transformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
     throw Error(what + ": hidden_states must be [B, L_img, " + std::to_string(c.in_channels) + "], got " +
                 c10::str(hidden_states.sizes()));
@@ -194,10 +194,10 @@ at::Tensor Flux2Transformer2DModelImpl::forward(const at::Tensor& hidden_states,
     throw Error(what + ": encoder_hidden_states must be [" + std::to_string(batch) + ", L_txt, " +
                 std::to_string(c.joint_attention_dim) + "], got " + c10::str(encoder_hidden_states.sizes()));
   const int64_t text_len = encoder_hidden_states.size(1);
-  check_batch_vector(timestep, batch, "timestep");
+  check_flux2_batch_vector(timestep, batch, "timestep");
   const at::Tensor image_pos = positions(img_ids, image_len, "img_ids");
   const at::Tensor text_pos = positions(txt_ids, text_len, "txt_ids");
-  if (guidance.defined()) check_batch_vector(guidance, batch, "guidance");
+  if (guidance.defined()) check_flux2_batch_vector(guidance, batch, "guidance");
 
   const at::ScalarType dtype = x_embedder_->compute_dtype();
   const at::Device device = x_embedder_->weight.device();

@@ -11,19 +11,14 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real models (FLUX.2 [dev]: 8 + 48 blocks, 48 heads of 128, joint 15360), so that a
-// corrupt config fails here and not in the allocator.
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPatch = 64;
 
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_flux2.py Flux2Transformer2DModel.__init__ (0.37.0)
 Flux2TransformerConfig Flux2TransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   Flux2TransformerConfig c;
   c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
   c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
@@ -69,7 +64,7 @@ Flux2TransformerConfig Flux2TransformerConfig::from_json(const json& j) {
 }
 
 Flux2TransformerConfig Flux2TransformerConfig::from_file(const std::string& path) {
-  return config_from_file<Flux2TransformerConfig>(path, kTransformer);
+  return config_from_file<Flux2TransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline

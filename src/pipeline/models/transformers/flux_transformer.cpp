@@ -11,8 +11,8 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "flux transformer";
-constexpr double kEps = 1e-6;  // every norm of the model: AdaLN-Zero, norm2, QK norms, norm_out
+constexpr const char* kFluxTransformer = "flux transformer";
+constexpr double kFluxEps = 1e-6;  // every norm of the model: AdaLN-Zero, norm2, QK norms, norm_out
 
 nn::JointAttentionOptions attention_options(int64_t dim, int64_t heads, int64_t head_dim, bool pre_only) {
   // FluxAttention(query_dim=dim, heads, dim_head, out_dim=dim, bias=True, eps=1e-6): torch.nn.RMSNorm
@@ -22,7 +22,7 @@ nn::JointAttentionOptions attention_options(int64_t dim, int64_t heads, int64_t 
   o.heads = heads;
   o.dim_head = head_dim;
   o.qk_norm = true;
-  o.qk_norm_eps = kEps;
+  o.qk_norm_eps = kFluxEps;
   o.qk_norm_kind = nn::RMSNormKind::kTorch;
   o.bias = true;
   o.out_bias = true;
@@ -31,7 +31,7 @@ nn::JointAttentionOptions attention_options(int64_t dim, int64_t heads, int64_t 
 }
 
 // x * (1 + scale[:, None]) + shift[:, None], shift/scale [B, dim].
-at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+at::Tensor flux_modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
   return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1);
 }
 
@@ -41,15 +41,15 @@ at::Tensor scaled(const at::Tensor& t, int64_t batch, const at::Device& device, 
   return (t.dim() == 0 ? t.expand({batch}) : t).to(device, dtype) * 1000;
 }
 
-void check_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
+void check_flux_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
   if (!(t.dim() == 0 || (t.dim() == 1 && t.size(0) == batch)))
-    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(batch) + "] or a scalar, got " +
+    throw Error(std::string(kFluxTransformer) + ": " + name + " must be [" + std::to_string(batch) + "] or a scalar, got " +
                 c10::str(t.sizes()));
 }
 
-void check_ids(const at::Tensor& ids, int64_t length, const char* name) {
+void check_flux_ids(const at::Tensor& ids, int64_t length, const char* name) {
   if (ids.dim() != 2 || ids.size(0) != length || ids.size(1) != 3)
-    throw Error(std::string(kWhat) + ": " + name + " must be [" + std::to_string(length) + ", 3], got " +
+    throw Error(std::string(kFluxTransformer) + ": " + name + " must be [" + std::to_string(length) + ", 3], got " +
                 c10::str(ids.sizes()));
 }
 
@@ -61,13 +61,13 @@ FluxTransformerBlockImpl::FluxTransformerBlockImpl(int64_t dim, int64_t heads, i
                                                    const at::TensorOptions& options, Modulation modulation)
     : dim_(dim) {
   if (modulation == Modulation::kLinear) {
-    norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, 6, kEps, options));
-    norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kEps, options));
+    norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, 6, kFluxEps, options));
+    norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kFluxEps, options));
   }
   attn_ = register_module("attn", nn::DoubleStreamAttention(attention_options(dim, heads, head_dim, false), options));
-  norm2_ = register_module("norm2", nn::LayerNorm(dim, kEps, false, options));
+  norm2_ = register_module("norm2", nn::LayerNorm(dim, kFluxEps, false, options));
   ff_ = register_module("ff", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
-  norm2_context_ = register_module("norm2_context", nn::LayerNorm(dim, kEps, false, options));
+  norm2_context_ = register_module("norm2_context", nn::LayerNorm(dim, kFluxEps, false, options));
   ff_context_ =
       register_module("ff_context", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
 }
@@ -97,14 +97,14 @@ FluxTransformerBlockImpl::Output FluxTransformerBlockImpl::run(const at::Tensor&
   // im / tm: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, dim]; norm1 is
   // AdaLayerNormZero's LayerNorm (eps 1e-6, no affine) modulated by the first two.
   auto norm1 = [&](const at::Tensor& x, const std::vector<at::Tensor>& m) {
-    return nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kEps), m[0], m[1]);
+    return nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kFluxEps), m[0], m[1]);
   };
   const nn::DoubleStreamAttentionImpl::Output a =
       attn_->forward_real_rope(norm1(image, im), norm1(text, tm), freqs, attn_mask);
   at::Tensor img = image + im[2].unsqueeze(1) * a.image;
-  img = img + im[5].unsqueeze(1) * ff_(modulate(norm2_(img), im[3], im[4]));
+  img = img + im[5].unsqueeze(1) * ff_(flux_modulate(norm2_(img), im[3], im[4]));
   at::Tensor txt = text + tm[2].unsqueeze(1) * a.text;
-  txt = txt + tm[5].unsqueeze(1) * ff_context_(modulate(norm2_context_(txt), tm[3], tm[4]));
+  txt = txt + tm[5].unsqueeze(1) * ff_context_(flux_modulate(norm2_context_(txt), tm[3], tm[4]));
   if (txt.scalar_type() == at::kHalf) txt = txt.clip(-65504, 65504);
   return {img, txt};
 }
@@ -116,7 +116,7 @@ FluxSingleTransformerBlockImpl::FluxSingleTransformerBlockImpl(int64_t dim, int6
                                                                Modulation modulation)
     : dim_(dim) {
   const int64_t mlp_hidden_dim = 4 * dim;  // int(dim * mlp_ratio), mlp_ratio 4.0
-  if (modulation == Modulation::kLinear) norm_ = register_module("norm", nn::AdaLayerNormZero(dim, 3, kEps, options));
+  if (modulation == Modulation::kLinear) norm_ = register_module("norm", nn::AdaLayerNormZero(dim, 3, kFluxEps, options));
   proj_mlp_ = register_module("proj_mlp", nn::Linear(dim, mlp_hidden_dim, true, options));
   proj_out_ = register_module("proj_out", nn::Linear(dim + mlp_hidden_dim, dim, true, options));
   attn_ = register_module("attn", nn::JointAttention(attention_options(dim, heads, head_dim, true), options));
@@ -139,7 +139,7 @@ at::Tensor FluxSingleTransformerBlockImpl::forward_modulated(const at::Tensor& x
 at::Tensor FluxSingleTransformerBlockImpl::run(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale,
                                                const at::Tensor& gate, const nn::RotaryCosSin& freqs,
                                                const at::Tensor& attn_mask) {
-  const at::Tensor n = nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kEps), shift, scale);
+  const at::Tensor n = nn::modulate_tokens(at::layer_norm(x, {dim_}, {}, {}, kFluxEps), shift, scale);
   const at::Tensor mlp = at::gelu(proj_mlp_(n), "tanh");
   const at::Tensor attn = attn_->forward_real_rope(n, freqs, attn_mask);
   at::Tensor out = x + gate.unsqueeze(1) * proj_out_(at::cat({attn, mlp}, 2));
@@ -174,7 +174,7 @@ FluxTransformer2DModelImpl::FluxTransformer2DModelImpl(const FluxTransformerConf
     single_blocks_.push_back(FluxSingleTransformerBlock(dim, c.num_attention_heads, c.attention_head_dim, options));
     single_blocks->push_back(single_blocks_.back());
   }
-  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kEps, options));
+  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kFluxEps, options));
   proj_out_ = register_module("proj_out", nn::Linear(dim, c.out_features(), true, options));
 }
 
@@ -185,7 +185,7 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
                                                const at::Tensor& img_ids, const at::Tensor& txt_ids,
                                                const at::Tensor& guidance, nn::FirstBlockCache* cache) {
   const FluxTransformerConfig& c = config_;
-  const std::string what(kWhat);
+  const std::string what(kFluxTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
     throw Error(what + ": hidden_states must be [B, L_img, " + std::to_string(c.in_channels) + "], got " +
                 c10::str(hidden_states.sizes()));
@@ -198,16 +198,16 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
   if (pooled_projections.sizes() != at::IntArrayRef({batch, c.pooled_projection_dim}))
     throw Error(what + ": pooled_projections must be [" + std::to_string(batch) + ", " +
                 std::to_string(c.pooled_projection_dim) + "], got " + c10::str(pooled_projections.sizes()));
-  check_batch_vector(timestep, batch, "timestep");
-  check_ids(img_ids, image_len, "img_ids");
-  check_ids(txt_ids, text_len, "txt_ids");
+  check_flux_batch_vector(timestep, batch, "timestep");
+  check_flux_ids(img_ids, image_len, "img_ids");
+  check_flux_ids(txt_ids, text_len, "txt_ids");
   if (c.guidance_embeds && !guidance.defined())
     throw Error(what + ": this transformer has guidance_embeds (a guidance-distilled model such as FLUX.1-dev) "
                        "and needs a guidance value");
   if (!c.guidance_embeds && guidance.defined())
     throw Error(what + ": this transformer has no guidance_embeds (FLUX.1-schnell-like) and takes no guidance "
                        "value; pass none");
-  if (guidance.defined()) check_batch_vector(guidance, batch, "guidance");
+  if (guidance.defined()) check_flux_batch_vector(guidance, batch, "guidance");
 
   const at::ScalarType dtype = x_embedder_->compute_dtype();
   const at::Device device = x_embedder_->weight.device();

@@ -9,19 +9,14 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real model (FLUX.1: 19 + 38 blocks, 24 heads of 128, joint 4096), so that
-// a corrupt config fails here and not in the allocator.
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPatch = 64;
 
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_flux.py FluxTransformer2DModel.__init__
 FluxTransformerConfig FluxTransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   FluxTransformerConfig c;
   c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
   c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
@@ -58,7 +53,7 @@ FluxTransformerConfig FluxTransformerConfig::from_json(const json& j) {
 }
 
 FluxTransformerConfig FluxTransformerConfig::from_file(const std::string& path) {
-  return config_from_file<FluxTransformerConfig>(path, kTransformer);
+  return config_from_file<FluxTransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline

@@ -11,8 +11,8 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "qwen-image transformer";
-constexpr double kEps = 1e-6;  // every norm of the model: blocks, QK norms, txt_norm, norm_out
+constexpr const char* kQwenImageTransformer = "qwen-image transformer";
+constexpr double kQwenImageEps = 1e-6;  // every norm of the model: blocks, QK norms, txt_norm, norm_out
 
 bool same_grids(const std::vector<nn::TokenGrid>& a, const std::vector<nn::TokenGrid>& b) {
   if (a.size() != b.size()) return false;
@@ -22,7 +22,7 @@ bool same_grids(const std::vector<nn::TokenGrid>& a, const std::vector<nn::Token
 }
 
 // diffusers' _modulate: x * (1 + scale) + shift, shift/scale [B, 1, dim].
-at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
+at::Tensor qwen_image_modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tensor& scale) {
   return x * (1 + scale) + shift;
 }
 
@@ -32,21 +32,21 @@ at::Tensor modulate(const at::Tensor& x, const at::Tensor& shift, const at::Tens
 QwenImageTransformerBlockImpl::QwenImageTransformerBlockImpl(int64_t dim, int64_t heads, int64_t head_dim,
                                                              const at::TensorOptions& options) {
   img_mod_ = register_module("img_mod", nn::AdaLNModulation(dim, dim, 6, /*silu_first=*/true, options));
-  img_norm1_ = register_module("img_norm1", nn::LayerNorm(dim, kEps, false, options));
+  img_norm1_ = register_module("img_norm1", nn::LayerNorm(dim, kQwenImageEps, false, options));
   nn::JointAttentionOptions attention;
   attention.dim = dim;
   attention.heads = heads;
   attention.dim_head = head_dim;
   attention.qk_norm = true;
-  attention.qk_norm_eps = kEps;
+  attention.qk_norm_eps = kQwenImageEps;
   attention.bias = true;
   attention.out_bias = true;
   attn_ = register_module("attn", nn::DoubleStreamAttention(attention, options));
-  img_norm2_ = register_module("img_norm2", nn::LayerNorm(dim, kEps, false, options));
+  img_norm2_ = register_module("img_norm2", nn::LayerNorm(dim, kQwenImageEps, false, options));
   img_mlp_ = register_module("img_mlp", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
   txt_mod_ = register_module("txt_mod", nn::AdaLNModulation(dim, dim, 6, /*silu_first=*/true, options));
-  txt_norm1_ = register_module("txt_norm1", nn::LayerNorm(dim, kEps, false, options));
-  txt_norm2_ = register_module("txt_norm2", nn::LayerNorm(dim, kEps, false, options));
+  txt_norm1_ = register_module("txt_norm1", nn::LayerNorm(dim, kQwenImageEps, false, options));
+  txt_norm2_ = register_module("txt_norm2", nn::LayerNorm(dim, kQwenImageEps, false, options));
   txt_mlp_ = register_module("txt_mlp", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
 }
 
@@ -58,12 +58,12 @@ QwenImageTransformerBlockImpl::Output QwenImageTransformerBlockImpl::forward(con
   // [B, 1, dim] each: shift1, scale1, gate1, shift2, scale2, gate2 (chunk(2) then chunk(3) in diffusers).
   const std::vector<at::Tensor> im = img_mod_(temb), tm = txt_mod_(temb);
   const nn::DoubleStreamAttentionImpl::Output a =
-      attn_(modulate(img_norm1_(image), im[0], im[1]), modulate(txt_norm1_(text), tm[0], tm[1]), freqs.image,
+      attn_(qwen_image_modulate(img_norm1_(image), im[0], im[1]), qwen_image_modulate(txt_norm1_(text), tm[0], tm[1]), freqs.image,
             freqs.text, mask);
   at::Tensor img = image + im[2] * a.image;
   at::Tensor txt = text + tm[2] * a.text;
-  img = img + im[5] * img_mlp_(modulate(img_norm2_(img), im[3], im[4]));
-  txt = txt + tm[5] * txt_mlp_(modulate(txt_norm2_(txt), tm[3], tm[4]));
+  img = img + im[5] * img_mlp_(qwen_image_modulate(img_norm2_(img), im[3], im[4]));
+  txt = txt + tm[5] * txt_mlp_(qwen_image_modulate(txt_norm2_(txt), tm[3], tm[4]));
   if (txt.scalar_type() == at::kHalf) txt = txt.clip(-65504, 65504);
   if (img.scalar_type() == at::kHalf) img = img.clip(-65504, 65504);
   return {img, txt};
@@ -79,7 +79,7 @@ QwenImageTransformer2DModelImpl::QwenImageTransformer2DModelImpl(const QwenImage
   auto time_text_embed = register_module("time_text_embed", std::make_shared<torch::nn::Module>());
   timestep_embedder_ = time_text_embed->register_module(
       "timestep_embedder", nn::TimestepEmbedding(kTimestepChannels, dim, std::nullopt, options));
-  txt_norm_ = register_module("txt_norm", nn::RMSNorm(c.joint_attention_dim, kEps, true, options));
+  txt_norm_ = register_module("txt_norm", nn::RMSNorm(c.joint_attention_dim, kQwenImageEps, true, options));
   img_in_ = register_module("img_in", nn::Linear(c.in_channels, dim, true, options));
   txt_in_ = register_module("txt_in", nn::Linear(c.joint_attention_dim, dim, true, options));
   auto blocks = register_module("transformer_blocks", torch::nn::ModuleList());
@@ -87,7 +87,7 @@ QwenImageTransformer2DModelImpl::QwenImageTransformer2DModelImpl(const QwenImage
     blocks_.push_back(QwenImageTransformerBlock(dim, c.num_attention_heads, c.attention_head_dim, options));
     blocks->push_back(blocks_.back());
   }
-  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kEps, options));
+  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kQwenImageEps, options));
   proj_out_ = register_module("proj_out", nn::Linear(dim, c.out_features(), true, options));
 }
 
@@ -101,7 +101,7 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
                                                     const std::vector<int64_t>& txt_seq_lens,
                                                     QwenTextPadding text_padding, nn::FirstBlockCache* cache) {
   const QwenImageTransformerConfig& c = config_;
-  const std::string what(kWhat);
+  const std::string what(kQwenImageTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
     throw Error(what + ": hidden_states must be [B, L_img, " + std::to_string(c.in_channels) + "], got " +
                 c10::str(hidden_states.sizes()));

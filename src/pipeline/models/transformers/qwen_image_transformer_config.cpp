@@ -9,19 +9,14 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real model (Qwen-Image: 60 layers, 24 heads of 128, joint 3584), so that
-// a corrupt config fails here and not in the allocator.
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPatch = 64;
 
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_qwenimage.py QwenImageTransformer2DModel.__init__
 QwenImageTransformerConfig QwenImageTransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   QwenImageTransformerConfig c;
   c.patch_size = bounded_integer(r, "patch_size", r.integer("patch_size", c.patch_size), 1, kMaxPatch);
   c.in_channels = bounded_integer(r, "in_channels", r.integer("in_channels", c.in_channels), 1, kMaxWidth);
@@ -63,7 +58,7 @@ QwenImageTransformerConfig QwenImageTransformerConfig::from_json(const json& j) 
 }
 
 QwenImageTransformerConfig QwenImageTransformerConfig::from_file(const std::string& path) {
-  return config_from_file<QwenImageTransformerConfig>(path, kTransformer);
+  return config_from_file<QwenImageTransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline

@@ -11,8 +11,8 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "sd3 transformer";
-constexpr double kEps = 1e-6;  // every norm of the model: blocks, QK norms, norm_out
+constexpr const char* kSd3Transformer = "sd3 transformer";
+constexpr double kSd3Eps = 1e-6;  // every norm of the model: blocks, QK norms, norm_out
 
 }  // namespace
 
@@ -33,7 +33,7 @@ SD3PatchEmbedImpl::SD3PatchEmbedImpl(int64_t in_channels, int64_t dim, int64_t p
 at::Tensor SD3PatchEmbedImpl::forward(const at::Tensor& latent) {
   const int64_t height = latent.size(-2) / patch_size_, width = latent.size(-1) / patch_size_;
   if (height > max_size_ || width > max_size_)
-    throw Error(std::string(kWhat) + ": the latent is " + std::to_string(height) + " x " + std::to_string(width) +
+    throw Error(std::string(kSd3Transformer) + ": the latent is " + std::to_string(height) + " x " + std::to_string(width) +
                 " patches, but the position table (pos_embed_max_size) has " + std::to_string(max_size_) +
                 " per side; use a smaller image");
   at::Tensor tokens = proj_(latent).flatten(2).transpose(1, 2);  // [B, h w, dim]
@@ -51,27 +51,27 @@ SD3JointTransformerBlockImpl::SD3JointTransformerBlockImpl(int64_t dim, int64_t 
                                                            bool context_pre_only, bool qk_norm,
                                                            bool use_dual_attention, const at::TensorOptions& options)
     : context_pre_only_(context_pre_only), dual_(use_dual_attention) {
-  norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, use_dual_attention ? 9 : 6, kEps, options));
+  norm1_ = register_module("norm1", nn::AdaLayerNormZero(dim, use_dual_attention ? 9 : 6, kSd3Eps, options));
   if (context_pre_only)
-    norm1_context_final_ = register_module("norm1_context", nn::AdaLayerNormContinuous(dim, dim, kEps, options));
+    norm1_context_final_ = register_module("norm1_context", nn::AdaLayerNormContinuous(dim, dim, kSd3Eps, options));
   else
-    norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kEps, options));
+    norm1_context_ = register_module("norm1_context", nn::AdaLayerNormZero(dim, 6, kSd3Eps, options));
   nn::JointAttentionOptions attention;
   attention.dim = dim;
   attention.heads = heads;
   attention.dim_head = head_dim;
   attention.qk_norm = qk_norm;
-  attention.qk_norm_eps = kEps;
+  attention.qk_norm_eps = kSd3Eps;
   attention.bias = true;
   attention.out_bias = true;
   attention.text_first = false;
   attention.context_pre_only = context_pre_only;
   attn_ = register_module("attn", nn::DoubleStreamAttention(attention, options));
   if (use_dual_attention) attn2_ = register_module("attn2", nn::JointAttention(attention, options));
-  norm2_ = register_module("norm2", nn::LayerNorm(dim, kEps, false, options));
+  norm2_ = register_module("norm2", nn::LayerNorm(dim, kSd3Eps, false, options));
   ff_ = register_module("ff", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
   if (!context_pre_only) {
-    norm2_context_ = register_module("norm2_context", nn::LayerNorm(dim, kEps, false, options));
+    norm2_context_ = register_module("norm2_context", nn::LayerNorm(dim, kSd3Eps, false, options));
     ff_context_ =
         register_module("ff_context", nn::FeedForward(dim, options, nn::FeedForwardActivation::kGELUApproximate));
   }
@@ -131,7 +131,7 @@ SD3Transformer2DModelImpl::SD3Transformer2DModelImpl(const SD3TransformerConfig&
                                                c.is_dual_attention_layer(i), options));
     blocks->push_back(blocks_.back());
   }
-  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kEps, options));
+  norm_out_ = register_module("norm_out", nn::AdaLayerNormContinuous(dim, dim, kSd3Eps, options));
   proj_out_ =
       register_module("proj_out", nn::Linear(dim, c.patch_size * c.patch_size * c.out_channels, true, options));
 }
@@ -141,7 +141,7 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
                                               const at::Tensor& pooled_projections, const at::Tensor& timestep,
                                               const std::vector<int64_t>& skip_layers) {
   const SD3TransformerConfig& c = config_;
-  const std::string what(kWhat);
+  const std::string what(kSd3Transformer);
   const int64_t p = c.patch_size;
   if (hidden_states.dim() != 4 || hidden_states.size(0) < 1 || hidden_states.size(1) != c.in_channels ||
       hidden_states.size(2) % p != 0 || hidden_states.size(3) % p != 0 || hidden_states.size(2) < p ||

@@ -11,13 +11,8 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real models (SD3.5-Large: 38 layers, 38 heads of 64, joint 4096,
-// pos_embed_max_size 192), so that a corrupt config fails here and not in the allocator.
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPatch = 64;
 constexpr int64_t kMaxPositions = 4096;
 
 }  // namespace
@@ -28,7 +23,7 @@ bool SD3TransformerConfig::is_dual_attention_layer(int64_t index) const {
 
 // Ref: diffusers/models/transformers/transformer_sd3.py SD3Transformer2DModel.__init__
 SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   SD3TransformerConfig c;
   c.sample_size = bounded_integer_field(r, "sample_size", c.sample_size, 1, kMaxWidth);
   c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
@@ -71,7 +66,7 @@ SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
 }
 
 SD3TransformerConfig SD3TransformerConfig::from_file(const std::string& path) {
-  return config_from_file<SD3TransformerConfig>(path, kTransformer);
+  return config_from_file<SD3TransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline

@@ -11,7 +11,7 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kWhat = "z-image transformer";
+constexpr const char* kZImageTransformer = "z-image transformer";
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
@@ -111,27 +111,27 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
   const std::string key = patch_key(patch_size, f_patch_size);
   auto embedder = x_embedders_.find(key);
   if (embedder == x_embedders_.end())
-    throw Error(std::string(kWhat) + ": no x embedder for patch_size " + std::to_string(patch_size) +
+    throw Error(std::string(kZImageTransformer) + ": no x embedder for patch_size " + std::to_string(patch_size) +
                 " and f_patch_size " + std::to_string(f_patch_size) + " (the config's all_patch_size and "
                 "all_f_patch_size list the pairs it has)");
   if (latents.dim() != 4 && latents.dim() != 5)
-    throw Error(std::string(kWhat) + ": latents must be [B, C, H, W] or [B, C, F, H, W], got " +
+    throw Error(std::string(kZImageTransformer) + ": latents must be [B, C, H, W] or [B, C, F, H, W], got " +
                 c10::str(latents.sizes()));
   const at::Tensor x5 = latents.dim() == 4 ? latents.unsqueeze(2) : latents;  // [B, C, F, H, W]
   const int64_t batch = x5.size(0), frames = x5.size(2), height = x5.size(3), width = x5.size(4);
   if (x5.size(1) != c.in_channels || frames % f_patch_size != 0 || height % patch_size != 0 ||
       width % patch_size != 0 || batch == 0)
-    throw Error(std::string(kWhat) + ": latents " + c10::str(latents.sizes()) + " must have " +
+    throw Error(std::string(kZImageTransformer) + ": latents " + c10::str(latents.sizes()) + " must have " +
                 std::to_string(c.in_channels) + " channels and frames divisible by " + std::to_string(f_patch_size) +
                 ", height and width by " + std::to_string(patch_size));
   if (caption_features.dim() != 3 || caption_features.size(0) != batch || caption_features.size(2) != c.cap_feat_dim ||
       static_cast<int64_t>(caption_lengths.size()) != batch)
-    throw Error(std::string(kWhat) + ": caption_features must be [" + std::to_string(batch) + ", L, " +
+    throw Error(std::string(kZImageTransformer) + ": caption_features must be [" + std::to_string(batch) + ", L, " +
                 std::to_string(c.cap_feat_dim) + "] with one length per item, got " +
                 c10::str(caption_features.sizes()) + " and " + std::to_string(caption_lengths.size()) + " lengths");
   for (int64_t length : caption_lengths)
     if (length < 1 || length > caption_features.size(1))
-      throw Error(std::string(kWhat) + ": caption length " + std::to_string(length) + " is outside [1, " +
+      throw Error(std::string(kZImageTransformer) + ": caption length " + std::to_string(length) + " is outside [1, " +
                   std::to_string(caption_features.size(1)) + "]");
 
   const at::ScalarType dtype = x_pad_token_.scalar_type();
@@ -145,7 +145,7 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
   for (int64_t i = 0; i < batch; ++i) cap_padded[i] = round_up(caption_lengths[i], kSeqMultipleOf);
   const int64_t cap_max = *std::max_element(cap_padded.begin(), cap_padded.end());
   if (cap_max + f_tokens >= c.axes_lens[0] || h_tokens > c.axes_lens[1] || w_tokens > c.axes_lens[2])
-    throw Error(std::string(kWhat) + ": a caption padded to " + std::to_string(cap_max) + " tokens and " +
+    throw Error(std::string(kZImageTransformer) + ": a caption padded to " + std::to_string(cap_max) + " tokens and " +
                 std::to_string(f_tokens) + "x" + std::to_string(h_tokens) + "x" + std::to_string(w_tokens) +
                 " patches need RoPE positions up to (" + std::to_string(cap_max + f_tokens) + ", " +
                 std::to_string(h_tokens - 1) + ", " + std::to_string(w_tokens - 1) + "), beyond axes_lens [" +

@@ -9,20 +9,15 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kTransformer = "transformer config";
+using namespace transformer_config;
 
-// Bounds well above the real models (Z-Image: dim 3840, 30 layers, 30 heads, cap_feat_dim
-// 2560, axes_lens 1024), so that a corrupt config fails here and not in the allocator.
-constexpr int64_t kMaxWidth = 1 << 16;
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxPatch = 64;
 constexpr int64_t kMaxAxisLen = 1 << 20;
 
 }  // namespace
 
 // Ref: diffusers/models/transformers/transformer_z_image.py ZImageTransformer2DModel.__init__
 ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, kTransformer);
+  ConfigReader r(j, kComponent);
   ZImageTransformerConfig c;
   c.all_patch_size = r.integers("all_patch_size", c.all_patch_size);
   c.all_f_patch_size = r.integers("all_f_patch_size", c.all_f_patch_size);
@@ -76,7 +71,7 @@ ZImageTransformerConfig ZImageTransformerConfig::from_json(const json& j) {
 }
 
 ZImageTransformerConfig ZImageTransformerConfig::from_file(const std::string& path) {
-  return config_from_file<ZImageTransformerConfig>(path, kTransformer);
+  return config_from_file<ZImageTransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline
