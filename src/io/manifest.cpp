@@ -73,7 +73,32 @@ double finished_at_of(const nlohmann::json& rec) {
   return it != rec.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
+/// The deepest nesting of objects and arrays in `text`, counted outside strings; exact for valid
+/// JSON, and for invalid JSON only a hint (which the parser then refuses anyway).
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 nlohmann::json parse_record(const std::string& line) {
+  // Most lines are dpinfer's own records, a few levels deep: nlohmann's plain parser, without the
+  // per-event callback that parse_json_text's depth limit needs (issue 27: that callback was a
+  // quarter of a million-item resume). Same result: a line that fails either way is discarded.
+  if (nesting_depth(line) < kMaxJsonDepth - 1) return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   try {
     return parse_json_text(line, JsonDialect::kStrict);
   } catch (const JsonSyntaxError&) {
