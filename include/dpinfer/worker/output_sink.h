@@ -12,9 +12,10 @@
 // (which merge and status read too, without a sink). Resume (resume.h) asks the sink which file
 // says an item is made. The image's bytes come from the --image-format's row (image_encoder.h).
 //
-// Threads: a row's check_line and made_file() run on the denoising thread before any item is made;
-// write() and flush() on the writer thread (write_queue.h) alone; finish_run() on rank 0 once
-// every rank is done.
+// Threads: a row's check_line runs at planning, before the sink is made; made_file() on the
+// denoising thread (resume's check of a batch before it is made, during the loop in dynamic mode);
+// write() and flush() on the writer thread (write_queue.h) alone; finish_run() on rank 0 once every
+// rank is done.
 
 #include <cstdint>
 #include <memory>
