@@ -188,11 +188,13 @@ RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
   throw InputError(quote(name) + ": not a PNG, JPEG or WebP image; convert it to one of those");
 }
 
-RgbImageData read_rgb_image(const std::string& path) {
+std::string read_image_file(const std::string& path) {
   std::string bytes, why;
   if (read_whole_file(path, kMaxImageFileBytes, &bytes, &why) != ReadStatus::kOk)
     throw Error("cannot read the image " + quote(path) + ": " + why);
-  return decode_rgb_image(bytes, path);
+  return bytes;
 }
+
+RgbImageData read_rgb_image(const std::string& path) { return decode_rgb_image(read_image_file(path), path); }
 
 }  // namespace dpinfer::io

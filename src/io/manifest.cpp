@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/json_file.h"
@@ -71,7 +73,32 @@ double finished_at_of(const nlohmann::json& rec) {
   return it != rec.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
+/// The deepest nesting of objects and arrays in `text`, counted outside strings; exact for valid
+/// JSON, and for invalid JSON only a hint (which the parser then refuses anyway).
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 nlohmann::json parse_record(const std::string& line) {
+  // Most lines are dpinfer's own records, a few levels deep: nlohmann's plain parser, without the
+  // per-event callback that parse_json_text's depth limit needs (issue 27: that callback was a
+  // quarter of a million-item resume). Same result: a line that fails either way is discarded.
+  if (nesting_depth(line) < kMaxJsonDepth - 1) return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   try {
     return parse_json_text(line, JsonDialect::kStrict);
   } catch (const JsonSyntaxError&) {
@@ -91,6 +118,27 @@ std::vector<std::string> identity_fields(const nlohmann::json& rec) {
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+/// Appends dump(record) less its "finished_at" to `out`, without copying the record (issue 27: the
+/// copy was a third of a million-row merge): the same bytes, as nlohmann writes an object at indent
+/// -1 as {"key":value,...} in key order, a key escaped as a string value is.
+void dump_without_finished_at(const nlohmann::json& record, std::string& out) {
+  if (!record.is_object()) {
+    out += dump(record);
+    return;
+  }
+  out += '{';
+  bool first = true;
+  for (auto it = record.begin(); it != record.end(); ++it) {
+    if (it.key() == "finished_at") continue;
+    if (!first) out += ',';
+    first = false;
+    out += dump(nlohmann::json(it.key()));
+    out += ':';
+    out += dump(it.value());
+  }
+  out += '}';
+}
 
 /// A record of an older dpinfer in today's names: the image number within its JSONL
 /// line was "image", which in metadata.jsonl shadowed Hugging Face imagefolder's own
@@ -128,67 +176,91 @@ ManifestSet read_manifests(const std::string& dir) {
   // is now, and comparing it made `dpinfer merge` refuse runs whose latest records
   // all agree. Per item also: the manifests holding an "ok" record, to count
   // duplicates.
+  //
+  // Two passes (issue 27: a million-item resume spent most of its read here, copying every
+  // record's identity into a tree of maps): the first keeps each item's latest record and which
+  // manifests name it; only when some item is in two manifests or more (a rerun with another
+  // world size, overlapping shards) does a second pass gather those items' identities. Each rank
+  // appends to its own manifest, so most runs need no second pass.
   struct Latest {
     double finished_at = 0;
     nlohmann::json identity;
   };
   struct Seen {
-    std::map<std::string, Latest> latest;  ///< by manifest; std::map keeps the sorted manifest order
-    std::string ok_manifest;
+    int first_manifest = -1;  ///< the first manifest (set.manifests' place) that records it
+    bool several = false;     ///< recorded in another manifest too
+    int ok_manifest = -1;
     bool duplicate = false;
   };
-  std::map<int64_t, Seen> seen;
-  for (const std::string& m : set.manifests) {
-    std::ifstream in(fs::path(dir) / m);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      nlohmann::json rec = parse_record(line);
-      if (!rec.is_object() || !rec.contains("index") || !rec["index"].is_number_integer()) {
-        ++set.torn_lines;
-        continue;
-      }
-      upgrade_record(rec);
-      int64_t index = rec["index"].get<int64_t>();
-      const bool ok = status_of(rec) == "ok";
-      const double t = finished_at_of(rec);
-      Seen& s = seen[index];
-      auto [l, first_in_manifest] = s.latest.try_emplace(m);
-      if (first_in_manifest || t >= l->second.finished_at) {
-        l->second.finished_at = t;
-        l->second.identity = nlohmann::json::object();
-        for (const std::string& f : identity_fields(rec))
-          if (rec.contains(f)) l->second.identity[f] = rec[f];
-        // Records from before LoRAs were recorded were made without any.
-        if (!rec.contains("loras")) l->second.identity["loras"] = nlohmann::json::array();
-        // Nor scheduler_settings, when the run set none.
-        if (!rec.contains("scheduler_settings")) l->second.identity["scheduler_settings"] = nlohmann::json::object();
-        // Nor vae_tiling, when the VAE decoded whole.
-        if (!rec.contains("vae_tiling")) l->second.identity["vae_tiling"] = false;
-        // Nor weight_storage, when the weights were kept in the run dtype (--weight-storage default).
-        if (!rec.contains("weight_storage")) l->second.identity["weight_storage"] = "default";
-        if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
-      }
-      if (ok) {
-        if (s.ok_manifest.empty()) s.ok_manifest = m;
-        else if (s.ok_manifest != m && !s.duplicate) s.duplicate = true, ++set.duplicates;
-      }
-      auto e = set.items.find(index);
-      if (e == set.items.end()) {
-        set.items[index] = ManifestEntry{std::move(rec), m, ItemState::kFailed};
-      } else if (t >= finished_at_of(e->second.record)) {
-        e->second.record = std::move(rec);
-        e->second.manifest = m;
+  std::unordered_map<int64_t, Seen> seen;
+  const auto for_each_record = [&](const std::function<void(int manifest, nlohmann::json& rec)>& take, bool count_torn) {
+    for (size_t m = 0; m < set.manifests.size(); ++m) {
+      std::ifstream in(fs::path(dir) / set.manifests[m]);
+      for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        nlohmann::json rec = parse_record(line);
+        if (!rec.is_object() || !rec.contains("index") || !rec["index"].is_number_integer()) {
+          if (count_torn) ++set.torn_lines;
+          continue;
+        }
+        upgrade_record(rec);
+        take(static_cast<int>(m), rec);
       }
     }
+  };
+  bool any_in_several = false;
+  for_each_record(
+      [&](int m, nlohmann::json& rec) {
+        const int64_t index = rec["index"].get<int64_t>();
+        const double t = finished_at_of(rec);
+        Seen& s = seen[index];
+        if (s.first_manifest < 0) s.first_manifest = m;
+        else if (s.first_manifest != m) s.several = any_in_several = true;
+        if (status_of(rec) == "ok") {
+          if (s.ok_manifest < 0) s.ok_manifest = m;
+          else if (s.ok_manifest != m && !s.duplicate) s.duplicate = true, ++set.duplicates;
+        }
+        auto [e, added] = set.items.try_emplace(index);
+        if (added || t >= finished_at_of(e->second.record)) {
+          e->second.record = std::move(rec);
+          e->second.manifest = set.manifests[static_cast<size_t>(m)];
+        }
+      },
+      /*count_torn=*/true);
+  // The second pass: the latest identity per manifest of each item in several.
+  std::map<int64_t, std::map<std::string, Latest>> latest;  // by index, then manifest (sorted, as reported)
+  if (any_in_several) {
+    for_each_record(
+        [&](int m, nlohmann::json& rec) {
+          const int64_t index = rec["index"].get<int64_t>();
+          if (!seen[index].several) return;
+          const double t = finished_at_of(rec);
+          auto [l, first_in_manifest] = latest[index].try_emplace(set.manifests[static_cast<size_t>(m)]);
+          if (!first_in_manifest && t < l->second.finished_at) return;
+          l->second.finished_at = t;
+          l->second.identity = nlohmann::json::object();
+          for (const std::string& f : identity_fields(rec))
+            if (rec.contains(f)) l->second.identity[f] = rec[f];
+          // Records from before LoRAs were recorded were made without any.
+          if (!rec.contains("loras")) l->second.identity["loras"] = nlohmann::json::array();
+          // Nor scheduler_settings, when the run set none.
+          if (!rec.contains("scheduler_settings")) l->second.identity["scheduler_settings"] = nlohmann::json::object();
+          // Nor vae_tiling, when the VAE decoded whole.
+          if (!rec.contains("vae_tiling")) l->second.identity["vae_tiling"] = false;
+          // Nor weight_storage, when the weights were kept in the run dtype (--weight-storage default).
+          if (!rec.contains("weight_storage")) l->second.identity["weight_storage"] = "default";
+          if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
+        },
+        /*count_torn=*/false);
   }
   // A conflict: two manifests whose latest records of an item disagree on a field
   // both of them give. Every pair is compared (an item has a handful of manifests at
   // most), so a field that the first manifest lacks is still checked; the first
   // disagreement in manifest order is the one reported.
-  for (const auto& [index, s] : seen) {
+  for (const auto& [index, by_manifest] : latest) {
     bool found = false;
-    for (auto b = s.latest.begin(); b != s.latest.end() && !found; ++b) {
-      for (auto a = s.latest.begin(); a != b && !found; ++a) {
+    for (auto b = by_manifest.begin(); b != by_manifest.end() && !found; ++b) {
+      for (auto a = by_manifest.begin(); a != b && !found; ++a) {
         for (const std::string& f : identity_fields(a->second.identity)) {
           const nlohmann::json& x = a->second.identity.contains(f) ? a->second.identity[f] : nlohmann::json();
           const nlohmann::json& y = b->second.identity.contains(f) ? b->second.identity[f] : nlohmann::json();
@@ -200,15 +272,27 @@ ManifestSet read_manifests(const std::string& dir) {
       }
     }
   }
+  // One stat() per file, not per item: a WebDataset shard's items, in index order, name it one
+  // after the other.
+  std::string last_file;
+  bool last_exists = false;
   for (auto& [index, entry] : set.items) {
     const nlohmann::json& rec = entry.record;
     if (status_of(rec) != "ok") {
       entry.state = ItemState::kFailed;
-    } else {
-      bool has_file = rec.contains("file_name") && rec["file_name"].is_string() &&
-                      fs::exists(fs::path(dir) / rec["file_name"].get<std::string>(), ec);
-      entry.state = has_file ? ItemState::kDone : ItemState::kMissingFile;
+      continue;
     }
+    auto file = rec.find("file_name");
+    bool has_file = false;
+    if (file != rec.end() && file->is_string()) {
+      const std::string& name = file->get_ref<const std::string&>();
+      if (name != last_file) {
+        last_file = name;
+        last_exists = fs::exists(fs::path(dir) / name, ec);
+      }
+      has_file = last_exists;
+    }
+    entry.state = has_file ? ItemState::kDone : ItemState::kMissingFile;
   }
   return set;
 }
@@ -222,15 +306,10 @@ MergeResult write_merged(const std::string& dir, const ManifestSet& set) {
   std::string metadata, failures;
   for (const auto& [index, entry] : set.items) {
     if (entry.state == ItemState::kMissingFile) continue;
-    nlohmann::json rec = entry.record;
-    rec.erase("finished_at");
-    if (entry.state == ItemState::kDone) {
-      metadata += dump(rec) + "\n";
-      ++result.ok;
-    } else {
-      failures += dump(rec) + "\n";
-      ++result.failed;
-    }
+    std::string& to = entry.state == ItemState::kDone ? metadata : failures;
+    dump_without_finished_at(entry.record, to);
+    to += '\n';
+    ++(entry.state == ItemState::kDone ? result.ok : result.failed);
   }
   write_file_atomically((fs::path(dir) / "metadata.jsonl").string(), metadata);
   write_file_atomically((fs::path(dir) / "failures.jsonl").string(), failures);

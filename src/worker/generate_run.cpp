@@ -9,11 +9,8 @@
 #include <unistd.h>
 
 #include "dpinfer/io/atomic_file.h"
-#include "dpinfer/io/jpeg_writer.h"
 #include "dpinfer/io/lora_file.h"
-#include "dpinfer/io/png_writer.h"
 #include "dpinfer/io/prompt_file.h"
-#include "dpinfer/io/webp_writer.h"
 #include "dpinfer/plan/manifest_names.h"
 #include "dpinfer/plan/preflight.h"
 #include "dpinfer/plan/run_token.h"
@@ -27,8 +24,6 @@
 #include "dpinfer/util/version.h"
 #include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/devices.h"
-#include "dpinfer/worker/dpg_grids.h"
-#include "dpinfer/worker/shard_writer.h"
 #include "dpinfer/worker/image_metadata.h"
 #include "dpinfer/worker/stop_signals.h"
 
@@ -159,6 +154,7 @@ int GenerateRun::run() {
   d.mask = run_mask_;
   d.inpaint_strength = o_.strength.value_or(info.default_inpaint_strength);
   defaults_ = d;
+  identity_ = identity_fields(info);
   // Rank 0 hashes before run.json; the others once rank 0 has (the cache is then there).
   if (rank_.rank == 0) compute_hashes(info, specs);
   // The items are made one by one when needed (plan/items.h): never all in memory.
@@ -179,8 +175,8 @@ int GenerateRun::run() {
   const std::string manifest_name =
       manifest_file_name(shard_choice.sharded ? std::optional<OuterShard>(shard) : std::nullopt, rank_.rank);
   manifest_ = std::make_unique<io::ManifestWriter>((fs::path(o_.out) / manifest_name).string());
-  if (layout_.layout == plan::Layout::kWebDataset)
-    shards_ = std::make_unique<ShardWriter>(o_.out, o_.shard_size, *manifest_, rank_.rank);
+  sink_ = make_output_sink({o_.out, layout_, o_.shard_size, rank_.rank, manifest_.get()});
+  resume_.emplace(o_.out, layout_, *sink_);
   if (rank_.rank == 0) write_run_json(info, shard, nullptr);
 
   group_->barrier("model-loaded");
@@ -251,6 +247,7 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
   };
   check_loras(d.loras, "--lora");
   line_settings_.assign(items_->specs().size(), nlohmann::json());
+  const CheckLine check_layout_line = output_sink_row(layout_.layout).check_line;
   for (size_t k = 0; k < items_->specs().size(); ++k) {
     const io::PromptSpec& s = items_->specs()[k];
     const std::string where = quote(o_.prompts) + " line " + std::to_string(s.line);
@@ -285,24 +282,8 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
         throw UsageError(where + ": strength " + fmt::format("{}", strength) + " of " + std::to_string(steps) +
                          " steps runs no denoising step (steps x strength < 1); raise the strength or the steps");
     }
-    if (layout_.layout == plan::Layout::kDpgBench) {
-      // compute_dpg_bench.py crops 4 images from each grid.
-      if (s.num_images.value_or(d.num_images) != 4)
-        throw UsageError(where + ": --layout dpg makes a 2x2 grid of 4 images per prompt; give --num-images 4 (and no "
-                         "other num_images on a line)");
-      plan::Item first;
-      first.id = s.id;
-      first.prompt_index = static_cast<int64_t>(k);
-      if (const std::string problem = plan::file_name_problem(plan::dpg_bench_name(first)); !problem.empty())
-        throw UsageError(where + ": its id " + quote(*s.id) + " cannot name a DPG-Bench grid file: " + problem);
-    }
-    if (layout_.layout == plan::Layout::kT2iCompBench) {
-      if (const std::string problem = plan::t2i_compbench_name_problem(s.prompt); !problem.empty())
-        throw UsageError(where + ": the prompt cannot name a T2I-CompBench file (--layout t2i-compbench): " + problem);
-    }
-    if (image_format_ == plan::ImageFormat::kWebp && (width > 16383 || height > 16383))
-      throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
-                       " is larger than a WebP holds (16383x16383); use --image-format png");
+    if (check_layout_line) check_layout_line(s, static_cast<int64_t>(k), d, where);  // what --layout needs of a line
+    check_image_size(encoder_, width, height, where);          // what --image-format holds
     if (width % info.size_multiple || height % info.size_multiple)
       throw UsageError(where + ": size " + std::to_string(width) + "x" + std::to_string(height) +
                        " is not a multiple of " + std::to_string(info.size_multiple) + ", which " +
@@ -412,9 +393,12 @@ Item GenerateRun::item_at(int64_t position) const {
   Item it = items_->at(index);
   const nlohmann::json& line = line_settings_[items_->spec_of(index)];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
-  if (!it.image_path.empty()) it.image_sha256 = input_images_.sha256(it.image_path);
-  if (!it.mask_path.empty()) it.mask_sha256 = input_images_.sha256(it.mask_path);
   return it;
+}
+
+void GenerateRun::add_input_hashes(Item& it) const {
+  if (!it.image_path.empty() && it.image_sha256.empty()) it.image_sha256 = input_images_.sha256(it.image_path);
+  if (!it.mask_path.empty() && it.mask_sha256.empty()) it.mask_sha256 = input_images_.sha256(it.mask_path);
 }
 
 pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_image) {
@@ -511,10 +495,18 @@ bool GenerateRun::run_dynamic() {
 }
 
 std::vector<bool> GenerateRun::made_items(const plan::ItemSpan& span) {
+  if (o_.overwrite) return std::vector<bool>(static_cast<size_t>(span.size), false);
   std::vector<bool> made;
+  made.reserve(static_cast<size_t>(span.size));
   for (int64_t j = 0; j < span.size; ++j) {
-    const Item it = item_at(span.first + j - shard_begin_);
-    made.push_back(!o_.overwrite && resume_.already_made(it, record_of(it), identity_fields(pipe_->info()), rank_.rank));
+    Item it = item_at(span.first + j - shard_begin_);
+    // This run's record of the item, built (and its input hashed) only when an earlier record is
+    // there to compare it with: most items of a fresh or half-made run have none.
+    const auto now = [&] {
+      add_input_hashes(it);
+      return record_of(it);
+    };
+    made.push_back(resume_->already_made(it, now, identity_, rank_.rank));
   }
   return made;
 }
@@ -638,11 +630,12 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch, const s
     if (!made.empty() && made[k]) continue;  // a batch-mate made again: its file is there already
     // std::function wants a copyable task: the pixels go by shared pointer, not copied.
     auto img = std::make_shared<const pipeline::RgbImage>(std::move(images[k]));
-    writer_->push([this, it = *batch[k], img, per_image] { write_or_record(it, *img, per_image); }, 1, 1);
+    writer_->push([this, it = *batch[k], img, per_image]() mutable { write_or_record(it, *img, per_image); }, 1, 1);
   }
 }
 
-void GenerateRun::write_or_record(const plan::Item& it, const pipeline::RgbImage& img, double seconds) {
+void GenerateRun::write_or_record(plan::Item& it, const pipeline::RgbImage& img, double seconds) {
+  add_input_hashes(it);  // from the bytes the item was made from (InputImages::load)
   if (!img.finite) {
     record_failure(it, "the decoded image contains NaN or Inf (try --dtype fp32 or bf16)", seconds);
     return;
@@ -668,48 +661,14 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   const std::string file_name = rec["file_name"];  // record_of(): plan::item_file_name()
   const std::string infotext = a1111_infotext(it, info, &hashes_);
   const std::string record = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string file;
-  if (image_format_ == plan::ImageFormat::kJpeg) {
-    io::EncodedJpeg jpeg = io::encode_jpeg(img.pixels.data(), img.width, img.height, o_.jpeg_quality, {infotext, record});
-    if (jpeg.user_comment_left_out || jpeg.comment_left_out)
-      log::warn("rank {}: item {}: its {} over a JPEG segment's 64 KiB and left out of {} (the manifest has the record)",
-                rank_.rank, it.index,
-                jpeg.user_comment_left_out && jpeg.comment_left_out ? "infotext and record are"
-                : jpeg.user_comment_left_out                        ? "infotext is"
-                                                                    : "record is",
-                file_name);
-    file = std::move(jpeg.bytes);
-  } else if (image_format_ == plan::ImageFormat::kWebp) {
-    file = io::encode_webp(img.pixels.data(), img.width, img.height, o_.webp_quality, o_.webp_lossless,
-                           {infotext, record});
-  } else {
-    file = io::encode_png(img.pixels.data(), img.width, img.height, {{"parameters", infotext}, {"dpinfer", record, true}});
-  }
-  // --files-per-dir's "00001/012345.png", or a benchmark layout's "00012/samples/00000.png": each
-  // directory is made (durably) before its first file.
-  for (size_t slash = file_name.find('/'); slash != std::string::npos; slash = file_name.find('/', slash + 1))
-    subdirectories_.ensure(file_name.substr(0, slash));
-  if (layout_.layout == plan::Layout::kGeneval && geneval_metadata_written_.insert(it.prompt_index).second) {
-    // GenEval's evaluate_images.py reads each prompt's metadata line (tag, include, exclude) from
-    // OUT/<k>/metadata.jsonl: written before the prompt's first image, the same by every rank.
-    nlohmann::json line = it.fields;
-    line["prompt"] = it.prompt;
-    const std::string dir = file_name.substr(0, file_name.find('/'));
-    io::write_file_atomically((fs::path(o_.out) / dir / "metadata.jsonl").string(),
-                              line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  }
+  const EncodedImage file = encoder_.encode(img, infotext, record, o_, file_name);
+  if (!file.warning.empty()) log::warn("rank {}: item {}: {}", rank_.rank, it.index, file.warning);
   rec.erase("dpinfer_version");
   rec["rank"] = rank_.rank;
   rec["seconds"] = seconds;
   rec["status"] = "ok";
   rec["finished_at"] = wall_seconds();
-  if (shards_) {
-    // Into the rank's open shard; its record reaches the manifest when the shard is published.
-    shards_->add(rec, file_name, file, it.prompt);
-  } else {
-    io::write_file_atomically((fs::path(o_.out) / file_name).string(), file);
-    manifest_->append(rec);
-  }
+  sink_->write(it, file_name, file.bytes, std::move(rec));
   ++stats_.generated;
   failures_in_a_row_ = 0;
   int64_t done = count_in_group("done-items", 1);
@@ -722,7 +681,8 @@ void GenerateRun::write_image(const plan::Item& it, const pipeline::RgbImage& im
   report_progress(false);
 }
 
-void GenerateRun::record_failure(const plan::Item& it, const std::string& message, double seconds) {
+void GenerateRun::record_failure(plan::Item it, const std::string& message, double seconds) {
+  add_input_hashes(it);
   nlohmann::json rec = record_of(it);
   rec.erase("file_name");
   rec["rank"] = rank_.rank;
@@ -755,9 +715,9 @@ void GenerateRun::finish_writing(bool rethrow) {
   if (dropped)
     log::warn("rank {}: stopped with {} item(s) not yet written after --stop-timeout {}; the next run makes them",
               rank_.rank, dropped, o_.stop_timeout_s);
-  // The open shard, with what the writer finished (a failed writer's error stops the run instead,
-  // and the shard's items are made again by the next run).
-  if (shards_ && !writer_->failed()) shards_->commit();
+  // What the sink holds (an open shard), with what the writer finished (a failed writer's error
+  // stops the run instead, and those items are made again by the next run).
+  if (!writer_->failed()) sink_->flush();
   if (first_batch_) {
     // The denoiser's idle share: of the time from the first batch to the last record,
     // what was not spent in TextToImage::generate() (waiting for the writer, batching,
@@ -818,15 +778,7 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
                             {"images_per_second", wall > 0 ? total.generated / wall : 0.0},
                             {"metadata_rows", merged.ok}, {"failure_rows", merged.failed}};
   for (const auto& [key, value] : counted.items()) summary[key] = value;
-  if (layout_.layout == plan::Layout::kDpgBench) {
-    const DpgGrids grids = make_dpg_grids(o_.out, *items_, layout_);
-    summary["dpg_grids_made"] = grids.made;
-    log::info("--layout dpg: {} grid(s) made in {}/grids{}", grids.made, o_.out,
-              grids.incomplete ? ", " + std::to_string(grids.incomplete) +
-                                     " prompt(s) without their 4 images yet (a rerun, or the shard that makes them, "
-                                     "completes them)"
-                               : std::string());
-  }
+  sink_->finish_run(*items_, summary);  // --layout dpg's grids
   write_run_json(info, shard, &summary);
   log::info("done: {} generated, {} skipped, {} failed in {:.1f}s ({:.2f} images/s); {} row(s) in {}/metadata.jsonl",
             total.generated, total.skipped, total.failed, wall, wall > 0 ? total.generated / wall : 0.0, merged.ok,

@@ -20,9 +20,17 @@ std::string InputImages::sha256(const std::string& path) {
   return hash;
 }
 
+std::string InputImages::read_and_hash(const std::string& path) {
+  std::string bytes = io::read_image_file(path);
+  const std::string hash = sha256_of_bytes(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  hashes_[path] = hash;  // the bytes the item is made from, even if an earlier read of the file differed
+  return bytes;
+}
+
 std::shared_ptr<const pipeline::RgbImage> InputImages::load(const std::string& path, int width, int height) {
   if (path != last_path_) {
-    last_ = io::read_rgb_image(path);
+    last_ = io::decode_rgb_image(read_and_hash(path), path);
     last_path_ = path;
   }
   io::RgbImageData sized = io::resize_lanczos(last_, width, height);
@@ -34,7 +42,7 @@ std::shared_ptr<const pipeline::RgbImage> InputImages::load(const std::string& p
 }
 
 std::shared_ptr<const pipeline::GrayImage> InputImages::load_mask(const std::string& path, int width, int height) {
-  io::RgbImageData rgb = io::read_rgb_image(path);
+  io::RgbImageData rgb = io::decode_rgb_image(read_and_hash(path), path);
   // Pillow's Convert.c rgb2l: L = (R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16. The luma is
   // written to all three channels, so that the RGB resampler resizes it as Pillow resizes an "L" image.
   for (size_t k = 0; k + 2 < rgb.pixels.size(); k += 3) {

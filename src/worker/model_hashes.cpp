@@ -32,6 +32,17 @@ nlohmann::json file_stamp(const std::string& path) {
   return {{"path", path}, {"size", static_cast<int64_t>(st.st_size)}, {"mtime_ns", mtime_ns}};
 }
 
+/// The digest `ctx` has so far, as lowercase hex.
+std::string hex_digest(EVP_MD_CTX* ctx) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) out += {hex[digest[i] >> 4], hex[digest[i] & 15]};
+  return out;
+}
+
 /// SHA-256 over `files` one after the other; with `skip_header`, each file from the end of
 /// its safetensors header on (8-byte little-endian length, then that many header bytes).
 std::string sha256_of(const std::vector<std::string>& files, bool skip_header) {
@@ -62,16 +73,17 @@ std::string sha256_of(const std::vector<std::string>& files, bool skip_header) {
       EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got));
     }
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &len);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) out += {hex[digest[i] >> 4], hex[digest[i] & 15]};
-  return out;
+  return hex_digest(ctx.get());
 }
 
 }  // namespace
+
+std::string sha256_of_bytes(const std::string& bytes) {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("SHA-256: OpenSSL failed to start");
+  EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+  return hex_digest(ctx.get());
+}
 
 std::string sha256_of_files(const std::vector<std::string>& files) { return sha256_of(files, false); }
 

@@ -47,17 +47,12 @@ std::string stem_path(const std::string& file_name) { return file_name.substr(0,
 
 }  // namespace
 
-bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
+bool Resume::already_made(const plan::Item& item, const std::function<nlohmann::json()>& now_record,
                           const std::vector<std::pair<std::string, nlohmann::json>>& identity, int rank) {
   auto found = earlier().items.find(item.index);
   const bool recorded = found != earlier().items.end() && found->second.state == io::ItemState::kDone;
-  // A WebDataset item is made when its record names a shard that is there (shard_writer.h); a
-  // record of a loose file is another layout's.
-  std::string file_name = plan::item_file_name(item, layout_);
-  if (layout_.layout == plan::Layout::kWebDataset && recorded) {
-    const std::string shard = recorded_file_name(found->second.record);
-    if (plan::layout_of_file_name(shard) == plan::Layout::kWebDataset) file_name = shard;
-  }
+  // The file that says it is made: its image, or the shard its record names (output_sink.h).
+  const std::string file_name = sink_.made_file(item, recorded ? &found->second.record : nullptr);
   // Made under another layout (the other --image-format, another --files-per-dir)? Only a record
   // naming that file says so: the manifests (read once), not a stat() per layout of every item.
   if (recorded) {
@@ -73,6 +68,7 @@ bool Resume::already_made(const plan::Item& item, const nlohmann::json& now,
     return false;
   }
   const nlohmann::json& before = found->second.record;
+  const nlohmann::json now = now_record();
   for (const auto& [field, fallback] : identity) {
     const nlohmann::json was = before.value(field, fallback);
     const nlohmann::json is = now.value(field, fallback);

@@ -32,6 +32,10 @@ constexpr int64_t kMaxDecodedPixels = int64_t{16384} * 16384;
 RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
                               int64_t max_pixels = kMaxDecodedPixels);
 
+/// The whole content of the image file at `path` (at most 1 GiB), undecoded: for a caller that
+/// hashes the bytes it decodes (worker/input_images.h). Throws Error naming the file.
+std::string read_image_file(const std::string& path);
+
 /// The image at `path` as 8-bit RGB (decode_rgb_image of the file's content). Throws Error naming
 /// the file when it cannot be read, InputError when it cannot be decoded.
 RgbImageData read_rgb_image(const std::string& path);

@@ -8,7 +8,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -28,7 +27,8 @@
 #include "dpinfer/worker/model_hashes.h"
 #include "dpinfer/worker/progress_pipe.h"
 #include "dpinfer/worker/resume.h"
-#include "dpinfer/worker/shard_writer.h"
+#include "dpinfer/worker/image_encoder.h"
+#include "dpinfer/worker/output_sink.h"
 #include "dpinfer/worker/slurm_job.h"
 #include "dpinfer/worker/worker.h"
 #include "dpinfer/worker/worker_group.h"
@@ -56,8 +56,7 @@ class GenerateRun {
         factory_(factory),
         image_format_(plan::parse_image_format(o.image_format)),
         layout_{plan::parse_layout(o.layout), image_format_, o.files_per_dir},
-        resume_(o.out, layout_),
-        subdirectories_(o.out) {}
+        encoder_(image_encoder(image_format_)) {}
 
   /// Runs the worker: joins the group, loads the pipeline, makes this rank's items,
   /// and on rank 0 merges the manifests. Returns the exit status; throws on failure
@@ -116,8 +115,12 @@ class GenerateRun {
   /// run.json; rank 0 writes the cache, the other ranks read it once rank 0 has.
   void compute_hashes(const pipeline::PipelineInfo& info, const std::vector<io::PromptSpec>& specs);
 
-  /// Item `position` of this run's shard, made on demand, with its completed settings.
+  /// Item `position` of this run's shard, made on demand, with its completed settings (its input
+  /// hashes are not: add_input_hashes() fills them where a record needs them).
   plan::Item item_at(int64_t position) const;
+
+  /// Fills the SHA-256 of `it`'s input image and mask, if it has them (InputImages::sha256).
+  void add_input_hashes(plan::Item& it) const;
 
   /// Generates the batches `next` gives, until nullopt, each whole; with --encode-chunk, in
   /// two-phase chunks (prepare_chunk). Returns true when stopped by a signal.
@@ -136,16 +139,16 @@ class GenerateRun {
 
   /// The writer's task for one image: write it and record it, or record why it could
   /// not be written. A full disk throws (and stops the run).
-  void write_or_record(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
+  void write_or_record(plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
   void write_image(const plan::Item& it, const pipeline::RgbImage& img, double seconds);
 
   /// item_record() of `it` for this run: the model's info and hashes, the file name of its
-  /// --image-format and --files-per-dir.
+  /// --layout, --image-format and --files-per-dir.
   nlohmann::json record_of(const plan::Item& it) const;
 
   /// Records `it` as failed; throws, stopping the run, once --max-failures-in-a-row items in a row have failed.
-  void record_failure(const plan::Item& it, const std::string& message, double seconds);
+  void record_failure(plan::Item it, const std::string& message, double seconds);
 
   /// Queues record_failure() behind the images before it.
   void queue_failure(const plan::Item& it, const std::string& message, double seconds);
@@ -172,10 +175,11 @@ class GenerateRun {
   const PipelineFactory& factory_;
   const plan::ImageFormat image_format_;
   const plan::OutputLayout layout_;  ///< where each item's image goes (--layout, --image-format, --files-per-dir)
-  /// --layout webdataset: this rank's shards (written on the writer thread, published at the end).
-  std::unique_ptr<ShardWriter> shards_;
-  /// --layout geneval: the prompt lines whose OUT/<k>/metadata.jsonl this rank has written.
-  std::set<int64_t> geneval_metadata_written_;
+  /// --image-format's row (image_encoder.h): how each image becomes its file.
+  const ImageEncoder& encoder_;
+  /// --layout's sink (output_sink.h): where each made item and its record go (written on the
+  /// writer thread; made once the manifest is open).
+  std::unique_ptr<OutputSink> sink_;
   plan::RankInfo rank_;
   const SlurmJob slurm_ = SlurmJob::from_env();
   plan::ShardMode mode_ = plan::ShardMode::kContiguous;
@@ -192,6 +196,8 @@ class GenerateRun {
   nlohmann::json run_settings_;                ///< the completed settings of lines that set none
   int64_t total_items_ = 0;
   plan::ItemDefaults defaults_;  ///< resolved item defaults (run.json)
+  /// The record fields resume compares, with their fallbacks (identity_fields()), made once.
+  std::vector<std::pair<std::string, nlohmann::json>> identity_;
   RunHashes hashes_;             ///< the model's and the LoRAs' SHA-256 (infotext, records)
   mutable InputImages input_images_;  ///< img2img items' images: hashed once, decoded when made
   std::string run_mask_;              ///< --mask, resolved (resolve_image_paths)
@@ -201,10 +207,7 @@ class GenerateRun {
   double started_at_ = wall_seconds();
   bool multi_node_ = false;
   ProgressPipe progress_ = ProgressPipe::from_env();
-  Resume resume_;
-  /// --files-per-dir's subdirectories of --out, made as the first image goes into each (by
-  /// write_image(), on the writer thread, which alone touches it).
-  io::SubdirectoryMaker subdirectories_;
+  std::optional<Resume> resume_;  ///< made with the sink
   bool items_known_ = false;  ///< this rank's share is known: progress reports may start
   int64_t todo_ = -1;         ///< this rank's items in a static mode, skipped ones included
   std::chrono::steady_clock::time_point last_report_{};

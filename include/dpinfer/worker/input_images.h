@@ -1,6 +1,9 @@
 #pragma once
 // The input images of img2img items (issue 29): each file hashed once per run, for the records
 // and resume's identity, and decoded and resized to its item's size when the item is made.
+// The hash comes from the bytes load() and load_mask() read to decode (issue 27: hashing every
+// input at planning read each file twice, and cost a million-item resume a read per item);
+// sha256() reads a file only when no load has (an item resume checks without making it).
 
 #include <memory>
 #include <mutex>
@@ -14,9 +17,9 @@ namespace dpinfer::worker {
 
 class InputImages {
  public:
-  /// The SHA-256 (64 hex digits) of the file at `path`, read once per path and run; empty when
-  /// it cannot be read (the item then fails when it is made, naming the file). Thread-safe: the
-  /// writer thread asks too.
+  /// The SHA-256 (64 hex digits) of the file at `path`: of the bytes load() or load_mask() read,
+  /// else read now, once per path and run; empty when it cannot be read (the item then fails when
+  /// it is made, naming the file). Thread-safe: the writer thread asks too.
   std::string sha256(const std::string& path);
 
   /// The image at `path` at width x height: decoded (io/image_reader.h) and, when its size is
@@ -30,6 +33,9 @@ class InputImages {
   std::shared_ptr<const pipeline::GrayImage> load_mask(const std::string& path, int width, int height);
 
  private:
+  /// The file's bytes (io::read_image_file), their hash kept for sha256().
+  std::string read_and_hash(const std::string& path);
+
   std::mutex mutex_;
   std::unordered_map<std::string, std::string> hashes_;
   std::string last_path_;

@@ -51,6 +51,9 @@ class HashCache {
 /// naming a file that cannot be read.
 std::string sha256_of_files(const std::vector<std::string>& files);
 
+/// SHA-256 of `bytes` in memory (64 hex digits): what sha256_of_files() gives for a file holding them.
+std::string sha256_of_bytes(const std::string& bytes);
+
 /// What a run's images name their model and LoRAs by: the full SHA-256s.
 struct RunHashes {
   std::string model;                          ///< empty when the model has no files to hash
