@@ -32,4 +32,9 @@ std::unique_ptr<OutputSink> make_output_sink(const OutputSinkContext& context) {
   return output_sink_row(context.layout.layout).make(context);
 }
 
+std::string recorded_file_name(const nlohmann::json& record) {
+  auto it = record.find("file_name");
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace dpinfer::worker

@@ -36,12 +36,6 @@ std::optional<int64_t> dir_number(const std::string& file_name) {
   return std::stoll(file_name.substr(0, slash));
 }
 
-/// "file_name" of a record, or "" when it has none (or not a string).
-std::string recorded_file_name(const nlohmann::json& record) {
-  auto it = record.find("file_name");
-  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 /// `file_name` without its extension: what --files-per-dir decides.
 std::string stem_path(const std::string& file_name) { return file_name.substr(0, file_name.rfind('.')); }
 

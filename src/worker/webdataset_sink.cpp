@@ -7,12 +7,6 @@
 namespace dpinfer::worker {
 namespace {
 
-/// "file_name" of a record, or "" when it has none (or not a string).
-std::string recorded_file_name(const nlohmann::json& record) {
-  auto it = record.find("file_name");
-  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 class WebDatasetSink : public OutputSink {
  public:
   explicit WebDatasetSink(const OutputSinkContext& context)

@@ -18,6 +18,7 @@ using namespace dpinfer;
 using namespace dpinfer::test;
 
 namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -26,7 +27,6 @@ std::string read_all(const std::string& path) {
   return s.str();
 }
 
-}  // namespace
 
 TEST(OutputSinks, EveryLayoutHasOneRow) {
   const std::vector<plan::Layout> layouts = {plan::Layout::kFlat, plan::Layout::kGeneval, plan::Layout::kT2iCompBench,
@@ -89,3 +89,6 @@ TEST(OutputSinks, TheFlatSinkWritesTheFileInItsDirectoryThenTheRecord) {
   EXPECT_EQ(read_all(dir.file("00004/000042.png")), "bytes");
   EXPECT_EQ(nlohmann::json::parse(read_all(manifest_path))["file_name"], "00004/000042.png");
 }
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace

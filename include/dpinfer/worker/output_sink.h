@@ -89,4 +89,8 @@ const OutputSinkRow& output_sink_row(plan::Layout layout);
 /// The sink of `context.layout.layout`, from its row.
 std::unique_ptr<OutputSink> make_output_sink(const OutputSinkContext& context);
 
+/// A record's "file_name" (where its sink put the item), or "" when it has none or it is not a
+/// string.
+std::string recorded_file_name(const nlohmann::json& record);
+
 }  // namespace dpinfer::worker
