@@ -9,6 +9,7 @@
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
+#include "dpinfer/pipeline/loading/lora_text_encoder_spelling.h"
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
@@ -152,15 +153,46 @@ TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsTh
 
 TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {
   const auto layers = pipeline::map_lora_keys(
-      {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},
-       {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 3}},
-       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.down.weight", {1, 6}},
-       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.up.weight", {6, 1}},
+      {{"unet.mid_block.attentions.0.proj_in.lora.down.weight", {3, 8}},
+       {"unet.mid_block.attentions.0.proj_in.lora.up.weight", {8, 3}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight", {1, 6}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_B.weight", {6, 1}},
        {"lora_unet_down_blocks_0_resnets_1_conv1.lora_down.weight", {2, 4, 3, 3}},
        {"lora_unet_down_blocks_0_resnets_1_conv1.lora_up.weight", {4, 2, 1, 1}}},
       kModules, kFacts, "x.safetensors");
   ASSERT_EQ(layers.size(), 3u);
   for (const auto& l : layers) EXPECT_FALSE(l.alpha_key.has_value());
+}
+
+// A text encoder's spellings as _load_lora_into_text_encoder reads them (lora_text_encoder_spelling.h): it guesses
+// the spelling of the whole encoder, fails where it cannot, and leaves the keys outside the guess unread.
+TEST(LoraKeys, TextEncoderSpellingsDiffusersCannotLoadAreRefusedInOneLine) {
+  const std::string q = "text_encoder.text_model.encoder.layers.0.self_attn.q_proj";
+  const std::string fc1 = "text_encoder.text_model.encoder.layers.0.mlp.fc1";
+  const std::string lora_dot = refusal({{q + ".lora.down.weight", {1, 6}}, {q + ".lora.up.weight", {6, 1}}});
+  EXPECT_NE(lora_dot.find("'x.safetensors': its text_encoder layers (key '" + q + ".lora.down.weight') are in the "
+                          ".lora.down / .lora.up spelling"),
+            std::string::npos) << lora_dot;
+  EXPECT_NE(lora_dot.find("Could not automatically infer state dict type"), std::string::npos) << lora_dot;
+  // PEFT's names with no q/k/v/out_proj layer: PEFT_TO_DIFFUSERS renames none, so the second guess fails.
+  const std::string mlp = refusal({{fc1 + ".lora_A.weight", {1, 6}}, {fc1 + ".lora_B.weight", {10, 1}}});
+  EXPECT_NE(mlp.find("in PEFT's spelling with no q_proj/k_proj/v_proj/out_proj layer"), std::string::npos) << mlp;
+  const std::string mixed = refusal({{q + ".lora_A.weight", {1, 6}}, {q + ".lora_B.weight", {6, 1}},
+                                     {fc1 + ".lora.down.weight", {1, 6}}, {fc1 + ".lora.up.weight", {10, 1}}});
+  EXPECT_NE(mixed.find("its text_encoder layers mix spellings (key '" + fc1 + ".lora.down.weight' beside '" + q +
+                       ".lora_A.weight')"),
+            std::string::npos) << mixed;
+  EXPECT_EQ(mixed.find('\n'), std::string::npos);
+  // What diffusers reads: PEFT with an attention layer, lora_linear_layer alone (the MLP too), and the old patched
+  // attention beside PEFT names (its table leaves lora_A as it is).
+  EXPECT_EQ(pipeline::diffusers_text_encoder_respelling({"a.mlp.fc1.lora_linear_layer.down.weight"}),
+            std::vector<std::string>{"a.mlp.fc1.lora_A.weight"});
+  EXPECT_EQ(pipeline::diffusers_text_encoder_respelling(
+                {"a.self_attn.to_out_lora.up.weight", "a.self_attn.k_proj.lora_A.weight", "a.mlp.fc1.lora_A.weight"}),
+            (std::vector<std::string>{"a.self_attn.out_proj.lora_B.weight", "a.self_attn.k_proj.lora_A.weight",
+                                      "a.mlp.fc1.lora_A.weight"}));
+  EXPECT_TRUE(pipeline::diffusers_text_encoder_respelling({"a.mlp.fc1.lora_A.weight"}).empty());
+  EXPECT_EQ(refusal({{q + ".lora_A.weight", {1, 6}}, {q + ".lora_B.weight", {6, 1}}}), "(accepted)");
 }
 
 TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {

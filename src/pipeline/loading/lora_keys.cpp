@@ -11,6 +11,7 @@
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
+#include "dpinfer/pipeline/loading/lora_text_encoder_spelling.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -607,6 +608,14 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
                                      std::vector<std::string>* ignored) {
   // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
   // name the file's own keys, which the merge reads.
+  // A text encoder's keys in diffusers' names: the spellings _load_lora_into_text_encoder reads, and the files
+  // it fails on or drops layers of (lora_text_encoder_spelling.h). FLUX.1's kohya files (a lora_down key) take
+  // their own branches, which drop or convert "text_encoder." keys first.
+  const bool flux_kohya = facts.rules.kohya_flux &&
+                          std::any_of(file_tensors.begin(), file_tensors.end(), [](const LoraTensorKey& t) {
+                            return t.key.find(".lora_down.weight") != std::string::npos;
+                          });
+  if (!flux_kohya) check_text_encoder_spellings(without_dora_scales(file_tensors), facts.rules.components, file);
   std::vector<LoraTensorKey> respelled;
   std::map<std::string, std::string> file_key_of;
   for (const LoraTensorKey& t : file_tensors) {

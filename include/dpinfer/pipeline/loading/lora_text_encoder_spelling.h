@@ -1,0 +1,35 @@
+#pragma once
+// Which spellings of a text encoder's LoRA keys diffusers 0.36 loads in a file in diffusers' names
+// ("text_encoder.<module>...", "text_encoder_2.<module>..."), without LibTorch.
+//
+// Every family's loader hands a text encoder's keys to lora_base.py's _load_lora_into_text_encoder, which
+// respells them twice (utils/state_dict_utils.py): convert_state_dict_to_diffusers, then
+// convert_state_dict_to_peft. Each guesses the spelling of the whole encoder from one key: a "to_out_lora"
+// key (the old patched attention), a ".lora_A.weight" key (PEFT; the first step only) or a
+// "lora_linear_layer" key (DreamBooth's scripts), and each raises "Could not automatically infer state dict
+// type" when none is there. So an encoder whose keys are all ".lora.down.weight" fails (no trainer wrote
+// those for a text encoder: diffusers 0.19-0.21 saved them as lora_linear_layer, kohya as lora_te_), and so
+// does one in PEFT's names with no q/k/v/out_proj layer (PEFT_TO_DIFFUSERS renames only those, so the
+// second step finds no lora_linear_layer key); and in an encoder that mixes spellings the keys the guessed
+// spelling's table does not rename stay as they are, and PEFT drops them as unexpected keys.
+
+#include <string>
+#include <vector>
+
+#include "dpinfer/pipeline/loading/lora_keys.h"
+
+namespace dpinfer::pipeline {
+
+/// Throws InputError, one line naming `file`, the component and its first offending key, when diffusers 0.36
+/// would fail on one of `components`' text encoders in `keys` ("Could not automatically infer state dict type")
+/// or drop some of its layers (keys its respelling leaves outside PEFT's lora_A / lora_B names). Looks only at
+/// keys that start with "<component>." for a component named "text_encoder*"; ".alpha" and "dora_scale" keys
+/// are left to the other checks.
+void check_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const std::vector<std::string>& components,
+                                  const std::string& file);
+
+/// The key of a text encoder (its "<component>." prefix removed) as diffusers 0.36's two respellings leave it,
+/// or "" where they raise: for tests and `dpinfer inspect`'s nearest spelling.
+std::vector<std::string> diffusers_text_encoder_respelling(const std::vector<std::string>& encoder_keys);
+
+}  // namespace dpinfer::pipeline
