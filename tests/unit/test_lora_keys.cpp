@@ -402,6 +402,21 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   const std::string sdxl_on_qwen = refusal_in(kohya("lora_unet_input_blocks_4_1_proj_in", {2, 8}, {8, 2}), kQwen,
                                               facts_of("qwen-image", "Qwen-Image"));
   EXPECT_NE(sdxl_on_qwen.find("none of its 1 LoRA layer(s) match"), std::string::npos) << sdxl_on_qwen;
+  // FluxLoraLoaderMixin's branches after XLabs': BFL's Control LoRAs and fal's Kontext LoRAs, each named for what it
+  // is (not as a BFL-named PEFT file, whose refusal says diffusers loads nothing).
+  const std::string control = refusal_in({{"double_blocks.0.img_attn.norm.query_norm.scale", {8}},
+                                          {"double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
+                                          {"double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
+                                         kFlux, flux);
+  EXPECT_NE(control.find("a BFL FLUX.1 Control LoRA (key 'double_blocks.0.img_attn.norm.query_norm.scale'"),
+            std::string::npos) << control;
+  EXPECT_NE(control.find("FluxControlPipeline"), std::string::npos) << control;
+  const std::string kontext = refusal_in({{"base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
+                                          {"base_model.model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
+                                         kFlux, facts_of("chroma", "Chroma"));
+  EXPECT_NE(kontext.find("a fal FLUX.1 Kontext LoRA (key 'base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight'"),
+            std::string::npos) << kontext;
+  EXPECT_EQ(kontext.find('\n'), std::string::npos);
 }
 
 // ---- FLUX.1's kohya / sd-scripts files (lora_flux_keys.h) ----

@@ -386,6 +386,21 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   if (rules.kohya_flux && is_mixture_flux_lora(keys))
     return map_mixture_flux_lora_keys(keys, modules, facts, file, ignored);
   if (rules.kohya_flux && is_xlabs_flux_lora(keys)) return map_xlabs_flux_lora_keys(keys, modules, facts, file, ignored);
+  // The two branches after XLabs' (FluxLoraLoaderMixin.lora_state_dict): BFL's Control LoRAs ("query_norm.scale"
+  // in a key) and fal's Kontext LoRAs ("base_model" in a key). Neither is read here, for the reasons given.
+  if (rules.kohya_flux)
+    for (const LoraTensorKey& t : keys) {
+      if (t.key.find("query_norm.scale") != std::string::npos)
+        throw InputError(where + ": a BFL FLUX.1 Control LoRA (key " + quote(t.key, 80) + "; diffusers 0.36 reads it "
+                         "with _convert_bfl_flux_control_lora_to_diffusers), made for FLUX.1 Canny / Depth: it widens "
+                         "x_embedder to take the control image's latents, which only FluxControlPipeline gives; dpinfer "
+                         "runs no control pipeline, so it does not read it");
+      if (t.key.find("base_model") != std::string::npos)
+        throw InputError(where + ": a fal FLUX.1 Kontext LoRA (key " + quote(t.key, 80) + "; diffusers 0.36 reads it "
+                         "with _convert_fal_kontext_lora_to_diffusers, which needs every layer of FLUX.1's 19 double "
+                         "and 38 single blocks), which dpinfer does not read yet: no small model can check it against "
+                         "diffusers; convert it with diffusers (load_lora_weights, then save_lora_weights)");
+    }
   // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: a FLUX.1 file with lora_down keys
   // and "transformer." keys keeps the transformer's only, lora_down/lora_up as lora_A/lora_B, and the
   // adapter gets no alphas (the .alpha tensors stay unread): PEFT's lora_alpha is the first layer's rank.
