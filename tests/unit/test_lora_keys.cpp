@@ -9,7 +9,7 @@
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
-#include "dpinfer/pipeline/loading/lora_text_encoder_spelling.h"
+#include "dpinfer/pipeline/loading/lora_component_spellings.h"
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
@@ -164,7 +164,7 @@ TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {
   for (const auto& l : layers) EXPECT_FALSE(l.alpha_key.has_value());
 }
 
-// A text encoder's spellings as _load_lora_into_text_encoder reads them (lora_text_encoder_spelling.h): it guesses
+// A text encoder's spellings as _load_lora_into_text_encoder reads them (lora_component_spellings.h): it guesses
 // the spelling of the whole encoder, fails where it cannot, and leaves the keys outside the guess unread.
 TEST(LoraKeys, TextEncoderSpellingsDiffusersCannotLoadAreRefusedInOneLine) {
   const std::string q = "text_encoder.text_model.encoder.layers.0.self_attn.q_proj";
@@ -193,6 +193,21 @@ TEST(LoraKeys, TextEncoderSpellingsDiffusersCannotLoadAreRefusedInOneLine) {
                                       "a.mlp.fc1.lora_A.weight"}));
   EXPECT_TRUE(pipeline::diffusers_text_encoder_respelling({"a.mlp.fc1.lora_A.weight"}).empty());
   EXPECT_EQ(refusal({{q + ".lora_A.weight", {1, 6}}, {q + ".lora_B.weight", {6, 1}}}), "(accepted)");
+}
+
+// StableDiffusion(XL)LoraLoaderMixin / SD3LoraLoaderMixin.load_lora_weights: "Invalid LoRA checkpoint." unless every key
+// has "lora" in it, so an ".alpha" beside diffusers' names fails there (FLUX.1's loader pops it as a network alpha).
+TEST(LoraKeys, AnAlphaBesideDiffusersNamesIsRefusedWhereDiffusersFails) {
+  const std::vector<LoraTensorKey> keys = {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {2, 8}},
+                                           {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 2}},
+                                           {"unet.mid_block.attentions.0.proj_in.alpha", {}}};
+  const std::string why = refusal(keys);
+  EXPECT_NE(why.find("'x.safetensors': alpha 'unet.mid_block.attentions.0.proj_in.alpha' beside diffusers' names, on "
+                     "which diffusers 0.36 fails for a Stable Diffusion XL LoRA (\"Invalid LoRA checkpoint.\""),
+            std::string::npos) << why;
+  EXPECT_FALSE(pipeline::lora_key_rules("flux").every_key_names_lora);
+  EXPECT_FALSE(pipeline::lora_key_rules("chroma").every_key_names_lora);
+  EXPECT_TRUE(pipeline::lora_key_rules("stable-diffusion-3").every_key_names_lora);
 }
 
 TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
@@ -358,7 +373,7 @@ TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
 
 TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
   auto keys = kohya("diffusion_model.layers.0.attention.out", {4, 8}, {8, 4});
-  for (const auto& k : kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4})) keys.push_back(k);
+  for (const auto& k : kohya("diffusion_model.layers.0.feed_forward.w1", {4, 8}, {16, 4})) keys.push_back(k);
   keys.push_back({"transformer.all_x_embedder.2-1.lora_A.weight", {2, 4}});
   keys.push_back({"transformer.all_x_embedder.2-1.lora_B.weight", {8, 2}});
   const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of("z-image", "Z-Image"), "x.safetensors");
@@ -372,6 +387,46 @@ TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
                        kZImage, facts_of("z-image", "Z-Image"))
                 .find("none of its 1 LoRA layer(s) match"),
             std::string::npos);
+}
+
+// What QwenImageLoraLoaderMixin / ZImageLoraLoaderMixin.lora_state_dict load nothing from, or fail on
+// (tools/fixtures/survey_lora_spellings.py's "bare" and Z-Image "kohya" rows).
+TEST(DitLoraKeys, OriginalNamesDiffusersDoesNotConvertAreRefusedInOneLine) {
+  // Bare module names with lora_A/lora_B and nothing that starts the converter: they load nowhere.
+  const std::vector<LoraTensorKey> bare = {{"transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                           {"transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
+  const std::string qwen = refusal_in(bare, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(qwen.find("key 'transformer_blocks.0.attn.to_q.lora_A.weight' names no component, and diffusers 0.36 "
+                      "converts a Qwen-Image LoRA from the transformer's own names only when"),
+            std::string::npos) << qwen;
+  // The same with an alpha: the converter runs (its lora_A alpha is dropped).
+  std::vector<LoraTensorKey> with_alpha = bare;
+  with_alpha.push_back({"transformer_blocks.0.attn.to_q.alpha", {}});
+  EXPECT_EQ(refusal_in(with_alpha, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
+  // Z-Image's lora_unet_ form: diffusers 0.36 fails on every such file; Qwen-Image's reads it.
+  const auto unet = kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4});
+  const std::string z = refusal_in(unet, kZImage, facts_of("z-image", "Z-Image"));
+  EXPECT_NE(z.find("key 'lora_unet_layers_0_feed_forward_w1.lora_down.weight' is in the lora_unet_ form, on which "
+                   "diffusers 0.36 fails for every Z-Image file"),
+            std::string::npos) << z;
+}
+
+// load_lora_adapter respells a denoiser's keys only when its first has no lora_A (lora_component_spellings.h).
+TEST(DitLoraKeys, ADenoiserMixingSpellingsIsRefusedWhereDiffusersDropsSome) {
+  const std::vector<LoraTensorKey> peft_first = {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                                 {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
+                                                 {"transformer.transformer_blocks.0.attn.to_v.lora.down.weight", {2, 8}},
+                                                 {"transformer.transformer_blocks.0.attn.to_v.lora.up.weight", {8, 2}}};
+  const std::string mixed = refusal_in(peft_first, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(mixed.find("its transformer layers mix spellings (key 'transformer.transformer_blocks.0.attn.to_v.lora.down"
+                       ".weight' beside 'transformer.transformer_blocks.0.attn.to_q.lora_A.weight')"),
+            std::string::npos) << mixed;
+  // The first key in another spelling: diffusers respells every key, and so both layers merge.
+  const std::vector<LoraTensorKey> old_first = {{"transformer.transformer_blocks.0.attn.add_q_proj.lora.down.weight", {2, 8}},
+                                                {"transformer.transformer_blocks.0.attn.add_q_proj.lora.up.weight", {8, 2}},
+                                                {"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                                {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
+  EXPECT_EQ(refusal_in(old_first, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
 }
 
 TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {

@@ -11,7 +11,7 @@
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
-#include "dpinfer/pipeline/loading/lora_text_encoder_spelling.h"
+#include "dpinfer/pipeline/loading/lora_component_spellings.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -302,6 +302,7 @@ LoraKeyRules lora_key_rules(const std::string& family) {
                                          : std::vector<std::string>{"transformer"};
     rules.kohya_unet = false;
     rules.kohya_flux = true;
+    rules.every_key_names_lora = false;  // lora_state_dict pops the .alpha keys as network alphas
     rules.refused = bfl;
     rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_... or lora_transformer_..., .lora_down.weight / "
                               ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
@@ -312,15 +313,18 @@ LoraKeyRules lora_key_rules(const std::string& family) {
     rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
     rules.reads = peft_only;
   } else if (family == "qwen-image" || family == "z-image") {
+    rules.every_key_names_lora = false;
     rules.components = {"transformer"};
     rules.kohya_unet = false;
     rules.non_diffusers_transformer = true;
     // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
     if (family == "z-image") rules.last_part_renames = {{"out", "to_out.0"}};
+    rules.unet_prefix_fails = family == "z-image";
   } else if (family == "flux2") {
     // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras).
     rules.components = {};
     rules.kohya_unet = false;
+    rules.every_key_names_lora = false;
   }
   return rules;
 }
@@ -363,6 +367,38 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
     if (const std::string kind = unread_lora_kind(t.key); !kind.empty())
       throw InputError(where + ": a " + kind + " file (key " + quote(t.key, 80) +
                        "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+  if (rules.every_key_names_lora)
+    for (const LoraTensorKey& t : keys)
+      if (ends_with(t.key, ".alpha") && t.key.find("lora") == std::string::npos)
+        throw InputError(where + ": alpha " + quote(t.key, 80) + " beside diffusers' names, on which diffusers 0.36 "
+                         "fails for a " + facts.family_label + " LoRA (\"Invalid LoRA checkpoint.\": its "
+                         "load_lora_weights wants \"lora\" in every key); dpinfer refuses it as diffusers does: drop "
+                         "the .alpha tensors (PEFT then scales by the first layer's rank / each layer's) or write "
+                         "lora_alpha into the file's lora_adapter_metadata");
+  if (rules.non_diffusers_transformer) {
+    // QwenImageLoraLoaderMixin / ZImageLoraLoaderMixin.lora_state_dict run their converter only when some key ends
+    // with ".alpha", starts with "lora_unet_" or "diffusion_model.", or has "default."; otherwise a key without
+    // the "transformer." prefix loads nowhere (load_lora_into_transformer keeps that prefix's keys only).
+    const bool converts = std::any_of(keys.begin(), keys.end(), [](const LoraTensorKey& t) {
+      return ends_with(t.key, ".alpha") || starts_with(t.key, "lora_unet_") || starts_with(t.key, "diffusion_model.") ||
+             t.key.find("default.") != std::string::npos;
+    });
+    if (!converts)
+      for (const LoraTensorKey& t : keys)
+        if (!std::any_of(rules.components.begin(), rules.components.end(),
+                         [&](const std::string& c) { return starts_with(t.key, c + "."); }))
+          throw InputError(where + ": key " + quote(t.key, 80) + " names no component, and diffusers 0.36 converts a " +
+                           facts.family_label + " LoRA from the transformer's own names only when some key starts "
+                           "with diffusion_model. or lora_unet_, ends with .alpha or has default.; so it loads "
+                           "nothing from this layer: name it transformer.<module> (or diffusion_model.<module>)");
+    if (rules.unet_prefix_fails)
+      for (const LoraTensorKey& t : keys)
+        if (starts_with(t.key, "lora_unet_"))
+          throw InputError(where + ": key " + quote(t.key, 80) + " is in the lora_unet_ form, on which diffusers 0.36 "
+                           "fails for every " + facts.family_label + " file (_convert_non_diffusers_z_image_lora_to_"
+                           "diffusers: \"`state_dict` should be empty at this point\"); dpinfer refuses it as "
+                           "diffusers does: name its layers diffusion_model.<module> (dots, as the model names them)");
+  }
   if (!rules.kohya_flux)
     for (const LoraTensorKey& t : keys)
       for (const char* bfl : {"lora_unet_double_blocks_", "lora_unet_single_blocks_", "diffusion_model.double_blocks.",
@@ -624,13 +660,18 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
   // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
   // name the file's own keys, which the merge reads.
   // A text encoder's keys in diffusers' names: the spellings _load_lora_into_text_encoder reads, and the files
-  // it fails on or drops layers of (lora_text_encoder_spelling.h). FLUX.1's kohya files (a lora_down key) take
+  // it fails on or drops layers of (lora_component_spellings.h). FLUX.1's kohya files (a lora_down key) take
   // their own branches, which drop or convert "text_encoder." keys first.
   const bool flux_kohya = facts.rules.kohya_flux &&
                           std::any_of(file_tensors.begin(), file_tensors.end(), [](const LoraTensorKey& t) {
                             return t.key.find(".lora_down.weight") != std::string::npos;
                           });
-  if (!flux_kohya) check_text_encoder_spellings(without_dora_scales(file_tensors), facts.rules.components, file);
+  if (!flux_kohya) {
+    const std::vector<LoraTensorKey> read = without_dora_scales(file_tensors);
+    check_text_encoder_spellings(read, facts.rules.components, file);
+    for (const std::string& c : facts.rules.components)
+      if (!starts_with(c, "text_encoder")) check_denoiser_spellings(read, c, file);
+  }
   std::vector<LoraTensorKey> respelled;
   std::map<std::string, std::string> file_key_of;
   for (const LoraTensorKey& t : file_tensors) {

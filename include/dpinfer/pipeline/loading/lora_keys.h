@@ -122,6 +122,13 @@ struct LoraKeyRules {
   /// For those files' lora_down/lora_up layers: a module's last part and what it becomes
   /// (Z-Image's normalize_out_key: "out" -> "to_out.0").
   std::vector<std::pair<std::string, std::string>> last_part_renames;
+  /// Whether diffusers 0.36 fails on every such file with "lora_unet_" keys (Z-Image: its converter's convert_key
+  /// splits the factors' names too), so that dpinfer refuses them.
+  bool unet_prefix_fails = false;
+  /// Whether the family's load_lora_weights fails unless every key has "lora" in it ("Invalid LoRA checkpoint.":
+  /// StableDiffusionLoraLoaderMixin, StableDiffusionXLLoraLoaderMixin, SD3LoraLoaderMixin), so that an ".alpha"
+  /// beside diffusers' names ("unet.<module>.alpha") is refused; FLUX.1's loader pops such alphas instead.
+  bool every_key_names_lora = true;
   /// FLUX.1's converted formats, as diffusers 0.36's FluxLoraLoaderMixin.lora_state_dict tells them apart:
   /// kohya / sd-scripts files (any ".lora_down.weight" key, none "transformer." or "lora_transformer_":
   /// lora_flux_keys.h), those in the underscored diffusers names (lora_transformer_: lora_flux_mixture_keys.h)

@@ -1,6 +1,7 @@
-// Ref: diffusers 0.36 loaders/lora_base.py (_load_lora_into_text_encoder) and utils/state_dict_utils.py
+// Ref: diffusers 0.36 loaders/lora_base.py (_load_lora_into_text_encoder), loaders/peft.py (load_lora_adapter's
+// first-key test) and utils/state_dict_utils.py
 // (convert_state_dict_to_diffusers, convert_state_dict_to_peft, convert_state_dict and their tables).
-#include "dpinfer/pipeline/loading/lora_text_encoder_spelling.h"
+#include "dpinfer/pipeline/loading/lora_component_spellings.h"
 
 #include <algorithm>
 #include <map>
@@ -130,6 +131,25 @@ void check_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const 
                          "key as it is and drops its layer; dpinfer refuses the file rather than merge otherwise: "
                          "write every layer in one spelling (.lora_A.weight / .lora_B.weight)");
   }
+}
+
+void check_denoiser_spellings(const std::vector<LoraTensorKey>& keys, const std::string& denoiser,
+                              const std::string& file) {
+  const std::string prefix = denoiser + ".";
+  std::vector<std::string> own;
+  for (const LoraTensorKey& t : keys)
+    if (starts_with(t.key, prefix) && t.key.find("dora_scale") == std::string::npos) own.push_back(t.key);
+  if (own.empty()) return;
+  std::sort(own.begin(), own.end());
+  if (own.front().find("lora_A") == std::string::npos) return;  // every key is respelled (UNET_TO_DIFFUSERS)
+  for (const std::string& k : own)
+    if (ends_with(k, ".lora.down.weight") || ends_with(k, ".lora.up.weight") || ends_with(k, "_lora.down.weight") ||
+        ends_with(k, "_lora.up.weight"))
+      throw InputError(quote(file) + ": its " + denoiser + " layers mix spellings (key " + quote(k, 100) + " beside " +
+                       quote(own.front(), 100) + "): diffusers 0.36's load_lora_adapter respells the keys only when "
+                       "the first one has no lora_A, so it leaves this key as it is and drops its layer; dpinfer "
+                       "refuses the file rather than merge otherwise: write every layer in one spelling "
+                       "(.lora_A.weight / .lora_B.weight)");
 }
 
 }  // namespace dpinfer::pipeline

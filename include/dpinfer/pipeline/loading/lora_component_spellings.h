@@ -1,6 +1,10 @@
 #pragma once
-// Which spellings of a text encoder's LoRA keys diffusers 0.36 loads in a file in diffusers' names
-// ("text_encoder.<module>...", "text_encoder_2.<module>..."), without LibTorch.
+// Which mixes of key spellings diffusers 0.36 loads per component of a file in diffusers' names
+// ("unet.", "transformer.", "text_encoder.", "text_encoder_2."), without LibTorch.
+//
+// The denoiser's keys go to peft.py's load_lora_adapter, which respells them (convert_unet_state_dict_to_peft:
+// .lora.down -> .lora_A, processor.to_q_lora.down -> to_q.lora_A, ...) only when its *first* key has no "lora_A":
+// a file whose first denoiser key (safetensors' sorted order) is PEFT's leaves its other spellings unread.
 //
 // Every family's loader hands a text encoder's keys to lora_base.py's _load_lora_into_text_encoder, which
 // respells them twice (utils/state_dict_utils.py): convert_state_dict_to_diffusers, then
@@ -27,6 +31,12 @@ namespace dpinfer::pipeline {
 /// are left to the other checks.
 void check_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const std::vector<std::string>& components,
                                   const std::string& file);
+
+/// Throws InputError, one line naming `file`, when the first key of `denoiser` ("unet", "transformer") in `keys`
+/// has "lora_A" and another of its keys is in one of diffusers' older spellings (.lora.down / .lora.up, an attention
+/// processor's to_q_lora...), which load_lora_adapter then leaves unread.
+void check_denoiser_spellings(const std::vector<LoraTensorKey>& keys, const std::string& denoiser,
+                              const std::string& file);
 
 /// The key of a text encoder (its "<component>." prefix removed) as diffusers 0.36's two respellings leave it,
 /// or "" where they raise: for tests and `dpinfer inspect`'s nearest spelling.
