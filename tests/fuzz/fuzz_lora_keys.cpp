@@ -98,7 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::check_message(e.what());
     }
   };
-  check(modules, {"Stable Diffusion XL", 2, {}});
+  check(modules, {"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")});
+  check(modules, {"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")});
   static const pipeline::LoraModuleTable dit = {
       {"transformer",
        {{"layers.0.attention.to_out.0", {2, 2}}, {"transformer_blocks.0.attn.to_q", {2, 2}}, {"x_embedder", {2, 4}}}},

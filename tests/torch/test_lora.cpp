@@ -74,8 +74,10 @@ Components load_components(const std::string& pipeline, const std::vector<std::s
   const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + pipeline);
   Components out;
   const auto unet = pipeline::UNetConfig::from_json(md.at("unet").config);
+  // The family's rules, as the pipelines build them (SDXL's maps kohya's original block names; SD 1.x's refuses them).
+  const std::string family = pipeline == "tiny-sdxl" ? "stable-diffusion-xl" : "stable-diffusion";
   out.merger = std::make_unique<pipeline::LoraMerger>(
-      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), {}});
+      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), pipeline::lora_key_rules(family)});
   c10::InferenceMode guard;
   for (const std::string& n : names) {
     out.modules[n] = pipeline::load_component(md.at(n), at::TensorOptions().dtype(at::kFloat));

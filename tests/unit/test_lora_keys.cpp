@@ -32,7 +32,7 @@ const LoraModuleTable kModules = {
     {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}},
     {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
 
-const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, {}};
+const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")};
 
 nlohmann::json json_of(const char* text) { return nlohmann::json::parse(text); }
 
@@ -78,6 +78,24 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
   }
   for (const auto& [component, table] : kModules)
     for (const auto& [module, shape] : table) EXPECT_TRUE(got.count(component + ":" + module)) << module;
+}
+
+// StableDiffusionLoraLoaderMixin does not map the original block names (only SDXL's loader does): refused on SD 1.x.
+TEST(LoraKeys, KohyaOriginalBlockNamesAreRefusedOnSd1AsDiffusersFailsThere) {
+  const pipeline::LoraModelFacts sd1{"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")};
+  std::string why;
+  try {
+    pipeline::map_lora_keys(kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2}), kModules, sd1, "x.safetensors");
+  } catch (const InputError& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("'x.safetensors': kohya UNet key 'lora_unet_middle_block_1_proj_in.lora_down.weight' is in the original (SGM) "
+                     "block names, which diffusers 0.36 maps for SDXL only"),
+            std::string::npos) << why;
+  EXPECT_EQ(pipeline::map_lora_keys(kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2}), kModules, sd1,
+                                    "x.safetensors")
+                .size(),
+            1u);
 }
 
 TEST(LoraKeys, PythonSetsOfBlockNumbersIterateAsCPythonsDo) {

@@ -295,7 +295,10 @@ LoraKeyRules lora_key_rules(const std::string& family) {
   const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
                                 ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
   LoraKeyRules rules;
-  if (family == "stable-diffusion-xl") rules.components = {"unet", "text_encoder", "text_encoder_2"};
+  if (family == "stable-diffusion-xl") {
+    rules.components = {"unet", "text_encoder", "text_encoder_2"};
+    rules.sgm_block_names = true;  // StableDiffusionXLLoraLoaderMixin's _maybe_map_sgm_blocks_to_diffusers
+  }
   if (family == "flux" || family == "chroma") {
     // FluxLoraLoaderMixin: transformer and text_encoder (CLIP); ChromaPipeline has no CLIP.
     rules.components = family == "flux" ? std::vector<std::string>{"transformer", "text_encoder"}
@@ -459,6 +462,18 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
     for (const LoraTensorKey& t : keys) file_keys.push_back(t.key);
     std::sort(file_keys.begin(), file_keys.end());
   }
+  // Only StableDiffusionXLLoraLoaderMixin calls _maybe_map_sgm_blocks_to_diffusers: StableDiffusionLoraLoaderMixin keeps
+  // the original block names, so a file of them fails to load (PEFT finds none of its target modules), and beside
+  // diffusers' names they are dropped only after their alphas counted for the inferred config.
+  if (rules.kohya_unet && !rules.sgm_block_names)
+    for (const LoraTensorKey& t : keys)
+      for (const char* sgm : {"lora_unet_input_blocks_", "lora_unet_middle_block_", "lora_unet_output_blocks_"})
+        if (starts_with(t.key, sgm))
+          throw InputError(where + ": kohya UNet key " + quote(t.key, 80) + " is in the original (SGM) block names, "
+                           "which diffusers 0.36 maps for SDXL only: for " + facts.family_label + " it fails to load "
+                           "a file of them (and beside diffusers' block names drops them after counting their alphas, "
+                           "which dpinfer does not emulate); dpinfer refuses it as diffusers does: use a LoRA in "
+                           "diffusers' block names (lora_unet_down_blocks_..., what sd-scripts writes for SD 1.x/2.x)");
   const std::vector<std::string> sgm_dropped = sgm_keys_dropped(file_keys);  // sorted
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
@@ -641,7 +656,7 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   // A kohya UNet-family file in the original block names: _maybe_map_sgm_blocks_to_diffusers reorders the keys
   // first, and the converter takes each layer where its lora_down key comes (lora_sgm_order.h). Only SDXL's
   // loader calls that function: StableDiffusionPipeline keeps these names and fails to load the file (PEFT
-  // finds none of its target modules), where dpinfer maps and orders them as for SDXL.
+  // finds none of its target modules), and dpinfer refuses them there (LoraKeyRules::sgm_block_names).
   const std::vector<std::string> order = sgm_mapped_key_order(file_keys);
   std::map<std::string, size_t> place;
   for (size_t i = 0; i < order.size(); ++i) place.emplace(order[i], i);

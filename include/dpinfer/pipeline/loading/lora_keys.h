@@ -113,6 +113,9 @@ struct LoraKeyRules {
   /// kohya / A1111 / LoCon keys (lora_unet_, lora_te_, lora_te1_, lora_te2_), the UNet in the
   /// original block names too. Off for the DiT families: a kohya file there matches nothing.
   bool kohya_unet = true;
+  /// kohya UNet keys in the original (SGM) block names are mapped (SDXL: its loader's
+  /// _maybe_map_sgm_blocks_to_diffusers); off, they are refused, as SD 1.x/2.x's loader fails on them.
+  bool sgm_block_names = false;
   /// Qwen-Image's and Z-Image's transformer files outside diffusers' names, as diffusers 0.36's
   /// _convert_non_diffusers_{qwen,z_image}_lora_to_diffusers read them: keys that start with
   /// "diffusion_model.", "lora_unet_" (the module with '_' for '.') or the module itself are the
