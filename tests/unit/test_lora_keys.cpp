@@ -29,7 +29,8 @@ const LoraModuleTable kModules = {
       {"up_blocks.0.attentions.2.proj_out", {8, 8}},
       {"up_blocks.0.resnets.2.conv_shortcut", {8, 12, 1, 1}},
       {"up_blocks.1.upsamplers.0.conv", {4, 4, 3, 3}}}},
-    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}},
+    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}},
+                      {"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}}}},
     {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
 
 const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")};
@@ -62,9 +63,10 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
   add(kohya("lora_unet_output_blocks_2_0_skip_connection", {2, 12, 1, 1}, {8, 2, 1, 1}));
   add(kohya("lora_unet_output_blocks_5_1_conv", {2, 4, 3, 3}, {4, 2, 1, 1}));         // up 1 upsampler, no attention
   add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}));
+  add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2}));
   add(kohya("lora_te2_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2}));
   const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors");
-  ASSERT_EQ(layers.size(), 10u);
+  ASSERT_EQ(layers.size(), 11u);
   std::set<std::string> got;
   for (const auto& l : layers) {
     got.insert(l.component + ":" + l.module);
@@ -73,7 +75,8 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
     // diffusers files the alphas of attention projections (UNet to_q, CLIP q_proj) under names that
     // reach no module; proj_in's, fc1's, the convolutions' reach theirs.
     const bool projection = l.module == "down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q" ||
-                            l.module == "text_model.encoder.layers.0.self_attn.q_proj";
+                            l.module == "text_model.encoder.layers.0.self_attn.q_proj" ||
+                            l.module == "text_model.encoder.layers.0.self_attn.out_proj";
     EXPECT_EQ(l.alpha_reaches_no_module, projection) << l.module;
   }
   for (const auto& [component, table] : kModules)
@@ -125,7 +128,7 @@ TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
         {"mid_block.attentions.0.proj_in", {8, 8}},
         {"up_blocks.0.attentions.1.proj_out", {8, 8}},
         {"up_blocks.2.resnets.2.time_emb_proj", {8, 16}}}},
-      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}}};
+      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}}}}};
   std::vector<LoraTensorKey> keys;
   for (const char* name : {"lora_unet_input_blocks_4_1_proj_in", "lora_unet_input_blocks_5_1_proj_in",
                            "lora_unet_input_blocks_7_1_proj_in", "lora_unet_input_blocks_8_1_proj_in",
@@ -133,11 +136,11 @@ TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
                            "lora_unet_output_blocks_1_1_proj_out"})
     for (const auto& k : kohya(name, {2, 8}, {8, 2})) keys.push_back(k);
   for (const auto& k : kohya("lora_unet_output_blocks_8_0_emb_layers_1", {2, 16}, {8, 2})) keys.push_back(k);
-  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2})) keys.push_back(k);
   std::vector<std::string> got;
   for (const auto& l : pipeline::map_lora_keys(keys, modules, kFacts, "x.safetensors")) got.push_back(l.module);
   EXPECT_EQ(got, (std::vector<std::string>{
-                     "text_model.encoder.layers.0.self_attn.q_proj", "down_blocks.2.attentions.1.proj_in",
+                     "text_model.encoder.layers.0.self_attn.out_proj", "down_blocks.2.attentions.1.proj_in",
                      "down_blocks.2.attentions.1.proj_out", "down_blocks.1.attentions.0.proj_in",
                      "down_blocks.1.attentions.1.proj_in", "down_blocks.2.attentions.0.proj_in",
                      "mid_block.attentions.0.proj_in", "up_blocks.2.resnets.2.time_emb_proj",
@@ -156,11 +159,11 @@ TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsTh
   for (const auto& k : kohya("lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q", {2, 4}, {8, 2}))
     keys.push_back(k);
   for (const auto& k : kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2})) keys.push_back(k);
-  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2})) keys.push_back(k);
   std::vector<std::string> ignored;
   const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors", &ignored);
   ASSERT_EQ(layers.size(), 2u);
-  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.q_proj");
+  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.out_proj");
   EXPECT_EQ(layers[1].module, "mid_block.attentions.0.proj_in");
   ASSERT_EQ(ignored.size(), 1u);
   EXPECT_NE(ignored[0].find("'lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q.alpha'"), std::string::npos)
@@ -226,6 +229,39 @@ TEST(LoraKeys, AnAlphaBesideDiffusersNamesIsRefusedWhereDiffusersFails) {
   EXPECT_FALSE(pipeline::lora_key_rules("flux").every_key_names_lora);
   EXPECT_FALSE(pipeline::lora_key_rules("chroma").every_key_names_lora);
   EXPECT_TRUE(pipeline::lora_key_rules("stable-diffusion-3").every_key_names_lora);
+}
+
+// A kohya text encoder goes through _convert_text_encoder_lora_key, then the same respellings: its q/k/v layers are
+// read only beside an out_proj layer (the "to_out_lora" key), and without that or an MLP layer it fails.
+TEST(LoraKeys, KohyaTextEncoderQkvWithoutOutProjIsRefusedAsDiffusersDropsIt) {
+  const auto why = [](const std::vector<LoraTensorKey>& keys) {
+    try {
+      pipeline::check_kohya_text_encoder_spellings(keys, "x.safetensors");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string layer = "lora_te_text_model_encoder_layers_0_";
+  const auto q = kohya(layer + "self_attn_q_proj", {2, 6}, {6, 2});
+  const auto out = kohya(layer + "self_attn_out_proj", {2, 6}, {6, 2});
+  const auto fc1 = kohya(layer + "mlp_fc1", {2, 6}, {10, 2});
+  const auto join = [](std::vector<LoraTensorKey> a, const std::vector<LoraTensorKey>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  EXPECT_NE(why(q).find("its kohya text_encoder layers (key '" + layer + "self_attn_q_proj.lora_down.weight') have "
+                        "neither an out_proj nor an MLP layer"),
+            std::string::npos) << why(q);
+  EXPECT_NE(why(join(q, fc1)).find("its kohya text_encoder layer '" + layer + "self_attn_q_proj.lora_down.weight' is "
+                                   "one diffusers 0.36 drops"),
+            std::string::npos) << why(join(q, fc1));
+  EXPECT_EQ(why(join(join(q, out), fc1)), "(accepted)");
+  EXPECT_EQ(why(fc1), "(accepted)");
+  // lora_te2_ is the second encoder, checked on its own.
+  EXPECT_NE(why(join(join(q, out), kohya("lora_te2_text_model_encoder_layers_0_self_attn_k_proj", {2, 6}, {6, 2})))
+                .find("its kohya text_encoder_2 layers"),
+            std::string::npos);
 }
 
 TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {

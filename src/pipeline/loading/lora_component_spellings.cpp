@@ -133,6 +133,49 @@ void check_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const 
   }
 }
 
+void check_kohya_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const std::string& file) {
+  // The two state dicts _convert_non_diffusers_lora_to_diffusers fills: lora_te_ and lora_te1_ keys, lora_te2_ keys.
+  const std::pair<std::vector<const char*>, const char*> kEncoders[] = {{{"lora_te_", "lora_te1_"}, "text_encoder"},
+                                                                         {{"lora_te2_"}, "text_encoder_2"}};
+  for (const auto& [prefixes, component] : kEncoders) {
+    std::vector<std::string> file_keys, converted;
+    for (const LoraTensorKey& t : keys) {
+      if (!ends_with(t.key, ".lora_down.weight")) continue;  // each layer once, by its down factor
+      for (const char* prefix : prefixes)
+        if (starts_with(t.key, prefix)) {
+          // _convert_text_encoder_lora_key, rewrite by rewrite.
+          std::string name = t.key.substr(std::char_traits<char>::length(prefix));
+          std::replace(name.begin(), name.end(), '_', '.');
+          for (const auto& [from, to] : Table{{"text.model", "text_model"}, {"self.attn", "self_attn"},
+                                              {"q.proj.lora", "to_q_lora"}, {"k.proj.lora", "to_k_lora"},
+                                              {"v.proj.lora", "to_v_lora"}, {"out.proj.lora", "to_out_lora"},
+                                              {"text.projection", "text_projection"}})
+            replace_all(name, from, to);
+          if (name.find("self_attn") == std::string::npos && name.find("text_projection") == std::string::npos &&
+              name.find("mlp") != std::string::npos)
+            replace_all(name, ".lora.", ".lora_linear_layer.");
+          file_keys.push_back(t.key);
+          converted.push_back(name);
+          break;
+        }
+    }
+    if (file_keys.empty()) continue;
+    const std::vector<std::string> respelled = diffusers_text_encoder_respelling(converted);
+    if (respelled.empty())
+      throw InputError(quote(file) + ": its kohya " + component + " layers (key " + quote(file_keys.front(), 100) +
+                       ") have neither an out_proj nor an MLP layer, and diffusers 0.36 cannot load such a text encoder "
+                       "(\"Could not automatically infer state dict type\": it reads a kohya encoder's q/k/v layers "
+                       "only beside its out_proj); dpinfer refuses it as diffusers does");
+    for (size_t i = 0; i < respelled.size(); ++i)
+      if (!is_peft_key(respelled[i]))
+        throw InputError(quote(file) + ": its kohya " + component + " layer " + quote(file_keys[i], 100) +
+                         " is one diffusers 0.36 drops (it reads a kohya encoder's q/k/v layers only beside an out_proj "
+                         "layer, and no other module outside the attention and MLP), after its alpha counted for the "
+                         "others; dpinfer refuses the file rather than merge otherwise: drop the layer, or add the "
+                         "encoder's out_proj layers");
+  }
+}
+
 void check_denoiser_spellings(const std::vector<LoraTensorKey>& keys, const std::string& denoiser,
                               const std::string& file) {
   const std::string prefix = denoiser + ".";

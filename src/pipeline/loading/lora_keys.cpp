@@ -686,6 +686,7 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
     check_text_encoder_spellings(read, facts.rules.components, file);
     for (const std::string& c : facts.rules.components)
       if (!starts_with(c, "text_encoder")) check_denoiser_spellings(read, c, file);
+    if (facts.rules.kohya_unet) check_kohya_text_encoder_spellings(read, file);
   }
   std::vector<LoraTensorKey> respelled;
   std::map<std::string, std::string> file_key_of;

@@ -38,6 +38,13 @@ void check_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const 
 void check_denoiser_spellings(const std::vector<LoraTensorKey>& keys, const std::string& denoiser,
                               const std::string& file);
 
+/// Throws InputError, one line naming `file`, when a kohya text encoder (lora_te_ / lora_te1_ keys, lora_te2_ keys) is one
+/// that diffusers 0.36 fails on or drops layers of: _convert_text_encoder_lora_key names its attention projections
+/// "self_attn.to_q_lora.down.weight" ..., its MLP "mlp.fc1.lora_linear_layer.down.weight", anything else
+/// "<module>.lora.down.weight", and _load_lora_into_text_encoder's respellings (above) then read q/k/v only beside an
+/// out_proj layer (its "to_out_lora" key), and fail when neither that nor an MLP layer is there.
+void check_kohya_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, const std::string& file);
+
 /// The key of a text encoder (its "<component>." prefix removed) as diffusers 0.36's two respellings leave it,
 /// or "" where they raise: for tests and `dpinfer inspect`'s nearest spelling.
 std::vector<std::string> diffusers_text_encoder_respelling(const std::vector<std::string>& encoder_keys);
