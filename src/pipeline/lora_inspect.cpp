@@ -11,6 +11,7 @@
 #include "dpinfer/io/lora_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/loading/lora.h"
+#include "dpinfer/pipeline/loading/lora_nearest_spelling.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -74,11 +75,16 @@ LoraReport inspect_lora(const io::LoraRef& ref, const LoraModelFacts& facts,
     }
     for (LoraComponentReport& c : r.components) c.modules = static_cast<int64_t>(merger.modules().at(c.name).size());
     const auto file = io::SafetensorsFile::open(r.path);
-    r.format = lora_format(lora_tensor_keys(*file), facts.rules);
+    const std::vector<LoraTensorKey> keys = lora_tensor_keys(*file);
+    r.format = lora_format(keys, facts.rules);
     LoraFilePlan plan;
     try {
       plan = merger.plan(*file, r.path);
     } catch (const InputError& e) {
+      // What the file comes nearest to among the spellings this family reads, and how it differs.
+      const LoraNearestSpelling nearest = nearest_lora_spelling(without_dora_scales(keys), facts.rules);
+      r.nearest_spelling = nearest.spelling;
+      r.nearest_differs = nearest.differs;
       throw InputError("--lora: " + std::string(e.what()));  // as `dpinfer generate --lora` says it
     }
     r.has_alphas = plan.has_alphas;
@@ -117,6 +123,9 @@ ordered_json LoraReport::to_json() const {
   j["ignored"] = ignored;
   j["ok"] = error.empty();
   j["error"] = error.empty() ? ordered_json(nullptr) : ordered_json(error);
+  j["nearest_spelling"] = nearest_spelling.empty()
+                              ? ordered_json(nullptr)
+                              : ordered_json{{"spelling", nearest_spelling}, {"differs", nearest_differs}};
   return j;
 }
 
@@ -137,6 +146,8 @@ void LoraReport::to_text(std::ostream& out) const {
     for (const std::string& line : ignored) out << "  dropped (warned about): " << line << "\n";
   } else {
     out << "  error: " << error << "\n";
+    if (!nearest_spelling.empty())
+      out << "  nearest spelling: " << nearest_spelling << "\n  differs: " << nearest_differs << "\n";
   }
 }
 

@@ -7,7 +7,8 @@
 // XLabs, lora_flux_xlabs_keys.h). What map_lora_keys() returns must name a module of the
 // table; a layer's part of a fused layer (up_rows) must be as many rows as its module's weight has and
 // lie inside the up factor's; a DoRA magnitude must be a key of the file of its weight's row count (never a
-// kohya dora_scale, which diffusers drops); anything else must be a one-line InputError.
+// kohya dora_scale, which diffusers drops); the nearest spelling (lora_nearest_spelling.h) is named for any key;
+// anything else must be a one-line InputError.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/loading/lora_format.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
+#include "dpinfer/pipeline/loading/lora_nearest_spelling.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_support.h"
 
@@ -58,8 +60,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (facts.format.empty()) std::abort();
     for (const auto& [name, c] : facts.components)
       if (c.layers < 1 || c.min_rank > c.max_rank) std::abort();
-    for (const char* family : {"stable-diffusion", "flux", "qwen-image", "stable-diffusion-3"})
-      if (pipeline::lora_format(keys, pipeline::lora_key_rules(family)).empty()) std::abort();
+    for (const char* family : {"stable-diffusion", "flux", "qwen-image", "stable-diffusion-3"}) {
+      const pipeline::LoraKeyRules rules = pipeline::lora_key_rules(family);
+      if (pipeline::lora_format(keys, rules).empty()) std::abort();
+      // The nearest spelling inspect names for a refused file (lora_nearest_spelling.h): one for any key.
+      const pipeline::LoraNearestSpelling nearest = pipeline::nearest_lora_spelling(keys, rules);
+      if (nearest.spelling.empty() != keys.empty() || nearest.differs.empty() != keys.empty()) std::abort();
+    }
   }
   // The same keys against the UNet table with the UNet families' rules, and against a transformer
   // table with each DiT family's (Z-Image's: non-diffusers names, the "out" rename; FLUX.1's: refusals).
@@ -91,7 +98,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::check_message(e.what());
     }
   };
-  check(modules, {"Stable Diffusion XL", 2, {}});
+  check(modules, {"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")});
+  check(modules, {"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")});
   static const pipeline::LoraModuleTable dit = {
       {"transformer",
        {{"layers.0.attention.to_out.0", {2, 2}}, {"transformer_blocks.0.attn.to_q", {2, 2}}, {"x_embedder", {2, 4}}}},

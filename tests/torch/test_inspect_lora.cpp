@@ -150,6 +150,12 @@ TEST(InspectLora, ALoraOfAnotherFamilyFailsWithGeneratesMessage) {
   EXPECT_NE(r.error.find("it is a LoRA for a transformer (DiT) model, not for a UNet one"), std::string::npos) << r.error;
   EXPECT_EQ(r.loras[0].error, r.error);
   EXPECT_NE(r.to_text().find("fails: the model loads, but a LoRA does not fit it"), std::string::npos);
+  // The spelling SD 1.x reads that the file comes nearest to (lora_nearest_spelling.h), and how it differs.
+  EXPECT_EQ(r.loras[0].nearest_spelling.rfind("diffusers / PEFT", 0), 0u) << r.loras[0].nearest_spelling;
+  EXPECT_NE(r.loras[0].nearest_differs.find("which starts with none of unet., text_encoder."), std::string::npos)
+      << r.loras[0].nearest_differs;
+  EXPECT_NE(r.to_text().find("\n  nearest spelling: diffusers / PEFT"), std::string::npos) << r.to_text();
+  EXPECT_EQ(r.to_json()["loras"][0]["nearest_spelling"]["spelling"], r.loras[0].nearest_spelling);
 }
 
 TEST(InspectLora, ALoraAloneIsDescribedByItsNames) {

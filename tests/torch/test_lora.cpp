@@ -75,8 +75,10 @@ Components load_components(const std::string& pipeline, const std::vector<std::s
   const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + pipeline);
   Components out;
   const auto unet = pipeline::UNetConfig::from_json(md.at("unet").config);
+  // The family's rules, as the pipelines build them (SDXL's maps kohya's original block names; SD 1.x's refuses them).
+  const std::string family = pipeline == "tiny-sdxl" ? "stable-diffusion-xl" : "stable-diffusion";
   out.merger = std::make_unique<pipeline::LoraMerger>(
-      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), {}});
+      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), pipeline::lora_key_rules(family)});
   c10::InferenceMode guard;
   for (const std::string& n : names) {
     out.modules[n] = pipeline::load_component(md.at(n), at::TensorOptions().dtype(at::kFloat));
@@ -434,7 +436,9 @@ class LoraSpellingParity : public ::testing::TestWithParam<std::string> {};
 // One set of factors per pipeline in PEFT's names and in an older spelling that diffusers 0.36 still loads: the text
 // encoders' lora_linear_layer.down/up (diffusers' own DreamBooth LoRA scripts), the UNet's attention processors
 // (processor.to_q_lora.down ...) and CLIP's monkey-patched attention (self_attn.to_q_lora.down ...), on SD 1.x,
-// SDXL, and the transformers of FLUX.1 and SD3, whose loaders read them too. Each merges as diffusers merges it, at
+// SDXL, and the transformers of FLUX.1 and SD3, whose loaders read them too; the UNet's .lora.down/.lora.up (diffusers'
+// LoRACompatible layers); Qwen-Image's lora_unet_ (+ .alpha) and diffusion_model. + lora_A/lora_B forms, and Z-Image's
+// diffusion_model. + lora_A/lora_B, which their loaders convert (_convert_non_diffusers_{qwen,z_image}_lora_to_diffusers). Each merges as diffusers merges it, at
 // scale 1 and 0.9; diffusers merges the twins alike, so the spellings agree too.
 TEST_P(LoraSpellingParity, MergedWeightsAreDiffusersBitForBit) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-spellings/");
@@ -442,7 +446,9 @@ TEST_P(LoraSpellingParity, MergedWeightsAreDiffusersBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Files, LoraSpellingParity,
                          ::testing::Values("sdxl-peft", "sdxl-lora-linear-layer", "sd1-peft", "sd1-attn-processor",
-                                           "flux-peft", "flux-attn-processor", "sd3-peft", "sd3-attn-processor"));
+                                           "flux-peft", "flux-attn-processor", "sd3-peft", "sd3-attn-processor",
+                                           "sd1-lora-dot", "qwen-peft", "qwen-lora-unet", "qwen-diffusion-model-peft",
+                                           "z-image-peft", "z-image-diffusion-model-peft"));
 
 // ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
 // make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----

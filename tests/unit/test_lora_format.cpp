@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dpinfer/pipeline/loading/lora_format.h"
+#include "dpinfer/pipeline/loading/lora_nearest_spelling.h"
 
 using namespace dpinfer::pipeline;
 
@@ -76,6 +77,40 @@ TEST(LoraFormat, AModelsUpAndDownWeightsAreNoLoraLayers) {
 TEST(LoraFormat, RankText) {
   EXPECT_EQ(rank_text(16, 16), "rank 16");
   EXPECT_EQ(rank_text(4, 32), "ranks 4-32");
+}
+
+// lora_nearest_spelling.h: for a refused file, the spelling the family reads that its keys come nearest to, and
+// the first key that differs from it (what `dpinfer inspect MODEL --lora FILE` prints under the error).
+TEST(LoraNearestSpelling, NamesTheSpellingAndTheFirstKeyThatDiffers) {
+  const std::string q = "text_encoder.text_model.encoder.layers.0.self_attn.q_proj";
+  // A text encoder in .lora.down names (refused, as diffusers 0.36 fails on it): PEFT's prefix, not its suffix.
+  const LoraNearestSpelling lora_dot = nearest_lora_spelling(
+      {{q + ".lora.down.weight", {2, 8}}, {q + ".lora.up.weight", {8, 2}}}, lora_key_rules("flux"));
+  EXPECT_EQ(lora_dot.spelling, "diffusers / PEFT (<component>.<module>.lora_A.weight / .lora_B.weight)");
+  EXPECT_EQ(lora_dot.differs.rfind("2 of its 2 keys are not, e.g. '" + q + ".lora.down.weight', which ends with none of "
+                                   ".lora_A.weight, .lora_B.weight, .alpha, .lora_magnitude_vector",
+                                   0),
+            0u) << lora_dot.differs;
+  // A kohya UNet file on SD3 (whose loader converts nothing): PEFT's suffixes are not kohya's; the prefix neither.
+  const LoraNearestSpelling kohya = nearest_lora_spelling(kohya_unet(768), lora_key_rules("stable-diffusion-3"));
+  EXPECT_EQ(kohya.spelling.rfind("diffusers / PEFT", 0), 0u) << kohya.spelling;
+  EXPECT_NE(kohya.differs.find("starts with none of transformer., text_encoder., text_encoder_2."), std::string::npos)
+      << kohya.differs;
+  // The same file on SD 1.x is in a spelling it reads: every key is so, the error says what else is wrong.
+  const LoraNearestSpelling sd1 = nearest_lora_spelling(kohya_unet(768), lora_key_rules("stable-diffusion"));
+  EXPECT_EQ(sd1.spelling.rfind("kohya / A1111 / LoCon", 0), 0u) << sd1.spelling;
+  EXPECT_EQ(sd1.differs, "every key is spelled so (the error says what else is wrong)");
+  // BFL's kohya names with one PEFT factor among them on FLUX.1: two whole BFL keys outweigh it.
+  const LoraNearestSpelling bfl = nearest_lora_spelling(
+      {{"lora_unet_double_blocks_0_img_attn_proj.lora_down.weight", {2, 8}},
+       {"lora_unet_double_blocks_0_img_attn_proj.lora_up.weight", {8, 2}},
+       {"lora_unet_double_blocks_0_img_attn_qkv.lora_A.weight", {2, 8}}},
+      lora_key_rules("flux"));
+  EXPECT_EQ(bfl.spelling.rfind("kohya / ComfyUI FLUX.1 in BFL's block names", 0), 0u) << bfl.spelling;
+  EXPECT_EQ(bfl.differs.rfind("1 of its 3 keys are not, e.g. 'lora_unet_double_blocks_0_img_attn_qkv.lora_A.weight'", 0),
+            0u) << bfl.differs;
+  EXPECT_TRUE(nearest_lora_spelling({}, lora_key_rules("flux")).spelling.empty());
+  EXPECT_TRUE(nearest_lora_spelling(kohya_unet(768), lora_key_rules("flux2")).spelling.empty());
 }
 
 }  // namespace DPINFER_UNITY_ID

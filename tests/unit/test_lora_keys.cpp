@@ -9,6 +9,7 @@
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
+#include "dpinfer/pipeline/loading/lora_component_spellings.h"
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
@@ -29,10 +30,11 @@ const LoraModuleTable kModules = {
       {"up_blocks.0.attentions.2.proj_out", {8, 8}},
       {"up_blocks.0.resnets.2.conv_shortcut", {8, 12, 1, 1}},
       {"up_blocks.1.upsamplers.0.conv", {4, 4, 3, 3}}}},
-    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}},
+    {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}},
+                      {"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}}}},
     {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
 
-const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, {}};
+const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")};
 
 nlohmann::json json_of(const char* text) { return nlohmann::json::parse(text); }
 
@@ -62,9 +64,10 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
   add(kohya("lora_unet_output_blocks_2_0_skip_connection", {2, 12, 1, 1}, {8, 2, 1, 1}));
   add(kohya("lora_unet_output_blocks_5_1_conv", {2, 4, 3, 3}, {4, 2, 1, 1}));         // up 1 upsampler, no attention
   add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}));
+  add(kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2}));
   add(kohya("lora_te2_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2}));
   const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors");
-  ASSERT_EQ(layers.size(), 10u);
+  ASSERT_EQ(layers.size(), 11u);
   std::set<std::string> got;
   for (const auto& l : layers) {
     got.insert(l.component + ":" + l.module);
@@ -73,11 +76,30 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
     // diffusers files the alphas of attention projections (UNet to_q, CLIP q_proj) under names that
     // reach no module; proj_in's, fc1's, the convolutions' reach theirs.
     const bool projection = l.module == "down_blocks.1.attentions.1.transformer_blocks.0.attn1.to_q" ||
-                            l.module == "text_model.encoder.layers.0.self_attn.q_proj";
+                            l.module == "text_model.encoder.layers.0.self_attn.q_proj" ||
+                            l.module == "text_model.encoder.layers.0.self_attn.out_proj";
     EXPECT_EQ(l.alpha_reaches_no_module, projection) << l.module;
   }
   for (const auto& [component, table] : kModules)
     for (const auto& [module, shape] : table) EXPECT_TRUE(got.count(component + ":" + module)) << module;
+}
+
+// StableDiffusionLoraLoaderMixin does not map the original block names (only SDXL's loader does): refused on SD 1.x.
+TEST(LoraKeys, KohyaOriginalBlockNamesAreRefusedOnSd1AsDiffusersFailsThere) {
+  const pipeline::LoraModelFacts sd1{"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")};
+  std::string why;
+  try {
+    pipeline::map_lora_keys(kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2}), kModules, sd1, "x.safetensors");
+  } catch (const InputError& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("'x.safetensors': kohya UNet key 'lora_unet_middle_block_1_proj_in.lora_down.weight' is in the original (SGM) "
+                     "block names, which diffusers 0.36 maps for SDXL only"),
+            std::string::npos) << why;
+  EXPECT_EQ(pipeline::map_lora_keys(kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2}), kModules, sd1,
+                                    "x.safetensors")
+                .size(),
+            1u);
 }
 
 TEST(LoraKeys, PythonSetsOfBlockNumbersIterateAsCPythonsDo) {
@@ -107,7 +129,7 @@ TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
         {"mid_block.attentions.0.proj_in", {8, 8}},
         {"up_blocks.0.attentions.1.proj_out", {8, 8}},
         {"up_blocks.2.resnets.2.time_emb_proj", {8, 16}}}},
-      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {6, 6}}}}};
+      {"text_encoder", {{"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}}}}};
   std::vector<LoraTensorKey> keys;
   for (const char* name : {"lora_unet_input_blocks_4_1_proj_in", "lora_unet_input_blocks_5_1_proj_in",
                            "lora_unet_input_blocks_7_1_proj_in", "lora_unet_input_blocks_8_1_proj_in",
@@ -115,11 +137,11 @@ TEST(LoraKeys, KohyaOriginalBlockNamesComeInTheOrderSdxlsLoaderGivesThem) {
                            "lora_unet_output_blocks_1_1_proj_out"})
     for (const auto& k : kohya(name, {2, 8}, {8, 2})) keys.push_back(k);
   for (const auto& k : kohya("lora_unet_output_blocks_8_0_emb_layers_1", {2, 16}, {8, 2})) keys.push_back(k);
-  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2})) keys.push_back(k);
   std::vector<std::string> got;
   for (const auto& l : pipeline::map_lora_keys(keys, modules, kFacts, "x.safetensors")) got.push_back(l.module);
   EXPECT_EQ(got, (std::vector<std::string>{
-                     "text_model.encoder.layers.0.self_attn.q_proj", "down_blocks.2.attentions.1.proj_in",
+                     "text_model.encoder.layers.0.self_attn.out_proj", "down_blocks.2.attentions.1.proj_in",
                      "down_blocks.2.attentions.1.proj_out", "down_blocks.1.attentions.0.proj_in",
                      "down_blocks.1.attentions.1.proj_in", "down_blocks.2.attentions.0.proj_in",
                      "mid_block.attentions.0.proj_in", "up_blocks.2.resnets.2.time_emb_proj",
@@ -138,11 +160,11 @@ TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsTh
   for (const auto& k : kohya("lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q", {2, 4}, {8, 2}))
     keys.push_back(k);
   for (const auto& k : kohya("lora_unet_mid_block_attentions_0_proj_in", {2, 8}, {8, 2})) keys.push_back(k);
-  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2})) keys.push_back(k);
+  for (const auto& k : kohya("lora_te1_text_model_encoder_layers_0_self_attn_out_proj", {2, 6}, {6, 2})) keys.push_back(k);
   std::vector<std::string> ignored;
   const auto layers = pipeline::map_lora_keys(keys, kModules, kFacts, "x.safetensors", &ignored);
   ASSERT_EQ(layers.size(), 2u);
-  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.q_proj");
+  EXPECT_EQ(layers[0].module, "text_model.encoder.layers.0.self_attn.out_proj");
   EXPECT_EQ(layers[1].module, "mid_block.attentions.0.proj_in");
   ASSERT_EQ(ignored.size(), 1u);
   EXPECT_NE(ignored[0].find("'lora_unet_input_blocks_5_1_transformer_blocks_0_attn1_to_q.alpha'"), std::string::npos)
@@ -153,15 +175,94 @@ TEST(LoraKeys, OriginalBlockNamesBesideDiffusersOnesAreDroppedAsDiffusersDropsTh
 
 TEST(LoraKeys, PeftAndKohyaDiffusersNamesMap) {
   const auto layers = pipeline::map_lora_keys(
-      {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {3, 8}},
-       {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 3}},
-       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.down.weight", {1, 6}},
-       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora.up.weight", {6, 1}},
+      {{"unet.mid_block.attentions.0.proj_in.lora.down.weight", {3, 8}},
+       {"unet.mid_block.attentions.0.proj_in.lora.up.weight", {8, 3}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight", {1, 6}},
+       {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_B.weight", {6, 1}},
        {"lora_unet_down_blocks_0_resnets_1_conv1.lora_down.weight", {2, 4, 3, 3}},
        {"lora_unet_down_blocks_0_resnets_1_conv1.lora_up.weight", {4, 2, 1, 1}}},
       kModules, kFacts, "x.safetensors");
   ASSERT_EQ(layers.size(), 3u);
   for (const auto& l : layers) EXPECT_FALSE(l.alpha_key.has_value());
+}
+
+// A text encoder's spellings as _load_lora_into_text_encoder reads them (lora_component_spellings.h): it guesses
+// the spelling of the whole encoder, fails where it cannot, and leaves the keys outside the guess unread.
+TEST(LoraKeys, TextEncoderSpellingsDiffusersCannotLoadAreRefusedInOneLine) {
+  const std::string q = "text_encoder.text_model.encoder.layers.0.self_attn.q_proj";
+  const std::string fc1 = "text_encoder.text_model.encoder.layers.0.mlp.fc1";
+  const std::string lora_dot = refusal({{q + ".lora.down.weight", {1, 6}}, {q + ".lora.up.weight", {6, 1}}});
+  EXPECT_NE(lora_dot.find("'x.safetensors': its text_encoder layers (key '" + q + ".lora.down.weight') are in the "
+                          ".lora.down / .lora.up spelling"),
+            std::string::npos) << lora_dot;
+  EXPECT_NE(lora_dot.find("Could not automatically infer state dict type"), std::string::npos) << lora_dot;
+  // PEFT's names with no q/k/v/out_proj layer: PEFT_TO_DIFFUSERS renames none, so the second guess fails.
+  const std::string mlp = refusal({{fc1 + ".lora_A.weight", {1, 6}}, {fc1 + ".lora_B.weight", {10, 1}}});
+  EXPECT_NE(mlp.find("in PEFT's spelling with no q_proj/k_proj/v_proj/out_proj layer"), std::string::npos) << mlp;
+  const std::string mixed = refusal({{q + ".lora_A.weight", {1, 6}}, {q + ".lora_B.weight", {6, 1}},
+                                     {fc1 + ".lora.down.weight", {1, 6}}, {fc1 + ".lora.up.weight", {10, 1}}});
+  EXPECT_NE(mixed.find("its text_encoder layers mix spellings (key '" + fc1 + ".lora.down.weight' beside '" + q +
+                       ".lora_A.weight')"),
+            std::string::npos) << mixed;
+  EXPECT_EQ(mixed.find('\n'), std::string::npos);
+  // What diffusers reads: PEFT with an attention layer, lora_linear_layer alone (the MLP too), and the old patched
+  // attention beside PEFT names (its table leaves lora_A as it is).
+  EXPECT_EQ(pipeline::diffusers_text_encoder_respelling({"a.mlp.fc1.lora_linear_layer.down.weight"}),
+            std::vector<std::string>{"a.mlp.fc1.lora_A.weight"});
+  EXPECT_EQ(pipeline::diffusers_text_encoder_respelling(
+                {"a.self_attn.to_out_lora.up.weight", "a.self_attn.k_proj.lora_A.weight", "a.mlp.fc1.lora_A.weight"}),
+            (std::vector<std::string>{"a.self_attn.out_proj.lora_B.weight", "a.self_attn.k_proj.lora_A.weight",
+                                      "a.mlp.fc1.lora_A.weight"}));
+  EXPECT_TRUE(pipeline::diffusers_text_encoder_respelling({"a.mlp.fc1.lora_A.weight"}).empty());
+  EXPECT_EQ(refusal({{q + ".lora_A.weight", {1, 6}}, {q + ".lora_B.weight", {6, 1}}}), "(accepted)");
+}
+
+// StableDiffusion(XL)LoraLoaderMixin / SD3LoraLoaderMixin.load_lora_weights: "Invalid LoRA checkpoint." unless every key
+// has "lora" in it, so an ".alpha" beside diffusers' names fails there (FLUX.1's loader pops it as a network alpha).
+TEST(LoraKeys, AnAlphaBesideDiffusersNamesIsRefusedWhereDiffusersFails) {
+  const std::vector<LoraTensorKey> keys = {{"unet.mid_block.attentions.0.proj_in.lora_A.weight", {2, 8}},
+                                           {"unet.mid_block.attentions.0.proj_in.lora_B.weight", {8, 2}},
+                                           {"unet.mid_block.attentions.0.proj_in.alpha", {}}};
+  const std::string why = refusal(keys);
+  EXPECT_NE(why.find("'x.safetensors': alpha 'unet.mid_block.attentions.0.proj_in.alpha' beside diffusers' names, on "
+                     "which diffusers 0.36 fails for a Stable Diffusion XL LoRA (\"Invalid LoRA checkpoint.\""),
+            std::string::npos) << why;
+  EXPECT_FALSE(pipeline::lora_key_rules("flux").every_key_names_lora);
+  EXPECT_FALSE(pipeline::lora_key_rules("chroma").every_key_names_lora);
+  EXPECT_TRUE(pipeline::lora_key_rules("stable-diffusion-3").every_key_names_lora);
+}
+
+// A kohya text encoder goes through _convert_text_encoder_lora_key, then the same respellings: its q/k/v layers are
+// read only beside an out_proj layer (the "to_out_lora" key), and without that or an MLP layer it fails.
+TEST(LoraKeys, KohyaTextEncoderQkvWithoutOutProjIsRefusedAsDiffusersDropsIt) {
+  const auto why = [](const std::vector<LoraTensorKey>& keys) {
+    try {
+      pipeline::check_kohya_text_encoder_spellings(keys, "x.safetensors");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string layer = "lora_te_text_model_encoder_layers_0_";
+  const auto q = kohya(layer + "self_attn_q_proj", {2, 6}, {6, 2});
+  const auto out = kohya(layer + "self_attn_out_proj", {2, 6}, {6, 2});
+  const auto fc1 = kohya(layer + "mlp_fc1", {2, 6}, {10, 2});
+  const auto join = [](std::vector<LoraTensorKey> a, const std::vector<LoraTensorKey>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  EXPECT_NE(why(q).find("its kohya text_encoder layers (key '" + layer + "self_attn_q_proj.lora_down.weight') have "
+                        "neither an out_proj nor an MLP layer"),
+            std::string::npos) << why(q);
+  EXPECT_NE(why(join(q, fc1)).find("its kohya text_encoder layer '" + layer + "self_attn_q_proj.lora_down.weight' is "
+                                   "one diffusers 0.36 drops"),
+            std::string::npos) << why(join(q, fc1));
+  EXPECT_EQ(why(join(join(q, out), fc1)), "(accepted)");
+  EXPECT_EQ(why(fc1), "(accepted)");
+  // lora_te2_ is the second encoder, checked on its own.
+  EXPECT_NE(why(join(join(q, out), kohya("lora_te2_text_model_encoder_layers_0_self_attn_k_proj", {2, 6}, {6, 2})))
+                .find("its kohya text_encoder_2 layers"),
+            std::string::npos);
 }
 
 TEST(LoraKeys, RefusalsNameTheFileAndTheProblemInOneLine) {
@@ -327,7 +428,7 @@ TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
 
 TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
   auto keys = kohya("diffusion_model.layers.0.attention.out", {4, 8}, {8, 4});
-  for (const auto& k : kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4})) keys.push_back(k);
+  for (const auto& k : kohya("diffusion_model.layers.0.feed_forward.w1", {4, 8}, {16, 4})) keys.push_back(k);
   keys.push_back({"transformer.all_x_embedder.2-1.lora_A.weight", {2, 4}});
   keys.push_back({"transformer.all_x_embedder.2-1.lora_B.weight", {8, 2}});
   const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of("z-image", "Z-Image"), "x.safetensors");
@@ -341,6 +442,46 @@ TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
                        kZImage, facts_of("z-image", "Z-Image"))
                 .find("none of its 1 LoRA layer(s) match"),
             std::string::npos);
+}
+
+// What QwenImageLoraLoaderMixin / ZImageLoraLoaderMixin.lora_state_dict load nothing from, or fail on
+// (tools/fixtures/survey_lora_spellings.py's "bare" and Z-Image "kohya" rows).
+TEST(DitLoraKeys, OriginalNamesDiffusersDoesNotConvertAreRefusedInOneLine) {
+  // Bare module names with lora_A/lora_B and nothing that starts the converter: they load nowhere.
+  const std::vector<LoraTensorKey> bare = {{"transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                           {"transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
+  const std::string qwen = refusal_in(bare, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(qwen.find("key 'transformer_blocks.0.attn.to_q.lora_A.weight' names no component, and diffusers 0.36 "
+                      "converts a Qwen-Image LoRA from the transformer's own names only when"),
+            std::string::npos) << qwen;
+  // The same with an alpha: the converter runs (its lora_A alpha is dropped).
+  std::vector<LoraTensorKey> with_alpha = bare;
+  with_alpha.push_back({"transformer_blocks.0.attn.to_q.alpha", {}});
+  EXPECT_EQ(refusal_in(with_alpha, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
+  // Z-Image's lora_unet_ form: diffusers 0.36 fails on every such file; Qwen-Image's reads it.
+  const auto unet = kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4});
+  const std::string z = refusal_in(unet, kZImage, facts_of("z-image", "Z-Image"));
+  EXPECT_NE(z.find("key 'lora_unet_layers_0_feed_forward_w1.lora_down.weight' is in the lora_unet_ form, on which "
+                   "diffusers 0.36 fails for every Z-Image file"),
+            std::string::npos) << z;
+}
+
+// load_lora_adapter respells a denoiser's keys only when its first has no lora_A (lora_component_spellings.h).
+TEST(DitLoraKeys, ADenoiserMixingSpellingsIsRefusedWhereDiffusersDropsSome) {
+  const std::vector<LoraTensorKey> peft_first = {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                                 {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
+                                                 {"transformer.transformer_blocks.0.attn.to_v.lora.down.weight", {2, 8}},
+                                                 {"transformer.transformer_blocks.0.attn.to_v.lora.up.weight", {8, 2}}};
+  const std::string mixed = refusal_in(peft_first, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(mixed.find("its transformer layers mix spellings (key 'transformer.transformer_blocks.0.attn.to_v.lora.down"
+                       ".weight' beside 'transformer.transformer_blocks.0.attn.to_q.lora_A.weight')"),
+            std::string::npos) << mixed;
+  // The first key in another spelling: diffusers respells every key, and so both layers merge.
+  const std::vector<LoraTensorKey> old_first = {{"transformer.transformer_blocks.0.attn.add_q_proj.lora.down.weight", {2, 8}},
+                                                {"transformer.transformer_blocks.0.attn.add_q_proj.lora.up.weight", {8, 2}},
+                                                {"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                                {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
+  EXPECT_EQ(refusal_in(old_first, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
 }
 
 TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
@@ -371,6 +512,21 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   const std::string sdxl_on_qwen = refusal_in(kohya("lora_unet_input_blocks_4_1_proj_in", {2, 8}, {8, 2}), kQwen,
                                               facts_of("qwen-image", "Qwen-Image"));
   EXPECT_NE(sdxl_on_qwen.find("none of its 1 LoRA layer(s) match"), std::string::npos) << sdxl_on_qwen;
+  // FluxLoraLoaderMixin's branches after XLabs': BFL's Control LoRAs and fal's Kontext LoRAs, each named for what it
+  // is (not as a BFL-named PEFT file, whose refusal says diffusers loads nothing).
+  const std::string control = refusal_in({{"double_blocks.0.img_attn.norm.query_norm.scale", {8}},
+                                          {"double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
+                                          {"double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
+                                         kFlux, flux);
+  EXPECT_NE(control.find("a BFL FLUX.1 Control LoRA (key 'double_blocks.0.img_attn.norm.query_norm.scale'"),
+            std::string::npos) << control;
+  EXPECT_NE(control.find("FluxControlPipeline"), std::string::npos) << control;
+  const std::string kontext = refusal_in({{"base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
+                                          {"base_model.model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
+                                         kFlux, facts_of("chroma", "Chroma"));
+  EXPECT_NE(kontext.find("a fal FLUX.1 Kontext LoRA (key 'base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight'"),
+            std::string::npos) << kontext;
+  EXPECT_EQ(kontext.find('\n'), std::string::npos);
 }
 
 // ---- FLUX.1's kohya / sd-scripts files (lora_flux_keys.h) ----

@@ -47,6 +47,9 @@ struct LoraReport {
   bool has_adapter_metadata = false;
   std::vector<std::string> ignored;  ///< what --lora drops with a warning
   std::string error;                 ///< the error `dpinfer generate --lora` would stop with, or empty
+  /// With an error, for a file whose header reads: the spelling the family reads nearest to the file's keys and
+  /// how they differ from it (lora_nearest_spelling.h); else empty.
+  std::string nearest_spelling, nearest_differs;
 
   nlohmann::ordered_json to_json() const;
   void to_text(std::ostream& out) const;

@@ -145,6 +145,10 @@ std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRule
     if (is_kohya_flux_lora(keys)) return kBflFlux;
     if (is_mixture_flux_lora(keys)) return kMixtureFlux;
     if (is_xlabs_flux_lora(keys)) return kXlabsFlux;
+    if (any_key(keys, [](const std::string& k) { return has(k, "query_norm.scale"); }))
+      return "BFL FLUX.1 Control LoRA (dpinfer does not read it: no control pipeline)";
+    if (any_key(keys, [](const std::string& k) { return has(k, "base_model"); }))
+      return "fal FLUX.1 Kontext (dpinfer does not read it yet)";
   }
   for (const LoraTensorKey& k : keys)
     for (const auto& [piece, what] : rules.refused)

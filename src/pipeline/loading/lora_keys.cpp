@@ -11,6 +11,7 @@
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
+#include "dpinfer/pipeline/loading/lora_component_spellings.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -294,13 +295,17 @@ LoraKeyRules lora_key_rules(const std::string& family) {
   const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
                                 ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
   LoraKeyRules rules;
-  if (family == "stable-diffusion-xl") rules.components = {"unet", "text_encoder", "text_encoder_2"};
+  if (family == "stable-diffusion-xl") {
+    rules.components = {"unet", "text_encoder", "text_encoder_2"};
+    rules.sgm_block_names = true;  // StableDiffusionXLLoraLoaderMixin's _maybe_map_sgm_blocks_to_diffusers
+  }
   if (family == "flux" || family == "chroma") {
     // FluxLoraLoaderMixin: transformer and text_encoder (CLIP); ChromaPipeline has no CLIP.
     rules.components = family == "flux" ? std::vector<std::string>{"transformer", "text_encoder"}
                                          : std::vector<std::string>{"transformer"};
     rules.kohya_unet = false;
     rules.kohya_flux = true;
+    rules.every_key_names_lora = false;  // lora_state_dict pops the .alpha keys as network alphas
     rules.refused = bfl;
     rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_... or lora_transformer_..., .lora_down.weight / "
                               ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
@@ -311,15 +316,18 @@ LoraKeyRules lora_key_rules(const std::string& family) {
     rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
     rules.reads = peft_only;
   } else if (family == "qwen-image" || family == "z-image") {
+    rules.every_key_names_lora = false;
     rules.components = {"transformer"};
     rules.kohya_unet = false;
     rules.non_diffusers_transformer = true;
     // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
     if (family == "z-image") rules.last_part_renames = {{"out", "to_out.0"}};
+    rules.unet_prefix_fails = family == "z-image";
   } else if (family == "flux2") {
     // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras).
     rules.components = {};
     rules.kohya_unet = false;
+    rules.every_key_names_lora = false;
   }
   return rules;
 }
@@ -362,6 +370,38 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
     if (const std::string kind = unread_lora_kind(t.key); !kind.empty())
       throw InputError(where + ": a " + kind + " file (key " + quote(t.key, 80) +
                        "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+  if (rules.every_key_names_lora)
+    for (const LoraTensorKey& t : keys)
+      if (ends_with(t.key, ".alpha") && t.key.find("lora") == std::string::npos)
+        throw InputError(where + ": alpha " + quote(t.key, 80) + " beside diffusers' names, on which diffusers 0.36 "
+                         "fails for a " + facts.family_label + " LoRA (\"Invalid LoRA checkpoint.\": its "
+                         "load_lora_weights wants \"lora\" in every key); dpinfer refuses it as diffusers does: drop "
+                         "the .alpha tensors (PEFT then scales by the first layer's rank / each layer's) or write "
+                         "lora_alpha into the file's lora_adapter_metadata");
+  if (rules.non_diffusers_transformer) {
+    // QwenImageLoraLoaderMixin / ZImageLoraLoaderMixin.lora_state_dict run their converter only when some key ends
+    // with ".alpha", starts with "lora_unet_" or "diffusion_model.", or has "default."; otherwise a key without
+    // the "transformer." prefix loads nowhere (load_lora_into_transformer keeps that prefix's keys only).
+    const bool converts = std::any_of(keys.begin(), keys.end(), [](const LoraTensorKey& t) {
+      return ends_with(t.key, ".alpha") || starts_with(t.key, "lora_unet_") || starts_with(t.key, "diffusion_model.") ||
+             t.key.find("default.") != std::string::npos;
+    });
+    if (!converts)
+      for (const LoraTensorKey& t : keys)
+        if (!std::any_of(rules.components.begin(), rules.components.end(),
+                         [&](const std::string& c) { return starts_with(t.key, c + "."); }))
+          throw InputError(where + ": key " + quote(t.key, 80) + " names no component, and diffusers 0.36 converts a " +
+                           facts.family_label + " LoRA from the transformer's own names only when some key starts "
+                           "with diffusion_model. or lora_unet_, ends with .alpha or has default.; so it loads "
+                           "nothing from this layer: name it transformer.<module> (or diffusion_model.<module>)");
+    if (rules.unet_prefix_fails)
+      for (const LoraTensorKey& t : keys)
+        if (starts_with(t.key, "lora_unet_"))
+          throw InputError(where + ": key " + quote(t.key, 80) + " is in the lora_unet_ form, on which diffusers 0.36 "
+                           "fails for every " + facts.family_label + " file (_convert_non_diffusers_z_image_lora_to_"
+                           "diffusers: \"`state_dict` should be empty at this point\"); dpinfer refuses it as "
+                           "diffusers does: name its layers diffusion_model.<module> (dots, as the model names them)");
+  }
   if (!rules.kohya_flux)
     for (const LoraTensorKey& t : keys)
       for (const char* bfl : {"lora_unet_double_blocks_", "lora_unet_single_blocks_", "diffusion_model.double_blocks.",
@@ -385,6 +425,21 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   if (rules.kohya_flux && is_mixture_flux_lora(keys))
     return map_mixture_flux_lora_keys(keys, modules, facts, file, ignored);
   if (rules.kohya_flux && is_xlabs_flux_lora(keys)) return map_xlabs_flux_lora_keys(keys, modules, facts, file, ignored);
+  // The two branches after XLabs' (FluxLoraLoaderMixin.lora_state_dict): BFL's Control LoRAs ("query_norm.scale"
+  // in a key) and fal's Kontext LoRAs ("base_model" in a key). Neither is read here, for the reasons given.
+  if (rules.kohya_flux)
+    for (const LoraTensorKey& t : keys) {
+      if (t.key.find("query_norm.scale") != std::string::npos)
+        throw InputError(where + ": a BFL FLUX.1 Control LoRA (key " + quote(t.key, 80) + "; diffusers 0.36 reads it "
+                         "with _convert_bfl_flux_control_lora_to_diffusers), made for FLUX.1 Canny / Depth: it widens "
+                         "x_embedder to take the control image's latents, which only FluxControlPipeline gives; dpinfer "
+                         "runs no control pipeline, so it does not read it");
+      if (t.key.find("base_model") != std::string::npos)
+        throw InputError(where + ": a fal FLUX.1 Kontext LoRA (key " + quote(t.key, 80) + "; diffusers 0.36 reads it "
+                         "with _convert_fal_kontext_lora_to_diffusers, which needs every layer of FLUX.1's 19 double "
+                         "and 38 single blocks), which dpinfer does not read yet: no small model can check it against "
+                         "diffusers; convert it with diffusers (load_lora_weights, then save_lora_weights)");
+    }
   // _convert_kohya_flux_lora_to_diffusers's has_peft_state_dict branch: a FLUX.1 file with lora_down keys
   // and "transformer." keys keeps the transformer's only, lora_down/lora_up as lora_A/lora_B, and the
   // adapter gets no alphas (the .alpha tensors stay unread): PEFT's lora_alpha is the first layer's rank.
@@ -407,6 +462,18 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
     for (const LoraTensorKey& t : keys) file_keys.push_back(t.key);
     std::sort(file_keys.begin(), file_keys.end());
   }
+  // Only StableDiffusionXLLoraLoaderMixin calls _maybe_map_sgm_blocks_to_diffusers: StableDiffusionLoraLoaderMixin keeps
+  // the original block names, so a file of them fails to load (PEFT finds none of its target modules), and beside
+  // diffusers' names they are dropped only after their alphas counted for the inferred config.
+  if (rules.kohya_unet && !rules.sgm_block_names)
+    for (const LoraTensorKey& t : keys)
+      for (const char* sgm : {"lora_unet_input_blocks_", "lora_unet_middle_block_", "lora_unet_output_blocks_"})
+        if (starts_with(t.key, sgm))
+          throw InputError(where + ": kohya UNet key " + quote(t.key, 80) + " is in the original (SGM) block names, "
+                           "which diffusers 0.36 maps for SDXL only: for " + facts.family_label + " it fails to load "
+                           "a file of them (and beside diffusers' block names drops them after counting their alphas, "
+                           "which dpinfer does not emulate); dpinfer refuses it as diffusers does: use a LoRA in "
+                           "diffusers' block names (lora_unet_down_blocks_..., what sd-scripts writes for SD 1.x/2.x)");
   const std::vector<std::string> sgm_dropped = sgm_keys_dropped(file_keys);  // sorted
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
@@ -589,7 +656,7 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   // A kohya UNet-family file in the original block names: _maybe_map_sgm_blocks_to_diffusers reorders the keys
   // first, and the converter takes each layer where its lora_down key comes (lora_sgm_order.h). Only SDXL's
   // loader calls that function: StableDiffusionPipeline keeps these names and fails to load the file (PEFT
-  // finds none of its target modules), where dpinfer maps and orders them as for SDXL.
+  // finds none of its target modules), and dpinfer refuses them there (LoraKeyRules::sgm_block_names).
   const std::vector<std::string> order = sgm_mapped_key_order(file_keys);
   std::map<std::string, size_t> place;
   for (size_t i = 0; i < order.size(); ++i) place.emplace(order[i], i);
@@ -607,6 +674,20 @@ std::vector<LoraLayer> map_lora_keys(const std::vector<LoraTensorKey>& file_tens
                                      std::vector<std::string>* ignored) {
   // diffusers' pre-PEFT spellings in PEFT's, as every family's loader reads them (peft_spelling); the layers then
   // name the file's own keys, which the merge reads.
+  // A text encoder's keys in diffusers' names: the spellings _load_lora_into_text_encoder reads, and the files
+  // it fails on or drops layers of (lora_component_spellings.h). FLUX.1's kohya files (a lora_down key) take
+  // their own branches, which drop or convert "text_encoder." keys first.
+  const bool flux_kohya = facts.rules.kohya_flux &&
+                          std::any_of(file_tensors.begin(), file_tensors.end(), [](const LoraTensorKey& t) {
+                            return t.key.find(".lora_down.weight") != std::string::npos;
+                          });
+  if (!flux_kohya) {
+    const std::vector<LoraTensorKey> read = without_dora_scales(file_tensors);
+    check_text_encoder_spellings(read, facts.rules.components, file);
+    for (const std::string& c : facts.rules.components)
+      if (!starts_with(c, "text_encoder")) check_denoiser_spellings(read, c, file);
+    if (facts.rules.kohya_unet) check_kohya_text_encoder_spellings(read, file);
+  }
   std::vector<LoraTensorKey> respelled;
   std::map<std::string, std::string> file_key_of;
   for (const LoraTensorKey& t : file_tensors) {

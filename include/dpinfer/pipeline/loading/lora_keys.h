@@ -113,6 +113,9 @@ struct LoraKeyRules {
   /// kohya / A1111 / LoCon keys (lora_unet_, lora_te_, lora_te1_, lora_te2_), the UNet in the
   /// original block names too. Off for the DiT families: a kohya file there matches nothing.
   bool kohya_unet = true;
+  /// kohya UNet keys in the original (SGM) block names are mapped (SDXL: its loader's
+  /// _maybe_map_sgm_blocks_to_diffusers); off, they are refused, as SD 1.x/2.x's loader fails on them.
+  bool sgm_block_names = false;
   /// Qwen-Image's and Z-Image's transformer files outside diffusers' names, as diffusers 0.36's
   /// _convert_non_diffusers_{qwen,z_image}_lora_to_diffusers read them: keys that start with
   /// "diffusion_model.", "lora_unet_" (the module with '_' for '.') or the module itself are the
@@ -122,6 +125,13 @@ struct LoraKeyRules {
   /// For those files' lora_down/lora_up layers: a module's last part and what it becomes
   /// (Z-Image's normalize_out_key: "out" -> "to_out.0").
   std::vector<std::pair<std::string, std::string>> last_part_renames;
+  /// Whether diffusers 0.36 fails on every such file with "lora_unet_" keys (Z-Image: its converter's convert_key
+  /// splits the factors' names too), so that dpinfer refuses them.
+  bool unet_prefix_fails = false;
+  /// Whether the family's load_lora_weights fails unless every key has "lora" in it ("Invalid LoRA checkpoint.":
+  /// StableDiffusionLoraLoaderMixin, StableDiffusionXLLoraLoaderMixin, SD3LoraLoaderMixin), so that an ".alpha"
+  /// beside diffusers' names ("unet.<module>.alpha") is refused; FLUX.1's loader pops such alphas instead.
+  bool every_key_names_lora = true;
   /// FLUX.1's converted formats, as diffusers 0.36's FluxLoraLoaderMixin.lora_state_dict tells them apart:
   /// kohya / sd-scripts files (any ".lora_down.weight" key, none "transformer." or "lora_transformer_":
   /// lora_flux_keys.h), those in the underscored diffusers names (lora_transformer_: lora_flux_mixture_keys.h)
