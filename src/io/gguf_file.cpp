@@ -53,7 +53,7 @@ const TypeEntry* find_type(uint32_t value) {
   return nullptr;
 }
 
-const TypeEntry& entry_of(GgmlType type) {
+const TypeEntry& ggml_entry_of(GgmlType type) {
   if (const TypeEntry* e = find_type(static_cast<uint32_t>(type))) return *e;
   throw Error("internal: ggml type without a table entry");
 }
@@ -196,9 +196,9 @@ std::string dims_text(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-std::string_view ggml_type_name(GgmlType type) { return entry_of(type).name; }
-int64_t ggml_block_size(GgmlType type) { return entry_of(type).block_size; }
-int64_t ggml_type_size(GgmlType type) { return entry_of(type).type_size; }
+std::string_view ggml_type_name(GgmlType type) { return ggml_entry_of(type).name; }
+int64_t ggml_block_size(GgmlType type) { return ggml_entry_of(type).block_size; }
+int64_t ggml_type_size(GgmlType type) { return ggml_entry_of(type).type_size; }
 bool ggml_is_float(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
 }

@@ -32,7 +32,7 @@ const char* const kAllowedKeys =
     "loras";
 
 /// `s` ends with `suffix`, ignoring ASCII case (".JSONL" is JSON lines too).
-bool ends_with(const std::string& s, const std::string& suffix) {
+bool ends_with_ignoring_case(const std::string& s, const std::string& suffix) {
   if (s.size() < suffix.size()) return false;
   for (size_t i = 0; i < suffix.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i]) return false;
@@ -170,10 +170,10 @@ std::string read_stdin() {
 
 PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin) {
   if (path == "-") return jsonl_stdin ? PromptFormat::kJsonl : PromptFormat::kText;
-  if (ends_with(path, ".jsonl")) return PromptFormat::kJsonl;
-  if (ends_with(path, ".csv")) return PromptFormat::kCsv;
-  if (ends_with(path, ".tsv")) return PromptFormat::kTsv;
-  if (ends_with(path, ".parquet")) return PromptFormat::kParquet;
+  if (ends_with_ignoring_case(path, ".jsonl")) return PromptFormat::kJsonl;
+  if (ends_with_ignoring_case(path, ".csv")) return PromptFormat::kCsv;
+  if (ends_with_ignoring_case(path, ".tsv")) return PromptFormat::kTsv;
+  if (ends_with_ignoring_case(path, ".parquet")) return PromptFormat::kParquet;
   return PromptFormat::kText;
 }
 
@@ -233,7 +233,7 @@ std::vector<PromptSpec> read_prompt_folder(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     std::error_code entry_ec;  // a dangling or looping link is no prompt file: skipped
-    if (name.size() > 4 && name[0] != '.' && ends_with(name, ".txt") && e.is_regular_file(entry_ec))
+    if (name.size() > 4 && name[0] != '.' && ends_with_ignoring_case(name, ".txt") && e.is_regular_file(entry_ec))
       names.push_back(name);
   }
   if (ec) throw InputError("cannot list the prompts folder " + quote(dir) + ": " + ec.message());
@@ -275,7 +275,7 @@ std::vector<PromptSpec> read_prompt_file(const std::string& path, const PromptFi
     for (const auto& e : std::filesystem::directory_iterator(path, dir_ec)) {
       const std::string name = e.path().filename().string();
       std::error_code entry_ec;
-      if (name.size() > 4 && name[0] != '.' && ends_with(name, ".txt") && e.is_regular_file(entry_ec))
+      if (name.size() > 4 && name[0] != '.' && ends_with_ignoring_case(name, ".txt") && e.is_regular_file(entry_ec))
         return read_prompt_folder(path);
     }
     if (!parquet_files_in(path).empty()) return read_prompt_parquet_folder(path, options);

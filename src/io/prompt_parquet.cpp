@@ -36,7 +36,7 @@ bool is_pandas_index(const std::string& c) { return c.rfind("__index_level_", 0)
 std::string type_text(const ParquetColumn& c) { return "a column of " + c.arrow_type; }
 
 /// Row `r` of `c` as an integer in `range`; nullopt for a null (or an empty string).
-std::optional<long long> cell_integer(const ParquetColumn& c, size_t r, const std::string& name, IntRange range) {
+std::optional<long long> parquet_integer(const ParquetColumn& c, size_t r, const std::string& name, IntRange range) {
   if (!c.valid[r]) return std::nullopt;
   long long v = 0;
   if (c.type == Type::kInt64) {
@@ -62,7 +62,7 @@ std::optional<long long> cell_integer(const ParquetColumn& c, size_t r, const st
   return v;
 }
 
-std::optional<double> cell_number(const ParquetColumn& c, size_t r, const std::string& name) {
+std::optional<double> parquet_number(const ParquetColumn& c, size_t r, const std::string& name) {
   if (!c.valid[r]) return std::nullopt;
   double v = 0;
   if (c.type == Type::kInt64) v = static_cast<double>(c.ints[r]);
@@ -162,23 +162,23 @@ std::vector<PromptSpec> parquet_prompts(const std::string& path, const PromptFil
       if (col == "negative_prompt") s.negative_prompt = cell_text(c, r, path, false);
       else if (col == "id") s.id = cell_text(c, r, path, true);
       else if (col == "seed") {
-        if (auto v = cell_integer(c, r, path, {0, std::numeric_limits<long long>::max()})) s.seed = *v;
+        if (auto v = parquet_integer(c, r, path, {0, std::numeric_limits<long long>::max()})) s.seed = *v;
       } else if (col == "steps") {
-        if (auto v = cell_integer(c, r, path, kStepsRange)) s.steps = static_cast<int>(*v);
+        if (auto v = parquet_integer(c, r, path, kStepsRange)) s.steps = static_cast<int>(*v);
       } else if (col == "width") {
-        if (auto v = cell_integer(c, r, path, kImageSizeRange)) s.width = static_cast<int>(*v);
+        if (auto v = parquet_integer(c, r, path, kImageSizeRange)) s.width = static_cast<int>(*v);
       } else if (col == "height") {
-        if (auto v = cell_integer(c, r, path, kImageSizeRange)) s.height = static_cast<int>(*v);
+        if (auto v = parquet_integer(c, r, path, kImageSizeRange)) s.height = static_cast<int>(*v);
       } else if (col == "num_images") {
-        if (auto v = cell_integer(c, r, path, kImagesPerLineRange)) s.num_images = static_cast<int>(*v);
+        if (auto v = parquet_integer(c, r, path, kImagesPerLineRange)) s.num_images = static_cast<int>(*v);
       } else if (col == "guidance_scale") {
-        s.guidance_scale = cell_number(c, r, path);
+        s.guidance_scale = parquet_number(c, r, path);
       } else if (col == "image") {
         s.image = cell_text(c, r, path, false);
       } else if (col == "mask") {
         s.mask = cell_text(c, r, path, false);
       } else if (col == "strength") {
-        s.strength = cell_number(c, r, path);
+        s.strength = parquet_number(c, r, path);
         if (s.strength && !(*s.strength > kStrengthMin && *s.strength <= kStrengthMax))
           fail(path, static_cast<int64_t>(r), col, "must be a number in (0, 1], got " + std::to_string(*s.strength));
       }

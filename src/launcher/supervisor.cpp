@@ -56,7 +56,7 @@ sigset_t launcher_signals() {
 }
 
 /// Writes all of `data` to a log file; false on an error.
-bool write_all(int fd, std::string_view data) {
+bool write_fully(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
@@ -336,7 +336,7 @@ class Attempt {
         return;
       }
       std::string_view bytes(buf, static_cast<size_t>(n));
-      if (s.log_fd >= 0 && !write_all(s.log_fd, bytes)) {
+      if (s.log_fd >= 0 && !write_fully(s.log_fd, bytes)) {
         int e = errno;
         hide_progress();
         log::warn("cannot write the log of rank {}: {}; its file stops here", r.spec->rank, std::strerror(e));

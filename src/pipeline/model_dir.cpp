@@ -39,7 +39,7 @@ FolderRule folder_rule(const ComponentSpec& spec, const std::string& class_name)
   }
 }
 
-std::string brief(const json& value) {
+std::string brief_value(const json& value) {
   return printable(value.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace), 60);
 }
 
@@ -66,7 +66,7 @@ void read_component(const ComponentSpec& spec, const json& entry, const fs::path
   const std::string where = quote(index_path.string());
   if (is_absent(entry)) throw Error(where + " sets '" + spec.name + "' to null; " + needs);
   if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_string())
-    throw Error(where + ": component '" + spec.name + "' is " + brief(entry) + ", expected [library, class name]");
+    throw Error(where + ": component '" + spec.name + "' is " + brief_value(entry) + ", expected [library, class name]");
 
   const fs::path dir = root / spec.name;
   c.library = entry[0].get<std::string>();
@@ -163,7 +163,7 @@ ModelDir resolve_model(const std::string& model_spec, const std::string& variant
       model.ignored_components.push_back(
           printable(key, 60) + " (" +
           (value.is_array() && value.size() == 2 && value[1].is_string() ? printable(value[1].get<std::string>(), 60)
-                                                                          : brief(value)) +
+                                                                          : brief_value(value)) +
           ")");
   }
 

@@ -18,6 +18,7 @@ what=" ${*:-quickstart build suite} "
 work="$(mktemp -d /tmp/dpinfer-build-times.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 commit="$(git -C "$root" rev-parse --short "$rev")"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 results=()
 
 clone() {  # DIR: a fresh clone of REV with its own empty ccache
@@ -26,15 +27,19 @@ clone() {  # DIR: a fresh clone of REV with its own empty ccache
   mkdir -p "$1.ccache"
 }
 
-timed() {  # NAME CMD...: runs CMD, records its wall-clock seconds
-  local name=$1 t0
+timed() {  # NAME CMD...: runs CMD, records its wall-clock seconds and the CPU seconds (user + system) of
+  # everything it ran: the CPU figure moves far less than the wall clock when something else shares the machine
+  local name=$1 t0 cpu_file
   shift
+  cpu_file="$(mktemp)"
   t0=$(date +%s.%N)
-  "$@"
-  local s
+  /usr/bin/time -f '%U %S' -o "$cpu_file" "$@"
+  local s cpu
   s=$(echo "$(date +%s.%N) - $t0" | bc)
-  results+=("$(printf '%-11s %8.0f s' "$name" "$s")")
-  echo "build_times: $name $(printf '%.0f' "$s") s" >&2
+  cpu=$(awk 'END { print $1 + $2 }' "$cpu_file")
+  rm -f "$cpu_file"
+  results+=("$(printf '%-11s %8.0f s wall %8.0f s CPU' "$name" "$s" "$cpu")")
+  echo "build_times: $name $(printf '%.0f' "$s") s wall, $(printf '%.0f' "$cpu") s CPU" >&2
 }
 
 if [[ "$what" == *" quickstart "* ]]; then
@@ -59,3 +64,4 @@ fi
 echo "build_times at $commit on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')),"\
   "$(free -g | awk '/Mem:/{print $2}') GiB, ccache empty, pip cache as it was:"
 for r in "${results[@]}"; do echo "  $r"; done
+echo "  load average (1, 5, 15 min) before: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg)"

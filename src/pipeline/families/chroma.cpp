@@ -33,7 +33,7 @@ namespace {
 using nlohmann::json;
 
 /// check_chroma_components() on parsed configs.
-void check_fit(const ChromaTransformerConfig& t, const T5Config& t5, const AutoencoderKLConfig& vae) {
+void check_chroma_fit(const ChromaTransformerConfig& t, const T5Config& t5, const AutoencoderKLConfig& vae) {
   auto mismatch = [](const std::string& what) {
     throw InputError("transformer config: " + what + "; the components do not belong together");
   };
@@ -59,7 +59,7 @@ class ChromaPipeline : public LoraPipeline {
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
     const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
-    check_fit(transformer_config_, t5, vae_config_);
+    check_chroma_fit(transformer_config_, t5, vae_config_);
     const Component& tok = md.at("tokenizer");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
     check_t5_tokenizer_fits(*tokenizer_, t5, "tokenizer", "text_encoder");
@@ -240,7 +240,7 @@ at::Tensor chroma_text_mask(const at::Tensor& tokenizer_mask, at::ScalarType dty
 
 void check_chroma_components(const ModelDir& md) {
   const T5Config t5 = T5Config::from_json(md.at("text_encoder").config);
-  check_fit(ChromaTransformerConfig::from_json(md.at("transformer").config), t5,
+  check_chroma_fit(ChromaTransformerConfig::from_json(md.at("transformer").config), t5,
             AutoencoderKLConfig::from_json(md.at("vae").config));
   const Component& tok = md.at("tokenizer");
   check_t5_tokenizer_fits(*find_tokenizer_class(tok.class_name)->load(tok.path), t5, "tokenizer", "text_encoder");

@@ -37,7 +37,7 @@ using nlohmann::json;
 constexpr int64_t kFluxDefaultSampleSize = 128;
 
 /// check_flux_components() on parsed configs.
-void check_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
+void check_flux_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
                const AutoencoderKLConfig& vae) {
   auto mismatch = [](const std::string& what) {
     throw InputError("transformer config: " + what + "; the components do not belong together");
@@ -67,7 +67,7 @@ class FluxPipeline : public LoraPipeline {
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
     const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
-    check_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config), t5, vae_config_);
+    check_flux_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config), t5, vae_config_);
     const Component& tok = md.at("tokenizer");
     const Component& tok2 = md.at("tokenizer_2");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
@@ -297,7 +297,7 @@ std::array<int64_t, 2> flux_default_size(const ModelDir& model) {
 
 void check_flux_components(const ModelDir& md) {
   const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
-  check_fit(FluxTransformerConfig::from_json(md.at("transformer").config),
+  check_flux_fit(FluxTransformerConfig::from_json(md.at("transformer").config),
             CLIPTextConfig::from_json(md.at("text_encoder").config), t5,
             AutoencoderKLConfig::from_json(md.at("vae").config));
   const Component& tok2 = md.at("tokenizer_2");

@@ -39,7 +39,7 @@ constexpr int64_t kFlux2DefaultSampleSize = 128;
 const std::vector<int64_t> kTextLayers{9, 18, 27};
 
 /// check_flux2_components() on parsed configs.
-void check_fit(const Flux2TransformerConfig& t, const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
+void check_flux2_fit(const Flux2TransformerConfig& t, const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
                const Qwen2Tokenizer& tokenizer) {
   auto mismatch = [](const std::string& what) {
     throw InputError(what + "; the components do not belong together");
@@ -83,7 +83,7 @@ class Flux2KleinPipeline : public LoraPipeline {
         scheduler_config_(md.at("scheduler").config),
         // register_to_config(is_distilled=...): model_index.json's, False when absent.
         is_distilled_(md.model_index.value("is_distilled", false) == true) {
-    check_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
+    check_flux2_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
                                                                     family_.prediction});
@@ -248,7 +248,7 @@ std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
 }
 
 void check_flux2_components(const ModelDir& md) {
-  check_fit(Flux2TransformerConfig::from_json(md.at("transformer").config),
+  check_flux2_fit(Flux2TransformerConfig::from_json(md.at("transformer").config),
             DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
             AutoencoderKLFlux2Config::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
 }

@@ -67,7 +67,7 @@ std::vector<std::vector<nn::TokenGrid>> grids(int64_t batch, const std::vector<n
 }
 
 /// check_qwen_image_components() on parsed configs.
-void check_fit(const QwenImageTransformerConfig& t, const DecoderLLMConfig& te, const AutoencoderKLQwenImageConfig& vae) {
+void check_qwen_image_fit(const QwenImageTransformerConfig& t, const DecoderLLMConfig& te, const AutoencoderKLQwenImageConfig& vae) {
   if (t.joint_attention_dim != te.hidden_size)
     throw InputError("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
                      " is not the text encoder's hidden_size " + std::to_string(te.hidden_size) +
@@ -94,7 +94,7 @@ class QwenImagePipeline : public LoraPipeline {
         transformer_config_(QwenImageTransformerConfig::from_json(md.at("transformer").config)),
         vae_config_(AutoencoderKLQwenImageConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
-    check_fit(transformer_config_, DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config), vae_config_);
+    check_qwen_image_fit(transformer_config_, DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config), vae_config_);
     const Component& tok = md.at("tokenizer");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
 
@@ -311,7 +311,7 @@ std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model) {
 }
 
 void check_qwen_image_components(const ModelDir& md) {
-  check_fit(QwenImageTransformerConfig::from_json(md.at("transformer").config),
+  check_qwen_image_fit(QwenImageTransformerConfig::from_json(md.at("transformer").config),
             DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config),
             AutoencoderKLQwenImageConfig::from_json(md.at("vae").config));
 }

@@ -70,7 +70,7 @@ T5Parts load_t5_parts(const ModelDir& md) {
 }
 
 /// check_stable_diffusion_3_components() on parsed configs and loaded tokenizers.
-void check_fit(const SD3TransformerConfig& tc, const CLIPTextConfig& te1, const CLIPTextConfig& te2,
+void check_sd3_fit(const SD3TransformerConfig& tc, const CLIPTextConfig& te1, const CLIPTextConfig& te2,
                const AutoencoderKLConfig& vae, const Tokenizer& tok1, const Tokenizer& tok2, const T5Parts& t5) {
   // encode_prompt pads the CLIP states to T5's width and concatenates them with T5's along the sequence;
   // the transformer's context_embedder takes joint_attention_dim channels.
@@ -124,7 +124,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     tokenizers_.push_back(load_tokenizer(md, "tokenizer"));
     tokenizers_.push_back(load_tokenizer(md, "tokenizer_2"));
     T5Parts t5 = load_t5_parts(md);
-    check_fit(transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1], t5);
+    check_sd3_fit(transformer_config_, te1, te2, vae_config_, *tokenizers_[0], *tokenizers_[1], t5);
     tokenizer_3_ = std::move(t5.tokenizer);
     has_t5_ = t5.config.has_value();
     te_layers_ = std::min(te1.num_hidden_layers, te2.num_hidden_layers);
@@ -322,7 +322,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 
   /// Ref: StableDiffusion3Pipeline.encode_prompt, _get_clip_prompt_embeds, _get_t5_prompt_embeds.
   /// Each CLIP's hidden_states[-(skip + 2)] (no final layer norm), side by side, padded with zero
-  /// channels to T5's width (joint_attention_dim, which check_fit() makes T5's d_model; or cut to it
+  /// channels to T5's width (joint_attention_dim, which check_sd3_fit() makes T5's d_model; or cut to it
   /// when wider: F.pad with a negative width), then T5's states along the sequence: the text's
   /// last_hidden_state at max_seq tokens, no mask (prompt_3 and negative_prompt_3 default to the
   /// prompt and the negative prompt); without text_encoder_3, zeros [N, max_seq, joint_attention_dim].
@@ -363,7 +363,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 }  // namespace
 
 void check_stable_diffusion_3_components(const ModelDir& md) {
-  check_fit(SD3TransformerConfig::from_json(md.at("transformer").config),
+  check_sd3_fit(SD3TransformerConfig::from_json(md.at("transformer").config),
             CLIPTextConfig::from_json(md.at("text_encoder").config),
             CLIPTextConfig::from_json(md.at("text_encoder_2").config),
             AutoencoderKLConfig::from_json(md.at("vae").config), *load_tokenizer(md, "tokenizer"),

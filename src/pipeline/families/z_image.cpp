@@ -35,7 +35,7 @@ namespace {
 using nlohmann::json;
 
 /// check_z_image_components() on parsed configs.
-void check_fit(const ZImageTransformerConfig& tc, const DecoderLLMConfig& text_config,
+void check_z_image_fit(const ZImageTransformerConfig& tc, const DecoderLLMConfig& text_config,
              const AutoencoderKLConfig& vae_config, const Qwen2Tokenizer& tokenizer) {
   if (tc.cap_feat_dim != text_config.hidden_size)
     throw InputError("transformer config: cap_feat_dim " + std::to_string(tc.cap_feat_dim) +
@@ -99,7 +99,7 @@ class ZImagePipeline : public LoraPipeline {
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         tokenizer_(Qwen2Tokenizer::from_dir(md.at("tokenizer").path)),
         scheduler_config_(md.at("scheduler").config) {
-    check_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
+    check_z_image_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
     info_.settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     check_settings(info_.settings);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
@@ -304,7 +304,7 @@ class ZImagePipeline : public LoraPipeline {
 }  // namespace
 
 void check_z_image_components(const ModelDir& md) {
-  check_fit(ZImageTransformerConfig::from_json(md.at("transformer").config),
+  check_z_image_fit(ZImageTransformerConfig::from_json(md.at("transformer").config),
             DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
             AutoencoderKLConfig::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
 }

@@ -32,7 +32,7 @@ struct Candidate {
 /// The file names from_pretrained tries, in its order: the index (diffusers' and
 /// transformers' _add_variant puts the variant before ".json"), the legacy variant
 /// index (_fetch_index_file_legacy), then the single file.
-std::vector<Candidate> candidates(const std::string& variant) {
+std::vector<Candidate> weight_file_candidates(const std::string& variant) {
   std::vector<Candidate> out;
   for (const char* prefix : kWeightPrefixes) {
     const std::string p = prefix;
@@ -138,7 +138,7 @@ WeightFiles find_weight_files(const std::string& component_dir, const std::strin
     throw Error("component folder '" + component_dir +
                 "' does not exist; the model directory is incomplete, download it again");
 
-  for (const Candidate& candidate : candidates(variant)) {
+  for (const Candidate& candidate : weight_file_candidates(variant)) {
     const fs::path path = dir / candidate.name;
     if (!file_exists(path.string())) continue;
     WeightFiles found;

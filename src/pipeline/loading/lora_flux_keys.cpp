@@ -22,7 +22,7 @@ struct BflLayer {
   const char* bfl;  ///< underscored, after "double_blocks_<i>_" / "single_blocks_<i>_"
   std::vector<std::string> modules;  ///< after "transformer_blocks.<i>." / "single_transformer_blocks.<i>."
 };
-const std::vector<BflLayer>& double_block_layers() {
+const std::vector<BflLayer>& bfl_double_block_layers() {
   static const std::vector<BflLayer> t = {
       {"img_attn_proj", {"attn.to_out.0"}},
       {"img_attn_qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
@@ -36,7 +36,7 @@ const std::vector<BflLayer>& double_block_layers() {
       {"txt_mod_lin", {"norm1_context.linear"}}};
   return t;
 }
-const std::vector<BflLayer>& single_block_layers() {
+const std::vector<BflLayer>& bfl_single_block_layers() {
   static const std::vector<BflLayer> t = {{"linear1", {"attn.to_q", "attn.to_k", "attn.to_v", "proj_mlp"}},
                                           {"linear2", {"proj_out"}},
                                           {"modulation_lin", {"norm.linear"}}};
@@ -76,13 +76,13 @@ bool parse_block(const std::string& name, const std::string& prefix, int64_t* in
 }
 
 /// One layer's keys in the file, by its converted (underscored) name.
-struct Group {
+struct BflGroup {
   std::optional<std::string> down, up, alpha;
   std::string first_key;
 };
 
 /// A layer found, with its place in diffusers' order.
-struct Found {
+struct BflFound {
   std::tuple<int, int64_t, size_t, size_t> order;  ///< (double 0 / single 1 / CLIP 2, block, layer, part)
   LoraLayer layer;
 };
@@ -164,7 +164,7 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
   bool norm_diff = false;
   for (const auto& [k, key] : renamed)
     norm_diff = norm_diff || (k.find(".norm") != std::string::npos && k.find(".diff") != std::string::npos);
-  std::map<std::string, Group> groups;
+  std::map<std::string, BflGroup> groups;
   for (const auto& [k, key] : renamed) {
     if (k.find("position_embedding") != std::string::npos) { drop("CLIP position_embedding layers", key); continue; }
     if (starts_with(k, "text_encoders.t5xxl.transformer.")) { drop("T5 layers", key); continue; }
@@ -200,7 +200,7 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
       drop("CLIP text_projection layers", key);
       continue;
     }
-    Group& g = groups[base];
+    BflGroup& g = groups[base];
     if (g.first_key.empty()) g.first_key = key;
     (slot == ".alpha" ? g.alpha : slot == ".lora_down.weight" ? g.down : g.up) = key;
   }
@@ -220,12 +220,12 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
       clip_underscored[u] = module;
     }
 
-  std::vector<Found> found;
+  std::vector<BflFound> found;
   std::vector<std::string> unmatched;
   bool clip_attention = false, clip_out_proj = false, clip_mlp = false;
   for (const auto& group : groups) {
     const std::string& base = group.first;  // not a structured binding: the lambdas below capture it
-    const Group& g = group.second;
+    const BflGroup& g = group.second;
     if (!g.down || !g.up) {
       if (!g.down && !g.up) throw InputError(where + ": " + quote(*g.alpha, 80) + " is an alpha of no layer (no "
                                              ".lora_down.weight or .lora_up.weight beside it); the file is incomplete");
@@ -279,7 +279,7 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
       unmatched.push_back(g.first_key);
       continue;
     }
-    const std::vector<BflLayer>& table = is_double ? double_block_layers() : single_block_layers();
+    const std::vector<BflLayer>& table = is_double ? bfl_double_block_layers() : bfl_single_block_layers();
     const std::string prefix = (is_double ? "transformer_blocks." : "single_transformer_blocks.") +
                                std::to_string(block) + ".";
     auto entry = std::find_if(table.begin(), table.end(), [&](const BflLayer& b) { return rest == b.bfl; });
@@ -315,7 +315,7 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
                        "which diffusers 0.36 cannot load the file (\"Could not automatically infer state dict type\"); "
                        "drop those layers from the file or add an out_proj one");
     found.erase(std::remove_if(found.begin(), found.end(),
-                               [&](const Found& f) {
+                               [&](const BflFound& f) {
                                  const bool gone = f.layer.component == "text_encoder" &&
                                                    f.layer.module.find(".self_attn.") != std::string::npos;
                                  if (gone)
@@ -331,13 +331,13 @@ std::vector<LoraLayer> map_kohya_flux_lora_keys(const std::vector<LoraTensorKey>
   if (found.empty())
     throw InputError(where + ": a kohya FLUX.1 LoRA of which diffusers 0.36 reads no layer (it has only " +
                      (dropped.empty() ? std::string("nothing") : dropped.begin()->first) + "); nothing to merge");
-  std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.order < b.order; });
+  std::stable_sort(found.begin(), found.end(), [](const BflFound& a, const BflFound& b) { return a.order < b.order; });
   if (ignored)
     for (const auto& [what, key] : dropped)
       ignored->push_back(what + " (e.g. " + quote(key, 80) + "), which diffusers 0.36 does not read from a kohya FLUX.1 "
                          "LoRA either");
   std::vector<LoraLayer> layers;
-  for (Found& f : found) layers.push_back(std::move(f.layer));
+  for (BflFound& f : found) layers.push_back(std::move(f.layer));
   return layers;
 }
 

@@ -29,7 +29,7 @@ constexpr std::pair<const char*, const char*> kNumbered[] = {
     {"lora_transformer_time_text_embed_timestep_embedder_linear_", "time_text_embed.timestep_embedder.linear_"}};
 
 /// One layer's keys in the file, by its name (the keys without the factor's suffix).
-struct Group {
+struct MixtureGroup {
   std::optional<std::string> down, up, alpha;
 };
 
@@ -114,7 +114,7 @@ std::vector<LoraLayer> map_mixture_flux_lora_keys(const std::vector<LoraTensorKe
                                                   const std::string& file, std::vector<std::string>* ignored) {
   const std::string where = quote(file);
   std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, Group> groups;
+  std::map<std::string, MixtureGroup> groups;
   std::string unet_example;
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
@@ -135,7 +135,7 @@ std::vector<LoraLayer> map_mixture_flux_lora_keys(const std::vector<LoraTensorKe
     if (slot.empty())
       throw InputError(where + ": key " + quote(t.key, 80) + " is not a LoRA factor (expected .lora_down.weight, "
                        ".lora_up.weight or .alpha), on which diffusers 0.36 fails too");
-    Group& g = groups[base];
+    MixtureGroup& g = groups[base];
     (slot == ".alpha" ? g.alpha : slot == ".lora_down.weight" ? g.down : g.up) = t.key;
   }
 

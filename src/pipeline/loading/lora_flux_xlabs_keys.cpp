@@ -21,14 +21,14 @@ struct XlabsLayer {
   const char* name;  ///< after "<block>.processor."
   std::vector<std::string> modules;  ///< after "transformer_blocks.<i>." / "single_transformer_blocks.<i>."
 };
-const std::vector<XlabsLayer>& double_block_layers() {
+const std::vector<XlabsLayer>& xlabs_double_block_layers() {
   static const std::vector<XlabsLayer> t = {{"proj_lora1", {"attn.to_out.0"}},
                                             {"proj_lora2", {"attn.to_add_out"}},
                                             {"qkv_lora1", {"attn.to_q", "attn.to_k", "attn.to_v"}},
                                             {"qkv_lora2", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
   return t;
 }
-const std::vector<XlabsLayer>& single_block_layers() {
+const std::vector<XlabsLayer>& xlabs_single_block_layers() {
   static const std::vector<XlabsLayer> t = {{"qkv_lora", {"attn.to_q", "attn.to_k", "attn.to_v"}},
                                             {"proj_lora", {"proj_out"}}};
   return t;
@@ -39,7 +39,7 @@ constexpr const char* kExpected =
     ".up.weight or single_blocks.<i>.processor.{qkv_lora,proj_lora}...";
 
 /// One layer's keys in the file.
-struct Group {
+struct XlabsGroup {
   bool is_double = false;
   int64_t block = 0;
   const XlabsLayer* layer = nullptr;
@@ -62,7 +62,7 @@ std::vector<LoraLayer> map_xlabs_flux_lora_keys(const std::vector<LoraTensorKey>
                                                 std::vector<std::string>* ignored) {
   const std::string where = quote(file);
   std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, Group> groups;  // by "<double|single>_blocks.<i>.processor.<layer>"
+  std::map<std::string, XlabsGroup> groups;  // by "<double|single>_blocks.<i>.processor.<layer>"
   std::string ignored_example;
   for (const LoraTensorKey& t : keys) {
     shapes[t.key] = t.shape;
@@ -89,7 +89,7 @@ std::vector<LoraLayer> map_xlabs_flux_lora_keys(const std::vector<LoraTensorKey>
         slot = suffix;
         rest = rest.substr(0, rest.size() - slot.size());
       }
-    const std::vector<XlabsLayer>& table = is_double ? double_block_layers() : single_block_layers();
+    const std::vector<XlabsLayer>& table = is_double ? xlabs_double_block_layers() : xlabs_single_block_layers();
     auto entry = std::find_if(table.begin(), table.end(),
                               [&](const XlabsLayer& l) { return rest == processor + l.name; });
     if (!block || slot.empty() || entry == table.end())
@@ -97,7 +97,7 @@ std::vector<LoraLayer> map_xlabs_flux_lora_keys(const std::vector<LoraTensorKey>
                        "), which diffusers 0.36 cannot convert either");
     const std::string name = std::string(is_double ? "double_blocks." : "single_blocks.") +
                              std::to_string(block->first) + "." + rest;
-    Group& g = groups[name];
+    XlabsGroup& g = groups[name];
     g.is_double = is_double;
     g.block = block->first;
     g.layer = &*entry;

@@ -18,7 +18,7 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr size_t kMaxListed = 3;
+constexpr size_t kMaxListedLoraKeys = 3;
 
 /// A kohya prefix and the component it names.
 struct KohyaPrefix {
@@ -44,7 +44,7 @@ constexpr Unsupported kUnsupported[] = {{"hada_", "LyCORIS LoHa"},
 /// A DoRA layer's magnitude in diffusers' / PEFT's names (get_peft_kwargs: use_dora).
 constexpr const char* kMagnitude = ".lora_magnitude_vector";
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+std::string lora_shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
@@ -127,7 +127,7 @@ std::string sgm_to_diffusers(const std::string& name, int64_t lpb) {
 }
 
 /// A LoRA layer's keys as found, before they are matched to a module.
-struct Group {
+struct LayerGroup {
   std::string component;  ///< empty for a kohya name with an unknown prefix
   std::string name;       ///< kohya: underscored; PEFT: dotted
   std::string prefix;     ///< how its keys start, for messages: "lora_unet_", "transformer."
@@ -152,8 +152,8 @@ std::string rename_last_part(const std::string& name, bool underscored,
   return "";
 }
 
-/// Sorts one key's base name (its suffix cut) into a Group's component and name.
-void classify(Group& g, const std::string& base, const LoraKeyRules& rules, const LoraModuleTable& modules) {
+/// Sorts one key's base name (its suffix cut) into a LayerGroup's component and name.
+void classify(LayerGroup& g, const std::string& base, const LoraKeyRules& rules, const LoraModuleTable& modules) {
   static const std::string kDiffusionModel = "diffusion_model.";
   if (rules.non_diffusers_transformer && starts_with(base, kDiffusionModel)) {
     // _convert_non_diffusers_*_lora_to_diffusers: removeprefix("diffusion_model.")
@@ -219,8 +219,8 @@ void check_magnitude_shape(const std::string& where, const std::string& key, con
   const std::vector<int64_t> want =
       w.size() == 4 ? std::vector<int64_t>{1, w[0], 1, 1} : std::vector<int64_t>{w.empty() ? 0 : w[0]};
   if (shape != want)
-    throw InputError(where + ": DoRA magnitude " + quote(key, 80) + " has shape " + shape_text(shape) + ", but " +
-                     target + " " + shape_text(w) + " takes " + shape_text(want) +
+    throw InputError(where + ": DoRA magnitude " + quote(key, 80) + " has shape " + lora_shape_text(shape) + ", but " +
+                     target + " " + lora_shape_text(w) + " takes " + lora_shape_text(want) +
                      " (diffusers cannot load it either); is it a LoRA for another model?");
 }
 
@@ -341,8 +341,8 @@ void check_lora_factors_fit(const std::string& where, const std::string& layer, 
     fits = down.size() == 4 && up.size() == 4 && down[1] == w[1] && down[2] == w[2] && down[3] == w[3] &&
            up[0] == w[0] && up[1] == down[0] && up[2] == 1 && up[3] == 1;
   if (!fits || down.empty() || down[0] < 1)
-    throw InputError(where + ": layer " + quote(layer, 80) + " has down " + shape_text(down) + " and up " +
-                     shape_text(up) + ", which do not fit " + target + " " + shape_text(w) + " (expected down [r, " +
+    throw InputError(where + ": layer " + quote(layer, 80) + " has down " + lora_shape_text(down) + " and up " +
+                     lora_shape_text(up) + ", which do not fit " + target + " " + lora_shape_text(w) + " (expected down [r, " +
                      std::to_string(w.size() > 1 ? w[1] : 0) +
                      (w.size() == 4 ? ", " + std::to_string(w[2]) + ", " + std::to_string(w[3]) : std::string()) +
                      "] and up [" + std::to_string(w.empty() ? 0 : w[0]) + ", r" + (w.size() == 4 ? ", 1, 1" : "") +
@@ -352,7 +352,7 @@ void check_lora_factors_fit(const std::string& where, const std::string& layer, 
 void check_lora_alpha_shape(const std::string& where, const std::string& key, const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + shape_text(shape) + "; an alpha is one number");
+  if (n != 1) throw InputError(where + ": " + quote(key, 80) + " has shape " + lora_shape_text(shape) + "; an alpha is one number");
 }
 
 namespace {
@@ -363,7 +363,7 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   const std::string where = quote(file);
   const std::vector<LoraTensorKey> keys = without_dora_scales(file_tensors, ignored);
   std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, Group> groups;  // by base name: kohya "lora_unet_x" or PEFT "unet.x"
+  std::map<std::string, LayerGroup> groups;  // by base name: kohya "lora_unet_x" or PEFT "unet.x"
   std::vector<std::string> not_lora;
   const LoraKeyRules& rules = facts.rules;
   for (const LoraTensorKey& t : keys)
@@ -499,7 +499,7 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
       not_lora.push_back(t.key);
       continue;
     }
-    Group& g = groups[base];
+    LayerGroup& g = groups[base];
     if (g.first_key.empty()) {
       g.first_key = t.key;
       classify(g, base, rules, modules);
@@ -630,7 +630,7 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
   }
   if (!unmatched.empty()) {
     std::string examples;
-    for (size_t k = 0; k < unmatched.size() && k < kMaxListed; ++k)
+    for (size_t k = 0; k < unmatched.size() && k < kMaxListedLoraKeys; ++k)
       examples += (k ? ", " : "") + quote(unmatched[k], 80);
     throw InputError(where + ": only " + std::to_string(layers.size()) + " of its " + std::to_string(groups.size()) +
                      " LoRA layers match a weight of this " + facts.family_label + " model; " +

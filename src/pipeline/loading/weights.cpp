@@ -21,7 +21,7 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr size_t kMaxListed = 10;
+constexpr size_t kMaxListedWeights = 10;
 /// The most of a file copied (and held in memory) at once while loading.
 constexpr size_t kCopyChunkBytes = size_t{32} << 20;
 
@@ -216,7 +216,7 @@ Fp8Scales find_fp8_scales(const OpenFile& file, const std::string& path) {
   return out;
 }
 
-std::string shape_text(at::IntArrayRef shape) {
+std::string tensor_shape_text(at::IntArrayRef shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";
@@ -285,7 +285,7 @@ io::TensorView part_view(const io::TensorView& source, const TensorPart& part, c
   int64_t shaped = 1;
   for (int64_t d : part.shape) shaped *= d;
   if ((part.target_row < 0 && shaped != numel) || (part.transpose && part.shape.size() != 2))
-    throw InputError(where + " cannot be read as " + shape_text(part.shape) + " for '" + part.target +
+    throw InputError(where + " cannot be read as " + tensor_shape_text(part.shape) + " for '" + part.target +
                      "'; the checkpoint is not the layout expected");
   view.shape = part.shape;
   if (part.target_row >= 0) {
@@ -295,7 +295,7 @@ io::TensorView part_view(const io::TensorView& source, const TensorPart& part, c
       throw InputError(where + " rows [" + std::to_string(part.row_begin) + ", " +
                        std::to_string(part.row_begin + part.rows) + ") cannot be rows [" +
                        std::to_string(part.target_row) + ", " + std::to_string(part.target_row + part.rows) +
-                       ") of " + shape_text(part.shape) + " for '" + part.target +
+                       ") of " + tensor_shape_text(part.shape) + " for '" + part.target +
                        "'; the checkpoint is not the layout expected");
     view.shape[0] = part.rows;
   }
@@ -366,7 +366,7 @@ Matching match(const torch::nn::Module& module, const std::vector<OpenFile>& ope
           if (part.transpose || part.shape.empty() || part.shape.back() % block != 0)
             throw InputError("'" + files[f] + "': tensor '" + source.name + "' holds " +
                              std::string(io::ggml_type_name(q->second)) + " blocks, which cannot be read as " +
-                             shape_text(part.shape) + " for '" + part.target + "'");
+                             tensor_shape_text(part.shape) + " for '" + part.target + "'");
           logical = part.shape;
           part.shape.back() = part.shape.back() / block * size;
         }
@@ -442,8 +442,8 @@ Matching match(const torch::nn::Module& module, const std::vector<OpenFile>& ope
           : piece                                                              ? views[v].whole_shape
                                                                                : view.shape;
       if (param->second.sizes() != at::IntArrayRef(shape))
-        m.report.mismatched.push_back(key + " is " + shape_text(shape) + " in the file but " +
-                                      shape_text(param->second.sizes()) + " in the model");
+        m.report.mismatched.push_back(key + " is " + tensor_shape_text(shape) + " in the file but " +
+                                      tensor_shape_text(param->second.sizes()) + " in the model");
       else
         ++m.report.matched;
     }
@@ -459,7 +459,7 @@ Matching match(const torch::nn::Module& module, const std::vector<OpenFile>& ope
       next = row + piece->shape[0];
     }
     if (!tiled || next != a.shape[0])
-      m.report.mismatched.push_back(key + " is " + shape_text(a.shape) + " but its pieces from '" + a.source_key +
+      m.report.mismatched.push_back(key + " is " + tensor_shape_text(a.shape) + " but its pieces from '" + a.source_key +
                                     "' do not fill its rows once each");
   }
   for (const std::string& key : order)
@@ -556,13 +556,13 @@ std::string key_mismatch_message(const KeyReport& report, const std::vector<std:
                                  const std::string& component) {
   std::vector<std::string> parts;
   if (!report.missing.empty())
-    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join_limited(report.missing, kMaxListed) + ")");
+    parts.push_back(std::to_string(report.missing.size()) + " missing (" + join_limited(report.missing, kMaxListedWeights) + ")");
   if (!report.unexpected.empty())
-    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join_limited(report.unexpected, kMaxListed) +
+    parts.push_back(std::to_string(report.unexpected.size()) + " unexpected (" + join_limited(report.unexpected, kMaxListedWeights) +
                     ")");
   if (!report.mismatched.empty())
     parts.push_back(std::to_string(report.mismatched.size()) + " of the wrong shape (" +
-                    join_limited(report.mismatched, kMaxListed) + ")");
+                    join_limited(report.mismatched, kMaxListedWeights) + ")");
   std::string list;
   for (size_t i = 0; i < parts.size(); ++i) list += (i ? ", " : "") + parts[i];
   const std::string where = files.size() == 1

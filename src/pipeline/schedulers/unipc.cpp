@@ -9,7 +9,7 @@
 namespace dpinfer::pipeline::schedulers {
 namespace {
 
-struct VpPoint {
+struct UniPcVpPoint {
   at::Tensor alpha, sigma, lambda;
 };
 
@@ -165,7 +165,7 @@ class UniPcScheduler final : public Scheduler {
   bool needs_generator() const override { return false; }
 
  private:
-  VpPoint point(int64_t index) const {
+  UniPcVpPoint point(int64_t index) const {
     auto [alpha, sigma] = vp_alpha_sigma(at_index(sigmas_, index, who_, "noise levels"));
     at::Tensor lambda = at::log(alpha) - at::log(sigma);
     return {alpha, sigma, lambda};
@@ -202,13 +202,13 @@ class UniPcScheduler final : public Scheduler {
 
   // Ref: multistep_uni_p_bh_update / multistep_uni_c_bh_update, the part they share. `t` and
   // `s0` are the target and the base point; the history points are `first_history` and earlier.
-  UpdateTerms terms(const VpPoint& t, const VpPoint& s0, int64_t order, int64_t first_history) const {
+  UpdateTerms terms(const UniPcVpPoint& t, const UniPcVpPoint& s0, int64_t order, int64_t first_history) const {
     UpdateTerms u;
     at::Tensor h = t.lambda - s0.lambda;
     const at::Tensor& m0 = model_outputs_.back();
     std::vector<at::Tensor> rks;
     for (int64_t i = 1; i < order; ++i) {
-      const VpPoint si = point(first_history - (i - 1));
+      const UniPcVpPoint si = point(first_history - (i - 1));
       const at::Tensor& mi = model_outputs_[model_outputs_.size() - 1 - static_cast<size_t>(i)];
       at::Tensor rk = (si.lambda - s0.lambda) / h;
       rks.push_back(rk);
@@ -234,7 +234,7 @@ class UniPcScheduler final : public Scheduler {
   }
 
   at::Tensor predictor(const at::Tensor& x, int64_t order, int64_t idx) const {
-    const VpPoint t = point(idx + 1), s0 = point(idx);
+    const UniPcVpPoint t = point(idx + 1), s0 = point(idx);
     const at::Tensor& m0 = model_outputs_.back();
     UpdateTerms u = terms(t, s0, order, idx - 1);
     at::Tensor pred_res;
@@ -252,7 +252,7 @@ class UniPcScheduler final : public Scheduler {
 
   at::Tensor corrector(const at::Tensor& model_t, const at::Tensor& x, const at::Tensor& this_sample, int64_t order,
                        int64_t idx) const {
-    const VpPoint t = point(idx), s0 = point(idx - 1);
+    const UniPcVpPoint t = point(idx), s0 = point(idx - 1);
     const at::Tensor& m0 = model_outputs_.back();
     UpdateTerms u = terms(t, s0, order, idx - 2);
     at::Tensor rhos = order == 1 ? at::tensor({0.5}, at::kFloat) : at::linalg_solve(u.r, u.b);

@@ -9,9 +9,9 @@
 namespace dpinfer::pipeline {
 namespace {
 
-constexpr const char* kUNetPrefix = "model.diffusion_model.";
+constexpr const char* kLdmUNetPrefix = "model.diffusion_model.";
 
-bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
+bool any_tensor_starts_with(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
   return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
 }
 
@@ -52,7 +52,7 @@ const char* ldm_kind_label(const std::string& kind) {
 
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
   const std::string where = quote(file);
-  if (!has_prefix(tensors, kUNetPrefix)) {
+  if (!any_tensor_starts_with(tensors, kLdmUNetPrefix)) {
     // detect_dit_checkpoint() took Z-Image's original files; what else has cap_embedder is Lumina 2's.
     if (std::any_of(tensors.begin(), tensors.end(),
                     [](const SourceTensor& t) { return t.name.find("cap_embedder.") != std::string::npos; }))
@@ -68,7 +68,7 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
       throw InputError(where + " is a LoRA (its key " + quote(lora->name, 80) + "), not a model: give it with --lora, "
                        "and the model it was made for with --model");
     throw InputError(where + " is not a single-file checkpoint dpinfer knows: none of its keys start with " +
-                     std::string(kUNetPrefix) +
+                     std::string(kLdmUNetPrefix) +
                      " (the LDM UNet of SD 1.x, 2.x and SDXL) or are a FLUX.1, Chroma, SD3, Qwen-Image or Z-Image "
                      "transformer's (docs/single-files.md); its keys: " + prefixes_found(tensors));
   }
@@ -80,14 +80,14 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
   if (find_source_tensor(tensors, "edm_mean") || find_source_tensor(tensors, "edm_std"))
     throw InputError(where + " is a Playground v2.5 checkpoint (edm_mean/edm_std), which dpinfer does not support");
   LdmDetection d;
-  if (has_prefix(tensors, "conditioner.embedders.1.model.")) {
+  if (any_tensor_starts_with(tensors, "conditioner.embedders.1.model.")) {
     d.kind = "sdxl";
-  } else if (has_prefix(tensors, "conditioner.embedders.0.model.")) {
+  } else if (any_tensor_starts_with(tensors, "conditioner.embedders.0.model.")) {
     throw InputError(where + " is an SDXL refiner checkpoint (conditioner.embedders.0.model.*, no CLIP-L); dpinfer "
                      "runs the base model only, use an SDXL base checkpoint");
-  } else if (has_prefix(tensors, "cond_stage_model.model.")) {
+  } else if (any_tensor_starts_with(tensors, "cond_stage_model.model.")) {
     d.kind = "sd2";
-  } else if (has_prefix(tensors, "cond_stage_model.transformer.")) {
+  } else if (any_tensor_starts_with(tensors, "cond_stage_model.transformer.")) {
     d.kind = "sd1";
   } else if (find_source_tensor(tensors, "model.diffusion_model.label_emb.0.0.weight")) {
     d.kind = "sdxl";  // text_time conditioning: only SDXL's UNet has it

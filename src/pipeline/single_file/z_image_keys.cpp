@@ -17,7 +17,7 @@ using key_rules::whole;
 
 // A block's modules (layers.N, noise_refiner.N, context_refiner.N): original -> diffusers
 // (Z_IMAGE_KEYS_RENAME_DICT of convert_z_image_transformer_checkpoint_to_diffusers).
-const Renames kBlock{{"attention.out", "attention.to_out.0"},
+const Renames kZImageBlock{{"attention.out", "attention.to_out.0"},
                      {"attention.q_norm", "attention.norm_q"},
                      {"attention.k_norm", "attention.norm_k"}};
 
@@ -56,7 +56,7 @@ std::vector<TensorPart> convert_z_image_keys(const std::string& prefix, const st
       key_rules::append_thirds(parts, s, t, targets, "weight");
       continue;
     }
-    auto r = rename(rest, kBlock);
+    auto r = rename(rest, kZImageBlock);
     parts.push_back(whole(s, r ? base + *r : key, t.shape));
   }
   return parts;

@@ -11,7 +11,7 @@ namespace {
 
 using io::ConfigReader;
 using nlohmann::json;
-constexpr const char* kVAE = "vae config";
+constexpr const char* kQwenImageVaeConfig = "vae config";
 
 // Bounds well above the real model (base_dim 96, z_dim 16, 4 levels, 2 res blocks), so that a
 // corrupt config fails here and not in the allocator.
@@ -38,7 +38,7 @@ std::vector<double> per_channel(const ConfigReader& r, const std::string& key, s
 
 // Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py AutoencoderKLQwenImage.__init__
 AutoencoderKLQwenImageConfig AutoencoderKLQwenImageConfig::from_json(const json& j) {
-  ConfigReader r(j, kVAE);
+  ConfigReader r(j, kQwenImageVaeConfig);
   AutoencoderKLQwenImageConfig c;
   c.base_dim = bounded_integer_field(r, "base_dim", c.base_dim, 1, kMaxWidth);
   c.z_dim = bounded_integer_field(r, "z_dim", c.z_dim, 1, kMaxWidth);
@@ -78,7 +78,7 @@ AutoencoderKLQwenImageConfig AutoencoderKLQwenImageConfig::from_json(const json&
 }
 
 AutoencoderKLQwenImageConfig AutoencoderKLQwenImageConfig::from_file(const std::string& path) {
-  return config_from_file<AutoencoderKLQwenImageConfig>(path, kVAE);
+  return config_from_file<AutoencoderKLQwenImageConfig>(path, kQwenImageVaeConfig);
 }
 
 }  // namespace dpinfer::pipeline

@@ -25,7 +25,7 @@ at::Tensor flux2_modulate(const at::Tensor& x, const at::Tensor& shift, const at
 }
 
 // nn.LayerNorm(dim, elementwise_affine=False, eps)
-at::Tensor layer_norm(const at::Tensor& x, int64_t dim, double eps) { return at::layer_norm(x, {dim}, {}, {}, eps); }
+at::Tensor flux2_layer_norm(const at::Tensor& x, int64_t dim, double eps) { return at::layer_norm(x, {dim}, {}, {}, eps); }
 
 void check_flux2_batch_vector(const at::Tensor& t, int64_t batch, const char* name) {
   if (!(t.dim() == 0 || (t.dim() == 1 && t.size(0) == batch)))
@@ -77,12 +77,12 @@ Flux2TransformerBlockImpl::Output Flux2TransformerBlockImpl::forward(const at::T
                                                                      const nn::RotaryCosSin& freqs) {
   // im / tm: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp, each [B, 1, dim].
   const nn::DoubleStreamAttentionImpl::Output a =
-      attn_->forward_real_rope(flux2_modulate(layer_norm(image, dim_, eps_), im[0], im[1]),
-                               flux2_modulate(layer_norm(text, dim_, eps_), tm[0], tm[1]), freqs);
+      attn_->forward_real_rope(flux2_modulate(flux2_layer_norm(image, dim_, eps_), im[0], im[1]),
+                               flux2_modulate(flux2_layer_norm(text, dim_, eps_), tm[0], tm[1]), freqs);
   at::Tensor img = image + im[2] * a.image;
-  img = img + im[5] * ff_(layer_norm(img, dim_, eps_) * (1 + im[4]) + im[3]);
+  img = img + im[5] * ff_(flux2_layer_norm(img, dim_, eps_) * (1 + im[4]) + im[3]);
   at::Tensor txt = text + tm[2] * a.text;
-  txt = txt + tm[5] * ff_context_(layer_norm(txt, dim_, eps_) * (1 + tm[4]) + tm[3]);
+  txt = txt + tm[5] * ff_context_(flux2_layer_norm(txt, dim_, eps_) * (1 + tm[4]) + tm[3]);
   if (txt.scalar_type() == at::kHalf) txt = txt.clip(-65504, 65504);
   return {img, txt};
 }
@@ -124,7 +124,7 @@ Flux2SingleTransformerBlockImpl::Flux2SingleTransformerBlockImpl(const Flux2Tran
 at::Tensor Flux2SingleTransformerBlockImpl::forward(const at::Tensor& x, const std::vector<at::Tensor>& mod,
                                                     const nn::RotaryCosSin& freqs) {
   // mod: shift, scale, gate [B, 1, dim]
-  at::Tensor out = x + mod[2] * attn_(flux2_modulate(layer_norm(x, dim_, eps_), mod[0], mod[1]), freqs);
+  at::Tensor out = x + mod[2] * attn_(flux2_modulate(flux2_layer_norm(x, dim_, eps_), mod[0], mod[1]), freqs);
   if (out.scalar_type() == at::kHalf) out = out.clip(-65504, 65504);
   return out;
 }
@@ -231,7 +231,7 @@ at::Tensor Flux2Transformer2DModelImpl::forward(const at::Tensor& hidden_states,
   image = joint.narrow(1, text_len, image_len);
   // norm_out: AdaLayerNormContinuous(dim, dim, elementwise_affine=False, eps, bias=False); scale first.
   const std::vector<at::Tensor> emb = norm_out_linear_(at::silu(temb).to(image.scalar_type())).chunk(2, 1);
-  image = layer_norm(image, c.inner_dim(), c.eps) * (1 + emb[0]).unsqueeze(1) + emb[1].unsqueeze(1);
+  image = flux2_layer_norm(image, c.inner_dim(), c.eps) * (1 + emb[0]).unsqueeze(1) + emb[1].unsqueeze(1);
   return proj_out_(image);  // [B, L_img, p p out_channels]
 }
 
