@@ -253,7 +253,10 @@ void expect_merges_as_diffusers(const std::string& name, const std::string& lora
   // The scripts merge on one thread; a k×k convolution's delta (conv2d(downᵀ, up)) sums in an order that depends
   // on the thread count, in PyTorch as in dpinfer (diffusers on two threads gives other bits too).
   test::OneThread one_thread;
-  const auto golden = io::SafetensorsFile::open(loras + name + "-lora.golden/merged.safetensors");
+  // "golden_of": a file whose merge diffusers makes bit for bit as another's (its generator asserts it) shares that
+  // file's merged weights; this file is still the one merged here.
+  const std::string golden_name = doc.value("golden_of", name);
+  const auto golden = io::SafetensorsFile::open(loras + golden_name + "-lora.golden/merged.safetensors");
   // The machine that recorded these goldens, for bit identity.
   const at::Tensor canary = test::GoldenFile(loras + "cpu_canary.safetensors")["cpu_canary"];
   size_t compared = 0;
@@ -438,8 +441,12 @@ class LoraSpellingParity : public ::testing::TestWithParam<std::string> {};
 // (processor.to_q_lora.down ...) and CLIP's monkey-patched attention (self_attn.to_q_lora.down ...), on SD 1.x,
 // SDXL, and the transformers of FLUX.1 and SD3, whose loaders read them too; the UNet's .lora.down/.lora.up (diffusers'
 // LoRACompatible layers); Qwen-Image's lora_unet_ (+ .alpha) and diffusion_model. + lora_A/lora_B forms, and Z-Image's
-// diffusion_model. + lora_A/lora_B, which their loaders convert (_convert_non_diffusers_{qwen,z_image}_lora_to_diffusers). Each merges as diffusers merges it, at
-// scale 1 and 0.9; diffusers merges the twins alike, so the spellings agree too.
+// diffusion_model. + lora_A/lora_B, which their loaders convert (_convert_non_diffusers_{qwen,z_image}_lora_to_diffusers).
+// Each merges as diffusers merges it, at scale 1 and 0.9; diffusers merges the twins alike, so the spellings agree too.
+// make_lora_spelling_cell_fixtures.py gives every other cell of docs/lora.md's survey table its golden: those spellings
+// on the other families (a file whose diffusers merge equals its PEFT twin's shares the twin's merged weights,
+// "golden_of"), Qwen-Image's / Z-Image's bare names with an .alpha or "default.", and, recorded at scale 0.9, the
+// lora_adapter_metadata header, DoRA, Chroma's .alpha / ComfyUI / kohya-beside-transformer. files and SDXL's LoCon.
 TEST_P(LoraSpellingParity, MergedWeightsAreDiffusersBitForBit) {
   expect_merges_as_diffusers(GetParam(), kData + "/loras-spellings/");
 }
@@ -448,7 +455,18 @@ INSTANTIATE_TEST_SUITE_P(Files, LoraSpellingParity,
                          ::testing::Values("sdxl-peft", "sdxl-lora-linear-layer", "sd1-peft", "sd1-attn-processor",
                                            "flux-peft", "flux-attn-processor", "sd3-peft", "sd3-attn-processor",
                                            "sd1-lora-dot", "qwen-peft", "qwen-lora-unet", "qwen-diffusion-model-peft",
-                                           "z-image-peft", "z-image-diffusion-model-peft"));
+                                           "z-image-peft", "z-image-diffusion-model-peft",
+                                           // make_lora_spelling_cell_fixtures.py: the survey table's other cells
+                                           "sd1-lora-linear-layer", "sd1-metadata", "sdxl-lora-dot",
+                                           "sdxl-attn-processor", "sdxl-metadata", "sdxl-dora", "sdxl-locon",
+                                           "sd3-lora-dot", "sd3-lora-linear-layer", "sd3-metadata", "sd3-dora",
+                                           "flux-lora-dot", "flux-clip-attn-processor", "chroma-peft",
+                                           "chroma-lora-dot", "chroma-attn-processor", "chroma-alpha",
+                                           "chroma-metadata", "chroma-dora", "chroma-comfy", "chroma-kohya-peft",
+                                           "qwen-lora-dot", "qwen-attn-processor", "qwen-bare-alpha",
+                                           "qwen-bare-default", "qwen-metadata", "qwen-dora", "z-image-lora-dot",
+                                           "z-image-attn-processor", "z-image-bare-alpha", "z-image-bare-default",
+                                           "z-image-metadata", "z-image-dora"));
 
 // ---- FLUX.1's XLabs files and those in diffusers' underscored names (lora_transformer_, lora_te1_):
 // make_flux_lora_format_fixtures.py -> tests/data/loras-flux-formats/ ----

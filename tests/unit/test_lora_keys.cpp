@@ -429,8 +429,7 @@ TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
 TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
   auto keys = kohya("diffusion_model.layers.0.attention.out", {4, 8}, {8, 4});
   for (const auto& k : kohya("diffusion_model.layers.0.feed_forward.w1", {4, 8}, {16, 4})) keys.push_back(k);
-  keys.push_back({"transformer.all_x_embedder.2-1.lora_A.weight", {2, 4}});
-  keys.push_back({"transformer.all_x_embedder.2-1.lora_B.weight", {8, 2}});
+  for (const auto& k : kohya("diffusion_model.all_x_embedder.2-1", {2, 4}, {8, 2})) keys.push_back(k);
   const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of("z-image", "Z-Image"), "x.safetensors");
   std::set<std::string> got;
   for (const auto& l : layers) got.insert(l.module);
@@ -458,6 +457,20 @@ TEST(DitLoraKeys, OriginalNamesDiffusersDoesNotConvertAreRefusedInOneLine) {
   std::vector<LoraTensorKey> with_alpha = bare;
   with_alpha.push_back({"transformer_blocks.0.attn.to_q.alpha", {}});
   EXPECT_EQ(refusal_in(with_alpha, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
+  // PEFT's transformer. names with an alpha: the alpha starts the converter, which puts transformer. before every key
+  // again, and diffusers 0.36 fails ("Target modules ... not found in the base model"); so on Z-Image.
+  std::vector<LoraTensorKey> peft_alpha = {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
+                                           {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
+                                           {"transformer.transformer_blocks.0.attn.to_q.alpha", {}}};
+  const std::string twice = refusal_in(peft_alpha, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  EXPECT_NE(twice.find("key 'transformer.transformer_blocks.0.attn.to_q.lora_A.weight' starts with transformer. in a "
+                       "file that starts diffusers 0.36's Qwen-Image converter"),
+            std::string::npos) << twice;
+  peft_alpha = {{"transformer.layers.0.attention.to_q.lora_A.weight", {2, 8}},
+                {"transformer.layers.0.attention.to_q.lora_B.weight", {8, 2}},
+                {"transformer.layers.0.attention.to_q.alpha", {}}};
+  EXPECT_NE(refusal_in(peft_alpha, kZImage, facts_of("z-image", "Z-Image")).find("Target modules ... not found"),
+            std::string::npos);
   // Z-Image's lora_unet_ form: diffusers 0.36 fails on every such file; Qwen-Image's reads it.
   const auto unet = kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4});
   const std::string z = refusal_in(unet, kZImage, facts_of("z-image", "Z-Image"));

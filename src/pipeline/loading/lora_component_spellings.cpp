@@ -13,17 +13,17 @@
 namespace dpinfer::pipeline {
 namespace {
 
-using SpellingPairs = std::vector<std::pair<const char*, const char*>>;
+using RespellTable = std::vector<std::pair<const char*, const char*>>;
 
 // The tables the two steps pick from, in their order (convert_state_dict takes the first pattern a key
 // contains and replaces every occurrence of it). Only the rows that can reach a CLIP key are kept: the UNet
 // rows of PEFT_TO_DIFFUSERS ("to_q.lora_A" ...) never match a CLIP module's name.
-const SpellingPairs kPeftToDiffusers = {
+const RespellTable kPeftToDiffusers = {
     {".q_proj.lora_B", ".q_proj.lora_linear_layer.up"},    {".q_proj.lora_A", ".q_proj.lora_linear_layer.down"},
     {".k_proj.lora_B", ".k_proj.lora_linear_layer.up"},    {".k_proj.lora_A", ".k_proj.lora_linear_layer.down"},
     {".v_proj.lora_B", ".v_proj.lora_linear_layer.up"},    {".v_proj.lora_A", ".v_proj.lora_linear_layer.down"},
     {".out_proj.lora_B", ".out_proj.lora_linear_layer.up"}, {".out_proj.lora_A", ".out_proj.lora_linear_layer.down"}};
-const SpellingPairs kOldToDiffusers = {
+const RespellTable kOldToDiffusers = {
     {".to_q_lora.up", ".q_proj.lora_linear_layer.up"},     {".to_q_lora.down", ".q_proj.lora_linear_layer.down"},
     {".to_k_lora.up", ".k_proj.lora_linear_layer.up"},     {".to_k_lora.down", ".k_proj.lora_linear_layer.down"},
     {".to_v_lora.up", ".v_proj.lora_linear_layer.up"},     {".to_v_lora.down", ".v_proj.lora_linear_layer.down"},
@@ -32,7 +32,7 @@ const SpellingPairs kOldToDiffusers = {
     {".to_v.lora_magnitude_vector", ".v_proj.lora_magnitude_vector"},
     {".to_q.lora_magnitude_vector", ".q_proj.lora_magnitude_vector"},
     {".to_out.lora_magnitude_vector", ".out_proj.lora_magnitude_vector"}};
-const SpellingPairs kDiffusersToPeft = {
+const RespellTable kDiffusersToPeft = {
     {".q_proj.lora_linear_layer.up", ".q_proj.lora_B"},     {".q_proj.lora_linear_layer.down", ".q_proj.lora_A"},
     {".k_proj.lora_linear_layer.up", ".k_proj.lora_B"},     {".k_proj.lora_linear_layer.down", ".k_proj.lora_A"},
     {".v_proj.lora_linear_layer.up", ".v_proj.lora_B"},     {".v_proj.lora_linear_layer.down", ".v_proj.lora_A"},
@@ -40,7 +40,7 @@ const SpellingPairs kDiffusersToPeft = {
     {".lora_linear_layer.up", ".lora_B"},                   {".lora_linear_layer.down", ".lora_A"},
     {"text_projection.lora.down.weight", "text_projection.lora_A.weight"},
     {"text_projection.lora.up.weight", "text_projection.lora_B.weight"}};
-const SpellingPairs kOldToPeft = {
+const RespellTable kOldToPeft = {
     {".to_q_lora.up", ".q_proj.lora_B"},     {".to_q_lora.down", ".q_proj.lora_A"},
     {".to_k_lora.up", ".k_proj.lora_B"},     {".to_k_lora.down", ".k_proj.lora_A"},
     {".to_v_lora.up", ".v_proj.lora_B"},     {".to_v_lora.down", ".v_proj.lora_A"},
@@ -56,7 +56,7 @@ bool any_contains(const std::vector<std::string>& keys, const char* piece) {
 }
 
 /// convert_state_dict: KEYS_TO_ALWAYS_REPLACE (".processor." -> "."), then the first row of `table` the key contains.
-std::vector<std::string> respell(std::vector<std::string> keys, const SpellingPairs& table) {
+std::vector<std::string> respell(std::vector<std::string> keys, const RespellTable& table) {
   for (std::string& k : keys) {
     replace_every(k, ".processor.", ".");
     for (const auto& [from, to] : table)
@@ -146,7 +146,7 @@ void check_kohya_text_encoder_spellings(const std::vector<LoraTensorKey>& keys, 
           // _convert_text_encoder_lora_key, rewrite by rewrite.
           std::string name = t.key.substr(std::char_traits<char>::length(prefix));
           std::replace(name.begin(), name.end(), '_', '.');
-          for (const auto& [from, to] : SpellingPairs{{"text.model", "text_model"}, {"self.attn", "self_attn"},
+          for (const auto& [from, to] : RespellTable{{"text.model", "text_model"}, {"self.attn", "self_attn"},
                                               {"q.proj.lora", "to_q_lora"}, {"k.proj.lora", "to_k_lora"},
                                               {"v.proj.lora", "to_v_lora"}, {"out.proj.lora", "to_out_lora"},
                                               {"text.projection", "text_projection"}})

@@ -394,6 +394,17 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
                            facts.family_label + " LoRA from the transformer's own names only when some key starts "
                            "with diffusion_model. or lora_unet_, ends with .alpha or has default.; so it loads "
                            "nothing from this layer: name it transformer.<module> (or diffusion_model.<module>)");
+    // The converter puts "transformer." before every key it returns, so a key that had it already names
+    // transformer.transformer.<module>: PEFT finds no such module (diffusers fails, or drops the layer beside others).
+    if (converts)
+      for (const LoraTensorKey& t : keys)
+        if (starts_with(t.key, "transformer."))
+          throw InputError(where + ": key " + quote(t.key, 80) + " starts with transformer. in a file that starts "
+                           "diffusers 0.36's " + facts.family_label + " converter (a key ends with .alpha, starts with "
+                           "diffusion_model. or lora_unet_, or has default.), which puts transformer. before every key "
+                           "again, so diffusers fails (\"Target modules ... not found in the base model\") or drops the "
+                           "layer; dpinfer refuses it as diffusers does: drop the .alpha tensors or the transformer. "
+                           "prefix");
     if (rules.unet_prefix_fails)
       for (const LoraTensorKey& t : keys)
         if (starts_with(t.key, "lora_unet_"))
@@ -417,7 +428,8 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
           (t.key.find("_blocks_") != std::string::npos || starts_with(t.key, "lora_unet_mid_block_") ||
            starts_with(t.key, "lora_unet_middle_block_")))
         throw InputError(where + ": a LoRA for a UNet model (Stable Diffusion 1.x/2.x or SDXL; key " + quote(t.key, 80) +
-                         "), not for this " + facts.family_label + " model: use a LoRA made for " + facts.family_label);
+                         "), not for this " + facts.family_label + " model (diffusers 0.36 fails on it: \"Incompatible "
+                         "keys detected\"): use a LoRA made for " + facts.family_label);
     return map_kohya_flux_lora_keys(keys, modules, facts, file, ignored);
   }
   // The other branches of diffusers' FluxLoraLoaderMixin.lora_state_dict, in its order: a kohya file (some
