@@ -22,29 +22,30 @@ bool SD3TransformerConfig::is_dual_attention_layer(int64_t index) const {
 
 // Ref: diffusers/models/transformers/transformer_sd3.py SD3Transformer2DModel.__init__
 SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
-  ConfigReader r(j, transformer_config::kComponent);
+  using namespace transformer_config;  // here, not at file scope: a unity batch would see it
+  ConfigReader r(j, kComponent);
   SD3TransformerConfig c;
-  c.sample_size = bounded_integer_field(r, "sample_size", c.sample_size, 1, transformer_config::kMaxWidth);
-  c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, transformer_config::kMaxPatch);
-  c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, transformer_config::kMaxWidth);
+  c.sample_size = bounded_integer_field(r, "sample_size", c.sample_size, 1, kMaxWidth);
+  c.patch_size = bounded_integer_field(r, "patch_size", c.patch_size, 1, kMaxPatch);
+  c.in_channels = bounded_integer_field(r, "in_channels", c.in_channels, 1, kMaxWidth);
   // self.out_channels = out_channels if out_channels is not None else in_channels
   if (j.contains("out_channels")) c.out_channels = r.integer("out_channels", c.in_channels);
-  bounded_integer(r, "out_channels", c.out_channels, 1, transformer_config::kMaxWidth);
-  c.num_layers = bounded_integer_field(r, "num_layers", c.num_layers, 1, transformer_config::kMaxLayers);
-  c.attention_head_dim = bounded_integer_field(r, "attention_head_dim", c.attention_head_dim, 1, transformer_config::kMaxWidth);
-  c.num_attention_heads = bounded_integer_field(r, "num_attention_heads", c.num_attention_heads, 1, transformer_config::kMaxWidth);
-  if (c.inner_dim() > transformer_config::kMaxWidth)
+  bounded_integer(r, "out_channels", c.out_channels, 1, kMaxWidth);
+  c.num_layers = bounded_integer_field(r, "num_layers", c.num_layers, 1, kMaxLayers);
+  c.attention_head_dim = bounded_integer_field(r, "attention_head_dim", c.attention_head_dim, 1, kMaxWidth);
+  c.num_attention_heads = bounded_integer_field(r, "num_attention_heads", c.num_attention_heads, 1, kMaxWidth);
+  if (c.inner_dim() > kMaxWidth)
     throw r.error("num_attention_heads", "* attention_head_dim = " + std::to_string(c.inner_dim()) +
-                                             " must be at most " + std::to_string(transformer_config::kMaxWidth));
-  c.joint_attention_dim = bounded_integer_field(r, "joint_attention_dim", c.joint_attention_dim, 1, transformer_config::kMaxWidth);
-  c.caption_projection_dim = bounded_integer_field(r, "caption_projection_dim", c.caption_projection_dim, 1, transformer_config::kMaxWidth);
+                                             " must be at most " + std::to_string(kMaxWidth));
+  c.joint_attention_dim = bounded_integer_field(r, "joint_attention_dim", c.joint_attention_dim, 1, kMaxWidth);
+  c.caption_projection_dim = bounded_integer_field(r, "caption_projection_dim", c.caption_projection_dim, 1, kMaxWidth);
   // The text stream enters the blocks (Attention(added_kv_proj_dim=dim), AdaLayerNormZero(dim)) at
   // inner_dim: diffusers fails in the first block's matmul otherwise.
   if (c.caption_projection_dim != c.inner_dim())
     throw r.error("caption_projection_dim", "= " + std::to_string(c.caption_projection_dim) +
                                                 " must be num_attention_heads * attention_head_dim = " +
                                                 std::to_string(c.inner_dim()) + ", the width of the blocks");
-  c.pooled_projection_dim = bounded_integer_field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, transformer_config::kMaxWidth);
+  c.pooled_projection_dim = bounded_integer_field(r, "pooled_projection_dim", c.pooled_projection_dim, 1, kMaxWidth);
   // PatchEmbed builds an uncropped table of sample_size / patch_size positions when this is null;
   // every SD3 and SD3.5 checkpoint sets it, and dpinfer reads the cropped table from the weights.
   if (j.contains("pos_embed_max_size") && j["pos_embed_max_size"].is_null())
@@ -56,7 +57,7 @@ SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
     if (!v.is_array()) throw r.error("dual_attention_layers", "must be a list of block indices");
     if (!v.empty()) c.dual_attention_layers = r.integers("dual_attention_layers", {});
     for (size_t i = 0; i < c.dual_attention_layers.size(); ++i)
-      bounded_integer(r, ConfigReader::indexed("dual_attention_layers", i), c.dual_attention_layers[i], 0, transformer_config::kMaxLayers);
+      bounded_integer(r, ConfigReader::indexed("dual_attention_layers", i), c.dual_attention_layers[i], 0, kMaxLayers);
   }
   const std::string qk_norm = r.string("qk_norm", "");
   if (!qk_norm.empty() && qk_norm != "rms_norm") throw r.unsupported("qk_norm", j["qk_norm"], "null, \"rms_norm\"");
@@ -65,7 +66,8 @@ SD3TransformerConfig SD3TransformerConfig::from_json(const json& j) {
 }
 
 SD3TransformerConfig SD3TransformerConfig::from_file(const std::string& path) {
-  return config_from_file<SD3TransformerConfig>(path, transformer_config::kComponent);
+  using namespace transformer_config;  // here, not at file scope: a unity batch would see it
+  return config_from_file<SD3TransformerConfig>(path, kComponent);
 }
 
 }  // namespace dpinfer::pipeline
