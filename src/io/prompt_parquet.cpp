@@ -33,7 +33,9 @@ bool is_pandas_index(const std::string& c) { return c.rfind("__index_level_", 0)
   throw InputError(quote(name) + " row " + std::to_string(row) + ", column " + quote(column, 60) + ": " + what);
 }
 
-std::string type_text(const ParquetColumn& c) { return "a column of " + c.arrow_type; }
+/// Arrow's type name carries the file's nested field names, which may hold any byte: printable() keeps the
+/// message one bounded line.
+std::string type_text(const ParquetColumn& c) { return "a column of " + printable(c.arrow_type, 120); }
 
 /// Row `r` of `c` as an integer in `range`; nullopt for a null (or an empty string).
 std::optional<long long> parquet_integer(const ParquetColumn& c, size_t r, const std::string& name, IntRange range) {

@@ -236,6 +236,68 @@ void append_chunk(ParquetColumn& col, const arrow::Array& a, int64_t row0) {
   }
 }
 
+/// The same array with its text typed as bytes: `ValidateFull` then checks the offsets, lengths
+/// and dictionary indices against the buffers (which Arrow's reader leaves to the caller: a damaged
+/// file can hand back a string whose offsets run backwards) without Arrow's own UTF-8 check, so that
+/// bad text is still reported by io/prompt_parquet.cpp with its row and column.
+std::shared_ptr<arrow::DataType> text_as_bytes(const std::shared_ptr<arrow::DataType>& t) {
+  switch (t->id()) {
+    case arrow::Type::STRING: return arrow::binary();
+    case arrow::Type::LARGE_STRING: return arrow::large_binary();
+    case arrow::Type::STRING_VIEW: return arrow::binary_view();
+    default: return t;
+  }
+}
+
+arrow::Status validate_chunk(const arrow::Array& a) {
+  std::shared_ptr<arrow::ArrayData> data = a.data()->Copy();
+  if (a.type_id() == arrow::Type::DICTIONARY) {
+    const auto& dict_type = static_cast<const arrow::DictionaryType&>(*a.type());
+    if (!data->dictionary) return arrow::Status::Invalid("a dictionary column without its dictionary");
+    data->type = arrow::dictionary(dict_type.index_type(), text_as_bytes(dict_type.value_type()));
+    data->dictionary = data->dictionary->Copy();
+    data->dictionary->type = text_as_bytes(data->dictionary->type);
+  } else {
+    data->type = text_as_bytes(data->type);
+  }
+  return arrow::MakeArray(data)->ValidateFull();
+}
+
+/// Arrow trusts a row group's row count when it sizes a column that stores no values (a null
+/// column): a damaged footer that claims 6e10 rows for a 2 KB file has it allocate hundreds of
+/// gigabytes. A file whose row groups disagree with their own columns, or with the file's total,
+/// is damaged; refuse it before reading.
+bool check_row_counts(const parquet::FileMetaData& meta, std::string& error) {
+  int64_t total = 0;
+  for (int g = 0; g < meta.num_row_groups(); ++g) {
+    const std::unique_ptr<parquet::RowGroupMetaData> group = meta.RowGroup(g);
+    const int64_t rows = group->num_rows();
+    if (rows < 0 || rows > meta.num_rows() - total) {
+      error = "damaged: row group " + std::to_string(g) + " claims " + std::to_string(rows) +
+              " rows, more than the file's " + std::to_string(meta.num_rows()) + "; write the file again";
+      return false;
+    }
+    total += rows;
+    for (int c = 0; c < group->num_columns(); ++c) {
+      // A column outside any list holds one value, null or not, per row.
+      if (meta.schema()->Column(c)->max_repetition_level() != 0) continue;
+      const int64_t values = group->ColumnChunk(c)->num_values();
+      if (values != rows) {
+        error = "damaged: row group " + std::to_string(g) + " has " + std::to_string(rows) + " rows but its column '" +
+                meta.schema()->Column(c)->path()->ToDotString() + "' holds " + std::to_string(values) +
+                " values; write the file again";
+        return false;
+      }
+    }
+  }
+  if (total != meta.num_rows()) {
+    error = "damaged: its row groups hold " + std::to_string(total) + " rows, its footer says " +
+            std::to_string(meta.num_rows()) + "; write the file again";
+    return false;
+  }
+  return true;
+}
+
 bool read(const std::string& path, ParquetTable& out, std::string& error, bool& input_error) {
   input_error = true;
   try {
@@ -249,6 +311,7 @@ bool read(const std::string& path, ParquetTable& out, std::string& error, bool& 
       error = "not a parquet file, or a damaged one (" + reader.status().message() + ")";
       return false;
     }
+    if (!check_row_counts(*(*reader)->parquet_reader()->metadata(), error)) return false;
     const arrow::Result<std::shared_ptr<arrow::Table>> read_table = (*reader)->ReadTable();
     if (!read_table.ok()) {
       error = "cannot read it as parquet (" + read_table.status().message() + ")";
@@ -266,6 +329,10 @@ bool read(const std::string& path, ParquetTable& out, std::string& error, bool& 
       int64_t row0 = 0;
       try {
         for (const auto& chunk : table->column(c)->chunks()) {
+          if (const arrow::Status valid = validate_chunk(*chunk); !valid.ok()) {
+            error = "damaged: column '" + col.name + "' (" + valid.message() + "); write the file again";
+            return false;
+          }
           append_chunk(col, *chunk, row0);
           row0 += chunk->length();
         }
