@@ -267,10 +267,16 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
     if (info.requires_mask && !masked)
       throw UsageError(where + ": " + info.model_name + " is an inpainting model (" + info.pipeline_class +
                        "): every item needs a 'mask' (or --mask) beside its image");
+    if (info.image_is_reference && masked)
+      throw UsageError(where + ": a mask for " + info.model_name + " (" + info.pipeline_class +
+                       "), which takes its image as a reference to edit, not to inpaint; drop the mask");
+    if (info.image_is_reference && (s.strength || o_.strength))
+      throw UsageError(where + ": a strength for " + info.model_name + " (" + info.pipeline_class +
+                       "), which takes its image as a reference to edit and starts from noise; drop the strength");
     if (masked && info.default_inpaint_strength <= 0)
       throw UsageError(where + ": a mask for a " + info.family_label + " model (" + info.pipeline_class +
                        "), which dpinfer does not inpaint with yet; drop the mask");
-    if (s.image || !d.image.empty()) {
+    if ((s.image || !d.image.empty()) && !info.image_is_reference) {
       if (info.default_strength <= 0 && !info.requires_mask)
         throw UsageError(where + ": an input image ('image' or --image) for a " + info.family_label + " model (" +
                          info.pipeline_class + "), which dpinfer runs text-to-image only; drop the image");
@@ -406,7 +412,18 @@ pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_imag
                            it.width,  it.height,          it.settings,                     it.loras};
   if (!it.image_path.empty()) {
     r.strength = it.strength;
-    if (with_image) r.image = input_images_.load(it.image_path, it.width, it.height);
+    if (with_image && pipe_->info().image_is_reference) {
+      // A reference (FLUX.1 Kontext) is resized for its own size, not to the item's.
+      r.image = input_images_.load(it.image_path, [&](int width, int height) {
+        try {
+          return pipe_->reference_size(width, height, it.settings);
+        } catch (const InputError& e) {
+          throw InputError(quote(it.image_path) + ": " + e.what());
+        }
+      });
+    } else if (with_image) {
+      r.image = input_images_.load(it.image_path, it.width, it.height);
+    }
     if (with_image && !it.mask_path.empty()) r.mask = input_images_.load_mask(it.mask_path, it.width, it.height);
   }
   return r;

@@ -28,8 +28,9 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   s += "Model: " + info.model_name;
   if (!info.weight_storage.empty()) s += ", Weight storage: " + info.weight_storage;
   // A1111's img2img key, and the input's hash (the short form of the record's).
-  if (!item.image_path.empty())
-    s += fmt::format(", Denoising strength: {:g}, Input image hash: {}", item.strength, item.image_sha256.substr(0, 10));
+  // A reference image (FLUX.1 Kontext) has no strength.
+  if (!item.image_path.empty() && !info.image_is_reference) s += fmt::format(", Denoising strength: {:g}", item.strength);
+  if (!item.image_path.empty()) s += ", Input image hash: " + item.image_sha256.substr(0, 10);
   if (!item.mask_path.empty()) s += ", Mask hash: " + item.mask_sha256.substr(0, 10);
   s += pipeline::settings_infotext(info.setting_specs, item.settings);
   // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
@@ -78,7 +79,7 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (!item.image_path.empty()) {
     j["input_image"] = item.image_path;
     j["input_image_hash"] = item.image_sha256;
-    j["strength"] = item.strength;
+    if (!info.image_is_reference) j["strength"] = item.strength;  // a reference (FLUX.1 Kontext) has none
   }
   if (!item.mask_path.empty()) {
     j["input_mask"] = item.mask_path;

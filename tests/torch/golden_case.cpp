@@ -21,7 +21,7 @@ std::vector<std::string> as_list(const json& v, size_t n) {
 
 }  // namespace
 
-std::vector<pipeline::ImageRequest> golden_case_requests(const json& c) {
+std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pipeline::TextToImage* pipe) {
   const json& call = c["call"];
   const json* asked = c.contains("dpinfer") ? &c["dpinfer"] : nullptr;
   const json settings =
@@ -59,6 +59,21 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c) {
         image->pixels = std::move(sized.pixels);
         r.image = image;
         r.strength = c["strength"].get<double>();
+      }
+      if (c.contains("reference_images")) {
+        // FLUX.1 Kontext: what the worker does, the file resized to the pipeline's reference_size() of its own size.
+        if (!pipe) throw std::runtime_error("a reference-image case needs its pipeline");
+        const json& recorded = c["reference_sizes"].at(batch.size());
+        worker::InputImages references;
+        r.image = references.load(
+            std::string(DPINFER_TEST_DATA_DIR) + "/../../" + c["reference_images"].at(batch.size()).get<std::string>(),
+            [&](int width, int height) {
+              const std::array<int, 2> size = pipe->reference_size(width, height, settings);
+              if (size[0] != recorded[0].get<int>() || size[1] != recorded[1].get<int>())
+                throw std::runtime_error("reference size " + std::to_string(size[0]) + "x" + std::to_string(size[1]) +
+                                         ", diffusers resized to " + recorded.dump());
+              return size;
+            });
       }
       if (c.contains("input_masks")) {
         // Inpainting (make_inpaint_pipelines.py): the mask as the worker reads it (grayscale, resized).

@@ -13,7 +13,10 @@ namespace dpinfer::test {
 /// dpinfer is asked: the case's "dpinfer" settings and guidance scale when recorded (Qwen-Image, FLUX.1, whose
 /// guidance is diffusers' true_cfg_scale or distilled guidance), else its "settings" (Z-Image), else the SD
 /// families' three call arguments and their guidance_scale. An img2img case ("input_images", one file per image,
-/// and "strength") gets each file decoded and resized to the case's size, as the worker does.
-std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c);
+/// and "strength") gets each file decoded and resized to the case's size, as the worker does. A FLUX.1 Kontext
+/// case ("reference_images", make_kontext_pipelines.py) gets each file resized to `pipe`'s reference_size(), which
+/// must be the recorded "reference_sizes" (else this throws).
+std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c,
+                                                         const pipeline::TextToImage* pipe = nullptr);
 
 }  // namespace dpinfer::test

@@ -29,7 +29,8 @@
 // make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
-// issue 26).
+// issue 26), and make_kontext_pipelines.py's FLUX.1 Kontext cases (tiny-flux-kontext: tiny-flux-dev's components under
+// FluxKontextPipeline, references square and not, a batch of three, true CFG, no image, bf16; issue 29).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -37,6 +38,8 @@
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
+
+#include <array>
 
 #include <cstdio>
 #include <fstream>
@@ -96,7 +99,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -133,7 +136,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     if (c.contains("model_file")) {
       EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
     }
-    const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c);
+    const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c, pipe.get());
     ASSERT_EQ(batch.size(), c["generator"]["seeds"].size()) << c["name"];
     // Half-precision cases run on one thread, as make_half_pipelines.py recorded them: a bf16 matmul's
     // rounding depends on how its reduction is split, and at 2 threads one batch case of
@@ -309,11 +312,33 @@ TEST(PipelineParityTiling, TiledGoldensTileAndDifferFromTheUntiledImage) {
   }
 }
 
+// FLUX.1 Kontext's reference size with auto_resize on (the default): for each input size, the preferred resolution
+// diffusers' FluxKontextPipeline resized the image to (make_kontext_pipelines.py intercepted it), ties included.
+TEST(KontextReference, AutoResizePicksTheResolutionDiffusersPicks) {
+  std::ifstream in(kData + "/pipelines/tiny-flux-kontext.golden/kontext/cases.json");
+  ASSERT_TRUE(in);
+  const json doc = json::parse(in);
+  pipeline::LoadRequest o;
+  o.model = kData + "/pipelines/tiny-flux-kontext";
+  const std::unique_ptr<pipeline::TextToImage> pipe = pipeline::load_text_to_image(o);
+  ASSERT_TRUE(pipe->info().image_is_reference);
+  ASSERT_GE(doc.at("auto_resize").size(), 10u);
+  for (const json& c : doc.at("auto_resize")) {
+    const std::array<int, 2> got =
+        pipe->reference_size(c["input"][0].get<int>(), c["input"][1].get<int>(), json{{"auto_resize", true}});
+    EXPECT_EQ(got[0], c["resized_to"][0].get<int>()) << c.dump();
+    EXPECT_EQ(got[1], c["resized_to"][1].get<int>()) << c.dump();
+  }
+  // Off, the image keeps its size, rounded down to vae_scale_factor * 2 (2 for the tiny VAE).
+  const std::array<int, 2> own = pipe->reference_size(71, 53, json{{"auto_resize", false}});
+  EXPECT_EQ(own, (std::array<int, 2>{70, 52}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd1-inpaint", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",
-                                                                 "tiny-flux-schnell", "tiny-chroma",
+                                                                 "tiny-flux-schnell", "tiny-flux-kontext", "tiny-chroma",
                                                                  "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
                                                                  "tiny-sd3.5-t5", "tiny-flux2-klein",
                                                                  "tiny-flux2-klein-base"),

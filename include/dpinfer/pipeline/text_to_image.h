@@ -2,6 +2,7 @@
 // What the worker asks of a pipeline. Deliberately free of LibTorch types and of
 // ranks: the worker knows items and files, the pipeline knows models.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -101,6 +102,10 @@ struct PipelineInfo {
   double default_inpaint_strength = 0;
   /// An inpainting checkpoint (a 9-channel UNet): every item needs an image and a mask.
   bool requires_mask = false;
+  /// The input image is a reference the model edits (FLUX.1 Kontext), not the start of img2img: an
+  /// item takes no strength and no mask, and the worker resizes its image to
+  /// TextToImage::reference_size() of the image's own size, not to the item's size.
+  bool image_is_reference = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;
@@ -130,6 +135,13 @@ class TextToImage {
   /// that this model cannot take beyond their specs' types and ranges, e.g. a clip_skip
   /// past its text encoder's layers. The worker asks before it makes any item.
   virtual void check_settings(const nlohmann::json& settings) const { (void)settings; }
+  /// With PipelineInfo::image_is_reference: the {width, height} an input image of `width` x `height`
+  /// is resized to for an item with `settings` (complete). Else the item's own size is used and this
+  /// is not asked.
+  virtual std::array<int, 2> reference_size(int width, int height, const nlohmann::json& settings) const {
+    (void)settings;
+    return {width, height};
+  }
   /// Reads and checks each LoRA of `loras` against this model, keeping what it read for
   /// generate(). Throws InputError, one line naming the file, for a LoRA this model cannot
   /// take: none of its keys match, only some do, or its shapes do not fit. The worker asks

@@ -5,6 +5,8 @@
 // input at planning read each file twice, and cost a million-item resume a read per item);
 // sha256() reads a file only when no load has (an item resume checks without making it).
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +28,9 @@ class InputImages {
   /// another, resized as diffusers' VaeImageProcessor.resize does (Pillow's Lanczos). Throws
   /// InputError naming the file. Keeps the last file's decoded pixels, which a line's items share.
   std::shared_ptr<const pipeline::RgbImage> load(const std::string& path, int width, int height);
+  /// The same, at the size `size_for` gives for the image's own {width, height}.
+  std::shared_ptr<const pipeline::RgbImage> load(const std::string& path,
+                                                 const std::function<std::array<int, 2>(int, int)>& size_for);
 
   /// The inpainting mask at `path` at width x height: decoded, converted to grayscale as PIL's
   /// convert("L") does (ITU-R 601-2 luma in 16-bit fixed point), and resized with Lanczos, as

@@ -1,8 +1,14 @@
 // Ref: diffusers/pipelines/flux/pipeline_flux.py FluxPipeline (diffusers 0.36.0): _get_clip_prompt_embeds,
 // _get_t5_prompt_embeds, encode_prompt, _prepare_latent_image_ids, _pack_latents, _unpack_latents,
 // prepare_latents and __call__. tools/fixtures/make_flux_pipelines.py records its goldens.
+// FLUX.1 Kontext (a folder whose model_index.json names FluxKontextPipeline): pipeline_flux_kontext.py's
+// __call__ (the reference image's size, step 3), prepare_latents and _encode_vae_image, recorded by
+// tools/fixtures/make_kontext_pipelines.py.
 #include "dpinfer/pipeline/families/flux.h"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +41,24 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kFluxDefaultSampleSize = 128;
+
+/// diffusers' PREFERRED_KONTEXT_RESOLUTIONS (pipeline_flux_kontext.py), {width, height}: the sizes FLUX.1
+/// Kontext was trained at, about 1 MP each, in diffusers' order (which breaks ties, see reference_size()).
+constexpr std::array<std::array<int, 2>, 17> kKontextResolutions{{{672, 1568}, {688, 1504}, {720, 1456}, {752, 1392},
+                                                                  {800, 1328}, {832, 1248}, {880, 1184}, {944, 1104},
+                                                                  {1024, 1024}, {1104, 944}, {1184, 880}, {1248, 832},
+                                                                  {1328, 800}, {1392, 752}, {1456, 720}, {1504, 688},
+                                                                  {1568, 672}}};
+
+/// FluxKontextPipeline's _auto_resize, as a setting of Kontext models only (diffusers has it as a private
+/// call argument, on by default).
+SettingSpec kontext_auto_resize() {
+  return {"auto_resize", SettingSpec::Type::kBoolean, true, 0, 0,
+          "FLUX.1 Kontext only: resize the input image to the trained resolution nearest its aspect ratio (672x1568 "
+          "to 1568x672, about 1 MP), as FluxKontextPipeline does by default; false keeps the image's own size, "
+          "rounded down to a multiple of 16",
+          "Kontext auto resize", 0};
+}
 
 /// check_flux_components() on parsed configs.
 void check_flux_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
@@ -74,7 +98,11 @@ class FluxPipeline : public LoraPipeline {
     tokenizer_2_ = find_tokenizer_class(tok2.class_name)->load(tok2.path);
     check_t5_tokenizer_fits(*tokenizer_2_, t5, "tokenizer_2", "text_encoder_2");
 
-    const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    kontext_ = md.model_index.value("_class_name", std::string()) == "FluxKontextPipeline";
+    std::vector<SettingSpec> specs = family_.settings;
+    if (kontext_) specs.push_back(kontext_auto_resize());
+    const json settings = resolve_settings(specs, r.settings, "--set", family_.label);
+    check_settings(settings);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
                                                                     family_.prediction});
     c10::InferenceMode guard;
@@ -87,6 +115,14 @@ class FluxPipeline : public LoraPipeline {
     vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
+    info_.setting_specs = specs;
+    if (kontext_) {
+      // An input image is the reference Kontext edits: no strength, no mask (FluxKontextInpaintPipeline is
+      // another pipeline, which dpinfer does not run).
+      info_.image_is_reference = true;
+      info_.default_strength = 0;
+      info_.default_inpaint_strength = 0;
+    }
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
     // A transformer without guidance embeds is FLUX.1-schnell-like: timestep-distilled for 1 to 4 steps,
@@ -102,9 +138,79 @@ class FluxPipeline : public LoraPipeline {
   const PipelineInfo& info() const override { return info_; }
   json statistics() const override { return statistics_; }
 
+  void check_settings(const json& settings) const override {
+    // FluxKontextPipeline.__call__ opens no cache_context, which diffusers' First Block Cache needs.
+    if (kontext_ && settings.value("first_block_cache", 0.0) > 0)
+      throw InputError("first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache, "
+                       "as diffusers' does; drop it");
+  }
+
+  // Ref: FluxKontextPipeline.__call__, step 3 (Preprocess image).
+  std::array<int, 2> reference_size(int width, int height, const json& settings) const override {
+    // get_default_height_width rounds the image's size down to the image processor's multiple, which is
+    // also the pipeline's multiple_of: vae_scale_factor * 2.
+    const int multiple = static_cast<int>(2 * vae_config_.scale_factor());
+    int w = width - width % multiple, h = height - height % multiple;
+    if (w <= 0 || h <= 0)
+      throw InputError("the input image is " + std::to_string(width) + "x" + std::to_string(height) +
+                       ", smaller than FLUX.1 Kontext's multiple of " + std::to_string(multiple) +
+                       " pixels in a side; give a larger image");
+    if (settings.value("auto_resize", true)) {
+      // min((abs(aspect_ratio - w / h), w, h) for w, h in PREFERRED_KONTEXT_RESOLUTIONS): Python compares the
+      // tuples, so an equal distance goes to the smaller width, then height.
+      const double aspect_ratio = static_cast<double>(w) / h;
+      std::array<int, 2> best{};
+      double best_distance = 0;
+      for (const std::array<int, 2>& r : kKontextResolutions) {
+        const double d = std::abs(aspect_ratio - static_cast<double>(r[0]) / r[1]);
+        if (best[0] == 0 || d < best_distance || (d == best_distance && r < best)) {
+          best = r;
+          best_distance = d;
+        }
+      }
+      w = best[0];
+      h = best[1];
+    }
+    return {w / multiple * multiple, h / multiple * multiple};
+  }
+
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
+    if (kontext_ && batch.front().image) {
+      // References of different sizes make sequences of different lengths, which one transformer call cannot
+      // hold: each size runs as its own batch. An image depends on its own request only, so this changes none.
+      std::vector<std::vector<size_t>> groups;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        auto same = [&](const std::vector<size_t>& g) {
+          const RgbImage& a = *batch[g.front()].image;
+          const RgbImage& b = *batch[i].image;
+          return a.width == b.width && a.height == b.height;
+        };
+        auto it = std::find_if(groups.begin(), groups.end(), same);
+        if (it == groups.end()) groups.push_back({i});
+        else it->push_back(i);
+      }
+      if (groups.size() > 1) {
+        std::vector<RgbImage> out(batch.size());
+        for (const std::vector<size_t>& g : groups) {
+          std::vector<ImageRequest> part;
+          for (size_t i : g) part.push_back(batch[i]);
+          std::vector<RgbImage> made = generate_one_size(part);
+          for (size_t k = 0; k < g.size(); ++k) out[g[k]] = std::move(made[k]);
+        }
+        return out;
+      }
+    }
+    return generate_one_size(batch);
+  }
+
+ private:
+  /// generate() for a batch whose references, if any, are of one size.
+  std::vector<RgbImage> generate_one_size(const std::vector<ImageRequest>& batch) {
     const ImageRequest& first = batch.front();
+    if (kontext_ && first.mask)
+      throw InputError("a mask for a FLUX.1 Kontext model, which takes its image as a reference to edit; drop the mask");
+    const bool reference = kontext_ && first.image != nullptr;
     const int64_t factor = vae_config_.scale_factor();
     const json settings = batch_settings(batch);
     const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
@@ -126,20 +232,21 @@ class FluxPipeline : public LoraPipeline {
     const at::Tensor text_ids = at::zeros({cond.t5.size(1), 3}, options);  // encode_prompt: zeros (L, 3)
 
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
-    const at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
+    at::Tensor image_ids = latent_image_ids(h / 2, w / 2, options);
     TimestepRequest steps;
     steps.sigmas = flow_match_linear_sigmas(first.steps);
     steps.mu = calculate_shift((h / 2) * (w / 2), scheduler_config_);  // image_seq_len
     scheduler_->set_timesteps(steps);
     const at::Tensor timesteps = scheduler_->timesteps();
-    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    const int64_t begin =
+        first.image && !reference ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
     scheduler_->set_begin_index(begin);
 
     at::Tensor latents;  // [B, (h/2)(w/2), 4C]
     std::vector<at::Generator> generators;
     // Inpainting (FluxInpaintPipeline): the packed image latents, noise and mask that each step blends back.
     at::Tensor inpaint_image, inpaint_noise, inpaint_mask;
-    if (first.image) {
+    if (first.image && !reference) {
       // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
       // with its generator, (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
@@ -161,6 +268,20 @@ class FluxPipeline : public LoraPipeline {
       latents = pack_latents(noise.noise);
       generators = std::move(noise.generators);
     }
+    // Kontext's reference (FluxKontextPipeline.prepare_latents): each image encoded alone, _encode_vae_image's
+    // retrieve_latents(sample_mode="argmax"), the mean, which draws nothing from the generator; then
+    // (z - shift_factor) * scaling_factor, packed [B, Lr, 4C] to follow the latents in the sequence, with the
+    // latents' kind of ids but 1 in their first column.
+    at::Tensor reference_latents;
+    if (reference) {
+      std::vector<at::Tensor> means;
+      for (const ImageRequest& r : batch) means.push_back(vae_->encode(vae_input(*r.image, dtype_, device_)).mean);
+      const at::Tensor z = (at::cat(means) - *vae_config_.shift_factor) * vae_config_.scaling_factor;
+      reference_latents = pack_latents(z);
+      at::Tensor reference_ids = latent_image_ids(z.size(2) / 2, z.size(3) / 2, options);
+      reference_ids.select(1, 0).fill_(1);
+      image_ids = at::cat({image_ids, reference_ids});  // torch.cat([latent_ids, image_ids], dim=0)
+    }
     // guidance = full([1], guidance_scale, float32).expand(B), only for a guidance-distilled transformer
     at::Tensor guidance;
     if (transformer_config_.guidance_embeds)
@@ -172,13 +293,19 @@ class FluxPipeline : public LoraPipeline {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
       const at::Tensor timestep = timesteps[begin + i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
-      at::Tensor pred = transformer_->forward(latents, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
-                                              cond_cache ? &*cond_cache : nullptr);
+      // Kontext: the reference's tokens after the latents', and the prediction for the latents' only
+      // (noise_pred[:, : latents.size(1)]).
+      const at::Tensor input = reference ? at::cat({latents, reference_latents}, 1) : latents;
+      const int64_t length = latents.size(1);
+      at::Tensor pred = transformer_->forward(input, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
+                                              cond_cache ? &*cond_cache : nullptr)
+                            .slice(1, 0, length);
       if (!cfg_rows.empty()) {
         auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
         const at::Tensor neg =
-            transformer_->forward(pick(latents), uncond.t5, uncond.pooled, pick(timestep), image_ids, text_ids,
-                                  guidance.defined() ? pick(guidance) : guidance, uncond_cache ? &*uncond_cache : nullptr);
+            transformer_->forward(pick(input), uncond.t5, uncond.pooled, pick(timestep), image_ids, text_ids,
+                                  guidance.defined() ? pick(guidance) : guidance, uncond_cache ? &*uncond_cache : nullptr)
+                .slice(1, 0, length);
         const at::Tensor pos = pick(pred);
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
@@ -199,10 +326,8 @@ class FluxPipeline : public LoraPipeline {
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 
- protected:
   void encode_prompts(const std::vector<ImageRequest>& batch) override { embeds(batch, batch_settings(batch)); }
 
- private:
   /// One side (prompts or negative prompts) of a batch as the transformer takes it.
   struct Conditioning {
     at::Tensor t5;      ///< [B, max_sequence_length, d_model]: T5's last hidden state
@@ -272,6 +397,7 @@ class FluxPipeline : public LoraPipeline {
   }
 
   const Family& family_;
+  bool kontext_ = false;  ///< model_index.json names FluxKontextPipeline
   at::ScalarType dtype_;
   at::Device device_;
   FluxTransformerConfig transformer_config_;

@@ -1,0 +1,135 @@
+// FLUX.1 Kontext end to end (issue 29, item 4): items whose image is a reference to edit, through dpinfer-worker and
+// the launcher, on tiny-flux-kontext (tiny-flux-dev's components under FluxKontextPipeline). PipelineParity holds the
+// pixels to diffusers' FluxKontextPipeline; this checks what the worker adds around it: the reference resized for its
+// own size (not the item's), the records and infotext without a strength, that an image depends neither on its batch
+// (references of two sizes in one batch) nor on the world size, resume, and the refusals.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/png_reader.h"
+#include "support/run_outputs.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+
+namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
+
+const std::string kData = DPINFER_TEST_DATA_DIR;
+const std::string kModel = kData + "/pipelines/tiny-flux-kontext";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+
+std::vector<std::string> kontext_args(const TempDir& dir, const std::string& prompts, const std::string& out,
+                                      const std::vector<std::string>& extra = {}) {
+  // auto_resize off: on, each reference becomes about 1 MP, which the tiny VAE (scale factor 1) keeps whole.
+  std::vector<std::string> a = {dir.file(prompts), "--model", kModel, "--out", dir.file(out), "--steps", "3",
+                                "--width", "16", "--height", "16", "--set", "auto_resize=false"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+RunResult kontext_generate(const std::vector<std::string>& a) {
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate"};
+  argv.insert(argv.end(), a.begin(), a.end());
+  return run(argv, kEnv, 300s);
+}
+
+/// The prompts file and, beside it, a 64x64 and a 70x52 reference: a batch of two then holds two sizes.
+void write_kontext_inputs(const TempDir& dir) {
+  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("square.png"));
+  std::filesystem::copy_file(kData + "/input-images/img2img-1.png", dir.file("wide.png"));
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"make it purple\", \"image\": \"square.png\"}\n"
+             "{\"prompt\": \"make it purple\", \"image\": \"wide.png\"}\n"
+             "{\"prompt\": \"add a hat\", \"image\": \"square.png\", \"seed\": 7}\n"
+             "{\"prompt\": \"add a hat\", \"image\": \"wide.png\", \"seed\": 7}\n");
+}
+
+TEST(KontextE2E, ReferencesOfTwoSizesWhateverTheBatchOrRanks) {
+  TempDir dir;
+  write_kontext_inputs(dir);
+  RunResult one = kontext_generate(kontext_args(dir, "p.jsonl", "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult batched = kontext_generate(kontext_args(dir, "p.jsonl", "batched", {"--batch-size", "4"}));
+  ASSERT_EQ(batched.exit_code, 0) << batched.err;
+  RunResult ranks = run(two_rank_launch(DPINFER_WORKER_BINARY, free_port(),
+                                        kontext_args(dir, "p.jsonl", "ranks", {"--batch-size", "2"})),
+                        kEnv, 300s);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
+  const auto pixels = png_pixels(dir.file("one"));
+  ASSERT_EQ(pixels.size(), 4u);
+  // A batch of 4 runs each reference size as its own transformer call, so every image is its alone self.
+  EXPECT_EQ(png_pixels(dir.file("batched")), pixels);
+  EXPECT_EQ(png_pixels(dir.file("ranks")), png_pixels(dir.file("batched")));
+  // The reference is what the image is made from: another reference, another image.
+  EXPECT_NE(pixels.at("000000.png"), pixels.at("000001.png"));
+
+  const auto rows = read_jsonl(dir.file("one/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["input_image_hash"].get<std::string>().size(), 64u) << r.dump();
+    EXPECT_FALSE(r.contains("strength")) << r.dump();  // a reference has no strength
+    EXPECT_EQ(r["width"], 16);                          // the item's size is the output's
+    EXPECT_EQ(r["auto_resize"], false) << r.dump();  // a setting, named in the record's "settings" list
+  }
+  const std::string infotext = read_png(dir.file("one/000000.png")).texts.at("parameters");
+  EXPECT_TRUE(contains(infotext, "Input image hash: ")) << infotext;
+  EXPECT_FALSE(contains(infotext, "Denoising strength")) << infotext;
+  EXPECT_TRUE(contains(infotext, "Kontext auto resize: false")) << infotext;
+
+  RunResult again = kontext_generate(kontext_args(dir, "p.jsonl", "one"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out + again.err, "0 generated, 4 skipped")) << again.err;
+}
+
+TEST(KontextE2E, AnItemWithoutImageIsFlux1TextToImage) {
+  // FluxKontextPipeline without an image runs FluxPipeline's loop: the same image as tiny-flux-dev's.
+  TempDir dir;
+  write_file(dir.file("t.txt"), "a red cube\n");
+  const std::vector<std::string> common = {"--steps", "3", "--width", "16", "--height", "16"};
+  std::vector<std::string> a = {dir.file("t.txt"), "--model", kModel, "--out", dir.file("kontext")};
+  a.insert(a.end(), common.begin(), common.end());
+  ASSERT_EQ(kontext_generate(a).exit_code, 0);
+  std::vector<std::string> b = {dir.file("t.txt"), "--model", kData + "/pipelines/tiny-flux-dev", "--out",
+                                dir.file("dev")};
+  b.insert(b.end(), common.begin(), common.end());
+  ASSERT_EQ(kontext_generate(b).exit_code, 0);
+  EXPECT_EQ(png_pixels(dir.file("kontext")), png_pixels(dir.file("dev")));
+}
+
+TEST(KontextE2E, BadInputsAreOneLineEach) {
+  TempDir dir;
+  write_kontext_inputs(dir);
+  const auto refused = [&](const std::string& jsonl, const std::vector<std::string>& extra, const std::string& what) {
+    write_file(dir.file("bad.jsonl"), jsonl);
+    RunResult r = kontext_generate(kontext_args(dir, "bad.jsonl", "bad", extra));
+    EXPECT_EQ(r.exit_code, 2) << jsonl << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, what)) << r.err;
+    EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
+  };
+  refused("{\"prompt\": \"x\", \"image\": \"square.png\", \"strength\": 0.5}\n", {},
+          "bad.jsonl' line 1: a strength for tiny-flux-kontext (FluxKontextPipeline), which takes its image as a "
+          "reference to edit");
+  refused("{\"prompt\": \"x\", \"image\": \"square.png\"}\n", {"--strength", "0.5"}, "drop the strength");
+  refused("{\"prompt\": \"x\", \"image\": \"square.png\", \"mask\": \"wide.png\"}\n", {},
+          "which takes its image as a reference to edit, not to inpaint; drop the mask");
+  refused("{\"prompt\": \"x\", \"image\": \"square.png\"}\n", {"--set", "first_block_cache=0.1"},
+          "first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache");
+  // auto_resize is Kontext's own: a FLUX.1 folder refuses it.
+  write_file(dir.file("t.txt"), "a red cube\n");
+  RunResult dev = kontext_generate({dir.file("t.txt"), "--model", kData + "/pipelines/tiny-flux-dev", "--out",
+                                    dir.file("dev"), "--set", "auto_resize=false"});
+  EXPECT_EQ(dev.exit_code, 2) << dev.err;
+  EXPECT_TRUE(contains(dev.err, "auto_resize")) << dev.err;
+}
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace
