@@ -30,7 +30,9 @@
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), and make_kontext_pipelines.py's FLUX.1 Kontext cases (tiny-flux-kontext: tiny-flux-dev's components under
-// FluxKontextPipeline, references square and not, a batch of three, true CFG, no image, bf16; issue 29).
+// FluxKontextPipeline, references square and not, a batch of three, true CFG, no image, bf16; issue 29) and
+// make_flux_fill_pipelines.py's FLUX.1 Fill cases (tiny-flux-fill, FluxFillPipeline: strengths 0.45 to 1, a
+// non-square input resized, soft masks, a batch of three, bf16; issue 29).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -99,7 +101,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -338,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",
-                                                                 "tiny-flux-schnell", "tiny-flux-kontext", "tiny-chroma",
+                                                                 "tiny-flux-schnell", "tiny-flux-kontext", "tiny-flux-fill", "tiny-chroma",
                                                                  "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
                                                                  "tiny-sd3.5-t5", "tiny-flux2-klein",
                                                                  "tiny-flux2-klein-base"),

@@ -226,7 +226,7 @@ const std::vector<Family>& families() {
       {
           "flux",
           "FLUX.1",
-          {"FluxPipeline", "FluxKontextPipeline"},
+          {"FluxPipeline", "FluxKontextPipeline", "FluxFillPipeline"},
           {{"transformer", Role::kDenoiser, {"FluxTransformer2DModel"}},
            {"text_encoder", Role::kTextEncoder, {"CLIPTextModel"}},
            {"text_encoder_2", Role::kTextEncoder, {"T5EncoderModel"}},

@@ -3,7 +3,8 @@
 // prepare_latents and __call__. tools/fixtures/make_flux_pipelines.py records its goldens.
 // FLUX.1 Kontext (a folder whose model_index.json names FluxKontextPipeline): pipeline_flux_kontext.py's
 // __call__ (the reference image's size, step 3), prepare_latents and _encode_vae_image, recorded by
-// tools/fixtures/make_kontext_pipelines.py.
+// tools/fixtures/make_kontext_pipelines.py. FLUX.1 Fill (FluxFillPipeline): pipeline_flux_fill.py's prepare_latents,
+// prepare_mask_latents and __call__, recorded by tools/fixtures/make_flux_fill_pipelines.py.
 #include "dpinfer/pipeline/families/flux.h"
 
 #include <algorithm>
@@ -60,9 +61,10 @@ SettingSpec kontext_auto_resize() {
           "Kontext auto resize", 0};
 }
 
-/// check_flux_components() on parsed configs.
+/// check_flux_components() on parsed configs. `fill`: the pipeline is FluxFillPipeline, whose transformer takes the
+/// packed latents, masked-image latents and mask (FLUX.1-Fill-dev: 64 + 64 + 256 = 384 in, 64 out).
 void check_flux_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, const T5Config& t5,
-               const AutoencoderKLConfig& vae) {
+                    const AutoencoderKLConfig& vae, bool fill) {
   auto mismatch = [](const std::string& what) {
     throw InputError("transformer config: " + what + "; the components do not belong together");
   };
@@ -72,7 +74,13 @@ void check_flux_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, 
   if (t.pooled_projection_dim != clip.hidden_size)
     mismatch("pooled_projection_dim " + std::to_string(t.pooled_projection_dim) +
              " is not text_encoder's (CLIP) hidden_size " + std::to_string(clip.hidden_size));
-  if (t.in_channels != 4 * vae.latent_channels || t.out_features() != t.in_channels)
+  const int64_t packed = 4 * vae.latent_channels;
+  const int64_t fill_in = 2 * packed + 4 * vae.scale_factor() * vae.scale_factor();
+  if (fill && (t.in_channels != fill_in || t.out_features() != packed))
+    mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
+             std::to_string(t.out_features()) + " must be " + std::to_string(fill_in) + " and " + std::to_string(packed) +
+             " for FluxFillPipeline (the packed latents, masked-image latents and mask in, the latents out)");
+  if (!fill && (t.in_channels != packed || t.out_features() != t.in_channels))
     mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
              std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
              std::to_string(4 * vae.latent_channels) + ")");
@@ -91,14 +99,16 @@ class FluxPipeline : public LoraPipeline {
         vae_config_(AutoencoderKLConfig::from_json(md.at("vae").config)),
         scheduler_config_(md.at("scheduler").config) {
     const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
-    check_flux_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config), t5, vae_config_);
+    const std::string pipeline_class = md.model_index.value("_class_name", std::string());
+    kontext_ = pipeline_class == "FluxKontextPipeline";
+    fill_ = pipeline_class == "FluxFillPipeline";
+    check_flux_fit(transformer_config_, CLIPTextConfig::from_json(md.at("text_encoder").config), t5, vae_config_, fill_);
     const Component& tok = md.at("tokenizer");
     const Component& tok2 = md.at("tokenizer_2");
     tokenizer_ = find_tokenizer_class(tok.class_name)->load(tok.path);
     tokenizer_2_ = find_tokenizer_class(tok2.class_name)->load(tok2.path);
     check_t5_tokenizer_fits(*tokenizer_2_, t5, "tokenizer_2", "text_encoder_2");
 
-    kontext_ = md.model_index.value("_class_name", std::string()) == "FluxKontextPipeline";
     std::vector<SettingSpec> specs = family_.settings;
     if (kontext_) specs.push_back(kontext_auto_resize());
     const json settings = resolve_settings(specs, r.settings, "--set", family_.label);
@@ -132,6 +142,15 @@ class FluxPipeline : public LoraPipeline {
     if (!transformer_config_.guidance_embeds) {
       info_.default_steps = 4;
       info_.default_guidance_scale = 0.0;
+    }
+    if (fill_) {
+      // FluxFillPipeline (FLUX.1 Fill): every item repaints the mask's white of its image; __call__'s defaults are
+      // 50 steps, guidance 30 and strength 1.0.
+      info_.requires_mask = true;
+      info_.default_steps = 50;
+      info_.default_guidance_scale = 30.0;
+      info_.default_strength = 1.0;
+      info_.default_inpaint_strength = 1.0;
     }
   }
 
@@ -246,13 +265,16 @@ class FluxPipeline : public LoraPipeline {
     std::vector<at::Generator> generators;
     // Inpainting (FluxInpaintPipeline): the packed image latents, noise and mask that each step blends back.
     at::Tensor inpaint_image, inpaint_noise, inpaint_mask;
+    at::Tensor fill_condition;  // FluxFillPipeline: [B, L, 4C + 4 vae_scale_factor^2], after the latents' channels
     if (first.image && !reference) {
       // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
       // with its generator, (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
       latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
-      if (first.mask) {
+      if (fill_) {
+        fill_condition = fill_conditioning(batch, generators, h, w);
+      } else if (first.mask) {
         // prepare_mask_latents: the mask binarized, F.interpolate'd (nearest) to the latents, repeated over the
         // channels and packed. It also encodes the masked image, which FLUX.1's own transformer does not take: the
         // draw only moves each generator on, and nothing draws from them after it here (flow matching steps
@@ -295,7 +317,10 @@ class FluxPipeline : public LoraPipeline {
       const at::Tensor timestep = timesteps[begin + i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
       // Kontext: the reference's tokens after the latents', and the prediction for the latents' only
       // (noise_pred[:, : latents.size(1)]).
-      const at::Tensor input = reference ? at::cat({latents, reference_latents}, 1) : latents;
+      // Fill: the masked image's latents and the mask beside the latents' channels (torch.cat(..., dim=2)).
+      const at::Tensor input = reference ? at::cat({latents, reference_latents}, 1)
+                               : fill_condition.defined() ? at::cat({latents, fill_condition}, 2)
+                                                          : latents;
       const int64_t length = latents.size(1);
       at::Tensor pred = transformer_->forward(input, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
                                               cond_cache ? &*cond_cache : nullptr)
@@ -327,6 +352,29 @@ class FluxPipeline : public LoraPipeline {
   }
 
   void encode_prompts(const std::vector<ImageRequest>& batch) override { embeds(batch, batch_settings(batch)); }
+
+  /// FluxFillPipeline.prepare_mask_latents, per image (h x w: the latents' size): the masked image,
+  /// init_image * (1 - mask) in float32 then the run dtype, encoded with a sample drawn from the image's
+  /// generator (after its image latents and noise, as diffusers draws them), (z - shift_factor) * scaling_factor
+  /// and packed; beside it, the binary mask at the image's resolution folded into vae_scale_factor^2 channels per
+  /// latent pixel ([1, s^2, h, w]) and packed. Returns [B, (h/2)(w/2), 4C + 4 s^2] in the run dtype.
+  at::Tensor fill_conditioning(const std::vector<ImageRequest>& batch, std::vector<at::Generator>& generators,
+                               int64_t h, int64_t w) {
+    const int64_t s = vae_config_.scale_factor();
+    std::vector<at::Tensor> rows;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const ImageRequest& r = batch[i];
+      if (!r.mask) throw InputError("FLUX.1 Fill: every item of the batch needs a mask");
+      const at::Tensor mask = binary_mask(*r.mask).to(device_);  // [1, 1, H, W] float32
+      const at::Tensor masked = (vae_input(*r.image, at::kFloat, device_) * (1 - mask)).to(dtype_);
+      const at::Tensor z =
+          (sample_latent(vae_->encode(masked), generators[i]) - *vae_config_.shift_factor) * vae_config_.scaling_factor;
+      const at::Tensor folded =
+          mask.select(1, 0).view({1, h, s, w, s}).permute({0, 2, 4, 1, 3}).reshape({1, s * s, h, w});
+      rows.push_back(at::cat({pack_latents(z.to(device_, dtype_)), pack_latents(folded).to(device_, dtype_)}, -1));
+    }
+    return at::cat(rows);
+  }
 
   /// One side (prompts or negative prompts) of a batch as the transformer takes it.
   struct Conditioning {
@@ -398,6 +446,7 @@ class FluxPipeline : public LoraPipeline {
 
   const Family& family_;
   bool kontext_ = false;  ///< model_index.json names FluxKontextPipeline
+  bool fill_ = false;     ///< model_index.json names FluxFillPipeline
   at::ScalarType dtype_;
   at::Device device_;
   FluxTransformerConfig transformer_config_;
@@ -424,8 +473,9 @@ std::array<int64_t, 2> flux_default_size(const ModelDir& model) {
 void check_flux_components(const ModelDir& md) {
   const T5Config t5 = T5Config::from_json(md.at("text_encoder_2").config);
   check_flux_fit(FluxTransformerConfig::from_json(md.at("transformer").config),
-            CLIPTextConfig::from_json(md.at("text_encoder").config), t5,
-            AutoencoderKLConfig::from_json(md.at("vae").config));
+                 CLIPTextConfig::from_json(md.at("text_encoder").config), t5,
+                 AutoencoderKLConfig::from_json(md.at("vae").config),
+                 md.model_index.value("_class_name", std::string()) == "FluxFillPipeline");
   const Component& tok2 = md.at("tokenizer_2");
   check_t5_tokenizer_fits(*find_tokenizer_class(tok2.class_name)->load(tok2.path), t5, "tokenizer_2", "text_encoder_2");
 }

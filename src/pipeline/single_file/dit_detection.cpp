@@ -98,10 +98,12 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
     const int64_t channels = img_in && img_in->shape.size() == 2 ? img_in->shape[1] : 0;
     if (channels == 384)
       throw InputError(where + " is a FLUX.1 Fill transformer (img_in takes 384 channels: latents, masked image "
-                       "and mask); dpinfer generates text-to-image only, use FLUX.1 [dev] or [schnell]");
+                       "and mask), which dpinfer reads only as a diffusers folder: give --model a FLUX.1-Fill-dev "
+                       "folder (FluxFillPipeline)");
     if (channels == 128)
       throw InputError(where + " is a FLUX.1 Depth transformer (img_in takes 128 channels: latents and the "
-                       "control image); dpinfer generates text-to-image only, use FLUX.1 [dev] or [schnell]");
+                       "control image), which needs FluxControlPipeline; dpinfer does not run it, use FLUX.1 [dev] or "
+                       "[schnell]");
     d.kind = "flux-dev";
   } else {
     d.kind = "flux-schnell";

@@ -1,4 +1,5 @@
-// FLUX.1 Kontext end to end (issue 29, item 4): items whose image is a reference to edit, through dpinfer-worker and
+// FLUX.1 Fill and Kontext end to end (issue 29). Fill: every item needs its image and mask, the defaults are
+// FluxFillPipeline's. Kontext (item 4): items whose image is a reference to edit, through dpinfer-worker and
 // the launcher, on tiny-flux-kontext (tiny-flux-dev's components under FluxKontextPipeline). PipelineParity holds the
 // pixels to diffusers' FluxKontextPipeline; this checks what the worker adds around it: the reference resized for its
 // own size (not the item's), the records and infotext without a strength, that an image depends neither on its batch
@@ -129,6 +130,30 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
                                     dir.file("dev"), "--set", "auto_resize=false"});
   EXPECT_EQ(dev.exit_code, 2) << dev.err;
   EXPECT_TRUE(contains(dev.err, "auto_resize")) << dev.err;
+}
+
+// FLUX.1 Fill (tiny-flux-fill, FluxFillPipeline): PipelineParity holds its pixels to diffusers; here, the worker's side.
+TEST(FluxFillE2E, EveryItemRepaintsItsMaskWithFillsDefaults) {
+  TempDir dir;
+  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("a.png"));
+  std::filesystem::copy_file(kData + "/input-images/mask-0.png", dir.file("m.png"));
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red cube\", \"image\": \"a.png\", \"mask\": \"m.png\"}\n");
+  const std::string model = kData + "/pipelines/tiny-flux-fill";
+  RunResult ok = kontext_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("out"), "--steps", "3",
+                                   "--width", "16", "--height", "16"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto rows = read_jsonl(dir.file("out/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["guidance_scale"], 30.0);  // FluxFillPipeline's default
+  EXPECT_EQ(rows[0]["strength"], 1.0);
+  EXPECT_EQ(rows[0]["input_mask_hash"].get<std::string>().size(), 64u);
+  // A line without its mask is refused before any weights load.
+  write_file(dir.file("q.jsonl"), "{\"prompt\": \"a red cube\", \"image\": \"a.png\"}\n");
+  RunResult bad = kontext_generate({dir.file("q.jsonl"), "--model", model, "--out", dir.file("q")});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "q.jsonl' line 1: tiny-flux-fill is an inpainting model (FluxFillPipeline): every "
+                                "item needs a 'mask'"))
+      << bad.err;
 }
 
 }  // namespace DPINFER_UNITY_ID
