@@ -200,6 +200,8 @@ const std::vector<Family>& families() {
           qwen_image_default_size,
           load_qwen_image,
           check_qwen_image_components,
+          /*default_strength=*/0.6,          // QwenImageImg2ImgPipeline
+          /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline
       },
       {
           "z-image",

@@ -1,6 +1,8 @@
 // Ref: diffusers/pipelines/qwenimage/pipeline_qwenimage.py QwenImagePipeline (diffusers 0.36):
 // _get_qwen_prompt_embeds, encode_prompt, prepare_latents, _pack_latents, _unpack_latents and
-// __call__ (the true-CFG loop and the decode).
+// __call__ (the true-CFG loop and the decode); pipeline_qwenimage_img2img.py and pipeline_qwenimage_inpaint.py
+// (_encode_vae_image, prepare_latents, prepare_mask_latents, get_timesteps and the inpainting blend) for items
+// that start from an image (issue 29).
 #include "dpinfer/pipeline/families/qwen_image.h"
 
 #include <algorithm>
@@ -141,25 +143,56 @@ class QwenImagePipeline : public LoraPipeline {
     const auto [cond, uncond] = embeds(batch, max_sequence_length);
     denoiser_phase();
 
-    // prepare_latents: [B, 1, C, h, w] noise from each image's generator, packed.
     const int64_t h = 2 * (first.height / (factor * 2)), w = 2 * (first.width / (factor * 2));
-    BatchNoise noise = batch_noise(batch, vae_config_.z_dim, h, w, dtype_, device_);
-    at::Tensor latents = pack(noise.noise);  // [B, (h/2)(w/2), 4C]
     const std::vector<nn::TokenGrid> grid{{1, h / 2, w / 2}};  // img_shapes' (frames, h/2, w/2) of each image
-
     TimestepRequest steps;
     steps.sigmas = flow_match_linear_sigmas(first.steps);
-    steps.mu = calculate_shift(latents.size(1), scheduler_config_);
+    steps.mu = calculate_shift((h / 2) * (w / 2), scheduler_config_);  // image_seq_len
     scheduler_->set_timesteps(steps);
     const at::Tensor timesteps = scheduler_->timesteps();
+    // img2img and inpainting (QwenImageImg2ImgPipeline, QwenImageInpaintPipeline): get_timesteps keeps
+    // steps - int(steps - steps * strength) of them.
+    const int64_t begin = first.image ? img2img_start(first.steps, first.strength, StrengthRounding::kFloatSteps) : 0;
+    scheduler_->set_begin_index(begin);
+
+    at::Tensor latents;  // [B, (h/2)(w/2), 4C]
+    std::vector<at::Generator> generators;
+    at::Tensor inpaint_image, inpaint_noise, inpaint_mask;  // inpainting: what each step blends back, packed
+    if (first.image) {
+      // prepare_latents: each image encoded alone with a sample from its generator (_encode_vae_image), then
+      // normalised per channel, (z - latents_mean) * (1 / latents_std) in the run dtype; then its noise from the
+      // same generator, scale_noise to the first step's sigma, packed.
+      ImageStart start = image_start(
+          batch,
+          [&](const RgbImage& image, at::Generator& generator) {
+            const at::Tensor z = sample_latent(vae_->encode(vae_input(image, dtype_, device_)), generator);
+            return (z - latents_mean(z.options())) * inverse_latents_std(z.options());
+          },
+          dtype_, device_);
+      latents = pack(scheduler_->add_noise(start.image_latents, start.noise, begin));
+      generators = std::move(start.generators);
+      if (first.mask) {
+        // prepare_mask_latents: the mask binarized and F.interpolate'd (nearest) to the latents, in the run dtype,
+        // repeated over the channels and packed. Its encoding of the masked image draws from each generator after
+        // the noise, and nothing draws after it (flow matching steps without noise): skipped.
+        inpaint_mask = pack(latent_masks(batch, h, w).to(device_, dtype_).repeat({1, vae_config_.z_dim, 1, 1}));
+        inpaint_image = pack(start.image_latents);
+        inpaint_noise = pack(start.noise);
+      }
+    } else {
+      // prepare_latents: [B, 1, C, h, w] noise from each image's generator, packed.
+      BatchNoise noise = batch_noise(batch, vae_config_.z_dim, h, w, dtype_, device_);
+      latents = pack(noise.noise);
+      generators = std::move(noise.generators);
+    }
     at::Tensor rows;
     if (!cfg_rows.empty() && static_cast<int64_t>(cfg_rows.size()) < b)
       rows = at::tensor(cfg_rows, at::kLong).to(device_);
 
-    for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
-      const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
+      const at::Tensor timestep = timesteps[begin + i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
       // kMasked: the text padding is no key, so an image depends only on its own prompt
       // (diffusers 0.36 attends to it; its goldens here record each prompt alone).
       at::Tensor pred = transformer_->forward(latents, cond.embeds, cond.mask, timestep, grids(b, grid), cond.lengths,
@@ -178,7 +211,9 @@ class QwenImagePipeline : public LoraPipeline {
         const at::Tensor guided = comb * (cond_norm / comb_norm);
         pred = rows.defined() ? pred.index_copy(0, rows, guided) : guided;
       }
-      latents = scheduler_->step(pred, i, latents, noise.generators);
+      latents = scheduler_->step(pred, i, latents, generators);
+      if (inpaint_mask.defined())
+        latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);
@@ -188,11 +223,7 @@ class QwenImagePipeline : public LoraPipeline {
 
     // latents / (1 / std) + mean, per channel, in the VAE's dtype, as diffusers writes it
     at::Tensor z = unpack(latents, h, w).to(dtype_);
-    const auto options = z.options();
-    const at::Tensor mean = at::tensor(vae_config_.latents_mean, at::kDouble).to(at::kFloat).to(options).view({1, -1, 1, 1});
-    const at::Tensor inv_std =
-        at::reciprocal(at::tensor(vae_config_.latents_std, at::kDouble).to(at::kFloat).to(options)).view({1, -1, 1, 1});
-    z = z / inv_std + mean;
+    z = z / inverse_latents_std(z.options()) + latents_mean(z.options());
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in [-1, 1]
   }
 
@@ -202,6 +233,15 @@ class QwenImagePipeline : public LoraPipeline {
   }
 
  private:
+  /// The VAE config's latents_mean, [1, z_dim, 1, 1] in `options`: torch.tensor(list) (float32) .to(dtype).
+  at::Tensor latents_mean(const at::TensorOptions& options) const {
+    return at::tensor(vae_config_.latents_mean, at::kDouble).to(at::kFloat).to(options).view({1, -1, 1, 1});
+  }
+  /// 1.0 / latents_std, the reciprocal taken in `options`' dtype, as diffusers writes it.
+  at::Tensor inverse_latents_std(const at::TensorOptions& options) const {
+    return at::reciprocal(at::tensor(vae_config_.latents_std, at::kDouble).to(at::kFloat).to(options)).view({1, -1, 1, 1});
+  }
+
   /// The batch's max_sequence_length setting, after the size check.
   int64_t batch_max_sequence_length(const std::vector<ImageRequest>& batch) const {
     check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.scale_factor());

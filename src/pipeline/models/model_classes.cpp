@@ -189,7 +189,7 @@ nlohmann::ordered_json qwen_image_vae_facts(const nlohmann::json& config) {
   j["scale_factor"] = c.scale_factor();
   j["latents_mean"] = c.latents_mean;
   j["latents_std"] = c.latents_std;
-  j["built"] = "decoder only (one frame)";
+  j["built"] = "encoder and decoder (one frame)";
   j["tiling"] = std::to_string(AutoencoderKLQwenImageImpl::kTileSampleMinSize) + " px tiles every " +
                 std::to_string(AutoencoderKLQwenImageImpl::kTileSampleStride) + " with --vae-tiling";
   return j;
@@ -320,10 +320,6 @@ const KeyRenames kQwen2_5_VLRenames{{}, {"lm_head.weight"}, {"visual"}};
 const KeyRenames kT5Renames{{}, {}, {}, {{"encoder.embed_tokens.weight", "shared.weight"}}};
 const KeyRenames kVaeRenames{
     {{"query", "to_q"}, {"key", "to_k"}, {"value", "to_v"}, {"proj_attn", "to_out.0"}}, {}, {}};
-// dpinfer builds Qwen-Image's VAE for decoding only (text-to-image never encodes): the file's
-// encoder and quant_conv are skipped rather than built, which keeps about 40% of the VAE's
-// weights off every rank's device. An image-to-image family would build them and drop this.
-const KeyRenames kQwenImageVaeRenames{{}, {}, {"encoder", "quant_conv"}};
 // AutoencoderKLFlux2's bn.num_batches_tracked (an int64 counter of training) is read by nothing.
 const KeyRenames kFlux2VaeRenames{{}, {"bn.num_batches_tracked"}, {}};
 const KeyRenames kQwen3CausalLMRenames{{}, {"lm_head.weight"}, {}};
@@ -351,7 +347,7 @@ const std::vector<ModelClass>& model_classes() {
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
        kVaeRenames},
       {"AutoencoderKLQwenImage", "diffusers", ComponentRole::kVae,
-       build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts, kQwenImageVaeRenames},
+       build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts},
       {"AutoencoderKLFlux2", "diffusers", ComponentRole::kVae, build_flux2_vae, flux2_vae_facts, kFlux2VaeRenames},
       {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}, {"t_embedder", "cap_embedder"}},

@@ -37,6 +37,16 @@ at::Tensor QwenImageCausalConv3dImpl::forward(const at::Tensor& x) const {
   // the mid block's attention leaves it); a channels-last input would take another CPU kernel
   // path, which sums in another order. The zero frames add exact zeros, so on CPU this equals
   // diffusers' conv3d bit for bit (checked on the fixtures and a Qwen-Image-shaped decoder).
+  if (channels_last_) {
+    // A channels-last input (the encoder's first level): here oneDNN's channels_last_3d conv3d sums in
+    // another order than any 2D convolution of the kernel's last slice, or a conv3d of that slice alone,
+    // in bf16 (traced layer by layer on the fixtures). So diffusers' own call: the frame after its
+    // 2 * pad_t zero frames, channels-last, through the whole kernel; 3x the multiply-adds of the first
+    // level, as diffusers spends them.
+    const at::Tensor frames = at::constant_pad_nd(x.contiguous(at::MemoryFormat::ChannelsLast).unsqueeze(2),
+                                                  {pad_s_, pad_s_, pad_s_, pad_s_, weight.size(2) - 1, 0});
+    return at::conv3d(frames, weight, bias).squeeze(2);
+  }
   return at::conv2d(x.contiguous(), weight.select(2, -1), bias, /*stride=*/{1, 1}, /*padding=*/{pad_s_, pad_s_});
 }
 
@@ -71,6 +81,12 @@ at::Tensor QwenImageResidualBlockImpl::forward(const at::Tensor& x) {
   at::Tensor y = conv1_(at::silu(norm1_(x)));
   y = conv2_(at::silu(norm2_(y)));
   return y + h;
+}
+
+void QwenImageResidualBlockImpl::set_channels_last(bool on) {
+  conv1_->set_channels_last(on);
+  conv2_->set_channels_last(on);
+  if (!conv_shortcut_.is_empty()) conv_shortcut_->set_channels_last(on);
 }
 
 // Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py QwenImageAttentionBlock
@@ -139,6 +155,74 @@ at::Tensor QwenImageUpBlockImpl::forward(const at::Tensor& x) {
   return upsampler_.is_empty() ? h : upsampler_(h);
 }
 
+// Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py QwenImageResample, modes downsample2d and downsample3d
+QwenImageDownsampleImpl::QwenImageDownsampleImpl(int64_t dim, bool temporal, const at::TensorOptions& options) {
+  auto resample = register_module("resample", std::make_shared<torch::nn::Module>());  // nn.Sequential
+  // resample.0 is nn.ZeroPad2d((0, 1, 0, 1)) (no parameters)
+  conv_ = resample->register_module("1", nn::Conv2d(dim, dim, 3, 2, 0, true, options));
+  if (temporal) {
+    // QwenImageCausalConv3d(dim, dim, (3, 1, 1), stride=(2, 1, 1)): not run on a first chunk.
+    auto time_conv = register_module("time_conv", std::make_shared<torch::nn::Module>());
+    time_conv->register_parameter("weight", at::empty({dim, dim, 3, 1, 1}, options), false);
+    time_conv->register_parameter("bias", at::empty({dim}, options), false);
+  }
+}
+
+at::Tensor QwenImageDownsampleImpl::forward(const at::Tensor& x) {
+  // diffusers reshapes [B, C, 1, H, W] to [B * 1, C, H, W] (a view) and pads right and bottom.
+  return conv_(at::constant_pad_nd(x, {0, 1, 0, 1}));
+}
+
+// Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py QwenImageEncoder3d
+QwenImageEncoderImpl::QwenImageEncoderImpl(const AutoencoderKLQwenImageConfig& config,
+                                           const at::TensorOptions& options) {
+  // Widths: base_dim * [1, dim_mult...]; every level's residual blocks, each followed by an attention
+  // block where the level's scale (1, 1/2, 1/4, ...) is in attn_scales (empty for every released VAE),
+  // then a downsampler but after the last (3D where temperal_downsample says so).
+  const std::vector<int64_t>& mult = config.dim_mult;
+  std::vector<int64_t> dims{config.base_dim};
+  for (int64_t m : mult) dims.push_back(config.base_dim * m);
+  conv_in_ = register_module("conv_in", causal_conv(3, dims[0], 3, options));
+  // In diffusers the image arrives channels-last (VaeImageProcessor's transposed HWC array, unsqueezed to 5D), and
+  // F.pad keeps it so up to the first downsampler, whose ZeroPad2d hands on a contiguous tensor: the convolutions
+  // of the first level take channels-last inputs, the later ones contiguous (traced on the fixtures).
+  conv_in_->set_channels_last(true);
+  double scale = 1.0;  // diffusers' `scale`, halved per downsampler, for attn_scales
+  auto down_blocks = register_module("down_blocks", torch::nn::ModuleList());
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    int64_t in_dim = dims[i];
+    for (int64_t r = 0; r < config.num_res_blocks; ++r) {
+      QwenImageResidualBlock block(in_dim, dims[i + 1], options);
+      if (i == 0) block->set_channels_last(true);
+      down_blocks->push_back(block);
+      down_forward_.push_back([block](const at::Tensor& x) mutable { return block->forward(x); });
+      if (std::find(config.attn_scales.begin(), config.attn_scales.end(), scale) != config.attn_scales.end()) {
+        QwenImageAttentionBlock attention(dims[i + 1], options);
+        down_blocks->push_back(attention);
+        down_forward_.push_back([attention](const at::Tensor& x) mutable { return attention->forward(x); });
+      }
+      in_dim = dims[i + 1];
+    }
+    if (i + 1 < mult.size()) {
+      scale /= 2.0;
+      QwenImageDownsample down(dims[i + 1], config.temperal_downsample[i], options);
+      down_blocks->push_back(down);
+      down_forward_.push_back([down](const at::Tensor& x) mutable { return down->forward(x); });
+    }
+  }
+  mid_block_ = register_module("mid_block", QwenImageMidBlock(dims.back(), options));
+  norm_out_ = register_module("norm_out", QwenImageRMSNorm(dims.back(), /*images=*/false, options));
+  // nonlinearity is SiLU; z_dim * 2 outputs: the mean and the log-variance
+  conv_out_ = register_module("conv_out", causal_conv(dims.back(), 2 * config.z_dim, 3, options));
+}
+
+at::Tensor QwenImageEncoderImpl::forward(const at::Tensor& x) {
+  at::Tensor h = conv_in_(x);
+  for (const auto& f : down_forward_) h = f(h);
+  h = mid_block_(h);
+  return conv_out_(at::silu(norm_out_(h)));
+}
+
 // Ref: diffusers/models/autoencoders/autoencoder_kl_qwenimage.py QwenImageDecoder3d
 QwenImageDecoderImpl::QwenImageDecoderImpl(const AutoencoderKLQwenImageConfig& config,
                                            const at::TensorOptions& options) {
@@ -176,8 +260,10 @@ at::Tensor QwenImageDecoderImpl::forward(const at::Tensor& z) {
 AutoencoderKLQwenImageImpl::AutoencoderKLQwenImageImpl(const AutoencoderKLQwenImageConfig& config,
                                                        const at::TensorOptions& options)
     : config_(config) {
-  // encoder and quant_conv are not built: text-to-image only decodes (they would hold about 40% of
-  // the weights), and the model-class row skips their keys.
+  // Both halves are built, the encoder's for items that start from an image (about 40% of the VAE's
+  // weights, a few hundred MB of the pipeline's tens of GB).
+  encoder_ = register_module("encoder", QwenImageEncoder(config, options));
+  quant_conv_ = register_module("quant_conv", causal_conv(2 * config.z_dim, 2 * config.z_dim, 1, options));
   post_quant_conv_ = register_module("post_quant_conv", causal_conv(config.z_dim, config.z_dim, 1, options));
   decoder_ = register_module("decoder", QwenImageDecoder(config, options));
 }
@@ -195,6 +281,19 @@ at::Tensor AutoencoderKLQwenImageImpl::decode(const at::Tensor& z) {
   const int64_t tile = kTileSampleMinSize / config_.scale_factor();
   if (use_tiling_ && (z.size(3) > tile || z.size(2) > tile)) return tiled_decode(z);
   return at::clamp(decoder_(post_quant_conv_(z)), -1.0, 1.0);
+}
+
+LatentDist AutoencoderKLQwenImageImpl::encode(const at::Tensor& x) {
+  if (x.dim() != 4 || x.size(1) != 3)
+    throw Error("vae: images must be [batch, 3, height, width], got " + c10::str(x.sizes()));
+  // diffusers 0.36's encoder calls an attention block with the feature cache, which its forward does not take
+  // (a TypeError): no such VAE encodes there, and none is encoded here.
+  if (!config_.attn_scales.empty())
+    throw InputError("vae config: attn_scales is not empty, and diffusers cannot encode with such a Qwen-Image VAE "
+                     "(its encoder's attention blocks fail); use a VAE without attn_scales for items with an image");
+  // DiagonalGaussianDistribution: torch.chunk(parameters, 2, dim=1), logvar clamped to [-30, 20].
+  const std::vector<at::Tensor> halves = quant_conv_(encoder_(x)).chunk(2, 1);
+  return {halves[0], at::clamp(halves[1], -30.0, 20.0)};
 }
 
 at::Tensor AutoencoderKLQwenImageImpl::tiled_decode(const at::Tensor& z) {

@@ -1,17 +1,20 @@
 #pragma once
 // Qwen-Image's VAE (diffusers' AutoencoderKLQwenImage, fine-tuned from the Wan 2.1 video VAE),
-// decode only (tiled too), for one frame: text-to-image decodes a single latent frame, and on one frame
-// every causal 3D convolution is a 2D convolution (see QwenImageCausalConv3dImpl), so the whole
-// decoder runs on [B, C, H, W] tensors. The parameters keep diffusers' names and 5D shapes, so
+// for one frame: decode (tiled too) and encode (img2img and inpainting, issue 29). An image is a
+// single frame, and on one frame every causal 3D convolution is a 2D convolution (see
+// QwenImageCausalConv3dImpl), so the encoder and the decoder run on [B, C, H, W] tensors. The parameters keep diffusers' names and 5D shapes, so
 // a checkpoint loads strictly.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image_config.h"
 #include "dpinfer/pipeline/nn/layers.h"
 
@@ -29,11 +32,17 @@ class QwenImageCausalConv3dImpl : public torch::nn::Module {
                             int64_t pad_t, int64_t pad_s, const at::TensorOptions& options);
   /// One frame [B, in, H, W] to [B, out, H, W].
   at::Tensor forward(const at::Tensor& x) const;
+  /// Convolve as diffusers does on a channels-last input (a conv3d of the zero-padded frames) instead
+  /// of a contiguous conv2d: where diffusers' F.pad hands conv3d a channels_last_3d tensor (the
+  /// encoder's first level, fed by an image that VaeImageProcessor made channels-last), whose kernel
+  /// path sums in another order in bf16.
+  void set_channels_last(bool on) { channels_last_ = on; }
 
   at::Tensor weight, bias;
 
  private:
   int64_t pad_s_;
+  bool channels_last_ = false;
 };
 TORCH_MODULE(QwenImageCausalConv3d);
 
@@ -61,6 +70,8 @@ class QwenImageResidualBlockImpl : public torch::nn::Module {
   QwenImageResidualBlockImpl(int64_t in_dim, int64_t out_dim, const at::TensorOptions& options);
   /// [B, in_dim, H, W] to [B, out_dim, H, W].
   at::Tensor forward(const at::Tensor& x);
+  /// QwenImageCausalConv3dImpl::set_channels_last() for each of its convolutions.
+  void set_channels_last(bool on);
 
  private:
   QwenImageRMSNorm norm1_{nullptr}, norm2_{nullptr};
@@ -143,9 +154,41 @@ class QwenImageDecoderImpl : public torch::nn::Module {
 };
 TORCH_MODULE(QwenImageDecoder);
 
-/// diffusers' AutoencoderKLQwenImage, decode only: post_quant_conv and decoder (state_dict
-/// names). The checkpoint's encoder.* and quant_conv.* are not built: text-to-image never
-/// encodes, and the model-class row skips those keys (KeyRenames::ignored_prefixes).
+/// diffusers' QwenImageResample in the encoder's modes, "downsample2d" and "downsample3d", on the
+/// first chunk of an encode: ZeroPad2d((0, 1, 0, 1)) and a 3x3 conv of stride 2 (resample.1). The
+/// 3D mode's time_conv (a (3, 1, 1) conv of time stride 2) only stores the frame in the feature
+/// cache on the first chunk, so on one frame it does not run; its parameters are held for the
+/// checkpoint. [B, dim, H, W] to [B, dim, H / 2, W / 2].
+class QwenImageDownsampleImpl : public torch::nn::Module {
+ public:
+  QwenImageDownsampleImpl(int64_t dim, bool temporal, const at::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  nn::Conv2d conv_{nullptr};
+};
+TORCH_MODULE(QwenImageDownsample);
+
+/// diffusers' QwenImageEncoder3d on one frame: conv_in, down_blocks (one flat list of residual
+/// blocks and downsamplers), mid_block, norm_out, SiLU, conv_out to 2 * z_dim channels (the mean
+/// and log-variance).
+class QwenImageEncoderImpl : public torch::nn::Module {
+ public:
+  QwenImageEncoderImpl(const AutoencoderKLQwenImageConfig& config, const at::TensorOptions& options);
+  /// [B, 3, H, W] in [-1, 1] to [B, 2 * z_dim, H / scale_factor, W / scale_factor].
+  at::Tensor forward(const at::Tensor& x);
+
+ private:
+  QwenImageCausalConv3d conv_in_{nullptr}, conv_out_{nullptr};
+  /// down_blocks' forwards in order: residual blocks and downsamplers, one flat list as in diffusers.
+  std::vector<std::function<at::Tensor(const at::Tensor&)>> down_forward_;
+  QwenImageMidBlock mid_block_{nullptr};
+  QwenImageRMSNorm norm_out_{nullptr};
+};
+TORCH_MODULE(QwenImageEncoder);
+
+/// diffusers' AutoencoderKLQwenImage: encoder, quant_conv, post_quant_conv and decoder (state_dict
+/// names), for one frame.
 class AutoencoderKLQwenImageImpl : public torch::nn::Module {
  public:
   explicit AutoencoderKLQwenImageImpl(const AutoencoderKLQwenImageConfig& config,
@@ -158,6 +201,13 @@ class AutoencoderKLQwenImageImpl : public torch::nn::Module {
   /// With tiling on and h or w over tile_sample_min_size / scale_factor latents, through
   /// tiled_decode(), which diffusers does not clamp.
   at::Tensor decode(const at::Tensor& z);
+
+  /// diffusers' encode of one frame (_encode: the encoder on frame 0 with an empty feature cache,
+  /// then quant_conv) as its DiagonalGaussianDistribution: images [B, 3, H, W] in [-1, 1] to the
+  /// mean and the log-variance clamped to [-30, 20], each [B, z_dim, H / scale_factor, W /
+  /// scale_factor] in the images' dtype (diffusers' [B, z_dim, 1, h, w] without its frame axis).
+  /// Not tiled: diffusers' tiled_encode is not offered.
+  LatentDist encode(const at::Tensor& x);
 
   /// diffusers' enable_tiling() with its default tile sizes (true) and disable_tiling() (false):
   /// decode large latents in overlapping tiles, blended; the image differs from the untiled one.
@@ -182,7 +232,8 @@ class AutoencoderKLQwenImageImpl : public torch::nn::Module {
 
   AutoencoderKLQwenImageConfig config_;
   bool use_tiling_ = false;
-  QwenImageCausalConv3d post_quant_conv_{nullptr};
+  QwenImageEncoder encoder_{nullptr};
+  QwenImageCausalConv3d quant_conv_{nullptr}, post_quant_conv_{nullptr};
   QwenImageDecoder decoder_{nullptr};
 };
 TORCH_MODULE(AutoencoderKLQwenImage);
