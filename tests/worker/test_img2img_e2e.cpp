@@ -133,7 +133,7 @@ TEST(Img2ImgE2E, BadInputsAreOneLineEach) {
   {
     write_file(dir.file("t.txt"), "x\n");
     std::vector<std::string> a = {DPINFER_WORKER_BINARY, "generate", dir.file("t.txt"), "--model",
-                                  kData + "/pipelines/tiny-qwen-image", "--out", dir.file("q"), "--image",
+                                  kData + "/pipelines/tiny-flux2-klein", "--out", dir.file("q"), "--image",
                                   dir.file("images/a.png"), "--steps", "2"};
     RunResult r = run(a, kEnv, 300s);
     EXPECT_EQ(r.exit_code, 2) << r.err;

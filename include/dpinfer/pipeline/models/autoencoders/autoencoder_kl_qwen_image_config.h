@@ -20,8 +20,9 @@ struct AutoencoderKLQwenImageConfig {
   std::vector<int64_t> dim_mult{1, 2, 4, 4};
   /// Residual blocks per encoder level; each decoder up block has num_res_blocks + 1.
   int64_t num_res_blocks = 2;
-  /// Recorded only: the encoder's attention levels. diffusers' decoder ignores it (its only
-  /// attention is the mid block's), and dpinfer builds no encoder.
+  /// The encoder's attention levels (an attention block after each residual block of a listed
+  /// scale). diffusers' decoder ignores it (its only attention is the mid block's), and diffusers'
+  /// encoder fails on any, so dpinfer builds them for the checkpoint but refuses to encode.
   std::vector<double> attn_scales;
   /// Per level transition, encoder order: whether it also halves time. The decoder reads it
   /// reversed (upsample3d where true, upsample2d where false); one entry per dim_mult entry but
