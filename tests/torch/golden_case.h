@@ -13,7 +13,8 @@ namespace dpinfer::test {
 /// dpinfer is asked: the case's "dpinfer" settings and guidance scale when recorded (Qwen-Image, FLUX.1, whose
 /// guidance is diffusers' true_cfg_scale or distilled guidance), else its "settings" (Z-Image), else the SD
 /// families' three call arguments and their guidance_scale. An img2img case ("input_images", one file per image,
-/// and "strength") gets each file decoded and resized to the case's size, as the worker does.
+/// and "strength") gets each file decoded and resized to the case's size, as the worker does. A case with "loras"
+/// ([[path under the repository, scale], ...]) asks for those LoRAs on each item.
 std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c);
 
 }  // namespace dpinfer::test
