@@ -3,12 +3,18 @@
 // (tools/fixtures/make_lora_storage_fixtures.py; PipelineParity holds every case to diffusers' image). Here: the
 // goldens are not their storage's image without LoRA (a LoRA that changed nothing could not pass), one pipeline
 // switches LoRA sets and back to none exactly, with two-phase chunks too (the denoiser loaded when first needed, its
-// adapters attached then), and what has no unfused path is refused in one line.
+// adapters attached then), LoraMerger's adapters on a Linear compute PEFT's forward and go with their set, and what
+// has no unfused path (a DoRA layer, a 2-D weight outside a Linear or Conv2d) is refused in one line.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
 
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -19,7 +25,10 @@
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/loading/lora.h"
+#include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/util/error.h"
+#include "support/temp_dir.h"
 #include "torch/fixture_cpu.h"
 #include "torch/golden_case.h"
 
@@ -162,6 +171,75 @@ TEST(LoraStorage, ADoraLayerOnStoredWeightsIsRefusedInOneLine) {
   pipeline::LoadRequest plain = r;
   plain.weight_storage = "default";
   EXPECT_NO_THROW(pipeline::load_text_to_image(plain)->check_loras({{kData + "/loras-dora/sd1-dora.safetensors", 1.0}}));
+}
+
+/// A float32 safetensors file of `tensors` at `path` (8-byte header length, JSON header, data).
+void write_float_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors) {
+  json header = json::object();
+  std::string data;
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor c = t.to(at::kFloat).contiguous();
+    header[name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()},
+                    {"data_offsets", {data.size(), data.size() + static_cast<size_t>(c.nbytes())}}};
+    data.append(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.nbytes()));
+  }
+  const std::string text = header.dump();
+  const uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), sizeof n);
+  out << text << data;
+}
+
+/// A module with a Linear ("proj", [4, 8]) and a 2-D weight that no Linear or Conv2d holds ("odd").
+struct StoredLoraOddImpl : torch::nn::Module {
+  StoredLoraOddImpl() { weight = register_parameter("weight", at::zeros({4, 8}), false); }
+  at::Tensor weight;
+};
+struct StoredLoraModel : torch::nn::Module {
+  StoredLoraModel() {
+    proj = register_module("proj", pipeline::nn::Linear(8, 4, true, pipeline::nn::default_options()));
+    register_module("odd", std::make_shared<StoredLoraOddImpl>());
+  }
+  pipeline::nn::Linear proj{nullptr};
+};
+
+TEST(LoraStorage, AttachedAdaptersComputePeftsForwardAndGoWithTheirSet) {
+  // LoraMerger on an unfused component: the file's factors attached to the layer (PEFT's lora.Linear.forward:
+  // base + lora_B(lora_A(x)) * scaling, here in float32 with scaling = scale * alpha / r = 0.5), none after another set,
+  // and a layer with no unfused path refused in one line.
+  c10::InferenceMode guard;
+  test::TempDir dir;
+  const at::Tensor a = at::randn({2, 8}), b = at::randn({4, 2});
+  write_float_safetensors(dir.file("proj.safetensors"),
+                          {{"transformer.proj.lora_A.weight", a}, {"transformer.proj.lora_B.weight", b}});
+  write_float_safetensors(dir.file("odd.safetensors"), {{"transformer.odd.lora_A.weight", a},
+                                                        {"transformer.odd.lora_B.weight", b}});
+  StoredLoraModel model;
+  model.proj->weight.copy_(at::randn({4, 8}));
+  model.proj->bias.copy_(at::randn({4}));
+  pipeline::LoraMerger merger(pipeline::LoraModelFacts{"test", 2, pipeline::lora_key_rules("z-image")});
+  merger.add_component("transformer", model, /*unfused=*/true);
+  const at::Tensor x = at::randn({3, 8}), before = model.proj->forward(x);
+  const at::Tensor w = model.proj->weight.clone();
+  ASSERT_TRUE(merger.apply({{dir.file("proj.safetensors"), 0.5}}));
+  ASSERT_EQ(model.proj->loras().size(), 1u);
+  EXPECT_TRUE(at::equal(model.proj->weight, w));  // nothing merged
+  EXPECT_TRUE(at::equal(model.proj->forward(x), before + at::linear(at::linear(x, a), b) * 0.5));
+  ASSERT_TRUE(merger.apply({}));
+  EXPECT_TRUE(model.proj->loras().empty());
+  EXPECT_TRUE(at::equal(model.proj->forward(x), before));
+  try {
+    merger.check({{dir.file("odd.safetensors"), 1.0}});
+    ADD_FAILURE() << "a LoRA on a layer with no unfused path was taken";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("'transformer.odd', a StoredLoraOdd (no Linear or Conv2d), which has no unfused LoRA path"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("which has no unfused LoRA path"), std::string::npos) << what;
+    EXPECT_NE(what.find("drop --lora or use --weight-storage default"), std::string::npos) << what;
+  }
 }
 
 }  // namespace DPINFER_UNITY_ID

@@ -155,8 +155,15 @@ void LoraMerger::register_weights(const std::string& name, torch::nn::Module& mo
       // PEFT wraps nn.Linear and nn.Conv2d (dispatch_default); dpinfer's are nn::WeightedLayer.
       auto owner = owners.find(module_name);
       auto* layer = owner == owners.end() ? nullptr : dynamic_cast<nn::WeightedLayer*>(owner->second);
-      if (!layer) no_unfused_path_[full] = owner == owners.end() ? "parameter" : owner->second->name();
-      else if (!options) layers_[full] = layer;
+      if (!layer) {
+        // Its C++ class without namespaces and LibTorch's "Impl" suffix, for the message.
+        std::string kind = owner == owners.end() ? "parameter" : owner->second->name();
+        if (const size_t colon = kind.rfind("::"); colon != std::string::npos) kind = kind.substr(colon + 2);
+        if (ends_with(kind, "Impl")) kind.resize(kind.size() - 4);
+        no_unfused_path_[full] = kind;
+      } else if (!options) {
+        layers_[full] = layer;
+      }
       // A GGUF layer's weight is its blocks [out, row bytes]; the LoRA fits the logical [out, in] (diffusers'
       // _calculate_module_shape: a GGUFParameter's quant_shape).
       if (layer && layer->gguf_type())
@@ -345,7 +352,8 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
       // dpinfer does for the layer kinds PEFT's lora.Linear and lora.Conv2d wrap, and for plain LoRAs only.
       if (auto kind = no_unfused_path_.find(key); kind != no_unfused_path_.end())
         throw InputError(quote(path) + ": it changes " + quote(f.layer.component + "." + f.layer.module, 120) +
-                         ", a " + kind->second + ", which has no unfused LoRA path, and the " + f.layer.component +
+                         ", a " + kind->second + " (no Linear or Conv2d), which has no unfused LoRA path, and the " +
+                         f.layer.component +
                          "'s weights are stored, so dpinfer cannot merge into them; drop --lora or use "
                          "--weight-storage default with a safetensors checkpoint");
       if (f.magnitude.defined())
