@@ -426,8 +426,12 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   std::map<std::string, std::shared_ptr<torch::nn::Module>> lora_components;
   for (const std::string& name : facts.rules.components)
     if (built.count(name)) lora_components[name] = built[name];
+  // A GGUF transformer file's blocks: LoraPipeline applies the LoRA unfused there.
+  std::set<std::string> unfused;
+  for (const Component* c : with_weights)
+    if (component_stores_weights(*c)) unfused.insert(c->name);
   for (const io::LoraRef& ref : loras) {
-    report.loras.push_back(inspect_lora(ref, facts, lora_components));
+    report.loras.push_back(inspect_lora(ref, facts, lora_components, unfused));
     if (!report.loras.back().error.empty()) record(report, nullptr, report.loras.back().error, true);
   }
   return report;

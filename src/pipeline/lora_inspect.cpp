@@ -54,7 +54,8 @@ std::string scaling_text(const std::vector<const LoraLayerScaling*>& layers) {
 }  // namespace
 
 LoraReport inspect_lora(const io::LoraRef& ref, const LoraModelFacts& facts,
-                        const std::map<std::string, std::shared_ptr<torch::nn::Module>>& components) {
+                        const std::map<std::string, std::shared_ptr<torch::nn::Module>>& components,
+                        const std::set<std::string>& unfused) {
   LoraReport r;
   r.given = ref.path;
   r.scale = ref.scale;
@@ -62,6 +63,7 @@ LoraReport inspect_lora(const io::LoraRef& ref, const LoraModelFacts& facts,
     if (components.count(name)) {
       LoraComponentReport c;
       c.name = name;
+      c.unfused = unfused.count(name) > 0;
       r.components.push_back(c);
     }
   try {
@@ -116,7 +118,7 @@ ordered_json LoraReport::to_json() const {
   ordered_json cs = ordered_json::object();
   for (const LoraComponentReport& c : components)
     cs[c.name] = {{"layers", c.layers},     {"modules", c.modules}, {"min_rank", c.min_rank},
-                  {"max_rank", c.max_rank}, {"scaling", c.scaling}};
+                  {"max_rank", c.max_rank}, {"scaling", c.scaling}, {"unfused", c.unfused}};
   j["components"] = cs;
   j["alphas"] = has_alphas;
   j["adapter_metadata"] = has_adapter_metadata;
@@ -137,6 +139,7 @@ void LoraReport::to_text(std::ostream& out) const {
     for (const LoraComponentReport& c : components) {
       out << "  " << c.name << ": " << c.layers << " of " << c.modules << " LoRA-able layers";
       if (c.layers) out << ", " << rank_text(c.min_rank, c.max_rank) << ", " << c.scaling;
+      if (c.layers && c.unfused) out << "; applied unfused beside its stored weights";
       out << "\n";
     }
     out << "  alphas: "

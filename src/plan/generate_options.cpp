@@ -114,7 +114,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "a model setting, KEY=VALUE (repeatable), e.g. --set clip_skip=1; `dpinfer inspect MODEL` lists "
                  "the model's settings");
   app.add_option("--lora", settings.lora,
-                 "a LoRA to merge into the model, PATH[:SCALE] (repeatable; scale 1 by default), e.g. --lora "
+                 "a LoRA to merge into the model (on fp8 or GGUF weights applied unfused, as diffusers applies it), "
+                 "PATH[:SCALE] (repeatable; scale 1 by default), e.g. --lora "
                  "detail.safetensors:0.8; PATH is a .safetensors file, a folder holding one, or a hub id (org/name, "
                  "org/name/file.safetensors) in the hugging face cache; a prompts line's \"loras\" replaces them for "
                  "its items");

@@ -82,6 +82,10 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pi
                                      c["input_masks"].at(batch.size()).get<std::string>(),
                                  r.width, r.height);
       }
+      // LoRAs (make_lora_storage_fixtures.py): [[path under the repository, scale], ...], as --lora takes them.
+      if (c.contains("loras"))
+        for (const json& l : c["loras"])
+          r.loras.push_back({std::string(DPINFER_TEST_DATA_DIR) + "/../../" + l[0].get<std::string>(), l[1].get<double>()});
       batch.push_back(r);
     }
   return batch;

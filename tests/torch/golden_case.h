@@ -15,7 +15,8 @@ namespace dpinfer::test {
 /// families' three call arguments and their guidance_scale. An img2img case ("input_images", one file per image,
 /// and "strength") gets each file decoded and resized to the case's size, as the worker does. A FLUX.1 Kontext
 /// case ("reference_images", make_kontext_pipelines.py) gets each file resized to `pipe`'s reference_size(), which
-/// must be the recorded "reference_sizes" (else this throws).
+/// must be the recorded "reference_sizes" (else this throws). A case with "loras" ([[path under the repository,
+/// scale], ...]) asks for those LoRAs on each item.
 std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c,
                                                          const pipeline::TextToImage* pipe = nullptr);
 

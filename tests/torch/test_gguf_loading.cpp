@@ -85,13 +85,21 @@ TEST(GgufLoading, QuantizedLinearWeightsStayBlocksAndTheRestIsTheDirectorys) {
       ++blocks;
       continue;
     }
-    // F32 copies of the bf16 checkpoint, and x_embedder's BF16: exact.
+    // F32 copies of the bf16 checkpoint: exact.
     EXPECT_TRUE(at::equal(t, value));
   }
-  // The Linear weights of 32 or 256 inputs. diffusers makes 30 GGUFLinear, the 30th x_embedder with its BF16
-  // weight, which it dequantizes to the same values dpinfer loads it as (bfloat16).
-  EXPECT_EQ(blocks, 29);
-  EXPECT_EQ(got.at("x_embedder.weight").scalar_type(), at::kBFloat16);
+  // The Linear weights of 32 or 256 inputs, and x_embedder with its BF16 weight: diffusers makes those 30 GGUFLinear
+  // (BF16 is a GGUFParameter too), and so does dpinfer, which matters to a LoRA on them (PEFT keeps its factors in
+  // the file's dtype beside a GGUF weight: PipelineParity's lora-storage goldens).
+  EXPECT_EQ(blocks, 30);
+  EXPECT_EQ(got.at("x_embedder.weight").scalar_type(), at::kByte);
+  auto x_embedder = std::dynamic_pointer_cast<nn::LinearImpl>(gguf->named_modules()["x_embedder"]);
+  ASSERT_NE(x_embedder, nullptr);
+  ASSERT_TRUE(x_embedder->gguf_type());
+  EXPECT_EQ(*x_embedder->gguf_type(), io::GgmlType::kBF16);
+  // Dequantized, its values are the checkpoint's bfloat16 ones.
+  EXPECT_TRUE(at::equal(nn::dequantize_gguf(x_embedder->weight, io::GgmlType::kBF16).to(at::kBFloat16),
+                        want.at("x_embedder.weight")));
   // A fused tensor's rows: single_blocks.0.linear1 (q, k, v, mlp; Q5_1) gives to_k rows 32..63.
   const auto file = io::GgufFile::open(kMixed);
   const io::GgufTensor* linear1 = file->find("single_blocks.0.linear1.weight");

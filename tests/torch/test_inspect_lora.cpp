@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,23 @@ int64_t down_keys(const std::string& path, const std::string& prefix) {
   for (const io::TensorView& t : file->tensors())
     n += starts_with(t.name, prefix) && (ends_with(t.name, ".lora_A.weight") || ends_with(t.name, ".lora_down.weight"));
   return n;
+}
+
+TEST(InspectLora, OnAGgufFileTheTransformersLoraIsAppliedUnfused) {
+  SingleFileOptions single_file;
+  single_file.base = kPipelines + "tiny-flux-dev";
+  const InspectReport r = inspect_model(kData + "/gguf/tiny-flux-dev-mixed.gguf", "", "", single_file,
+                                        {{kData + "/loras-dit/flux-peft.safetensors", 1.0}});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_TRUE(lora_component(r, "transformer").unfused);
+  EXPECT_FALSE(lora_component(r, "text_encoder").unfused);  // merged, as diffusers' fuse_lora(components=...) can
+  std::ostringstream text;
+  r.loras.at(0).to_text(text);
+  EXPECT_NE(text.str().find("  transformer: 25 of 30 LoRA-able layers, rank 2, alpha = rank (scale 1); applied unfused "
+                            "beside its stored weights\n"),
+            std::string::npos)
+      << text.str();
+  EXPECT_EQ(r.loras.at(0).to_json()["components"]["transformer"]["unfused"], true);
 }
 
 TEST(InspectLora, PeftOnSd1CountsEveryLayerOfTheFile) {

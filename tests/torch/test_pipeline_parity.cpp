@@ -29,10 +29,11 @@
 // make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
-// issue 26), and make_kontext_pipelines.py's FLUX.1 Kontext cases (tiny-flux-kontext: tiny-flux-dev's components under
-// FluxKontextPipeline, references square and not, a batch of three, true CFG, no image, bf16; issue 29) and
-// make_flux_fill_pipelines.py's FLUX.1 Fill cases (tiny-flux-fill, FluxFillPipeline: strengths 0.45 to 1, a
-// non-square input resized, soft masks, a batch of three, bf16; issue 29).
+// issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
+// <name>.golden/lora-storage/, PEFT's unfused LoRA layers; issue 26), make_kontext_pipelines.py's FLUX.1 Kontext
+// cases (tiny-flux-kontext: tiny-flux-dev's components under FluxKontextPipeline, references square and not, a batch
+// of three, true CFG, no image, bf16; issue 29) and make_flux_fill_pipelines.py's FLUX.1 Fill cases (tiny-flux-fill,
+// FluxFillPipeline: strengths 0.45 to 1, a non-square input resized, soft masks, a batch of three, bf16; issue 29).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -101,7 +102,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
   // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill"}) {
+  // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
+  // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
+  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),

@@ -1,7 +1,8 @@
 // GGUF transformer files end to end (issue 26): `--model FILE.gguf --base DIR` makes diffusers' GGUF image
 // (make_gguf_fixtures.py's golden; the bit-for-bit check is PipelineParity's), says the file's storage in
 // every record, infotext and run.json, and resume refuses to mix its images with those of another storage.
-// A truncated file, and a LoRA on quantized weights, are refused in one line with exit status 2.
+// A truncated file is refused in one line with exit status 2; LoRAs run unfused beside the quantized weights
+// (make_lora_storage_fixtures.py's golden) and are recorded with the storage.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -60,7 +61,7 @@ TEST(GgufE2E, AGgufFileMakesDiffusersGgufImageAndSaysSo) {
   EXPECT_EQ(generate(dir, kQ8, dir.file("gguf"), {}).exit_code, 0);
 }
 
-TEST(GgufE2E, BrokenFilesAndLorasAreRefusedInOneLine) {
+TEST(GgufE2E, BrokenFilesAreRefusedInOneLine) {
   TempDir dir;
   write_file(dir.file("p.txt"), "a red cube\n");
   const std::string bytes = read_file(kQ8);
@@ -70,10 +71,27 @@ TEST(GgufE2E, BrokenFilesAndLorasAreRefusedInOneLine) {
   EXPECT_TRUE(contains(cut.err, "cut.gguf")) << cut.err;
   EXPECT_TRUE(contains(cut.err, "truncated")) << cut.err;
   EXPECT_FALSE(contains(cut.err, "terminate")) << cut.err;
-  RunResult lora = generate(dir, kQ8, dir.file("out"),
-                            {"--lora", kData + "/loras-dit/flux-alpha.safetensors"});
-  EXPECT_EQ(lora.exit_code, 2) << lora.err;
-  EXPECT_TRUE(contains(lora.err, "quantized blocks")) << lora.err;
+}
+
+TEST(GgufE2E, LorasRunUnfusedOnTheQuantizedWeightsAndAreRecorded) {
+  // make_lora_storage_fixtures.py's gguf_mixed_peft: flux-peft on tiny-flux-dev-mixed.gguf, PEFT's unfused LoRA
+  // layers beside the GGUF ones, the CLIP's merged (the bit-for-bit check is PipelineParity's).
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a photograph of an astronaut riding a horse\n");
+  const std::string mixed = kData + "/gguf/tiny-flux-dev-mixed.gguf";
+  const std::string lora = kData + "/loras-dit/flux-peft.safetensors";
+  RunResult run1 = generate(dir, mixed, dir.file("out"), {"--lora", lora});
+  ASSERT_EQ(run1.exit_code, 0) << run1.err;
+  const DecodedPng image = read_png(dir.file("out/000000.png"));
+  EXPECT_LE(mean_distance_from_golden(image.pixels, kData + "/pipelines/tiny-flux-dev.golden/lora-storage/images.safetensors",
+                                      "gguf_mixed_peft"),
+            2.0);
+  const nlohmann::json record = read_jsonl(dir.file("out/metadata.jsonl")).at(0);
+  EXPECT_EQ(record["weight_storage"], "gguf-Q5_1");
+  ASSERT_EQ(record["loras"].size(), 1u) << record.dump();
+  EXPECT_EQ(record["loras"][0]["name"], "flux-peft") << record.dump();
+  EXPECT_EQ(record["lora_paths"][0], lora) << record.dump();
+  EXPECT_EQ(generate(dir, mixed, dir.file("out"), {"--lora", lora}).exit_code, 0);  // resume: the same identity
 }
 
 }  // namespace DPINFER_UNITY_ID

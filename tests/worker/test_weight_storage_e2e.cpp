@@ -1,7 +1,8 @@
 // --weight-storage end to end (issue 26): a run that stores tiny-flux-dev's weights in float8 makes
 // diffusers' layerwise-casting image (make_fp8_storage_pipelines.py's golden; the bit-for-bit check is
 // PipelineParity's), says so in every record, infotext and run.json, and resume refuses to mix its
-// images with those of another storage. LoRAs and unknown values are refused in one line.
+// images with those of another storage. LoRAs run on the stored weights, unfused (make_lora_storage_fixtures.py's
+// golden), and are recorded with the storage; unknown values are refused in one line.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -100,15 +101,32 @@ TEST(WeightStorageE2E, ResumeComparesTheRunDtypeToo) {
   EXPECT_EQ(with_dtype("bf16").exit_code, 0);
 }
 
-TEST(WeightStorageE2E, LorasAndUnknownValuesAreRefusedInOneLine) {
+TEST(WeightStorageE2E, LorasRunUnfusedOnStoredWeightsAndAreRecorded) {
+  // make_lora_storage_fixtures.py's fp8_peft: flux-peft on the float8-stored transformer and CLIPs, PEFT's unfused
+  // LoRA layers (the bit-for-bit check is PipelineParity's).
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a photograph of an astronaut riding a horse\n");
+  const std::string lora = std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/flux-peft.safetensors";
+  RunResult run1 = generate(dir, dir.file("out"), {"--weight-storage", "fp8", "--lora", lora});
+  ASSERT_EQ(run1.exit_code, 0) << run1.err;
+  const DecodedPng image = read_png(dir.file("out/000000.png"));
+  const std::string golden = kPipelines + "tiny-flux-dev.golden/lora-storage/images.safetensors";
+  EXPECT_LE(mean_distance_from_golden(image.pixels, golden, "fp8_peft"), 2.0);
+  const nlohmann::json record = read_jsonl(dir.file("out/metadata.jsonl")).at(0);
+  EXPECT_EQ(record["weight_storage"], "fp8");
+  ASSERT_EQ(record["loras"].size(), 1u) << record.dump();
+  EXPECT_EQ(record["loras"][0]["name"], "flux-peft") << record.dump();
+  EXPECT_EQ(record["lora_paths"][0], lora) << record.dump();
+  // Resume takes the same storage and LoRA set, and refuses the LoRA's images under the full-precision weights.
+  EXPECT_EQ(generate(dir, dir.file("out"), {"--weight-storage", "fp8", "--lora", lora}).exit_code, 0);
+  RunResult mixed = generate(dir, dir.file("out"), {"--lora", lora});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "weight_storage")) << mixed.err;
+}
+
+TEST(WeightStorageE2E, UnknownValuesAreRefusedInOneLine) {
   TempDir dir;
   write_file(dir.file("p.txt"), "a red cube\n");
-  RunResult lora = generate(dir, dir.file("out"),
-                            {"--weight-storage", "fp8", "--lora",
-                             std::string(DPINFER_TEST_DATA_DIR) + "/loras-dit/flux-alpha.safetensors"});
-  EXPECT_EQ(lora.exit_code, 2) << lora.err;
-  EXPECT_TRUE(contains(lora.err, "flux-alpha.safetensors: --weight-storage fp8 keeps the denoiser's weights in float8"))
-      << lora.err;
   RunResult bad = generate(dir, dir.file("out"), {"--weight-storage", "fp4"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "--weight-storage: expected default, fp8 or fp8-denoiser, got 'fp4'")) << bad.err;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct LoraComponentReport {
   /// PEFT's scaling as diffusers builds it: "alpha = rank (scale 1)", "alpha 8 (scale 0.5)",
   /// "alphas 1-8 (scale 0.25-2)", "alpha / rank in the factors (...)".
   std::string scaling;
+  /// Its weights are stored (a GGUF transformer file), so the LoRA is applied unfused beside them (loading/lora.h).
+  bool unfused = false;
 };
 
 /// One --lora of `dpinfer inspect MODEL`.
@@ -57,9 +60,11 @@ struct LoraReport {
 
 /// Checks `ref` against the modules a family's pipeline would register: `components` maps each
 /// of the family's LoRA components (LoraKeyRules::components) to its module built on the meta
-/// device (null when it could not be built: the report then says so). Never throws.
+/// device (null when it could not be built: the report then says so). `unfused`: the components whose weights
+/// are stored (component_stores_weights()), on which the LoRA is applied unfused. Never throws.
 LoraReport inspect_lora(const io::LoraRef& ref, const LoraModelFacts& facts,
-                        const std::map<std::string, std::shared_ptr<torch::nn::Module>>& components);
+                        const std::map<std::string, std::shared_ptr<torch::nn::Module>>& components,
+                        const std::set<std::string>& unfused = {});
 
 /// `dpinfer inspect LORA.safetensors`: what the file's names and shapes tell without a model.
 struct LoraFileReport {

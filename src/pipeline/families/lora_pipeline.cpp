@@ -8,24 +8,13 @@ namespace dpinfer::pipeline {
 void LoraPipeline::start_components(const Family& family, const LoadRequest& request, int64_t layers_per_block) {
   loras_ = std::make_unique<LoraMerger>(LoraModelFacts{family.label, layers_per_block, lora_key_rules(family.name)});
   residency_ = ComponentResidency(request.two_phase);
-  weight_storage_ = request.weight_storage;
   // The chunk's encodings wait in host memory while the denoiser has the device.
   embeddings_.store_on_host(request.two_phase);
 }
 
 void LoraPipeline::check_loras(const io::LoraSet& loras) {
-  // A merge into float8 weights would round the sum to float8, which neither diffusers' fused nor its unfused
-  // LoRA computes (the denoiser's layers are stored under either fp8 value).
-  // A GGUF transformer file's Linear weights are its quantized blocks (PipelineInfo::weight_storage "gguf-Q4_K").
-  const std::string& storage = info().weight_storage;
-  if (!loras.empty() && storage.rfind("gguf-", 0) == 0)
-    throw InputError(loras.front().path + ": the denoiser's weights are a GGUF file's quantized blocks (" + storage +
-                     "), and dpinfer merges LoRAs into full-precision weights; drop --lora or use a safetensors "
-                     "checkpoint");
-  if (!loras.empty() && weight_storage_ != "default")
-    throw InputError(loras.front().path + ": --weight-storage " + weight_storage_ +
-                     " keeps the denoiser's weights in float8, and dpinfer merges LoRAs into full-precision weights; "
-                     "drop --lora or use --weight-storage default");
+  // With stored weights (--weight-storage fp8, a GGUF transformer file) the LoRAs stay unfused on the stored
+  // components' layers (loading/lora.h); LoraMerger::check refuses what has no unfused path there.
   loras_->check(loras);
 }
 

@@ -82,20 +82,21 @@ class LoraPipeline : public TextToImage {
       member = load_component_as<Impl>(c, options);
       return *member;
     };
+    // A component with stored weights (float8, GGUF blocks) keeps its LoRAs unfused (loading/lora.h).
+    const bool unfused = lora && component_stores_weights(c);
     if (residency_.two_phase() && group == Group::kDenoiser) {
       const std::shared_ptr<torch::nn::Module> shapes = check_component(c, options);
-      if (lora) loras_->add_detached(c.name, *shapes, options);
+      if (lora) loras_->add_detached(c.name, *shapes, options, unfused);
     } else {
       residency_.enter(group);
       load();
-      if (lora) loras_->add_component(c.name, *member);
+      if (lora) loras_->add_component(c.name, *member, unfused);
     }
     residency_.add(group, c.name, [&member] { member.reset(); }, load, [&member] { return member != nullptr; },
                    lora ? loras_.get() : nullptr);
   }
 
   std::unique_ptr<LoraMerger> loras_;
-  std::string weight_storage_ = "default";  ///< LoadRequest::weight_storage: check_loras() refuses LoRAs unless default
   ComponentResidency residency_;
 };
 

@@ -66,6 +66,11 @@ std::shared_ptr<torch::nn::Module> check_keys(const Component& c, const ModelCla
 
 }  // namespace
 
+bool component_stores_weights(const Component& c) {
+  return parse_weight_storage(c.weight_storage) != at::ScalarType::Undefined ||
+         (!c.single_file.empty() && io::GgufFile::has_magic(c.single_file));
+}
+
 std::shared_ptr<torch::nn::Module> check_component(const Component& c, const at::TensorOptions& options) {
   const ModelClass& model_class = model_class_of(c);
   return check_keys(c, model_class, weight_files_of(c), component_key_renames(c, model_class.renames),

@@ -13,8 +13,10 @@
 #include <fmt/format.h>
 #include <optional>
 
+#include "dpinfer/io/gguf_file.h"
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/loading/lora_adapter_metadata.h"
+#include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/strings.h"
@@ -122,26 +124,55 @@ void take_part(LoraLayer& layer, at::Tensor& down, at::Tensor& up, bool block_di
 
 }  // namespace
 
-void LoraMerger::add_component(const std::string& name, torch::nn::Module& module) { register_weights(name, module); }
+void LoraMerger::add_component(const std::string& name, torch::nn::Module& module, bool unfused) {
+  if (unfused) unfused_.insert(name);
+  register_weights(name, module);
+}
 
-void LoraMerger::add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options) {
+void LoraMerger::add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options,
+                              bool unfused) {
+  if (unfused) unfused_.insert(name);
   register_weights(name, shapes, options);
   detached_.insert(name);
 }
 
 void LoraMerger::register_weights(const std::string& name, torch::nn::Module& module,
                                   const std::optional<at::TensorOptions>& options) {
+  const bool unfused = unfused_.count(name) > 0;
+  std::map<std::string, torch::nn::Module*> owners;  // an unfused component's modules by name
+  if (unfused)
+    for (const auto& item : module.named_modules("", /*include_self=*/false)) owners[item.key()] = item.value().get();
   // Tensor handles share the parameters' storage: in-place changes reach the module.
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const std::string& key = item.key();
     if (!ends_with(key, ".weight")) continue;
     const std::string module_name = key.substr(0, key.size() - 7);
     if (!is_lora_target(module_name, item.value())) continue;
-    module_order_.emplace(name + "/" + module_name, module_order_.size());
-    if (!options) weights_[name + "/" + module_name] = item.value();
-    weight_options_[name + "/" + module_name] =
-        options ? options->dtype(item.value().scalar_type()) : item.value().options();
-    table_[name][module_name] = item.value().sizes().vec();
+    const std::string full = name + "/" + module_name;
+    module_order_.emplace(full, module_order_.size());
+    std::vector<int64_t> shape = item.value().sizes().vec();
+    if (unfused) {
+      // PEFT wraps nn.Linear and nn.Conv2d (dispatch_default); dpinfer's are nn::WeightedLayer.
+      auto owner = owners.find(module_name);
+      auto* layer = owner == owners.end() ? nullptr : dynamic_cast<nn::WeightedLayer*>(owner->second);
+      if (!layer) {
+        // Its C++ class without namespaces and LibTorch's "Impl" suffix, for the message.
+        std::string kind = owner == owners.end() ? "parameter" : owner->second->name();
+        if (const size_t colon = kind.rfind("::"); colon != std::string::npos) kind = kind.substr(colon + 2);
+        if (ends_with(kind, "Impl")) kind.resize(kind.size() - 4);
+        no_unfused_path_[full] = kind;
+      } else if (!options) {
+        layers_[full] = layer;
+      }
+      // A GGUF layer's weight is its blocks [out, row bytes]; the LoRA fits the logical [out, in] (diffusers'
+      // _calculate_module_shape: a GGUFParameter's quant_shape).
+      if (layer && layer->gguf_type())
+        shape.back() = shape.back() / io::ggml_type_size(*layer->gguf_type()) * io::ggml_block_size(*layer->gguf_type());
+    } else if (!options) {
+      weights_[full] = item.value();
+    }
+    weight_options_[full] = options ? options->dtype(item.value().scalar_type()) : item.value().options();
+    table_[name][module_name] = std::move(shape);
   }
 }
 
@@ -149,6 +180,8 @@ void LoraMerger::detach(const std::string& name) {
   const std::string prefix = name + "/";
   for (auto* map : {&weights_, &originals_})
     for (auto it = map->lower_bound(prefix); it != map->end() && starts_with(it->first, prefix);) it = map->erase(it);
+  for (auto it = layers_.lower_bound(prefix); it != layers_.end() && starts_with(it->first, prefix);) it = layers_.erase(it);
+  for (auto it = attached_.lower_bound(prefix); it != attached_.end() && starts_with(*it, prefix);) it = attached_.erase(it);
   detached_.insert(name);
 }
 
@@ -269,8 +302,10 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     static_cast<LoraLayerScaling&>(f) = std::move(scaling);
     const LoraLayer& layer = f.layer;
     at::Tensor down = read_tensor(*file->find(layer.down_key), path);
-    // _maybe_expand_lora_state_dict: zeros beyond the factor's own columns (exact in any dtype).
-    if (layer.down_padded_to > 0) down = at::constant_pad_nd(down, {0, layer.down_padded_to - down.size(1)});
+    // _maybe_expand_lora_state_dict: the factor copied into torch.zeros(shape) (float32, the default dtype)
+    // beyond its own columns.
+    if (layer.down_padded_to > 0)
+      down = at::constant_pad_nd(down.to(at::kFloat), {0, layer.down_padded_to - down.size(1)});
     at::Tensor up = read_tensor(*file->find(layer.up_key), path);
     if (layer.magnitude_key) f.magnitude = read_tensor(*file->find(*layer.magnitude_key), path);
     if (layer.alpha_in_factors) {
@@ -311,10 +346,33 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
   }
   auto loaded = std::make_unique<LoadedFile>();
   for (Factors& f : factors) {
+    const std::string key = f.layer.component + "/" + f.layer.module;
+    if (unfused_.count(f.layer.component)) {
+      // The component's weights are stored (float8 or GGUF blocks): its LoRAs stay unfused (attach()), which
+      // dpinfer does for the layer kinds PEFT's lora.Linear and lora.Conv2d wrap, and for plain LoRAs only.
+      if (auto kind = no_unfused_path_.find(key); kind != no_unfused_path_.end())
+        throw InputError(quote(path) + ": it changes " + quote(f.layer.component + "." + f.layer.module, 120) +
+                         ", a " + kind->second + " (no Linear or Conv2d), which has no unfused LoRA path, and the " +
+                         f.layer.component +
+                         "'s weights are stored, so dpinfer cannot merge into them; drop --lora or use "
+                         "--weight-storage default with a safetensors checkpoint");
+      if (f.magnitude.defined())
+        throw InputError(quote(path) + ": layer " + quote(f.layer.component + "." + f.layer.module, 120) +
+                         " is a DoRA layer, which dpinfer only merges into full-precision weights, and the " +
+                         f.layer.component + "'s weights are stored; drop --lora or use --weight-storage default "
+                         "with a safetensors checkpoint");
+    }
     // PEFT's lora_A/lora_B layers take the base layer's dtype and device before the values load.
-    auto known = weight_options_.find(f.layer.component + "/" + f.layer.module);
+    auto known = weight_options_.find(key);
     if (known == weight_options_.end())
       throw Error("LoRA: " + f.layer.component + " has no weight " + f.layer.module + ".weight");
+    if (unfused_.count(f.layer.component)) {
+      // On the layer's device; attach() gives them their dtype.
+      f.down = f.down.to(known->second.device());
+      f.up = f.up.to(known->second.device());
+      loaded->layers.push_back(std::move(f));
+      continue;
+    }
     const auto options = at::TensorOptions().dtype(known->second.dtype()).device(known->second.device());
     f.down = f.down.to(options);
     f.up = f.up.to(options);
@@ -372,6 +430,7 @@ bool LoraMerger::apply(const io::LoraSet& set) {
   if (set == current_) return false;
   c10::InferenceMode guard;
   for (const io::LoraRef& ref : set) load(ref.path);  // every file read before any weight changes
+  detach_adapters();
   for (auto& [key, original] : originals_) {  // none of a detached component (detach() dropped them)
     const size_t slash = key.find('/');
     weight(key.substr(0, slash), key.substr(slash + 1)).copy_(original);
@@ -386,6 +445,10 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
   for (const io::LoraRef& ref : set) {
     for (const Factors& f : files_.at(ref.path)->layers) {
       if (!only(f.layer.component)) continue;
+      if (unfused_.count(f.layer.component)) {
+        attach(f, ref.scale);
+        continue;
+      }
       at::Tensor w = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
       if (!originals_.count(key)) originals_.emplace(key, w.clone());
@@ -403,6 +466,42 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
       else w.add_(delta);
     }
   }
+}
+
+void LoraMerger::attach(const Factors& f, double scale) {
+  const std::string key = f.layer.component + "/" + f.layer.module;
+  auto it = layers_.find(key);
+  if (it == layers_.end()) throw Error("LoRA: " + f.layer.component + " has no layer " + f.layer.module);
+  nn::WeightedLayer& layer = *it->second;
+  nn::WeightedLayer::LoraAdapter a;
+  // Ref: peft 0.17 tuners/tuners_utils.py _move_adapter_to_device_of_base_layer, which set_peft_model_state_dict
+  // (low_cpu_mem_usage, diffusers 0.36's default) calls once the factors are assigned: lora_A and lora_B take the
+  // base weight's dtype when it is a float dtype, else keep the file's. A GGUFLinear's weight is its uint8 blocks
+  // (GGUFParameter), so a GGUF layer's factors keep the dtype the file gives them. A float8-stored layer's weight
+  // is still in the run dtype then: diffusers' LoRA-with-layerwise-casting order (tests/lora/utils.py
+  // test_layerwise_casting_inference_denoiser) loads the LoRA first and enable_layerwise_casting() skips PEFT's
+  // lora_A / lora_B (ModelMixin.enable_layerwise_casting adds LoraLayer.adapter_layer_names to the skip patterns).
+  const at::ScalarType dtype = layer.gguf_type() ? f.down.scalar_type() : layer.compute_dtype();
+  a.down = f.down.to(dtype);
+  a.up = f.up.to(dtype);
+  // PEFT's set_scale: scaling = scale * lora_alpha / r, in Python floats, or a 0-d float32 tensor where lora_alpha
+  // is one (merge() computes the same number).
+  if (f.alpha_is_tensor) {
+    a.scaling_tensor = at::scalar_tensor(static_cast<float>(static_cast<float>(scale) * static_cast<float>(f.alpha)) /
+                                             static_cast<float>(f.layer.rank),
+                                         at::TensorOptions().dtype(at::kFloat));
+    a.scaling = a.scaling_tensor.item<double>();
+  } else {
+    a.scaling = scale * f.alpha / static_cast<double>(f.layer.rank);
+  }
+  layer.add_lora(std::move(a));
+  attached_.insert(key);
+}
+
+void LoraMerger::detach_adapters() {
+  for (const std::string& key : attached_)
+    if (auto it = layers_.find(key); it != layers_.end()) it->second->clear_loras();
+  attached_.clear();
 }
 
 std::string LoraMerger::key_for(const std::string& component) const {

@@ -54,7 +54,7 @@ std::optional<at::ScalarType> torch_dtype(io::Dtype dtype) {
 }
 
 /// A checkpoint file open for loading: a safetensors file, or a GGUF file seen as safetensors views:
-/// its F32, F16 and BF16 tensors as values, its quantized ones as their bytes, U8 [..., row bytes]
+/// its F32 and F16 tensors as values, its quantized and BF16 ones as their bytes, U8 [..., row bytes]
 /// (the uint8 tensor diffusers' GGUFParameter holds), which load into a layer that keeps GGUF blocks
 /// (nn::WeightedLayer::store_gguf) as they are.
 struct OpenFile {
@@ -98,9 +98,10 @@ OpenFile open_file(const std::string& path) {
     switch (t.type) {
       case io::GgmlType::kF32: v.dtype = io::Dtype::kF32; break;
       case io::GgmlType::kF16: v.dtype = io::Dtype::kF16; break;
-      // diffusers holds BF16 as a GGUFParameter and dequantizes it to float32 for each forward, exactly:
-      // the same values as a bfloat16 weight, which dpinfer loads it as.
-      case io::GgmlType::kBF16: v.dtype = io::Dtype::kBF16; break;
+      // diffusers holds BF16 as a GGUFParameter too (load_gguf_checkpoint: every type but F32 and F16) and
+      // dequantizes it to float32 for each forward: the values of a bfloat16 weight, but a GGUFLinear's, which
+      // matters to a LoRA on it (PEFT leaves its factors in the file's dtype beside a uint8 weight) and to how
+      // F.linear sums (a dequantized weight requires no grad). So it stays blocks like the quantized types.
       default:
         if (!nn::gguf_dequantizable(t.type))
           throw InputError(quote(path) + ": tensor " + quote(t.name, 100) + " is " +

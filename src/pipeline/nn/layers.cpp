@@ -54,14 +54,28 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 // as diffusers computes it.
 // A GGUF layer's weight is the dequantized tensor GGUFLinear passes to F.linear, which requires no
 // grad: at::linear as it is, no fold.
-at::Tensor LinearImpl::forward(const at::Tensor& x) const {
-  const auto [w, b] = for_compute();
-  if (x.dim() < 3 || x.is_contiguous() || gguf_type()) return at::linear(x, w, b);
+namespace {
+
+/// torch.nn.functional.linear(x, w, b) for a weight `w` that is a Parameter requiring grad (see above).
+at::Tensor layers_linear_of_parameter(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (x.dim() < 3 || x.is_contiguous()) return at::linear(x, w, b);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = w.size(0);
   at::Tensor out = at::mm(x.reshape({-1, x.size(-1)}), w.t()).view(shape);  // [..., out]
   if (b.defined()) out.add_(b);
   return out;
+}
+
+}  // namespace
+
+at::Tensor LinearImpl::forward(const at::Tensor& x) const {
+  const auto [w, b] = for_compute();
+  at::Tensor out = gguf_type() ? at::linear(x, w, b) : layers_linear_of_parameter(x, w, b);
+  // PEFT's lora_A and lora_B are nn.Linear layers without bias whose weights are Parameters that require grad
+  // (inject_adapter_in_model makes them trainable): [..., in] -> [..., r] -> [..., out].
+  return with_loras(x, std::move(out), [](const at::Tensor& in, const LoraAdapter& a) {
+    return layers_linear_of_parameter(layers_linear_of_parameter(in, a.down, {}), a.up, {});
+  });
 }
 
 Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
@@ -73,7 +87,13 @@ Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel
 
 at::Tensor Conv2dImpl::forward(const at::Tensor& x) const {
   const auto [w, b] = for_compute();
-  return at::conv2d(x, w, b, {stride_, stride_}, {padding_, padding_});
+  at::Tensor out = at::conv2d(x, w, b, {stride_, stride_}, {padding_, padding_});
+  // Ref: peft 0.17 tuners/lora/layer.py _ConvNd.update_layer: lora_A is a Conv2d(in, r) with the base layer's
+  // kernel, stride and padding and no bias, lora_B a 1x1 Conv2d(r, out), stride 1: [B, in, H, W] -> [B, r, H', W']
+  // -> [B, out, H', W'].
+  return with_loras(x, std::move(out), [this](const at::Tensor& in, const LoraAdapter& a) {
+    return at::conv2d(at::conv2d(in, a.down, {}, {stride_, stride_}, {padding_, padding_}), a.up);
+  });
 }
 
 GroupNormImpl::GroupNormImpl(int64_t groups, int64_t channels, double eps, const at::TensorOptions& options)

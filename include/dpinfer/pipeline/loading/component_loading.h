@@ -28,6 +28,11 @@ at::ScalarType parse_dtype(const std::string& dtype);
 std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::TensorOptions& options,
                                                   const LoadOptions& load_options = {});
 
+/// Whether load_component() keeps some of `c`'s weights stored rather than in the run dtype: in float8
+/// (c.weight_storage, --weight-storage) or as a GGUF file's blocks (c.single_file a GGUF file). LoRAs then
+/// stay unfused on its layers (loading/lora.h).
+bool component_stores_weights(const Component& c);
+
 /// What load_component() checks before it allocates anything: builds `c` on the meta device and
 /// checks its weight files' keys and shapes against it. Returns that module of shapes (no values).
 /// Throws dpinfer::Error naming the component.

@@ -10,6 +10,12 @@
 // merges its own set: consecutive items with different LoRAs never reload the model, and
 // a batch runs at the full speed of merged weights. The worker groups items by LoRA set
 // as it groups them by size, so a sweep re-merges only where the set changes.
+//
+// A component whose weights are stored (--weight-storage fp8, a GGUF transformer file) keeps its LoRAs
+// unfused instead, as diffusers does: PEFT's lora layers beside the quantized or float8 ones, which
+// diffusers' fuse_lora cannot merge into (a GGUFParameter's blocks, a float8 weight outside the hook's
+// forward). Each of its touched layers gets the set's adapters attached (nn::WeightedLayer::add_lora) and
+// computes PEFT's lora.Linear.forward; another set detaches them and attaches its own.
 
 #include <functional>
 #include <map>
@@ -31,6 +37,10 @@ class SafetensorsFile;
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
+
+namespace dpinfer::pipeline::nn {
+class WeightedLayer;
+}  // namespace dpinfer::pipeline::nn
 
 namespace dpinfer::pipeline {
 
@@ -63,13 +73,16 @@ class LoraMerger {
   /// `facts` name the model in messages and give the UNet's block layout.
   explicit LoraMerger(LoraModelFacts facts) : facts_(std::move(facts)) {}
 
-  /// Registers a component ("unet") whose Linear and Conv2d weights LoRAs may change.
-  void add_component(const std::string& name, torch::nn::Module& module);
+  /// Registers a component ("unet") whose Linear and Conv2d weights LoRAs may change. `unfused`: its
+  /// weights are stored (float8 or GGUF blocks, component_stores_weights()), so LoRAs attach to its layers
+  /// unfused rather than merge into them.
+  void add_component(const std::string& name, torch::nn::Module& module, bool unfused = false);
 
   /// Registers component `name` before it is loaded (two-phase chunks load the denoiser when it is
   /// first needed): `shapes` is the module built on the meta device, `options` the dtype and device
   /// its weights will have. It is detached until reattach() brings the loaded module.
-  void add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options);
+  void add_detached(const std::string& name, torch::nn::Module& shapes, const at::TensorOptions& options,
+                    bool unfused = false);
 
   /// Forgets the weights of registered component `name`, which is being released from the device
   /// (two-phase chunks, component_residency.h): no handle to them or copy of their originals stays,
@@ -107,7 +120,9 @@ class LoraMerger {
 
  private:
   struct Factors : LoraLayerScaling {
-    at::Tensor down, up;  ///< in the weight's dtype, on its device
+    /// in the weight's dtype, on its device; for an unfused component, in the dtype the file and its
+    /// conversion give them (attach() casts them as PEFT does)
+    at::Tensor down, up;
     at::Tensor magnitude;  ///< DoRA's lora_magnitude_vector (LoraLayer::magnitude_key), likewise; undefined: none
   };
   struct LoadedFile {
@@ -126,8 +141,13 @@ class LoraMerger {
   /// `options` is given (a meta module's shapes, for weights of those options yet to load).
   void register_weights(const std::string& name, torch::nn::Module& module,
                         const std::optional<at::TensorOptions>& options = std::nullopt);
-  /// Merges the layers of `set` that change components `only` selects, in the set's order.
+  /// Merges the layers of `set` that change components `only` selects, in the set's order (attaches them,
+  /// in an unfused component).
   void merge(const io::LoraSet& set, const std::function<bool(const std::string& component)>& only);
+  /// Attaches factors `f` at `scale` to their layer of an unfused component.
+  void attach(const Factors& f, double scale);
+  /// Detaches every adapter attach() attached.
+  void detach_adapters();
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
@@ -137,6 +157,16 @@ class LoraMerger {
   std::map<std::string, at::TensorOptions> weight_options_;
   /// The components detach() released.
   std::set<std::string> detached_;
+  /// The components whose LoRAs stay unfused (add_component's `unfused`).
+  std::set<std::string> unfused_;
+  /// "<component>/<module>" -> the layer of an unfused, attached component a LoRA may change (the module
+  /// owns it; detach() drops the pointers).
+  std::map<std::string, nn::WeightedLayer*> layers_;
+  /// "<component>/<module>" -> the C++ class of a module of an unfused component whose weight a LoRA may change
+  /// but that is no nn::WeightedLayer, so has no unfused LoRA path (refused by load()).
+  std::map<std::string, std::string> no_unfused_path_;
+  /// The keys of layers_ that have adapters attached.
+  std::set<std::string> attached_;
   /// "<component>/<module>" -> its place in the component's named_modules order (diffusers lists a
   /// text encoder's LoRA layers in that order).
   std::map<std::string, size_t> module_order_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -45,15 +46,49 @@ class WeightedLayer : public torch::nn::Module {
   /// The dtype the forward computes in: the run dtype, whatever the storage.
   at::ScalarType compute_dtype() const { return stored() ? compute_dtype_ : weight.scalar_type(); }
 
+  /// One LoRA adapter kept unfused beside the layer's weight, as PEFT's lora.Linear / lora.Conv2d keeps it
+  /// (peft 0.17 tuners/lora/layer.py): used where the weight is stored (float8 or GGUF blocks), which a merge
+  /// cannot change without leaving diffusers' computation (loading/lora.h).
+  struct LoraAdapter {
+    at::Tensor down;  ///< lora_A's weight: [r, in] for a Linear, [r, in, kh, kw] for a Conv2d (its stride and padding)
+    at::Tensor up;    ///< lora_B's weight: [out, r], or [out, r, 1, 1]
+    /// PEFT's scaling: a Python float (scale * lora_alpha / r), multiplied as a wrapped number
+    double scaling = 1;
+    /// or, where lora_alpha is a tensor (a FLUX.1 file's network alphas), that 0-d float32 CPU tensor; else undefined
+    at::Tensor scaling_tensor;
+  };
+  /// Adds `adapter` after those already attached: the forward adds each one's output in turn.
+  void add_lora(LoraAdapter adapter) { loras_.push_back(std::move(adapter)); }
+  /// Detaches every adapter: the layer computes with its weight alone again.
+  void clear_loras() { loras_.clear(); }
+  const std::vector<LoraAdapter>& loras() const { return loras_; }
+
   at::Tensor weight, bias;
 
  protected:
   /// weight and bias in the compute dtype, for one forward.
   std::pair<at::Tensor, at::Tensor> for_compute() const;
+  /// `result` (the base layer's output for `x`) plus each attached adapter's, as PEFT's lora.Linear.forward and
+  /// _ConvNd.forward add them: x cast to the adapter's dtype (_cast_input_dtype), `result = result +
+  /// lora_B(lora_A(x)) * scaling` adapter after adapter (promoting to the wider dtype), then cast back to the
+  /// base output's dtype. `apply(x, adapter)` is lora_B(lora_A(x)) for the layer's kind.
+  template <typename Apply>
+  at::Tensor with_loras(const at::Tensor& x, at::Tensor result, const Apply& apply) const {
+    if (loras_.empty()) return result;
+    const at::ScalarType result_dtype = result.scalar_type();
+    at::Tensor input = x;
+    for (const LoraAdapter& a : loras_) {
+      if (input.scalar_type() != a.down.scalar_type()) input = input.to(a.down.scalar_type());
+      const at::Tensor h = apply(input, a);
+      result = result + (a.scaling_tensor.defined() ? h * a.scaling_tensor : h * a.scaling);
+    }
+    return result.to(result_dtype);
+  }
 
  private:
   at::ScalarType compute_dtype_ = at::ScalarType::Undefined;
   std::optional<io::GgmlType> gguf_type_;
+  std::vector<LoraAdapter> loras_;
 };
 
 /// torch.nn.Linear: y = x W^T + b. weight [out, in], bias [out].
