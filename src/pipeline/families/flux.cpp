@@ -84,7 +84,7 @@ class FluxPipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
@@ -142,7 +142,9 @@ class FluxPipeline : public LoraPipeline {
     if (first.image) {
       // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
       // with its generator, (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      denoiser_phase();
       latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
       if (first.mask) {
@@ -196,6 +198,7 @@ class FluxPipeline : public LoraPipeline {
     // latents / scaling_factor + shift_factor, in the VAE's dtype
     at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
     z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 

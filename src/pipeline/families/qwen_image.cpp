@@ -108,7 +108,7 @@ class QwenImagePipeline : public LoraPipeline {
     // QwenImageLoraLoaderMixin: the transformer only.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLQwenImageImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
@@ -193,6 +193,7 @@ class QwenImagePipeline : public LoraPipeline {
     const at::Tensor inv_std =
         at::reciprocal(at::tensor(vae_config_.latents_std, at::kDouble).to(at::kFloat).to(options)).view({1, -1, 1, 1});
     z = z / inv_std + mean;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in [-1, 1]
   }
 

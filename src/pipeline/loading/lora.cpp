@@ -315,7 +315,9 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     auto known = weight_options_.find(f.layer.component + "/" + f.layer.module);
     if (known == weight_options_.end())
       throw Error("LoRA: " + f.layer.component + " has no weight " + f.layer.module + ".weight");
-    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(known->second.device());
+    // With offload (set_offload), the device the run computes on, where merge() computes.
+    const auto options =
+        at::TensorOptions().dtype(known->second.dtype()).device(compute_device_.value_or(known->second.device()));
     f.down = f.down.to(options);
     f.up = f.up.to(options);
     if (f.magnitude.defined()) f.magnitude = f.magnitude.to(options);  // loaded into the DoRA layer's parameter
@@ -386,9 +388,15 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
   for (const io::LoraRef& ref : set) {
     for (const Factors& f : files_.at(ref.path)->layers) {
       if (!only(f.layer.component)) continue;
-      at::Tensor w = weight(f.layer.component, f.layer.module);
+      const at::Tensor stored = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
-      if (!originals_.count(key)) originals_.emplace(key, w.clone());
+      // With offload the originals wait in host memory, not on the device the module leaves.
+      if (!originals_.count(key))
+        originals_.emplace(key, compute_device_ ? stored.to(at::Device(at::kCPU), stored.scalar_type(), false, true)
+                                                : stored.clone());
+      // With offload the weight may be in host memory between uses: merged on the device the run
+      // computes on (the values a run without offload merges), then written back where it is.
+      at::Tensor w = compute_device_ && stored.device() != *compute_device_ ? stored.to(*compute_device_) : stored;
       // PEFT's set_scale: scaling = scale * lora_alpha / r, left to right, in Python floats, or in
       // float32 where lora_alpha is a tensor (0-d float32 tensor arithmetic).
       const double scaling =
@@ -401,6 +409,7 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
       // weight the LoRAs before it left (each adapter merges in turn).
       if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude));
       else w.add_(delta);
+      if (!w.is_same(stored)) stored.copy_(w);
     }
   }
 }
