@@ -337,6 +337,47 @@ TEST(OffloadWithTwoPhaseAndFp8, MakeTheImagesOfFp8Alone) {
   }
 }
 
+// GGUF transformer files (their Linear weights uint8 blocks, WeightedLayer::store_gguf) offloaded as they are:
+// the images of the same file without offload, with model offload and with blocks.
+TEST(OffloadWithGguf, QuantizedBlocksMoveAsStored) {
+  for (const std::string file : {"tiny-flux-dev-q8_0.gguf", "tiny-z-image-q4_k.gguf"}) {
+    SCOPED_TRACE(file);
+    const std::string base = kData + "/pipelines/" + (file.rfind("tiny-flux", 0) == 0 ? "tiny-flux-dev" : "tiny-z-image");
+    std::string model;
+    const auto batches = offload_batches(file.rfind("tiny-flux", 0) == 0 ? "tiny-flux-dev" : "tiny-z-image", 2, model);
+    const auto load = [&](const std::string& offload) {
+      pipeline::LoadRequest r;
+      r.model = kData + "/gguf/" + file;
+      r.base = base;
+      r.dtype = "bf16";
+      r.offload = offload;
+      r.offload_blocks_per_group = 2;
+      return pipeline::load_text_to_image(r);
+    };
+    auto plain = load("none");
+    ASSERT_EQ(plain->info().weight_storage.rfind("gguf-", 0), 0u) << plain->info().weight_storage;
+    for (const std::string mode : {"model", "blocks"}) {
+      auto offloaded = load(mode);
+      for (size_t k = 0; k < batches.size(); ++k)
+        expect_same_pixels(offloaded->generate(batches[k]), plain->generate(batches[k]),
+                           mode + ", batch " + std::to_string(k));
+      const json stats = offloaded->offload_statistics();
+      if (mode == "blocks") {
+        // The blocks' quantized bytes, not a bf16 copy's: Q8_0 keeps 34 bytes a 32 values, Q4_K 144 a 256, where
+        // the same blocks of the bf16 checkpoint take 64 and 512 (their norms and biases stay bf16 in both).
+        pipeline::LoadRequest r;
+        r.model = base;
+        r.dtype = "bf16";
+        r.offload = "blocks";
+        r.offload_blocks_per_group = 2;
+        const int64_t bf16_bytes = pipeline::load_text_to_image(r)->offload_statistics()["offloaded_bytes"];
+        EXPECT_LT(stats["offloaded_bytes"].get<int64_t>(), bf16_bytes * 3 / 4);
+        EXPECT_LE(stats["max_resident_groups"].get<int64_t>(), 2);
+      }
+    }
+  }
+}
+
 /// `base` with `loras` (file under `dir`, scale) for each of its requests.
 std::vector<pipeline::ImageRequest> with_loras(std::vector<pipeline::ImageRequest> base, const io::LoraSet& loras) {
   for (pipeline::ImageRequest& r : base) r.loras = loras;
