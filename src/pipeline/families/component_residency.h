@@ -4,7 +4,7 @@
 // the denoiser are never resident together: enter(kTextEncoders) releases the denoiser and brings
 // the encoders back, enter(kDenoiser) the other way round. The load leaves the encoders resident and
 // the denoiser not yet loaded (its files checked), so that a run of one chunk loads each module once,
-// as without two-phase. The VAE is no slot: it stays.
+// as without two-phase. Two-phase never releases the VAE (its slot, kVae, is for model offload).
 //
 // Released means freed, on every device: the module and every handle to its weights are dropped
 // (the LoRA merger's too, LoraMerger::detach), so the memory goes back to the allocator; bringing

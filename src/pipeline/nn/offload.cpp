@@ -27,11 +27,11 @@ std::vector<at::Tensor> offload_tensors_of(const torch::nn::Module& module) {
   return out;
 }
 
-/// A copy of `t` on `device` with its dtype and strides: pinned on the host when `t` is on a device.
-at::Tensor offload_copy_to(const at::Tensor& t, const at::Device& device, bool non_blocking = false) {
-  const bool pin = device.is_cpu() && !t.device().is_cpu();
+/// A copy of `t` on `device` with its dtype and strides, in pinned memory when `pin` (a host copy
+/// for a CUDA device: only a pinned source lets a copy to the device run asynchronously).
+at::Tensor offload_copy_to(const at::Tensor& t, const at::Device& device, bool pin) {
   at::Tensor out = at::empty_strided(t.sizes(), t.strides(), t.options().device(device).pinned_memory(pin));
-  out.copy_(t, non_blocking);
+  out.copy_(t);
   return out;
 }
 
@@ -40,8 +40,9 @@ at::Tensor offload_copy_to(const at::Tensor& t, const at::Device& device, bool n
 int64_t move_module(torch::nn::Module& module, const at::Device& device) {
   int64_t bytes = 0;
   for (at::Tensor& t : offload_tensors_of(module)) {
-    // accelerate's module.to(device): the data replaced in place, so every handle follows.
-    t.set_data(offload_copy_to(t, device));
+    // accelerate's module.to(device): the data replaced in place, so every handle follows. Back to the
+    // host from a device: into pinned memory.
+    t.set_data(offload_copy_to(t, device, device.is_cpu() && !t.device().is_cpu()));
     bytes += static_cast<int64_t>(t.nbytes());
   }
   return bytes;
@@ -74,7 +75,7 @@ BlockOffload::BlockOffload(torch::nn::Module& model, const std::vector<std::stri
           if (!in_blocks.insert(t.unsafeGetTensorImpl()).second) continue;
           // diffusers keeps the CPU copies of a group's tensors for its life (cpu_param_dict), pinned
           // with use_stream; the module's own tensor then holds them between uses.
-          Weight w{t, offload_copy_to(t, at::Device(at::kCPU)), {}};
+          Weight w{t, offload_copy_to(t, at::Device(at::kCPU), /*pin=*/device_.is_cuda()), {}};
           w.param.set_data(w.host);
           group_bytes += static_cast<int64_t>(w.host.nbytes());
           g.weights.push_back(std::move(w));
@@ -87,7 +88,8 @@ BlockOffload::BlockOffload(torch::nn::Module& model, const std::vector<std::stri
   }
   // Everything outside the block lists goes to the device and stays there.
   for (at::Tensor& t : offload_tensors_of(model))
-    if (!in_blocks.count(t.unsafeGetTensorImpl()) && t.device() != device_) t.set_data(offload_copy_to(t, device_));
+    if (!in_blocks.count(t.unsafeGetTensorImpl()) && t.device() != device_)
+      t.set_data(offload_copy_to(t, device_, /*pin=*/false));
   if (device_.is_cuda()) {
     c10::impl::VirtualGuardImpl impl(device_.type());
     side_.emplace(impl.getStreamFromGlobalPool(device_, /*isHighPriority=*/false));

@@ -7,7 +7,8 @@
 // torch::nn::Module::to does), so every handle to a weight (the module's own members, the LoRA
 // merger's) follows it, and keeps its dtype and strides: float8 storage and GGUF's uint8 blocks
 // (WeightedLayer) move as stored, never as a copy in the compute dtype. On the host a weight that
-// came from a CUDA device is in pinned memory, so that the copy back is a DMA the GPU can overlap.
+// came from a CUDA device is in pinned memory, and so is a block offloaded for a CUDA device, so that
+// the copies are DMAs the GPU can overlap with its compute.
 // On a CPU run the device is the host: the moves are copies from the host to the host, which keep
 // the bookkeeping of a GPU run and save nothing.
 
@@ -40,7 +41,8 @@ int64_t module_bytes(const torch::nn::Module& module);
 /// proj_out) is moved to the device and stays there; diffusers moves it per forward (its unmatched
 /// group), which changes no value.
 ///
-/// Between uses a block's weights are in (pinned) host memory, held by this object for its life.
+/// Between uses a block's weights are in host memory (pinned for a CUDA device, whatever memory the
+/// model was loaded into), held by this object for its life.
 /// Before block i of group k runs (before()), group k's weights are on the device, and group k+1's
 /// copy is issued on a side stream (diffusers' lazy prefetch: the next group in execution order);
 /// after the last block of group k (after()), its device copies are dropped. So at most two groups
