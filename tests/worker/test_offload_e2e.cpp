@@ -66,6 +66,35 @@ TEST(OffloadE2e, OffloadedRunsWriteThePixelsOfARunWithoutAndResumeAcrossSettings
   EXPECT_NE(again.err.find("skipped 3 item(s)"), std::string::npos) << again.err;
 }
 
+// img2img (and SD's UNet img2img, whose VAE encodes in float32): the VAE comes to the device to encode, the
+// denoiser after it, the VAE again to decode; the pixels of the run without offload.
+TEST(OffloadE2e, Img2imgMovesTheVaeTwiceAndKeepsThePixels) {
+  TempDir dir;
+  const std::string image = std::string(DPINFER_TEST_DATA_DIR) + "/input-images/img2img-0.png";
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red cube\", \"image\": \"" + image + "\", \"strength\": 0.6}\n"
+                                  "{\"prompt\": \"a cat\"}\n");
+  for (const std::string model : {"tiny-flux-dev", "tiny-sd1"}) {
+    SCOPED_TRACE(model);
+    const auto generate = [&](const std::string& out, const std::vector<std::string>& extra) {
+      std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model",
+                                       kPipelines + model, "--steps", "3", "--width", "32", "--height", "32",
+                                       "--out", dir.file(model + "-" + out)};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      RunResult r = run(argv, kEnv, 300s);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    };
+    generate("plain", {});
+    const auto reference = png_pixels_in(dir.file(model + "-plain"));
+    ASSERT_EQ(reference.size(), 2u);
+    generate("model", {"--offload", "model"});
+    EXPECT_EQ(png_pixels_in(dir.file(model + "-model")), reference);
+    if (model == "tiny-flux-dev") {
+      generate("blocks", {"--offload", "blocks"});
+      EXPECT_EQ(png_pixels_in(dir.file(model + "-blocks")), reference);
+    }
+  }
+}
+
 TEST(OffloadE2eBadInput, BadValuesAndBlocksOnAUNetAreRefusedInOneLine) {
   TempDir dir;
   write_file(dir.file("p.txt"), "x\n");
