@@ -137,6 +137,13 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "on the device together; N bounds the host memory the encodings wait in; 0: off, every module "
                  "stays on the device")
       ->capture_default_str();
+  app.add_option("--offload", o.offload,
+                 "none (every module on the device), model (each component in host memory, moved whole to the "
+                 "device while it runs, as diffusers' enable_model_cpu_offload) or blocks[:N] (the denoiser's "
+                 "transformer blocks in host memory, N a group (default 1), each group copied to the device while "
+                 "it runs and the next one prefetched on a side CUDA stream, as diffusers' apply_group_offloading "
+                 "block_level with use_stream; DiT families only); the pixels are the same")
+      ->capture_default_str();
   app.add_option("--write-queue", o.write_queue,
                  "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
                  "batch denoises; 0: write each batch before the next one starts")
@@ -297,7 +304,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"settings", settings},
                       {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
-                      {"write_queue", write_queue}, {"encode_chunk", encode_chunk},
+                      {"write_queue", write_queue}, {"encode_chunk", encode_chunk}, {"offload", offload},
                       {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
@@ -455,6 +462,7 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
                      ", got " + std::to_string(o.files_per_dir));
   if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
     throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got " + quote(o.dtype, 60));
+  parse_offload(o.offload);
   if (o.weight_storage != "default" && o.weight_storage != "fp8" && o.weight_storage != "fp8-denoiser")
     throw UsageError("--weight-storage: expected default, fp8 or fp8-denoiser, got " + quote(o.weight_storage, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
@@ -470,6 +478,27 @@ io::PromptFileOptions prompt_file_options(const GenerateOptions& o) {
   p.keep_fields = o.keep_fields || o.layout == "geneval";
   p.reserved_field = is_record_field;
   return p;
+}
+
+OffloadChoice parse_offload(const std::string& value) {
+  OffloadChoice c;
+  if (value == "none" || value == "model" || value == "blocks") {
+    c.mode = value;
+    return c;
+  }
+  const std::string prefix = "blocks:";
+  if (value.rfind(prefix, 0) == 0) {
+    const std::string n = value.substr(prefix.size());
+    if (!n.empty() && n.size() <= 6 && std::all_of(n.begin(), n.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+        std::stoi(n) >= 1) {
+      c.mode = "blocks";
+      c.blocks_per_group = std::stoi(n);
+      return c;
+    }
+    throw UsageError("--offload " + quote(value, 60) + ": expected blocks:N with N a whole number of blocks a group "
+                     "from 1 to 999999, e.g. --offload blocks:2");
+  }
+  throw UsageError("--offload: expected none, model, blocks or blocks:N, got " + quote(value, 60));
 }
 
 }  // namespace dpinfer::plan

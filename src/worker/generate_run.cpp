@@ -120,6 +120,9 @@ int GenerateRun::run() {
   req.weight_storage = o_.weight_storage;
   req.vae_tiling = o_.vae_tiling;
   req.two_phase = o_.encode_chunk > 0;
+  const plan::OffloadChoice offload = plan::parse_offload(o_.offload);
+  req.offload = offload.mode;
+  req.offload_blocks_per_group = offload.blocks_per_group;
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
@@ -187,6 +190,14 @@ int GenerateRun::run() {
               shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
                                    : "",
               shard_batches_, o_.batch_size, rank_.world_size, to_string(mode_));
+  if (rank_.rank == 0 && offload.mode != "none")
+    log::info("--offload {}: {}{}", o_.offload,
+              offload.mode == "model" ? "each component is on the device only while it runs"
+                                      : "the denoiser's blocks wait in host memory, " +
+                                            std::to_string(offload.blocks_per_group) + " a group",
+              device == "cpu" ? "; on the CPU the device is the host memory, so this saves no memory (the moves "
+                                "are copies within it)"
+                              : "");
   if (rank_.rank == 0 && o_.encode_chunk > 0)
     log::info("two-phase chunks of up to {} item(s) (--encode-chunk): the text encoders and the denoiser take the "
               "device in turn",
@@ -770,6 +781,8 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
   nlohmann::json mine = stats_.to_json();
   const nlohmann::json own_counts = pipe_->statistics();  // a step cache's counts (TextToImage::statistics)
   if (!own_counts.empty()) mine["pipeline"] = own_counts;
+  const nlohmann::json offload_counts = pipe_->offload_statistics();  // --offload's moves (TextToImage)
+  if (!offload_counts.empty()) log::debug("rank {}: offload {}", rank_.rank, offload_counts.dump());
   auto all_stats = group_->gather("stats", mine.dump());
   group_->barrier("finished");
   if (rank_.rank != 0) return stats_.failed ? exit_status::kItemsFailed : exit_status::kSuccess;

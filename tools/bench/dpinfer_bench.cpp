@@ -63,6 +63,7 @@ struct Options {
   std::string device = "auto";
   std::string dtype = "auto";
   std::string weight_storage = "default";
+  std::string offload = "none";  // --offload: none, model, blocks or blocks:N
   std::string weights_dtype = "fp16";
   std::string scheduler;
   int width = 0;   // 0: the model's default (512 for SD 1.5, 1024 for SDXL base)
@@ -296,6 +297,28 @@ MemoryStats peak_memory(const std::string& device) {
   return m;
 }
 
+/// GB/s of one copy of `bytes` from pinned host memory to `device` (the median of 5), or 0 off CUDA.
+double host_to_device_gbps(const std::string& device, int64_t bytes) {
+#ifdef DPINFER_BENCH_CUDA
+  if (!on_cuda(device) || bytes <= 0) return 0;
+  const at::Tensor host = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  std::vector<double> secs;
+  for (int i = 0; i < 5; ++i) {
+    torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    const at::Tensor copy = host.to(at::Device(device), /*non_blocking=*/true);
+    torch::cuda::synchronize();
+    secs.push_back(seconds_since(t0));
+  }
+  std::sort(secs.begin(), secs.end());
+  return static_cast<double>(bytes) / 1e9 / secs[2];
+#else
+  (void)device;
+  (void)bytes;
+  return 0;
+#endif
+}
+
 std::string device_name(const std::string& device) {
 #ifdef DPINFER_BENCH_CUDA
   if (on_cuda(device)) {
@@ -348,6 +371,9 @@ int run(const Options& o_in) {
   po.device = o.device;
   po.scheduler = o.scheduler;
   po.weight_storage = o.weight_storage;
+  // --offload as dpinfer generate takes it (plan::parse_offload, which this tool does not link).
+  po.offload = o.offload.substr(0, o.offload.find(':'));
+  if (o.offload.find(':') != std::string::npos) po.offload_blocks_per_group = std::stoi(o.offload.substr(7));
   auto t0 = std::chrono::steady_clock::now();
   auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);
@@ -364,6 +390,7 @@ int run(const Options& o_in) {
   report["device_name"] = device_name(o.device);
   report["dtype"] = o.dtype;
   report["weight_storage"] = o.weight_storage;
+  report["offload"] = o.offload;
   report["model_dir"] = dir.string();
   report["shape"] = fs::weakly_canonical(fs::absolute(o.shape)).string();
   report["weights"] = "random (LibTorch default init, seed " + std::to_string(o.weights_seed) + ", stored " + o.weights_dtype + ")";
@@ -404,6 +431,7 @@ int run(const Options& o_in) {
       warm.push_back(seconds_since(t0));
     }
     reset_peak_memory(o.device);
+    const json offload_before = pipe->offload_statistics();
     std::vector<double> secs;
     std::vector<pipeline::RgbImage> images;
     for (int r = 0; r < o.repeats; ++r) {
@@ -428,6 +456,25 @@ int run(const Options& o_in) {
                   {"peak_reserved_gib", mem.peak_reserved_gib},
                   {"finite_images", finite},
                   {"requests", requests}};
+    // --offload: what the timed runs moved, per run, and the host-to-device bandwidth a copy of
+    // that size gets alone, so that the time the copies would take unhidden can be set against
+    // the time offload added (tools/device/gpu_check.sh's offload step).
+    const json offload_after = pipe->offload_statistics();
+    if (offload_after.contains("group_copies")) {
+      const double copies = static_cast<double>(offload_after["group_copies"].get<int64_t>() -
+                                                offload_before["group_copies"].get<int64_t>()) / o.repeats;
+      const double bytes = copies * static_cast<double>(offload_after["offloaded_bytes"].get<int64_t>()) /
+                           static_cast<double>(offload_after["block_groups"].get<int64_t>());
+      entry["offload_bytes_per_run"] = bytes;
+      const double gbps = host_to_device_gbps(o.device, offload_after["largest_group_bytes"].get<int64_t>());
+      entry["host_to_device_gb_per_s"] = gbps;
+      if (gbps > 0) entry["offload_copy_seconds_alone"] = bytes / 1e9 / gbps;
+    } else if (offload_after.contains("bytes_to_device")) {
+      entry["offload_bytes_per_run"] = static_cast<double>(offload_after["bytes_to_device"].get<int64_t>() -
+                                                           offload_before["bytes_to_device"].get<int64_t>()) /
+                                       o.repeats;
+    }
+    report["offload_statistics"] = offload_after;
     if (!o.images_dir.empty()) {
       fs::create_directories(o.images_dir);
       json files = json::array();
@@ -469,6 +516,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", o.dtype, "auto (fp16 on CUDA, fp32 on CPU), fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--weights-dtype", o.weights_dtype, "dtype of the written weight files")->capture_default_str();
+  app.add_option("--offload", o.offload, "none, model, blocks or blocks:N, as dpinfer generate's")
+      ->capture_default_str();
   app.add_option("--weight-storage", o.weight_storage, "default, fp8 or fp8-denoiser, as dpinfer generate's")
       ->capture_default_str();
   app.add_option("--scheduler", o.scheduler, "dpinfer scheduler name (default: the shape's)");

@@ -34,6 +34,16 @@
 #              distilled guidance 3.5, T5 padded to 512 tokens, batch 1, bf16 on cuda:0; the
 #              transformer's time per step scales about x3.1 for the real 19 + 38 blocks
 #   flux_peer  diffusers_peer.py on the FLUX.1 files and settings (FluxPipeline)
+#   offload    (issue 26 item 4; not in the default list: ask for it, e.g. GPU_CHECK_STEPS="facts
+#              configure build tests offload", the tests step running test_offload.cpp's *_CUDA
+#              tests: the side-stream copies, events and pinned host copies, and the images of
+#              --offload model and blocks against none on cuda:0) dpinfer_bench on the FLUX.1-dev
+#              shape cut to GPU_CHECK_OFFLOAD_LAYERS double-stream blocks (default 2) and twice as
+#              many single-stream ones, T5 cut to 2 layers, 1024x1024, 4 steps, bf16, batch 1, run
+#              with --offload none, model and blocks:1 on the same files: each one's s/image and
+#              peak allocated GiB, and for blocks the time its copies take alone (their bytes at
+#              the measured pinned host-to-device bandwidth) against the time blocks added to none:
+#              overlap = 1 - added / alone (1: the copies hidden behind the compute)
 #   invariance (issue 34; after bench, whose random SD1.5-shaped model it uses) 9 items at
 #              --batch-size 4, 256x256, 8 steps, in fp16 and in bf16 on cuda:0, made by one
 #              process, by two processes at once (--shard 0/2 and 1/2: NCCL takes no two ranks on
@@ -70,6 +80,11 @@
 #   GPU_CHECK_FLUX_LAYERS the FLUX.1 transformer's double-stream blocks (default 6 of the real 19),
 #                       and twice that many single-stream ones (of 38)
 #   GPU_CHECK_FLUX_T5_LAYERS T5's layers (default 24, the real count; fewer only for a dry run)
+#   GPU_CHECK_OFFLOAD_LAYERS the offload step's double-stream blocks (default 2, and twice that
+#                       many single-stream ones)
+#   GPU_CHECK_OFFLOAD_ARGS replaces the offload step's bench arguments (default: "--device cuda:0
+#                       --dtype bf16 --weights-dtype bf16 --width 1024 --height 1024 --steps 4
+#                       --guidance-scale 3.5 --batch-sizes 1 --warmup 1 --repeats 2")
 #   GPU_CHECK_FLUX_ARGS replaces the FLUX.1 benchmark's arguments (default: GPU_CHECK_BENCH_ARGS
 #                       when set, else "--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024
 #                       --height 1024 --steps 28 --guidance-scale 3.5 --batch-sizes 1 --warmup 1 --repeats 2")
@@ -84,6 +99,7 @@ set -uo pipefail
 : "${GPU_CHECK_BENCH_ARGS:=}" "${GPU_CHECK_SDXL_ARGS:=}" "${GPU_CHECK_QWEN_ARGS:=}" "${GPU_CHECK_FLUX_ARGS:=}"
 : "${GPU_CHECK_FLUX_LAYERS:=6}" "${GPU_CHECK_FLUX_T5_LAYERS:=24}"
 : "${GPU_CHECK_QWEN_LAYERS:=20}" "${GPU_CHECK_QWEN_TE_LAYERS:=28}"
+: "${GPU_CHECK_OFFLOAD_LAYERS:=2}" "${GPU_CHECK_OFFLOAD_ARGS:=}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 1
@@ -276,6 +292,35 @@ PY
     --images "$work/flux_images" --json "$work/flux_dpinfer.json"
 }
 
+# offload: the FLUX.1-dev shape cut to GPU_CHECK_OFFLOAD_LAYERS + twice as many blocks and 2 T5
+# layers, then dpinfer_bench with --offload none, model and blocks:1 on the same random files.
+offload() {
+  local double=$GPU_CHECK_OFFLOAD_LAYERS single=$((2 * GPU_CHECK_OFFLOAD_LAYERS))
+  local key="L${double}-S${single}-T2" shape
+  shape="$tmp/flux-dev-shape-$key"
+  rm -rf "$shape" && cp -rL "$root/configs/models/flux-dev-shape" "$shape" || return
+  "$py" - "$shape" "$double" "$single" <<'PY' || return
+import json, sys
+shape, double, single = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for rel, values in (("transformer/config.json", {"num_layers": double, "num_single_layers": single}),
+                    ("text_encoder_2/config.json", {"num_layers": 2})):
+    with open(f"{shape}/{rel}") as f:
+        c = json.load(f)
+    c.update(values)
+    with open(f"{shape}/{rel}", "w") as f:
+        json.dump(c, f, indent=1)
+PY
+  local args=(--device cuda:0 --dtype bf16 --weights-dtype bf16 --width 1024 --height 1024 --steps 4
+              --guidance-scale 3.5 --batch-sizes 1 --warmup 1 --repeats 2)
+  # shellcheck disable=SC2206  # word splitting wanted
+  [ -n "${GPU_CHECK_OFFLOAD_ARGS:-}" ] && args=($GPU_CHECK_OFFLOAD_ARGS)
+  local mode
+  for mode in none model blocks:1; do
+    "$build/tools/bench/dpinfer_bench" --shape "$shape" "${args[@]}" --offload "$mode" \
+      --model-dir "$tmp/dpinfer-flux-$key-random" --json "$work/offload_${mode%%:*}.json" || return
+  done
+}
+
 # invariance: issue 34's promise on the GPU, in fp16 and bf16 (see the list of steps above).
 invariance() {
   local model="$tmp/dpinfer-sd15-random" worker="$build/tools/dpinfer-worker" w="$work/invariance" bad=0
@@ -332,7 +377,7 @@ peer() {
 export root out deps build py torch_prefix nvcc tmp work LD_LIBRARY_PATH GPU_CHECK_BENCH_ARGS GPU_CHECK_SDXL_ARGS \
   GPU_CHECK_QWEN_ARGS GPU_CHECK_QWEN_LAYERS GPU_CHECK_QWEN_TE_LAYERS GPU_CHECK_FLUX_ARGS GPU_CHECK_FLUX_LAYERS \
   GPU_CHECK_FLUX_T5_LAYERS
-export -f facts configure bench_shape bench sdxl qwen flux peer invariance
+export -f facts configure bench_shape bench sdxl qwen flux offload peer invariance
 
 # A step that runs again replaces its earlier report (from an earlier call on this machine),
 # and a new bench report makes the old peer report stale.
@@ -344,6 +389,7 @@ want qwen && rm -f "$work/qwen_dpinfer.json"
 { want qwen || want qwen_peer; } && rm -f "$work/qwen_diffusers.json"
 want flux && rm -f "$work/flux_dpinfer.json"
 { want flux || want flux_peer; } && rm -f "$work/flux_diffusers.json"
+want offload && rm -f "$work"/offload_{none,model,blocks}.json
 
 # run_bench NAME LOG NEED MAX: the bench step NAME (bench, sdxl: the functions above).
 run_bench() {
@@ -394,7 +440,9 @@ for s in $steps; do
     # FLUX.1: about 17 GB of random weights to write first.
     flux) run_bench flux "$out/flux.log" 240 420 ;;
     flux_peer) run_peer flux_peer flux "$out/flux.log" 120 300 ;;
-    *) status+=("$s: unknown step (known: facts configure build tests bench peer invariance sdxl sdxl_peer qwen qwen_peer flux flux_peer)") ;;
+    # Three benches of one small FLUX.1 shape (about 1.5 GB of random weights to write first).
+    offload) run_bench offload "$out/offload.log" 90 300 ;;
+    *) status+=("$s: unknown step (known: facts configure build tests bench peer invariance sdxl sdxl_peer qwen qwen_peer flux flux_peer offload)") ;;
   esac
 done
 
@@ -463,5 +511,27 @@ PY
       sed -n '/^machine: /,$p' "$log" | grep -v "^diffusers_peer: wrote" | sed 's/^/  /'
     fi
   done
+  if [ -f "$work/offload_none.json" ]; then
+    echo "--- --offload on the FLUX.1-dev shape (${GPU_CHECK_OFFLOAD_LAYERS} + $((2 * GPU_CHECK_OFFLOAD_LAYERS)) blocks), batch 1"
+    "$py" - "$work" <<'PY'
+import json, os, sys
+runs = {}
+for mode in ("none", "model", "blocks"):
+    p = os.path.join(sys.argv[1], f"offload_{mode}.json")
+    if os.path.exists(p):
+        runs[mode] = json.load(open(p))["runs"][0]
+for mode, r in runs.items():
+    line = f"  {mode:6s} {r['seconds_per_image']:7.3f} s/image  peak allocated {r['peak_allocated_gib']:6.2f} GiB"
+    if "offload_bytes_per_run" in r:
+        line += f"  moved {r['offload_bytes_per_run'] / 1e9:.2f} GB a run"
+    print(line)
+b, n = runs.get("blocks"), runs.get("none")
+if b and n and b.get("offload_copy_seconds_alone"):
+    added = b["median_seconds"] - n["median_seconds"]
+    alone = b["offload_copy_seconds_alone"]
+    print(f"  blocks: copies alone {alone:.3f} s at {b['host_to_device_gb_per_s']:.1f} GB/s, added {added:.3f} s: "
+          f"overlap {1 - added / alone:.2f}")
+PY
+  fi
   echo "files in $out: $(cd "$out" && ls | tr '\n' ' ')"
 } 2>&1 | tee "$out/summary.txt"

@@ -37,6 +37,13 @@ struct LoadRequest {
   /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
   /// are never on the device together, and the encodings of a chunk wait in host memory.
   bool two_phase = false;
+  /// --offload (issue 26 item 4): "none"; "model", each component (text encoders, denoiser, VAE) in
+  /// host memory and on the device only while it runs, as diffusers' enable_model_cpu_offload; or
+  /// "blocks", the denoiser's transformer blocks in host memory in groups of offload_blocks_per_group,
+  /// each group brought to the device (the next one prefetched) while it runs, as diffusers'
+  /// apply_group_offloading(offload_type="block_level", use_stream=True). The pixels are the same.
+  std::string offload = "none";
+  int offload_blocks_per_group = 1;
 };
 
 /// Resolves the model, picks its family by model_index.json's _class_name, and loads it:

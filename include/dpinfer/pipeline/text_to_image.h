@@ -171,6 +171,14 @@ class TextToImage {
   /// The modules on the device now, by model_index.json name ("text_encoder", "unet"), of those
   /// two-phase chunks release; empty for a pipeline that releases none.
   virtual std::vector<std::string> resident_components() const { return {}; }
+  /// The modules on the device now, by model_index.json name, the VAE's included: all of them
+  /// without --offload (LoadRequest::offload) and two-phase chunks; empty for a pipeline that
+  /// keeps no account of them.
+  virtual std::vector<std::string> components_on_device() const { return {}; }
+  /// --offload's accounting so far: {"moves_to_device", "bytes_to_device"} for model offload, and for
+  /// block offload {"block_groups", "blocks_per_group", "max_resident_groups", "group_copies",
+  /// "offloaded_bytes", "largest_group_bytes"}. Empty without offload.
+  virtual nlohmann::json offload_statistics() const { return nlohmann::json::object(); }
 
  protected:
   void throw_if_cancelled() const {

@@ -86,6 +86,9 @@ struct GenerateOptions {
   /// denoises and decodes them; the encodings wait in host memory. 0: off. It changes no pixel,
   /// so it is no part of what resume compares.
   int encode_chunk = 0;
+  /// --offload (issue 26 item 4): none, model or blocks[:N] (parse_offload). Where the weights wait
+  /// between uses changes no pixel, so it is no part of what resume compares.
+  std::string offload = "none";
   /// A rank that records this many failed items in a row (none made between them)
   /// stops the run with exit 1: a cause that fails every item (a size the model cannot
   /// make, a broken CUDA context) must not turn a million items into a million failure
@@ -141,5 +144,14 @@ io::PromptFileOptions prompt_file_options(const GenerateOptions& o);
 /// for a word without KEY=, showing `example`.
 nlohmann::json parse_key_values(const std::vector<std::string>& words, const std::string& option,
                                 const std::string& example);
+
+
+/// --offload's value: "none", "model", or "blocks" with its blocks a group ("blocks:N"; 1 when no N).
+struct OffloadChoice {
+  std::string mode = "none";
+  int blocks_per_group = 1;
+};
+/// Parses --offload's value; throws UsageError naming the option and its values.
+OffloadChoice parse_offload(const std::string& value);
 
 }  // namespace dpinfer::plan

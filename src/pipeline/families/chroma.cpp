@@ -74,7 +74,7 @@ class ChromaPipeline : public LoraPipeline {
     // only (_load_lora_into_text_encoder: convert_state_dict_to_peft refuses T5's): the transformer.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for Chroma).
@@ -114,7 +114,9 @@ class ChromaPipeline : public LoraPipeline {
     if (first.image) {
       // Ref: ChromaImg2ImgPipeline.prepare_latents (FluxImg2ImgPipeline's): each image encoded alone with its
       // generator, (z - shift_factor) * scaling_factor, scale_noise to the first step's sigma, packed.
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      denoiser_phase();
       latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
     } else {
@@ -150,6 +152,7 @@ class ChromaPipeline : public LoraPipeline {
     // latents / scaling_factor + shift_factor, in the VAE's dtype
     at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
     z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 

@@ -3,37 +3,75 @@
 #include <c10/core/InferenceMode.h>
 
 #include "dpinfer/pipeline/loading/lora.h"
+#include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/util/log.h"
 
 namespace dpinfer::pipeline {
 
 void ComponentResidency::add(Group group, std::string name, std::function<void()> release,
-                             std::function<torch::nn::Module&()> load, std::function<bool()> resident,
-                             LoraMerger* lora) {
-  slots_.push_back({group, std::move(name), std::move(release), std::move(load), std::move(resident), lora});
+                             std::function<torch::nn::Module&()> load, std::function<torch::nn::Module*()> module,
+                             LoraMerger* lora, bool on_device) {
+  const bool loaded = module() != nullptr;  // before the move below
+  slots_.push_back({group, std::move(name), std::move(release), std::move(load), std::move(module), lora,
+                    on_device && loaded});
 }
 
 void ComponentResidency::enter(Group group) {
-  if (!two_phase_) return;
+  if (!two_phase_ && !model_offload_) return;
   c10::InferenceMode guard;
+  make_room(group);
   for (Slot& s : slots_) {
-    if (s.group == group || !s.resident()) continue;
-    if (s.lora) s.lora->detach(s.name);
-    s.release();
-    log::debug("released {} from the device", s.name);
+    if (s.group != group) continue;
+    if (!s.module()) {
+      torch::nn::Module& module = s.load();
+      if (s.lora) s.lora->reattach(s.name, module);
+      s.on_device = !model_offload_;  // model offload loads into host memory
+      log::debug("loaded {} again", s.name);
+    }
+    if (model_offload_ && !s.on_device) {
+      // then module.to(execution_device)
+      bytes_to_device_ += nn::move_module(*s.module(), device_);
+      ++moves_to_device_;
+      s.on_device = true;
+      log::debug("moved {} to the device", s.name);
+    }
   }
+}
+
+void ComponentResidency::make_room(Group group) {
+  if (!two_phase_ && !model_offload_) return;
+  c10::InferenceMode guard;
+  // Two-phase frees the other of the text encoders and the denoiser (never the VAE, nor for the VAE).
+  const auto releases = [&](const Slot& s) {
+    return two_phase_ && group != Group::kVae && s.group != Group::kVae && s.group != group;
+  };
   for (Slot& s : slots_) {
-    if (s.group != group || s.resident()) continue;
-    torch::nn::Module& module = s.load();
-    if (s.lora) s.lora->reattach(s.name, module);
-    log::debug("loaded {} again", s.name);
+    if (s.group == group || !s.module()) continue;
+    if (releases(s)) {
+      if (s.lora) s.lora->detach(s.name);
+      s.release();
+      s.on_device = false;
+      log::debug("released {} from the device", s.name);
+    } else if (model_offload_ && s.on_device) {
+      // accelerate's CpuOffload.pre_forward: prev_module_hook.offload() first.
+      nn::move_module(*s.module(), c10::Device(c10::kCPU));
+      s.on_device = false;
+      log::debug("moved {} to host memory", s.name);
+    }
   }
 }
 
 std::vector<std::string> ComponentResidency::resident() const {
   std::vector<std::string> names;
   for (const Slot& s : slots_)
-    if (s.resident()) names.push_back(s.name);
+    if (s.group != Group::kVae && s.module()) names.push_back(s.name);
+  return names;
+}
+
+std::vector<std::string> ComponentResidency::on_device() const {
+  std::vector<std::string> names;
+  for (const Slot& s : slots_)
+    if (s.on_device) names.push_back(s.name);
   return names;
 }
 

@@ -122,7 +122,7 @@ class FluxPipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     info_.setting_specs = specs;
@@ -269,12 +269,13 @@ class FluxPipeline : public LoraPipeline {
     if (first.image && !reference) {
       // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
       // with its generator, (z - shift_factor) * scaling_factor, then scale_noise to the first step's sigma, packed.
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
       latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
-      if (fill_) {
-        fill_condition = fill_conditioning(batch, generators, h, w);
-      } else if (first.mask) {
+      if (fill_) fill_condition = fill_conditioning(batch, generators, h, w);  // encodes too
+      denoiser_phase();
+      if (!fill_ && first.mask) {
         // prepare_mask_latents: the mask binarized, F.interpolate'd (nearest) to the latents, repeated over the
         // channels and packed. It also encodes the masked image, which FLUX.1's own transformer does not take: the
         // draw only moves each generator on, and nothing draws from them after it here (flow matching steps
@@ -297,7 +298,9 @@ class FluxPipeline : public LoraPipeline {
     at::Tensor reference_latents;
     if (reference) {
       std::vector<at::Tensor> means;
+      vae_phase();  // --offload model: the VAE to the device to encode
       for (const ImageRequest& r : batch) means.push_back(vae_->encode(vae_input(*r.image, dtype_, device_)).mean);
+      denoiser_phase();
       const at::Tensor z = (at::cat(means) - *vae_config_.shift_factor) * vae_config_.scaling_factor;
       reference_latents = pack_latents(z);
       at::Tensor reference_ids = latent_image_ids(z.size(2) / 2, z.size(3) / 2, options);
@@ -348,6 +351,7 @@ class FluxPipeline : public LoraPipeline {
     // latents / scaling_factor + shift_factor, in the VAE's dtype
     at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
     z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }
 

@@ -92,7 +92,7 @@ class Flux2KleinPipeline : public LoraPipeline {
     start_components(family_, r);
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLFlux2Impl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux2_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.2).
@@ -169,6 +169,7 @@ class Flux2KleinPipeline : public LoraPipeline {
     // decoded alone (diffusers' own batch of 3 by up to 2 uint8 steps, make_flux2_pipelines.py's
     // batch_vs_single_checks), and an image must not depend on its batch-mates.
     at::Tensor z = latents.reshape({b, h, w, channels}).permute({0, 3, 1, 2}).contiguous();  // [B, 4C, h, w]
+    vae_phase();  // --offload model: the VAE to the device to decode
     z = AutoencoderKLFlux2Impl::unpatchify(vae_->unnormalize(z)).to(dtype_);                 // [B, C, 2h, 2w]
     std::vector<at::Tensor> images;
     for (int64_t i = 0; i < b; ++i) images.push_back(vae_->decode(z.narrow(0, i, 1)));

@@ -7,9 +7,37 @@ namespace dpinfer::pipeline {
 
 void LoraPipeline::start_components(const Family& family, const LoadRequest& request, int64_t layers_per_block) {
   loras_ = std::make_unique<LoraMerger>(LoraModelFacts{family.label, layers_per_block, lora_key_rules(family.name)});
-  residency_ = ComponentResidency(request.two_phase);
+  if (request.offload != "none" && request.offload != "model" && request.offload != "blocks")
+    throw InputError("--offload: expected none, model or blocks[:N], got " + request.offload);
+  if (request.offload == "blocks" && request.offload_blocks_per_group < 1)
+    throw InputError("--offload blocks:N: expected N of 1 or more blocks a group, got " +
+                     std::to_string(request.offload_blocks_per_group));
+  const c10::Device device(request.device);
+  residency_ = ComponentResidency(request.two_phase, request.offload == "model", device);
+  block_offload_ = request.offload == "blocks" ? request.offload_blocks_per_group : 0;
+  // Offloaded weights are merged with LoRAs on the device the run computes on, wherever they are
+  // between uses, so that the merged values are those of a run without offload.
+  if (request.offload != "none") loras_->set_offload(device);
   // The chunk's encodings wait in host memory while the denoiser has the device.
   embeddings_.store_on_host(request.two_phase);
+}
+
+nlohmann::json LoraPipeline::offload_statistics() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (residency_.model_offload()) {
+    j["moves_to_device"] = residency_.moves_to_device();
+    j["bytes_to_device"] = residency_.bytes_to_device();
+  }
+  if (const nn::BlockOffload* b = denoiser_blocks_ ? denoiser_blocks_() : nullptr) {
+    j["block_groups"] = b->groups();
+    j["blocks_per_group"] = b->per_group();
+    j["resident_groups"] = b->resident_groups();
+    j["max_resident_groups"] = b->max_resident_groups();
+    j["group_copies"] = b->copies_to_device();
+    j["offloaded_bytes"] = b->offloaded_bytes();
+    j["largest_group_bytes"] = b->largest_group_bytes();
+  }
+  return j;
 }
 
 void LoraPipeline::check_loras(const io::LoraSet& loras) {

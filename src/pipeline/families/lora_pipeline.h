@@ -5,12 +5,14 @@
 // A family calls start_components() first in its constructor, loads its text encoders with
 // load_text_encoder() and then its denoiser with load_denoiser() (the VAE as it likes), calls
 // use_loras() first in generate(), keys its cache entries by lora_key() of each encoder, runs every
-// encoder inside a cache miss after encoder_phase(), and calls denoiser_phase() before it denoises.
+// encoder inside a cache miss after encoder_phase(), calls denoiser_phase() before it denoises, and
+// loads its VAE with load_vae() and calls vae_phase() before each VAE encode or decode.
 // encode_prompts() makes the same encoder calls generate() makes, so that prepare() can make them
 // for a whole chunk ahead: generate() then finds each one in the cache.
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <c10/core/InferenceMode.h>
@@ -22,7 +24,9 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/loading/lora.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/pipeline/text_to_image.h"
+#include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
 
@@ -31,12 +35,15 @@ class LoraPipeline : public TextToImage {
   void check_loras(const io::LoraSet& loras) override;
   void prepare(const std::vector<std::vector<ImageRequest>>& chunk) override;
   std::vector<std::string> resident_components() const override { return residency_.resident(); }
+  std::vector<std::string> components_on_device() const override { return residency_.on_device(); }
+  nlohmann::json offload_statistics() const override;
 
  protected:
   using Group = ComponentResidency::Group;
 
   /// Makes the merger, with the family's key rules (lora_key_rules(family.name)), and sets two-phase
-  /// chunks on or off (request.two_phase). `layers_per_block`: the UNet's, for kohya's SGM names.
+  /// chunks (request.two_phase) and offload (request.offload) on or off. `layers_per_block`: the UNet's,
+  /// for kohya's SGM names.
   void start_components(const Family& family, const LoadRequest& request, int64_t layers_per_block = 2);
 
   /// Loads component `name` of `md` into `member`, registered for LoRAs when `lora` (the family's
@@ -47,11 +54,25 @@ class LoraPipeline : public TextToImage {
     load_slot(Group::kTextEncoders, md.at(name), member, options, lora);
   }
   /// The same for the denoiser. With two-phase, its files are checked (check_component) but it loads
-  /// when first needed, once the text encoders are released: a chunk's encoding comes first.
+  /// when first needed, once the text encoders are released: a chunk's encoding comes first. With
+  /// --offload blocks it loads into host memory and its blocks stay there between uses (nn/offload.h);
+  /// a denoiser without block lists (the UNet) refuses that in one line.
   template <typename Impl>
   void load_denoiser(const ModelDir& md, const std::string& name, std::shared_ptr<Impl>& member,
                      const at::TensorOptions& options) {
+    if constexpr (!std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
+      if (block_offload_ > 0)
+        throw InputError("--offload blocks: the " + name + " has no transformer blocks to offload in groups; use "
+                         "--offload model");
+    }
     load_slot(Group::kDenoiser, md.at(name), member, options, /*lora=*/true);
+  }
+  /// The VAE: always resident, but with --offload model on the device only between vae_phase() and the
+  /// next phase.
+  template <typename Impl>
+  void load_vae(const ModelDir& md, const std::string& name, std::shared_ptr<Impl>& member,
+                const at::TensorOptions& options, const LoadOptions& load_options = {}) {
+    load_slot(Group::kVae, md.at(name), member, options, /*lora=*/false, load_options);
   }
 
   /// Puts the batch's LoRAs in place: a no-op when they are the set merged already. Call first
@@ -66,6 +87,8 @@ class LoraPipeline : public TextToImage {
   void encoder_phase() { residency_.enter(Group::kTextEncoders); }
   /// Call before denoising: with two-phase, the encoders go and the denoiser comes back.
   void denoiser_phase() { residency_.enter(Group::kDenoiser); }
+  /// Call before a VAE encode or decode: with --offload model, the VAE comes to the device.
+  void vae_phase() { residency_.enter(Group::kVae); }
 
   /// Makes every text-encoder call generate() makes for `batch`, through embeddings_, the batch's
   /// LoRAs in place, under InferenceMode. Throws what generate() throws for the batch's settings.
@@ -76,28 +99,47 @@ class LoraPipeline : public TextToImage {
  private:
   template <typename Impl>
   void load_slot(Group group, const Component& c, std::shared_ptr<Impl>& member, const at::TensorOptions& options,
-                 bool lora) {
-    auto load = [&member, c, options]() -> torch::nn::Module& {
+                 bool lora, const LoadOptions& load_options = {}) {
+    // Offloaded modules load into host memory: model offload moves them whole to the device when they
+    // run (enter()), block offload moves the denoiser's non-block part there at once.
+    const bool blocks = group == Group::kDenoiser && block_offload_ > 0;
+    const at::TensorOptions load_to =
+        residency_.model_offload() || blocks ? options.device(c10::Device(c10::kCPU)) : options;
+    auto load = [&member, c, load_to, load_options, blocks, device = options.device(),
+                 per_group = block_offload_]() -> torch::nn::Module& {
       c10::InferenceMode guard;
-      member = load_component_as<Impl>(c, options);
+      member = load_component_as<Impl>(c, load_to, load_options);
+      if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
+        if (blocks) member->offload_blocks(*member, device, per_group);
+      }
       return *member;
     };
     // A component with stored weights (float8, GGUF blocks) keeps its LoRAs unfused (loading/lora.h).
     const bool unfused = lora && component_stores_weights(c);
+    if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
+      if (blocks) denoiser_blocks_ = [&member]() -> const nn::BlockOffload* {
+        return member ? member->block_offload() : nullptr;
+      };
+    }
     if (residency_.two_phase() && group == Group::kDenoiser) {
-      const std::shared_ptr<torch::nn::Module> shapes = check_component(c, options);
-      if (lora) loras_->add_detached(c.name, *shapes, options, unfused);
+      const std::shared_ptr<torch::nn::Module> shapes = check_component(c, load_to);
+      if (lora) loras_->add_detached(c.name, *shapes, load_to, unfused);
     } else {
-      residency_.enter(group);
+      residency_.make_room(group);
       load();
       if (lora) loras_->add_component(c.name, *member, unfused);
     }
-    residency_.add(group, c.name, [&member] { member.reset(); }, load, [&member] { return member != nullptr; },
-                   lora ? loras_.get() : nullptr);
+    residency_.add(
+        group, c.name, [&member] { member.reset(); }, load,
+        [&member]() -> torch::nn::Module* { return member.get(); }, lora ? loras_.get() : nullptr,
+        /*on_device=*/!residency_.model_offload());
   }
 
   std::unique_ptr<LoraMerger> loras_;
   ComponentResidency residency_;
+  int64_t block_offload_ = 0;  ///< --offload blocks: blocks a group (LoadRequest::offload_blocks_per_group); 0: off
+  /// The denoiser's block offload accounting, read by offload_statistics() (null unless --offload blocks).
+  std::function<const nn::BlockOffload*()> denoiser_blocks_;
 };
 
 }  // namespace dpinfer::pipeline

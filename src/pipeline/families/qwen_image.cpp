@@ -110,7 +110,7 @@ class QwenImagePipeline : public LoraPipeline {
     // QwenImageLoraLoaderMixin: the transformer only.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLQwenImageImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
@@ -162,6 +162,7 @@ class QwenImagePipeline : public LoraPipeline {
       // prepare_latents: each image encoded alone with a sample from its generator (_encode_vae_image), then
       // normalised per channel, (z - latents_mean) * (1 / latents_std) in the run dtype; then its noise from the
       // same generator, scale_noise to the first step's sigma, packed.
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = image_start(
           batch,
           [&](const RgbImage& image, at::Generator& generator) {
@@ -169,6 +170,7 @@ class QwenImagePipeline : public LoraPipeline {
             return (z - latents_mean(z.options())) * inverse_latents_std(z.options());
           },
           dtype_, device_);
+      denoiser_phase();
       latents = pack(scheduler_->add_noise(start.image_latents, start.noise, begin));
       generators = std::move(start.generators);
       if (first.mask) {
@@ -224,6 +226,7 @@ class QwenImagePipeline : public LoraPipeline {
     // latents / (1 / std) + mean, per channel, in the VAE's dtype, as diffusers writes it
     at::Tensor z = unpack(latents, h, w).to(dtype_);
     z = z / inverse_latents_std(z.options()) + latents_mean(z.options());
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in [-1, 1]
   }
 

@@ -141,7 +141,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/true);
     if (has_t5_) load_text_encoder(md, "text_encoder_3", text_encoder_3_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * patch_size (16 for SD3).
@@ -214,7 +214,9 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       if (!skip_layers.empty())
         throw InputError("skip_guidance_layers: diffusers' SD3 img2img and inpainting pipelines have no skip-layer "
                          "guidance; unset it for items with an input image");
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      denoiser_phase();
       latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
       generators = std::move(start.generators);
       if (first.mask) {
@@ -262,6 +264,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     // diffusers' image, so an inpainting item decodes as that pipeline does.
     const at::Tensor z = inpaint_mask.defined() ? latents / vae_config_.scaling_factor
                                                 : latents / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W]
   }
 

@@ -36,7 +36,7 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   load_denoiser(model, "unet", unet_, options);
   LoadOptions vae_load;
   if (vae_dtype != dtype_) vae_load.round_through = dtype_;
-  vae_ = load_component_as<AutoencoderKLImpl>(model.at("vae"), options.dtype(vae_dtype), vae_load);
+  load_vae(model, "vae", vae_, options.dtype(vae_dtype), vae_load);
   vae_dtype_ = vae_dtype;
   vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
@@ -45,8 +45,13 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
 }
 
 void UNetPipeline::with_vae_encoder(const std::function<void()>& encode) {
+  vae_phase();  // --offload model: the VAE to the device to encode, the UNet back after
   const at::ScalarType encode_dtype = upcast_vae_encode_ ? at::kFloat : vae_dtype_;
-  if (encode_dtype == vae_dtype_) return encode();
+  if (encode_dtype == vae_dtype_) {
+    encode();
+    denoiser_phase();
+    return;
+  }
   vae_->to(encode_dtype);  // the run dtype's weights, exactly, in float32
   try {
     encode();
@@ -55,6 +60,7 @@ void UNetPipeline::with_vae_encoder(const std::function<void()>& encode) {
     throw;
   }
   vae_->to(vae_dtype_);
+  denoiser_phase();
 }
 
 // Ref: StableDiffusionImg2ImgPipeline.prepare_latents and StableDiffusionXL{Img2Img,Inpaint}Pipeline._encode_vae_image.
@@ -171,6 +177,7 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
                       device_);  // [B, 4, h, w]
   }
   throw_if_cancelled();
+  vae_phase();  // --offload model: the VAE to the device to decode
   return to_rgb(vae_->decode(to_vae_space(latents)));  // [B, 3, H, W]
 }
 

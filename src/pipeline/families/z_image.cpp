@@ -111,7 +111,7 @@ class ZImagePipeline : public LoraPipeline {
     // ZImageLoraLoaderMixin: the transformer only.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    vae_ = load_component_as<AutoencoderKLImpl>(md.at("vae"), options);
+    load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
     // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.
@@ -160,7 +160,9 @@ class ZImagePipeline : public LoraPipeline {
       // Ref: ZImageImg2ImgPipeline.prepare_latents: each image encoded alone with its generator in the prompt
       // dtype, (z - shift_factor) * scaling_factor, and scale_noise in that dtype (not float32 as the
       // text-to-image pipeline's noise); the first step's float32 velocity makes the latents float32 after it.
+      vae_phase();  // --offload model: the VAE to the device to encode
       ImageStart start = flow_image_start(batch, *vae_, vae_config_, dtype_, device_);
+      denoiser_phase();
       latents = scheduler_->add_noise(start.image_latents, start.noise, begin);
       generators = std::move(start.generators);
     } else {
@@ -195,6 +197,7 @@ class ZImagePipeline : public LoraPipeline {
     throw_if_cancelled();
     const double shift = *vae_config_.shift_factor;
     at::Tensor z = latents.to(dtype_) / vae_config_.scaling_factor + shift;
+    vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W]
   }
 

@@ -366,14 +366,17 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     auto known = weight_options_.find(key);
     if (known == weight_options_.end())
       throw Error("LoRA: " + f.layer.component + " has no weight " + f.layer.module + ".weight");
+    // With offload (set_offload), the device the run computes on, where merge() computes and where the unfused
+    // adapters stay: they are small, and the layer they serve computes there whenever it runs.
+    const at::Device target = compute_device_.value_or(known->second.device());
     if (unfused_.count(f.layer.component)) {
-      // On the layer's device; attach() gives them their dtype.
-      f.down = f.down.to(known->second.device());
-      f.up = f.up.to(known->second.device());
+      // On the layer's compute device; attach() gives them their dtype.
+      f.down = f.down.to(target);
+      f.up = f.up.to(target);
       loaded->layers.push_back(std::move(f));
       continue;
     }
-    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(known->second.device());
+    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(target);
     f.down = f.down.to(options);
     f.up = f.up.to(options);
     if (f.magnitude.defined()) f.magnitude = f.magnitude.to(options);  // loaded into the DoRA layer's parameter
@@ -449,9 +452,15 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
         attach(f, ref.scale);
         continue;
       }
-      at::Tensor w = weight(f.layer.component, f.layer.module);
+      const at::Tensor stored = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
-      if (!originals_.count(key)) originals_.emplace(key, w.clone());
+      // With offload the originals wait in host memory, not on the device the module leaves.
+      if (!originals_.count(key))
+        originals_.emplace(key, compute_device_ ? stored.to(at::Device(at::kCPU), stored.scalar_type(), false, true)
+                                                : stored.clone());
+      // With offload the weight may be in host memory between uses: merged on the device the run
+      // computes on (the values a run without offload merges), then written back where it is.
+      at::Tensor w = compute_device_ && stored.device() != *compute_device_ ? stored.to(*compute_device_) : stored;
       // PEFT's set_scale: scaling = scale * lora_alpha / r, left to right, in Python floats, or in
       // float32 where lora_alpha is a tensor (0-d float32 tensor arithmetic).
       const double scaling =
@@ -464,6 +473,7 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
       // weight the LoRAs before it left (each adapter merges in turn).
       if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude));
       else w.add_(delta);
+      if (!w.is_same(stored)) stored.copy_(w);
     }
   }
 }

@@ -92,6 +92,11 @@ class LoraMerger {
   /// any LoRA), and merges into it what the set in place does to it.
   void reattach(const std::string& name, torch::nn::Module& module);
 
+  /// --offload (nn/offload.h): the registered weights move between host memory and `device` (the one
+  /// the run computes on). From now on the LoRA factors are kept on `device`, each merge is computed
+  /// there and written back where the weight is, and the originals wait in host memory.
+  void set_offload(const at::Device& device) { compute_device_ = device; }
+
   /// Reads each file of `set` once (kept, converted to its weights' dtype and device) and
   /// checks it against the registered components. Throws InputError naming the file.
   void check(const io::LoraSet& set);
@@ -175,6 +180,7 @@ class LoraMerger {
   /// "<component>/<module>" -> the weight's values before any LoRA, for the weights touched.
   std::map<std::string, at::Tensor> originals_;
   io::LoraSet current_;
+  std::optional<at::Device> compute_device_;  ///< set_offload()
 };
 
 }  // namespace dpinfer::pipeline

@@ -137,7 +137,10 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
   // The modulation slots: [0, 3 S) the single blocks', then 6 per double block for the image stream,
   // then 6 per double block for the text stream, then norm_out's 2.
   const int64_t img_offset = 3 * c.num_single_layers, txt_offset = img_offset + 6 * c.num_layers;
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
   for (int64_t i = 0; i < c.num_layers; ++i) {
+    const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
     const at::Tensor block_mod = at::cat({mod.narrow(1, img_offset + 6 * i, 6), mod.narrow(1, txt_offset + 6 * i, 6)},
                                          1);  // [B, 12, dim]
     FluxTransformerBlockImpl::Output o = blocks_[i]->forward_modulated(image, text, block_mod, freqs, attn_mask);
@@ -145,8 +148,10 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
     text = std::move(o.text);
   }
   at::Tensor joint = at::cat({text, image}, 1);
-  for (int64_t i = 0; i < c.num_single_layers; ++i)
+  for (int64_t i = 0; i < c.num_single_layers; ++i) {
+    const nn::BlockOnDevice on_device(block_offload(), *single_blocks_[i]);
     joint = single_blocks_[i]->forward_modulated(joint, mod.narrow(1, 3 * i, 3), freqs, attn_mask);
+  }
   image = joint.narrow(1, text_len, image_len);
 
   // norm_out (ChromaAdaLayerNormContinuousPruned): shift, scale = chunk(temb.flatten(1, 2).to(x.dtype), 2)

@@ -221,13 +221,19 @@ at::Tensor Flux2Transformer2DModelImpl::forward(const at::Tensor& hidden_states,
   const nn::RotaryCosSin freqs =
       nn::rotary_cos_sin(at::cat({text_pos.to(device), image_pos.to(device)}, 0), c.rope_theta, c.axes_dims_rope);
 
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
   for (auto& block : blocks_) {
+    const nn::BlockOnDevice on_device(block_offload(), *block);
     Flux2TransformerBlockImpl::Output o = block(image, text, img_mod, txt_mod, freqs);
     image = std::move(o.image);
     text = std::move(o.text);
   }
   at::Tensor joint = at::cat({text, image}, 1);
-  for (auto& block : single_blocks_) joint = block(joint, single_mod, freqs);
+  for (auto& block : single_blocks_) {
+    const nn::BlockOnDevice on_device(block_offload(), *block);
+    joint = block(joint, single_mod, freqs);
+  }
   image = joint.narrow(1, text_len, image_len);
   // norm_out: AdaLayerNormContinuous(dim, dim, elementwise_affine=False, eps, bias=False); scale first.
   const std::vector<at::Tensor> emb = norm_out_linear_(at::silu(temb).to(image.scalar_type())).chunk(2, 1);

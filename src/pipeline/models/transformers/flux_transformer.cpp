@@ -229,17 +229,23 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
   const at::Tensor ids = at::cat({txt_ids.to(device), img_ids.to(device)}, 0);
   const nn::RotaryCosSin freqs = nn::rotary_cos_sin(ids, kRopeTheta, c.axes_dims_rope);
 
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
   // The blocks from `first` on, for the rows `rows` of the batch (temb's), given their streams.
   auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
     const at::Tensor temb_rows = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
     for (size_t i = first; i < blocks_.size(); ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
       FluxTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs);
       s = {std::move(o.image), std::move(o.text)};
     }
     // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
     // block, which changes no value.
     at::Tensor joint = at::cat({s.text, s.image}, 1);
-    for (auto& block : single_blocks_) joint = block(joint, temb_rows, freqs);
+    for (auto& block : single_blocks_) {
+      const nn::BlockOnDevice on_device(block_offload(), *block);
+      joint = block(joint, temb_rows, freqs);
+    }
     return nn::Streams{joint.narrow(1, text_len, image_len), joint.narrow(1, 0, text_len)};
   };
   if (cache) {
@@ -249,6 +255,7 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
     image = cache->run(
                      {image, text},
                      [&](const nn::Streams& s) {
+                       const nn::BlockOnDevice on_device(block_offload(), *blocks_[0]);
                        FluxTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs);
                        return nn::Streams{std::move(o.image), std::move(o.text)};
                      },

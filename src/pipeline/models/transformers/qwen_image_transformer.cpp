@@ -156,12 +156,15 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
     mask = at::cat({encoder_hidden_states_mask.to(device).ne(0),
                     at::ones({batch, image_len}, at::TensorOptions().dtype(at::kBool).device(device))},
                    1);
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
   // The blocks from `first` on, for the rows `rows` of the batch (temb's and the mask's).
   auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
     const bool part = rows.defined() && rows.size(0) != batch;
     const at::Tensor temb_rows = part ? temb.index_select(0, rows) : temb;
     const at::Tensor mask_rows = part && mask.defined() ? mask.index_select(0, rows) : mask;
     for (size_t i = first; i < blocks_.size(); ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
       QwenImageTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs, mask_rows);
       s = {std::move(o.image), std::move(o.text)};
     }
@@ -172,6 +175,7 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
     image = cache->run(
                      {image, text},
                      [&](const nn::Streams& s) {
+                       const nn::BlockOnDevice on_device(block_offload(), *blocks_[0]);
                        QwenImageTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs, mask);
                        return nn::Streams{std::move(o.image), std::move(o.text)};
                      },

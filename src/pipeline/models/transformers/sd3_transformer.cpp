@@ -171,10 +171,13 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
   const at::Tensor temb = timestep_embedder_(nn::timestep_embedding(t, kTimestepChannels, true, 0.0).to(dtype)) +
                           text_embedder_(pooled);  // [B, dim]
   at::Tensor text = context_embedder_(encoder_hidden_states.to(device, dtype));  // [B, L, dim]
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
   for (size_t index = 0; index < blocks_.size(); ++index) {
     // is_skip: the block is left out and both streams pass through unchanged.
     if (std::find(skip_layers.begin(), skip_layers.end(), static_cast<int64_t>(index)) != skip_layers.end()) continue;
     auto& block = blocks_[index];
+    const nn::BlockOnDevice on_device(block_offload(), *block);
     SD3JointTransformerBlockImpl::Output o = block(image, text, temb);
     image = std::move(o.image);
     text = std::move(o.text);

@@ -180,7 +180,12 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
   const at::Tensor x_freqs =
       rope_(at::cat(image_ids).reshape({-1, 3}).to(device)).view({batch, image_padded, -1});  // complex64
   const at::Tensor x_mask = at::ones({batch, image_padded}, at::TensorOptions().dtype(at::kBool).device(device));
-  for (auto& block : noise_refiner_) x = block(x, x_mask, x_freqs, adaln);
+  // --offload blocks: each block's group on the device while it runs (nn/offload.h).
+  const nn::OffloadedForward offloaded(block_offload());
+  for (auto& block : noise_refiner_) {
+    const nn::BlockOnDevice on_device(block_offload(), *block);
+    x = block(x, x_mask, x_freqs, adaln);
+  }
 
   // Caption tokens: item i's features padded to cap_padded[i] rows by repeating its last row,
   // embedded as one matrix, the pad rows overwritten with cap_pad_token; positions (1 + j, 0, 0).
@@ -207,14 +212,20 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
     cap_freqs[i].narrow(0, 0, cap_padded[i]).copy_(cap_freqs_flat.narrow(0, at_row, cap_padded[i]));
     cap_mask[i].narrow(0, 0, cap_padded[i]).fill_(true);
   }
-  for (auto& block : context_refiner_) cap = block(cap, cap_mask, cap_freqs);
+  for (auto& block : context_refiner_) {
+    const nn::BlockOnDevice on_device(block_offload(), *block);
+    cap = block(cap, cap_mask, cap_freqs);
+  }
 
   // Unified sequence, image first: [x (Ni_pad rows), caption (cap_padded[i] rows), zeros].
   // The caption rows past cap_padded[i] went through the refiner; diffusers re-pads with zeros.
   at::Tensor unified = at::cat({x, at::where(cap_mask.unsqueeze(-1), cap, at::zeros({}, cap.options()))}, 1);
   const at::Tensor unified_freqs = at::cat({x_freqs, cap_freqs}, 1);
   const at::Tensor unified_mask = at::cat({x_mask, cap_mask}, 1);
-  for (auto& block : layers_) unified = block(unified, unified_mask, unified_freqs, adaln);
+  for (auto& block : layers_) {
+    const nn::BlockOnDevice on_device(block_offload(), *block);
+    unified = block(unified, unified_mask, unified_freqs, adaln);
+  }
 
   at::Tensor out = final_layers_.at(key)(unified, adaln).narrow(1, 0, image_len);  // [B, Ni, pf p p C]
   out = nn::unpatchify_fhw(out, c.in_channels, frames, height, width, patch_size, f_patch_size);

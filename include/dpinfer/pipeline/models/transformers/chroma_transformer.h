@@ -18,6 +18,7 @@
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rms_norm.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -44,8 +45,10 @@ TORCH_MODULE(ChromaApproximator);
 /// .norms.i, .out_proj), context_embedder, x_embedder, transformer_blocks, single_transformer_blocks,
 /// proj_out; time_text_embed, pos_embed and norm_out have no parameters (time_text_embed's mod_proj
 /// is a non-persistent buffer, recomputed here). Parameters are allocated uninitialised with `options`.
-class ChromaTransformer2DModelImpl : public torch::nn::Module {
+class ChromaTransformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"transformer_blocks", "single_transformer_blocks"}; }
   explicit ChromaTransformer2DModelImpl(const ChromaTransformerConfig& config,
                                         const at::TensorOptions& options = nn::default_options());
 

@@ -20,6 +20,7 @@
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rms_norm.h"
 #include "dpinfer/pipeline/nn/rope.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -103,8 +104,10 @@ TORCH_MODULE(Flux2SingleTransformerBlock);
 /// double_stream_modulation_img / _txt and single_stream_modulation (.linear), transformer_blocks,
 /// single_transformer_blocks, norm_out (.linear), proj_out. Parameters are allocated uninitialised with
 /// `options`.
-class Flux2Transformer2DModelImpl : public torch::nn::Module {
+class Flux2Transformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"transformer_blocks", "single_transformer_blocks"}; }
   explicit Flux2Transformer2DModelImpl(const Flux2TransformerConfig& config,
                                        const at::TensorOptions& options = nn::default_options());
 

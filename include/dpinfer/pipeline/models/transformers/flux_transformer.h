@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/nn/joint_attention.h"
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rope.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -111,8 +112,10 @@ TORCH_MODULE(FluxSingleTransformerBlock);
 /// (.timestep_embedder, .guidance_embedder with guidance_embeds, .text_embedder; time_proj has no
 /// parameters), transformer_blocks, single_transformer_blocks, norm_out (.linear), proj_out;
 /// pos_embed has no parameters. Parameters are allocated uninitialised with `options`.
-class FluxTransformer2DModelImpl : public torch::nn::Module {
+class FluxTransformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"transformer_blocks", "single_transformer_blocks"}; }
   explicit FluxTransformer2DModelImpl(const FluxTransformerConfig& config,
                                       const at::TensorOptions& options = nn::default_options());
 

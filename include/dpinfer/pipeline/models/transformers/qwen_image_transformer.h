@@ -20,6 +20,7 @@
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/ms_rope.h"
 #include "dpinfer/pipeline/nn/rms_norm.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -67,8 +68,10 @@ TORCH_MODULE(QwenImageTransformerBlock);
 /// (.timestep_embedder.linear_1/linear_2; time_proj and pos_embed have no parameters),
 /// transformer_blocks, norm_out (.linear), proj_out. Parameters are allocated uninitialised with
 /// `options`.
-class QwenImageTransformer2DModelImpl : public torch::nn::Module {
+class QwenImageTransformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"transformer_blocks"}; }
   explicit QwenImageTransformer2DModelImpl(const QwenImageTransformerConfig& config,
                                            const at::TensorOptions& options = nn::default_options());
 

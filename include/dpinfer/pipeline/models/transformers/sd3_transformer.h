@@ -18,6 +18,7 @@
 #include "dpinfer/pipeline/nn/feed_forward.h"
 #include "dpinfer/pipeline/nn/joint_attention.h"
 #include "dpinfer/pipeline/nn/layers.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -77,8 +78,10 @@ TORCH_MODULE(SD3JointTransformerBlock);
 /// (.timestep_embedder.linear_1/2, .text_embedder.linear_1/2), context_embedder,
 /// transformer_blocks, norm_out (.linear), proj_out. Parameters are allocated uninitialised
 /// with `options`.
-class SD3Transformer2DModelImpl : public torch::nn::Module {
+class SD3Transformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"transformer_blocks"}; }
   explicit SD3Transformer2DModelImpl(const SD3TransformerConfig& config,
                                      const at::TensorOptions& options = nn::default_options());
 

@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/pipeline/nn/swiglu.h"
 #include "dpinfer/pipeline/nn/timestep_embedder.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -65,8 +66,10 @@ TORCH_MODULE(ZImageFinalLayer);
 /// Children carry diffusers' state_dict names: all_x_embedder.<p>-<pf>, all_final_layer.<p>-<pf>,
 /// noise_refiner, context_refiner, t_embedder, cap_embedder (0: RMSNorm, 1: Linear), x_pad_token,
 /// cap_pad_token, layers. Parameters are allocated uninitialised with `options`.
-class ZImageTransformer2DModelImpl : public torch::nn::Module {
+class ZImageTransformer2DModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
+  /// --offload blocks (nn/offload.h): the block lists diffusers' group offloading matches, in forward order.
+  std::vector<std::string> block_lists() const override { return {"noise_refiner", "context_refiner", "layers"}; }
   explicit ZImageTransformer2DModelImpl(const ZImageTransformerConfig& config,
                                         const at::TensorOptions& options = nn::default_options());
 
