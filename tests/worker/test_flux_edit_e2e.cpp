@@ -65,8 +65,12 @@ TEST(KontextE2E, ReferencesOfTwoSizesWhateverTheBatchOrRanks) {
                                         kontext_args(dir, "p.jsonl", "ranks", {"--batch-size", "2"})),
                         kEnv, 300s);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
+  // --offload model brings the VAE to the device to encode the references, then the denoiser: the same pixels.
+  RunResult offloaded = kontext_generate(kontext_args(dir, "p.jsonl", "offloaded", {"--offload", "model"}));
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
   const auto pixels = png_pixels(dir.file("one"));
   ASSERT_EQ(pixels.size(), 4u);
+  EXPECT_EQ(png_pixels(dir.file("offloaded")), pixels);
   // A batch of 4 runs each reference size as its own transformer call, so every image is its alone self.
   EXPECT_EQ(png_pixels(dir.file("batched")), pixels);
   EXPECT_EQ(png_pixels(dir.file("ranks")), png_pixels(dir.file("batched")));
@@ -142,6 +146,11 @@ TEST(FluxFillE2E, EveryItemRepaintsItsMaskWithFillsDefaults) {
   RunResult ok = kontext_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("out"), "--steps", "3",
                                    "--width", "16", "--height", "16"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  // Under --offload model the VAE encodes the image and the masked image before the denoiser comes: the same pixels.
+  RunResult offloaded = kontext_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("offloaded"), "--steps",
+                                          "3", "--width", "16", "--height", "16", "--offload", "model"});
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
+  EXPECT_EQ(png_pixels(dir.file("offloaded")), png_pixels(dir.file("out")));
   const auto rows = read_jsonl(dir.file("out/metadata.jsonl"));
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0]["guidance_scale"], 30.0);  // FluxFillPipeline's default
@@ -154,6 +163,31 @@ TEST(FluxFillE2E, EveryItemRepaintsItsMaskWithFillsDefaults) {
   EXPECT_TRUE(contains(bad.err, "q.jsonl' line 1: tiny-flux-fill is an inpainting model (FluxFillPipeline): every "
                                 "item needs a 'mask'"))
       << bad.err;
+}
+
+// Qwen-Image img2img and inpainting through the worker (PipelineParity holds the pixels to diffusers): the records,
+// and the same pixels under --offload model, which brings the VAE to the device to encode.
+TEST(QwenImageImageItemsE2E, Img2ImgAndInpaintingWithAndWithoutOffload) {
+  TempDir dir;
+  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("a.png"));
+  std::filesystem::copy_file(kData + "/input-images/mask-0.png", dir.file("m.png"));
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"a red cube\", \"image\": \"a.png\", \"strength\": 0.7}\n"
+             "{\"prompt\": \"a red cube\", \"image\": \"a.png\", \"mask\": \"m.png\"}\n");
+  const auto qwen = [&](const std::string& out, const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {dir.file("p.jsonl"), "--model", kData + "/pipelines/tiny-qwen-image", "--out",
+                                  dir.file(out), "--steps", "4", "--width", "32", "--height", "32"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return kontext_generate(a);
+  };
+  RunResult plain = qwen("plain", {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  RunResult offloaded = qwen("offloaded", {"--offload", "model"});
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
+  EXPECT_EQ(png_pixels(dir.file("offloaded")), png_pixels(dir.file("plain")));
+  const auto rows = read_jsonl(dir.file("plain/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) EXPECT_EQ(r["input_image_hash"].get<std::string>().size(), 64u) << r.dump();
 }
 
 }  // namespace DPINFER_UNITY_ID
