@@ -1,10 +1,9 @@
 #include "torch/golden_case.h"
 
-#include <memory>
+#include <array>
+#include <stdexcept>
 #include <string>
 
-#include "dpinfer/io/image_reader.h"
-#include "dpinfer/io/image_resize.h"
 #include "dpinfer/worker/input_images.h"
 
 namespace dpinfer::test {
@@ -50,14 +49,10 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pi
       r.settings = settings;
       if (c.contains("input_images")) {
         // img2img (make_img2img_pipelines.py): what the worker does, the file decoded and resized to the item's size.
-        const io::RgbImageData read = io::read_rgb_image(std::string(DPINFER_TEST_DATA_DIR) + "/../../" +
-                                                         c["input_images"].at(batch.size()).get<std::string>());
-        io::RgbImageData sized = io::resize_lanczos(read, r.width, r.height);
-        auto image = std::make_shared<pipeline::RgbImage>();
-        image->width = sized.width;
-        image->height = sized.height;
-        image->pixels = std::move(sized.pixels);
-        r.image = image;
+        worker::InputImages images;
+        r.image = images.load(
+            std::string(DPINFER_TEST_DATA_DIR) + "/../../" + c["input_images"].at(batch.size()).get<std::string>(),
+            r.width, r.height);
         r.strength = c["strength"].get<double>();
       }
       if (c.contains("reference_images")) {

@@ -264,7 +264,7 @@ class FluxPipeline : public LoraPipeline {
     at::Tensor latents;  // [B, (h/2)(w/2), 4C]
     std::vector<at::Generator> generators;
     // Inpainting (FluxInpaintPipeline): the packed image latents, noise and mask that each step blends back.
-    at::Tensor inpaint_image, inpaint_noise, inpaint_mask;
+    PackedInpainting inpaint;
     at::Tensor fill_condition;  // FluxFillPipeline: [B, L, 4C + 4 vae_scale_factor^2], after the latents' channels
     if (first.image && !reference) {
       // Ref: FluxImg2ImgPipeline.prepare_latents (FluxInpaintPipeline's is the same): each image encoded alone
@@ -275,16 +275,8 @@ class FluxPipeline : public LoraPipeline {
       generators = std::move(start.generators);
       if (fill_) fill_condition = fill_conditioning(batch, generators, h, w);  // encodes too
       denoiser_phase();
-      if (!fill_ && first.mask) {
-        // prepare_mask_latents: the mask binarized, F.interpolate'd (nearest) to the latents, repeated over the
-        // channels and packed. It also encodes the masked image, which FLUX.1's own transformer does not take: the
-        // draw only moves each generator on, and nothing draws from them after it here (flow matching steps
-        // without noise), so it is skipped.
-        inpaint_mask =
-            pack_latents(latent_masks(batch, h, w).to(device_, dtype_).repeat({1, vae_config_.latent_channels, 1, 1}));
-        inpaint_image = pack_latents(start.image_latents);
-        inpaint_noise = pack_latents(start.noise);
-      }
+      // FLUX.1's own transformer does not take the masked image's latents (FLUX.1 Fill's does, above).
+      if (!fill_ && first.mask) inpaint = packed_inpainting(batch, start, h, w, options);
     } else {
       // prepare_latents: [B, C, h, w] noise from each image's generator in the prompt dtype, packed.
       BatchNoise noise = batch_noise(batch, vae_config_.latent_channels, h, w, dtype_, device_);
@@ -339,8 +331,8 @@ class FluxPipeline : public LoraPipeline {
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
       }
       latents = scheduler_->step(pred, i, latents, generators);
-      if (inpaint_mask.defined())
-        latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
+      if (inpaint.mask.defined())
+        latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);

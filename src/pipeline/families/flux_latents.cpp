@@ -1,5 +1,6 @@
 // Ref: diffusers/pipelines/flux/pipeline_flux.py FluxPipeline._pack_latents, _unpack_latents and
-// _prepare_latent_image_ids (ChromaPipeline's are copies of them).
+// _prepare_latent_image_ids (ChromaPipeline's are copies of them, QwenImagePipeline's packing the same on
+// one frame); FluxInpaintPipeline's and QwenImageInpaintPipeline's prepare_mask_latents.
 #include "flux_latents.h"
 
 namespace dpinfer::pipeline {
@@ -19,6 +20,13 @@ at::Tensor latent_image_ids(int64_t rows, int64_t cols, const at::TensorOptions&
   ids.select(2, 1).add_(at::arange(rows).unsqueeze(1));
   ids.select(2, 2).add_(at::arange(cols).unsqueeze(0));
   return ids.reshape({rows * cols, 3}).to(options);
+}
+
+PackedInpainting packed_inpainting(const std::vector<ImageRequest>& batch, const ImageStart& start, int64_t h,
+                                   int64_t w, const at::TensorOptions& options) {
+  const int64_t channels = start.image_latents.size(1);
+  return {pack_latents(start.image_latents), pack_latents(start.noise),
+          pack_latents(latent_masks(batch, h, w).to(options).repeat({1, channels, 1, 1}))};
 }
 
 }  // namespace dpinfer::pipeline

@@ -12,6 +12,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include "denoising.h"
+#include "flux_latents.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_qwen_image_config.h"
@@ -51,18 +52,6 @@ struct TextConditioning {
   at::Tensor mask;               ///< [B, L] int64: 1 for a text token, 0 for padding
   std::vector<int64_t> lengths;  ///< each text's token count (diffusers' txt_seq_lens)
 };
-
-/// [B, C, h, w] latents as 2x2 patches, [B, (h/2)(w/2), 4C]: _pack_latents.
-at::Tensor pack(const at::Tensor& x) {
-  const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  return x.view({b, c, h / 2, 2, w / 2, 2}).permute({0, 2, 4, 1, 3, 5}).reshape({b, (h / 2) * (w / 2), c * 4});
-}
-
-/// The inverse of pack() for latents of h x w: _unpack_latents without its frame axis.
-at::Tensor unpack(const at::Tensor& x, int64_t h, int64_t w) {
-  const int64_t b = x.size(0), c = x.size(2) / 4;
-  return x.view({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
-}
 
 std::vector<std::vector<nn::TokenGrid>> grids(int64_t batch, const std::vector<nn::TokenGrid>& grid) {
   return std::vector<std::vector<nn::TokenGrid>>(static_cast<size_t>(batch), grid);
@@ -157,7 +146,7 @@ class QwenImagePipeline : public LoraPipeline {
 
     at::Tensor latents;  // [B, (h/2)(w/2), 4C]
     std::vector<at::Generator> generators;
-    at::Tensor inpaint_image, inpaint_noise, inpaint_mask;  // inpainting: what each step blends back, packed
+    PackedInpainting inpaint;  // inpainting: what each step blends back
     if (first.image) {
       // prepare_latents: each image encoded alone with a sample from its generator (_encode_vae_image), then
       // normalised per channel, (z - latents_mean) * (1 / latents_std) in the run dtype; then its noise from the
@@ -171,20 +160,13 @@ class QwenImagePipeline : public LoraPipeline {
           },
           dtype_, device_);
       denoiser_phase();
-      latents = pack(scheduler_->add_noise(start.image_latents, start.noise, begin));
+      latents = pack_latents(scheduler_->add_noise(start.image_latents, start.noise, begin));
+      if (first.mask) inpaint = packed_inpainting(batch, start, h, w, at::TensorOptions().dtype(dtype_).device(device_));
       generators = std::move(start.generators);
-      if (first.mask) {
-        // prepare_mask_latents: the mask binarized and F.interpolate'd (nearest) to the latents, in the run dtype,
-        // repeated over the channels and packed. Its encoding of the masked image draws from each generator after
-        // the noise, and nothing draws after it (flow matching steps without noise): skipped.
-        inpaint_mask = pack(latent_masks(batch, h, w).to(device_, dtype_).repeat({1, vae_config_.z_dim, 1, 1}));
-        inpaint_image = pack(start.image_latents);
-        inpaint_noise = pack(start.noise);
-      }
     } else {
       // prepare_latents: [B, 1, C, h, w] noise from each image's generator, packed.
       BatchNoise noise = batch_noise(batch, vae_config_.z_dim, h, w, dtype_, device_);
-      latents = pack(noise.noise);
+      latents = pack_latents(noise.noise);
       generators = std::move(noise.generators);
     }
     at::Tensor rows;
@@ -214,8 +196,8 @@ class QwenImagePipeline : public LoraPipeline {
         pred = rows.defined() ? pred.index_copy(0, rows, guided) : guided;
       }
       latents = scheduler_->step(pred, i, latents, generators);
-      if (inpaint_mask.defined())
-        latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
+      if (inpaint.mask.defined())
+        latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
     if (cond_cache) {  // the images of this batch, for the run summary
       cond_cache->count_into(statistics_);
@@ -224,7 +206,7 @@ class QwenImagePipeline : public LoraPipeline {
     throw_if_cancelled();
 
     // latents / (1 / std) + mean, per channel, in the VAE's dtype, as diffusers writes it
-    at::Tensor z = unpack(latents, h, w).to(dtype_);
+    at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
     z = z / inverse_latents_std(z.options()) + latents_mean(z.options());
     vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in [-1, 1]

@@ -122,6 +122,15 @@ void take_part(LoraLayer& layer, at::Tensor& down, at::Tensor& up, bool block_di
   layer.rank = block;
 }
 
+/// PEFT's set_scale: scaling = scale * lora_alpha / r, left to right, in Python floats, or in float32 where
+/// lora_alpha is a tensor (0-d float32 tensor arithmetic; then the float32 value, exactly).
+double peft_scaling(const LoraLayerScaling& s, double scale) {
+  if (s.alpha_is_tensor)
+    return static_cast<double>(static_cast<float>(static_cast<float>(scale) * static_cast<float>(s.alpha)) /
+                               static_cast<float>(s.layer.rank));
+  return scale * s.alpha / static_cast<double>(s.layer.rank);
+}
+
 }  // namespace
 
 void LoraMerger::add_component(const std::string& name, torch::nn::Module& module, bool unfused) {
@@ -461,14 +470,7 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
       // With offload the weight may be in host memory between uses: merged on the device the run
       // computes on (the values a run without offload merges), then written back where it is.
       at::Tensor w = compute_device_ && stored.device() != *compute_device_ ? stored.to(*compute_device_) : stored;
-      // PEFT's set_scale: scaling = scale * lora_alpha / r, left to right, in Python floats, or in
-      // float32 where lora_alpha is a tensor (0-d float32 tensor arithmetic).
-      const double scaling =
-          f.alpha_is_tensor
-              ? static_cast<double>(static_cast<float>(static_cast<float>(ref.scale) * static_cast<float>(f.alpha)) /
-                                    static_cast<float>(f.layer.rank))
-              : ref.scale * f.alpha / static_cast<double>(f.layer.rank);
-      const at::Tensor delta = delta_weight(f.down, f.up, w, scaling);
+      const at::Tensor delta = delta_weight(f.down, f.up, w, peft_scaling(f, ref.scale));
       // PEFT merge: base_layer.weight.data += delta; a DoRA layer's weight becomes its own rescaled sum, from the
       // weight the LoRAs before it left (each adapter merges in turn).
       if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude));
@@ -494,16 +496,10 @@ void LoraMerger::attach(const Factors& f, double scale) {
   const at::ScalarType dtype = layer.gguf_type() ? f.down.scalar_type() : layer.compute_dtype();
   a.down = f.down.to(dtype);
   a.up = f.up.to(dtype);
-  // PEFT's set_scale: scaling = scale * lora_alpha / r, in Python floats, or a 0-d float32 tensor where lora_alpha
-  // is one (merge() computes the same number).
-  if (f.alpha_is_tensor) {
-    a.scaling_tensor = at::scalar_tensor(static_cast<float>(static_cast<float>(scale) * static_cast<float>(f.alpha)) /
-                                             static_cast<float>(f.layer.rank),
-                                         at::TensorOptions().dtype(at::kFloat));
-    a.scaling = a.scaling_tensor.item<double>();
-  } else {
-    a.scaling = scale * f.alpha / static_cast<double>(f.layer.rank);
-  }
+  // The number merge() scales by; where lora_alpha is a tensor, PEFT multiplies by it as a 0-d float32 tensor.
+  a.scaling = peft_scaling(f, scale);
+  if (f.alpha_is_tensor)
+    a.scaling_tensor = at::scalar_tensor(static_cast<float>(a.scaling), at::TensorOptions().dtype(at::kFloat));
   layer.add_lora(std::move(a));
   attached_.insert(key);
 }
