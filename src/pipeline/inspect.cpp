@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
+#include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/util/error.h"
@@ -75,6 +77,35 @@ int load_rank(ComponentRole role) {
   }
 }
 
+/// The elements of `module`'s offloadable blocks (`<list>.<index>.` parameters and buffers of the lists
+/// nn::OffloadableBlocks names), for the memory plan's --offload blocks (memory_plan.h).
+void count_block_elements(ComponentReport& r, torch::nn::Module& module, const std::set<std::string>& stored) {
+  const auto* offloadable = dynamic_cast<const nn::OffloadableBlocks*>(&module);
+  if (!offloadable) return;
+  std::map<std::string, std::pair<int64_t, int64_t>> blocks;  // "transformer_blocks.3" -> {elements, stored}
+  auto add = [&](const std::string& name, const at::Tensor& t, bool is_stored) {
+    for (const std::string& list : offloadable->block_lists()) {
+      if (!starts_with(name, list + ".")) continue;
+      const size_t dot = name.find('.', list.size() + 1);
+      if (dot == std::string::npos) return;
+      auto& b = blocks[name.substr(0, dot)];
+      b.first += t.numel();
+      if (is_stored) b.second += t.numel();
+      return;
+    }
+  };
+  for (const auto& p : module.named_parameters()) add(p.key(), p.value(), stored.count(p.key()) > 0);
+  for (const auto& b : module.named_buffers()) add(b.key(), b.value(), false);
+  for (const auto& [name, counts] : blocks) {
+    r.block_elements += counts.first;
+    r.block_stored_elements += counts.second;
+    if (counts.first > r.largest_block_elements) {
+      r.largest_block_elements = counts.first;
+      r.largest_block_stored_elements = counts.second;
+    }
+  }
+}
+
 /// The component's files and their header statistics, then the key check against the
 /// module its class builds on the meta device (skipped when its config failed). The order
 /// is load_component()'s: build, find the files, check the keys.
@@ -91,6 +122,7 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
       stored.insert({layer + ".weight", layer + ".bias"});
     for (const auto& p : module->named_parameters())
       if (stored.count(p.key())) r.stored_elements += p.value().numel();
+    count_block_elements(r, *module, stored);
   }
   r.variant = c.variant;
   r.fell_back = !variant.empty() && c.variant.empty();
@@ -113,6 +145,7 @@ void check_weights(InspectReport& report, ComponentReport& r, const Component& c
         for (const io::GgufTensor& t : file->tensors()) {
           if (!c.key_prefix.empty() && !starts_with(t.name, c.key_prefix)) continue;
           r.bytes += t.nbytes;
+          r.gguf_bytes += static_cast<int64_t>(t.nbytes);
           DtypeCount& count = r.dtypes[std::string(io::ggml_type_name(t.type))];
           ++count.tensors;
           count.parameters += t.numel();

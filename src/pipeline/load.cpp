@@ -1,5 +1,7 @@
 #include "dpinfer/pipeline/load.h"
 
+#include "dpinfer/pipeline/memory_plan.h"
+
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
@@ -10,7 +12,10 @@
 
 namespace dpinfer::pipeline {
 
-std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
+namespace {
+
+/// load_text_to_image() with the request's levers as they are.
+std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
   try {
     const SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
     ModelDir model = resolve_model(request.model, request.variant, nullptr, single_file);
@@ -50,6 +55,17 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
   } catch (const Error& e) {
     throw InputError(e.what());  // a model that cannot be used is bad input (exit 2)
   }
+}
+
+}  // namespace
+
+std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
+  if (!request.memory) return load_as_requested(request);
+  LoadRequest planned = request;
+  const MemoryPlanChoice choice = plan_memory(planned, *request.memory);
+  std::unique_ptr<TextToImage> pipe = load_as_requested(planned);
+  pipe->set_memory_plan({{"summary", choice.summary}, {"next", choice.next}, {"record", choice.record}});
+  return pipe;
 }
 
 }  // namespace dpinfer::pipeline

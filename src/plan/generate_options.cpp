@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -144,6 +145,14 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "it runs and the next one prefetched on a side CUDA stream, as diffusers' apply_group_offloading "
                  "block_level with use_stream; DiT families only); the pixels are the same")
       ->capture_default_str();
+  app.add_option("--max-device-memory", o.max_device_memory,
+                 "GB or auto: plan each rank's memory to fit this budget (auto: the device's free memory less a "
+                 "margin). Levers left at their defaults are added in order of cost until the estimate fits: "
+                 "two-phase encoding, --offload model, --offload blocks, then what changes pixels, --vae-tiling "
+                 "and --weight-storage fp8-denoiser or fp8. A run that cannot fit is refused at the start (exit 4); "
+                 "allocations are capped at the budget (on the CPU too, where the device is the host memory)");
+  app.add_flag("--exact", o.exact,
+               "with --max-device-memory: never choose what changes pixels (VAE tiling, fp8 storage); refuse instead");
   app.add_option("--write-queue", o.write_queue,
                  "images that may wait for the writer thread (PNG, fsync, rename, manifest record) while the next "
                  "batch denoises; 0: write each batch before the next one starts")
@@ -305,6 +314,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"loras", lora_set_json(loras)},
                       {"requeue_on_signal", requeue_on_signal}, {"stop_timeout", stop_timeout_s},
                       {"write_queue", write_queue}, {"encode_chunk", encode_chunk}, {"offload", offload},
+                      {"max_device_memory", max_device_memory}, {"exact", exact},
                       {"max_failures_in_a_row", max_failures_in_a_row},
                       {"image_format", image_format}, {"jpeg_quality", jpeg_quality},
                       {"webp_quality", webp_quality}, {"webp_lossless", webp_lossless},
@@ -463,6 +473,9 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
   if (o.dtype != "auto" && o.dtype != "fp32" && o.dtype != "fp16" && o.dtype != "bf16")
     throw UsageError("--dtype: expected auto, fp32, fp16 or bf16, got " + quote(o.dtype, 60));
   parse_offload(o.offload);
+  parse_device_memory(o.max_device_memory);
+  if (o.exact && o.max_device_memory.empty())
+    throw UsageError("--exact: it says what --max-device-memory's plan may choose; give --max-device-memory GB|auto too");
   if (o.weight_storage != "default" && o.weight_storage != "fp8" && o.weight_storage != "fp8-denoiser")
     throw UsageError("--weight-storage: expected default, fp8 or fp8-denoiser, got " + quote(o.weight_storage, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
@@ -478,6 +491,17 @@ io::PromptFileOptions prompt_file_options(const GenerateOptions& o) {
   p.keep_fields = o.keep_fields || o.layout == "geneval";
   p.reserved_field = is_record_field;
   return p;
+}
+
+std::optional<double> parse_device_memory(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  if (value == "auto") return 0.0;
+  char* end = nullptr;
+  const double gb = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0' || !(gb > 0) || gb > 1e6)
+    throw UsageError("--max-device-memory " + quote(value, 60) +
+                     ": expected a number of GB above 0 (e.g. 22.5) or auto (the device's free memory)");
+  return gb * 1e9;
 }
 
 OffloadChoice parse_offload(const std::string& value) {

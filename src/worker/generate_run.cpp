@@ -1,5 +1,7 @@
 #include "dpinfer/worker/generate_run.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
@@ -119,14 +121,45 @@ int GenerateRun::run() {
                             o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
   req.weight_storage = o_.weight_storage;
   req.vae_tiling = o_.vae_tiling;
-  req.two_phase = o_.encode_chunk > 0;
   const plan::OffloadChoice offload = plan::parse_offload(o_.offload);
   req.offload = offload.mode;
   req.offload_blocks_per_group = offload.blocks_per_group;
+  encode_chunk_ = o_.encode_chunk;
+  req.two_phase = encode_chunk_ > 0;
+  if (const std::optional<double> budget = plan::parse_device_memory(o_.max_device_memory)) {
+    // The largest item's size: the plan must fit every batch (a line may set its own).
+    pipeline::MemoryRequest m;
+    m.budget = *budget;
+    m.exact = o_.exact;
+    m.width = o_.width.value_or(0);
+    m.height = o_.height.value_or(0);
+    for (const io::PromptSpec& s : specs) {
+      m.width = std::max<int64_t>(m.width, s.width.value_or(0));
+      m.height = std::max<int64_t>(m.height, s.height.value_or(0));
+    }
+    m.batch_size = o_.batch_size;
+    m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
+    req.memory = m;
+  }
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
 
   auto start = std::chrono::steady_clock::now();
-  pipe_ = factory_(req);
+  try {
+    pipe_ = factory_(req);
+  } catch (const c10::OutOfMemoryError& e) {
+    out_of_memory("loading the model", e);
+  }
+  // What --max-device-memory's plan chose (load.h): two-phase turned on by it encodes its chunks here.
+  memory_plan_ = pipe_->memory_plan();
+  if (!memory_plan_.is_null()) {
+    const nlohmann::json& levers = memory_plan_["record"]["levers"];
+    if (levers.value("two_phase", false) && encode_chunk_ == 0)
+      encode_chunk_ = levers.value("encode_chunk", 0) > 0 ? levers["encode_chunk"].get<int>() : req.memory->encode_chunk;
+    const plan::OffloadChoice planned = plan::parse_offload(levers.value("offload", "none"));
+    req.offload = planned.mode;
+    req.offload_blocks_per_group = planned.blocks_per_group;
+    if (rank_.rank == 0) log::info("{}", memory_plan_["summary"].get<std::string>());
+  }
   // A batch is also cut short when the writer has failed (a full disk): the run stops.
   pipe_->set_cancel_check([this, grace = std::chrono::seconds(o_.stop_timeout_s)] {
     return stopping_for_at_least(grace) || (writer_ && writer_->failed());
@@ -190,18 +223,18 @@ int GenerateRun::run() {
               shard_choice.sharded ? " in shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count)
                                    : "",
               shard_batches_, o_.batch_size, rank_.world_size, to_string(mode_));
-  if (rank_.rank == 0 && offload.mode != "none")
-    log::info("--offload {}: {}{}", o_.offload,
-              offload.mode == "model" ? "each component is on the device only while it runs"
-                                      : "the denoiser's blocks wait in host memory, " +
-                                            std::to_string(offload.blocks_per_group) + " a group",
+  if (rank_.rank == 0 && req.offload != "none")
+    log::info("--offload {}: {}{}", req.offload == "model" ? "model" : "blocks:" + std::to_string(req.offload_blocks_per_group),
+              req.offload == "model" ? "each component is on the device only while it runs"
+                                     : "the denoiser's blocks wait in host memory, " +
+                                           std::to_string(req.offload_blocks_per_group) + " a group",
               device == "cpu" ? "; on the CPU the device is the host memory, so this saves no memory (the moves "
                                 "are copies within it)"
                               : "");
-  if (rank_.rank == 0 && o_.encode_chunk > 0)
-    log::info("two-phase chunks of up to {} item(s) (--encode-chunk): the text encoders and the denoiser take the "
+  if (rank_.rank == 0 && encode_chunk_ > 0)
+    log::info("two-phase chunks of up to {} item(s){}: the text encoders and the denoiser take the "
               "device in turn",
-              o_.encode_chunk);
+              encode_chunk_, o_.encode_chunk > 0 ? " (--encode-chunk)" : " (--max-device-memory's plan)");
 
   writer_ = std::make_unique<WriteQueue>(o_.write_queue);
   bool stopped = false;
@@ -479,7 +512,7 @@ bool GenerateRun::run_dynamic() {
   const int64_t n = shard_batches_;
   // With --encode-chunk a claim holds a two-phase chunk's batches at least (every rank claims alike).
   const int64_t chunk = std::max(dynamic_chunk_size(n, rank_.world_size),
-                                 (int64_t{o_.encode_chunk} + o_.batch_size - 1) / o_.batch_size);
+                                 (int64_t{encode_chunk_} + o_.batch_size - 1) / o_.batch_size);
   items_known_ = true;  // todo_ stays -1: no rank knows its share in advance
   report_progress(true);
   int64_t skipped_in_all = 0;
@@ -553,12 +586,12 @@ std::vector<Item> GenerateRun::batch_items(const BatchTodo& todo) const {
 
 void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>& next, std::deque<BatchTodo>& chunk) {
   int64_t items = 0;
-  while (chunk.empty() || items + chunk.back().span.size <= o_.encode_chunk) {
+  while (chunk.empty() || items + chunk.back().span.size <= encode_chunk_) {
     std::optional<BatchTodo> todo = next();
     if (!todo) break;
     items += todo->span.size;
     chunk.push_back(std::move(*todo));
-    if (items >= o_.encode_chunk) break;
+    if (items >= encode_chunk_) break;
   }
   if (chunk.empty()) return;
   // Every batch whole, its made items too: generate() gets the batches as they are here.
@@ -588,7 +621,7 @@ void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>&
 bool GenerateRun::generate_all(const std::function<std::optional<BatchTodo>()>& next) {
   std::deque<BatchTodo> chunk;  // with --encode-chunk: the batches encoded ahead, not yet made
   for (;;) {
-    if (o_.encode_chunk > 0 && chunk.empty()) {
+    if (encode_chunk_ > 0 && chunk.empty()) {
       if (stop_signal()) return true;
       prepare_chunk(next, chunk);
     }
@@ -641,6 +674,9 @@ void GenerateRun::run_batch(const std::vector<const plan::Item*>& batch, const s
     return;
   } catch (const std::exception& e) {
     denoise_s_ += seconds_since(t0);
+    // Out of memory with one item: no smaller batch to retry, and every next item would fail alike.
+    if (batch.size() == 1 && dynamic_cast<const c10::OutOfMemoryError*>(&e))
+      out_of_memory("making item " + std::to_string(batch[0]->index), e);
     if (batch.size() > 1) {
       // Find the culprit: one bad item must not fail its batch-mates.
       log::warn("rank {}: a batch of {} failed ({}); retrying its items one by one", rank_.rank, batch.size(),
@@ -832,6 +868,24 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
   return exit_status::kSuccess;
 }
 
+void GenerateRun::out_of_memory(const std::string& what, const std::exception& e) const {
+  const std::string device = pipe_ ? pipe_->info().device : std::string("the device");
+  std::string advice;
+  if (memory_plan_.is_null()) {
+    advice = "plan the run's memory with --max-device-memory auto (or a number of GB), or lower --batch-size or the "
+             "image size";
+  } else {
+    const std::string summary = memory_plan_["summary"].get<std::string>();
+    const std::string next = memory_plan_["next"].get<std::string>();
+    const std::string plan = summary.substr(summary.find(": ") + 2);
+    advice = next.empty() ? "the plan (" + plan + ") fell short and nothing smaller is left; lower --batch-size or the "
+                            "image size"
+                          : "the plan (" + plan + ") fell short; give " + next + " yourself, or a lower "
+                            "--max-device-memory, which chooses it";
+  }
+  throw OutOfMemory(what + " ran out of memory on " + device + " (" + first_line(e.what()) + "); " + advice);
+}
+
 void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan::OuterShard& shard, const nlohmann::json* summary) {
   nlohmann::json j = {{"dpinfer_version", version()},
                       {"options", o_.to_json()},
@@ -856,6 +910,15 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"steps", defaults_.steps}, {"guidance_scale", defaults_.guidance_scale},
                         {"width", defaults_.width}, {"height", defaults_.height}, {"settings", defaults_.settings},
                         {"loras", plan::lora_set_json(defaults_.loras)}}}};
+  if (!memory_plan_.is_null()) {
+    j["memory_plan"] = memory_plan_["record"];
+    if (summary) {
+      // The counting allocator's peaks (the device's caching allocator on a GPU): the run's and each phase's.
+      const nlohmann::json counts = pipe_->offload_statistics();
+      if (counts.contains("peak_bytes")) j["memory_plan"]["measured_peak_bytes"] = counts["peak_bytes"];
+      if (counts.contains("peak_bytes_by_phase")) j["memory_plan"]["measured_peak_bytes_by_phase"] = counts["peak_bytes_by_phase"];
+    }
+  }
   if (!hashes_.loras.empty()) j["lora_hashes"] = hashes_.loras;  // absolute path -> SHA-256 (model_hashes.h)
   std::error_code ec;
   if (o_.prompts != "-") j["prompts_path"] = fs::absolute(o_.prompts, ec).lexically_normal().string();

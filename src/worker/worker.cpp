@@ -58,6 +58,11 @@ int run_generate_guarded(GenerateRun& run, const std::string& out) {
     log::error("{}", e.what());
     run.abort(e.what());
     return exit_status::kBadInput;
+  } catch (const OutOfMemory& e) {
+    log::error("{}", e.what());
+    run.report_progress(true);
+    run.abort(e.what());
+    return exit_status::kOutOfMemory;
   } catch (const WorkerGroup::Interrupted&) {
     log::warn("stopped by signal {} while waiting for the other ranks", stop_signal());
     run.report_progress(true);

@@ -8,7 +8,9 @@
 #include "dpinfer/io/lora_ref.h"
 #include "dpinfer/pipeline/family_table.h"
 #include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/pipeline/memory_plan.h"
 #include "dpinfer/plan/generate_options.h"
+#include <algorithm>
 #include "dpinfer/pipeline/lora_inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
@@ -88,6 +90,20 @@ int inspect_main(int argc, char** argv) {
                "activations come on top); the model needs no weight files for it, its configs suffice");
   app.add_option("--dtype", memory_dtype, "the run dtype --memory counts in: fp32, fp16 or bf16")
       ->capture_default_str();
+  // --memory's plan (pipeline/memory_plan.h): the run's shape and budget, as `dpinfer generate` would plan them.
+  dpinfer::pipeline::MemoryShape shape;
+  shape.width = 0;
+  shape.height = 0;
+  std::string plan_device = "cuda";
+  std::string plan_budget;
+  bool exact = false;
+  app.add_option("--width", shape.width, "--memory's plan: the image width (default: the model's)");
+  app.add_option("--height", shape.height, "--memory's plan: the image height (default: the model's)");
+  app.add_option("--batch-size", shape.batch_size, "--memory's plan: images per batch")->capture_default_str();
+  app.add_option("--device", plan_device, "--memory's plan: cuda (offload helps) or cpu (it does not)")
+      ->capture_default_str();
+  app.add_option("--max-device-memory", plan_budget, "--memory's plan: the budget in GB; prints the plan it chooses");
+  app.add_flag("--exact", exact, "--memory's plan: never choose what changes pixels");
   app.footer(
       "Exit status: 0 when the model (and each --lora on it) loads, and for a LoRA file described alone; 2 when it does "
       "not (with the error on stderr, the one `dpinfer generate` would stop with), 1 when inspect itself fails.");
@@ -140,7 +156,19 @@ int inspect_main(int argc, char** argv) {
       std::cout << report.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     else
       std::cout << report.to_text();
-    if (memory && !json) std::cout << report.memory_text(memory_dtype);
+    if (memory && !json) {
+      std::cout << report.memory_text(memory_dtype);
+      if (report.default_size && std::all_of(report.models.begin(), report.models.end(),
+                                             [](const auto& c) { return c.module_elements > 0; })) {
+        if (shape.width <= 0) shape.width = (*report.default_size)[1];
+        if (shape.height <= 0) shape.height = (*report.default_size)[0];
+        shape.dtype = memory_dtype;
+        shape.cuda = plan_device != "cpu";
+        std::optional<double> budget = dpinfer::plan::parse_device_memory(plan_budget);
+        if (budget && *budget == 0) throw dpinfer::UsageError("--max-device-memory auto: inspect plans for a number of GB");
+        std::cout << dpinfer::pipeline::memory_plan_text(report, shape, budget, exact);
+      }
+    }
     std::cout.flush();
     if (report.ok()) return exit_status::kSuccess;
     dpinfer::log::error("{}", report.error);

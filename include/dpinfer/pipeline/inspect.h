@@ -53,6 +53,12 @@ struct ComponentReport {
   /// float8 (layerwise_storage.h). 0 when it could not be built.
   int64_t module_elements = 0;
   int64_t stored_elements = 0;
+  /// Of those, the elements in the transformer's offloadable block lists (nn::OffloadableBlocks): all
+  /// blocks, and the largest block, with their fp8-stored elements. 0 for a model without block lists.
+  int64_t block_elements = 0, block_stored_elements = 0;
+  int64_t largest_block_elements = 0, largest_block_stored_elements = 0;
+  /// A GGUF file's tensor bytes (kept as stored on the device), or 0.
+  int64_t gguf_bytes = 0;
   /// The first error loading this component throws, or empty.
   std::string error;
 };

@@ -3,12 +3,24 @@
 // inspect and the benchmark use. Free of LibTorch types: the worker's side of the seam.
 
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "dpinfer/pipeline/text_to_image.h"
 
 namespace dpinfer::pipeline {
+
+/// --max-device-memory (issue 26 item 6; memory_plan.h): the budget and the run's shape.
+struct MemoryRequest {
+  double budget = 0;  ///< bytes; 0: "auto", the device's free memory now less a margin
+  bool exact = false; ///< --exact: never choose what changes pixels
+  /// The largest item's size; 0: the model's default size.
+  int64_t width = 0, height = 0;
+  int64_t batch_size = 1;
+  bool guidance = true;      ///< classifier-free guidance (a negative side per item)
+  int encode_chunk = 64;     ///< the chunk two-phase encodes ahead, when the plan turns two-phase on
+};
 
 /// What a caller asks for when it loads a pipeline.
 struct LoadRequest {
@@ -44,9 +56,14 @@ struct LoadRequest {
   /// apply_group_offloading(offload_type="block_level", use_stream=True). The pixels are the same.
   std::string offload = "none";
   int offload_blocks_per_group = 1;
+  /// --max-device-memory: plan the memory first (memory_plan.h). The load then uses the levers the plan
+  /// chose where this request left them at their defaults, caps the device at the budget, and the
+  /// pipeline's memory_plan() says what was chosen. Throws OutOfMemory (exit 4) when nothing fits.
+  std::optional<MemoryRequest> memory;
 };
 
-/// Resolves the model, picks its family by model_index.json's _class_name, and loads it:
+/// Resolves the model, picks its family by model_index.json's _class_name, and loads it (with
+/// request.memory, after planning its memory):
 /// every module is built uninitialised in the run dtype on the target device, after its
 /// weight files' keys and shapes were checked against it, and each tensor is copied once
 /// from its file. Throws InputError for a model that cannot be used (with the message

@@ -180,6 +180,12 @@ class TextToImage {
   /// "offloaded_bytes", "largest_group_bytes"}. Empty without offload.
   virtual nlohmann::json offload_statistics() const { return nlohmann::json::object(); }
 
+  /// --max-device-memory's plan (load.h LoadRequest::memory), set by load_text_to_image():
+  /// {"summary": one log line, "next": what to try after running out of memory, "record": run.json's
+  /// "memory_plan"}; null without a plan.
+  const nlohmann::json& memory_plan() const { return memory_plan_; }
+  void set_memory_plan(nlohmann::json plan) { memory_plan_ = std::move(plan); }
+
  protected:
   void throw_if_cancelled() const {
     if (cancel_check_ && cancel_check_()) throw Cancelled();
@@ -187,6 +193,7 @@ class TextToImage {
 
  private:
   CancelCheck cancel_check_;
+  nlohmann::json memory_plan_;
 };
 
 }  // namespace dpinfer::pipeline

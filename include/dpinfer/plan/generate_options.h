@@ -89,6 +89,13 @@ struct GenerateOptions {
   /// --offload (issue 26 item 4): none, model or blocks[:N] (parse_offload). Where the weights wait
   /// between uses changes no pixel, so it is no part of what resume compares.
   std::string offload = "none";
+  /// --max-device-memory (issue 26 item 6): "" (no plan), "auto" (the device's free memory at the start,
+  /// less a margin) or a number of GB (10^9 bytes). A rank then plans its memory (pipeline/memory_plan.h):
+  /// it adds the levers left at their defaults (two-phase, offload, tiling, fp8 storage, in that order of
+  /// cost) until its estimate fits, refuses to start when none does, and caps its allocations there.
+  std::string max_device_memory;
+  /// --exact: the plan never chooses what changes pixels (VAE tiling, fp8 storage); it refuses instead.
+  bool exact = false;
   /// A rank that records this many failed items in a row (none made between them)
   /// stops the run with exit 1: a cause that fails every item (a size the model cannot
   /// make, a broken CUDA context) must not turn a million items into a million failure
@@ -153,5 +160,9 @@ struct OffloadChoice {
 };
 /// Parses --offload's value; throws UsageError naming the option and its values.
 OffloadChoice parse_offload(const std::string& value);
+
+/// --max-device-memory's value in bytes: unset for "" (no plan), 0 for "auto", else GB x 10^9. Throws
+/// UsageError naming the option.
+std::optional<double> parse_device_memory(const std::string& value);
 
 }  // namespace dpinfer::plan

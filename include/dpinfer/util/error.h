@@ -26,6 +26,14 @@ class UsageError : public InputError {
   explicit UsageError(const std::string& message) : InputError(message) {}
 };
 
+/// The run does not fit the device memory (--max-device-memory, issue 26): refused at the start by the
+/// memory plan, or an allocation failed during the run. The message names the budget, what needed more
+/// and the next option to try. The edge maps it to exit status 4.
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& message) : Error(message) {}
+};
+
 /// A system call that failed: the message carries the call's name and strerror(errno).
 class SystemError : public Error {
  public:

@@ -12,6 +12,9 @@ constexpr int kFailure = 1;
 constexpr int kBadInput = 2;
 /// The run finished but some items failed (generate), or are failed or missing (status).
 constexpr int kItemsFailed = 3;
+/// The run does not fit the device memory: refused at the start by --max-device-memory's plan, or out of
+/// memory during the run. One line names the budget and the next option to try.
+constexpr int kOutOfMemory = 4;
 /// The worker command exists but cannot be executed (as a shell says).
 constexpr int kNotExecutable = 126;
 /// The worker command was not found (as a shell says).

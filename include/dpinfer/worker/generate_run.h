@@ -15,6 +15,7 @@
 
 #include "dpinfer/io/atomic_file.h"
 #include "dpinfer/io/manifest.h"
+#include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/text_to_image.h"
 #include "dpinfer/plan/batches.h"
 #include "dpinfer/plan/generate_options.h"
@@ -173,6 +174,13 @@ class GenerateRun {
 
   const plan::GenerateOptions& o_;
   const PipelineFactory& factory_;
+  /// --encode-chunk, or the chunk --max-device-memory's plan chose when it turned two-phase on (0: off).
+  int encode_chunk_ = 0;
+  /// --max-device-memory's plan (TextToImage::memory_plan()), null when none was asked for.
+  nlohmann::json memory_plan_;
+  /// An out-of-memory error of `what` ("making item 12", "loading the model") as OutOfMemory: the budget
+  /// and the next option to try.
+  [[noreturn]] void out_of_memory(const std::string& what, const std::exception& e) const;
   const plan::ImageFormat image_format_;
   const plan::OutputLayout layout_;  ///< where each item's image goes (--layout, --image-format, --files-per-dir)
   /// --image-format's row (image_encoder.h): how each image becomes its file.

@@ -2,6 +2,9 @@
 
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
+
+#include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/loading/lora.h"
 #include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/util/log.h"
@@ -16,7 +19,24 @@ void ComponentResidency::add(Group group, std::string name, std::function<void()
                     on_device && loaded});
 }
 
+void ComponentResidency::close_phase(const char* next) const {
+  const std::string device = device_.str();
+  if (!DeviceMemory::counting(device)) return;
+  int64_t& peak = phase_peaks_[phase_];
+  peak = std::max(peak, DeviceMemory::peak_bytes(device));
+  if (next) {
+    DeviceMemory::reset_peak(device);
+    phase_ = next;
+  }
+}
+
+std::map<std::string, int64_t> ComponentResidency::phase_peaks() const {
+  close_phase(nullptr);
+  return phase_peaks_;
+}
+
 void ComponentResidency::enter(Group group) {
+  close_phase(group == Group::kTextEncoders ? "encode" : group == Group::kDenoiser ? "denoise" : "decode");
   if (!two_phase_ && !model_offload_) return;
   c10::InferenceMode guard;
   make_room(group);

@@ -26,6 +26,7 @@
 // above); model offload decides where the rest are; the VAE is never released.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ class ComponentResidency {
   std::vector<std::string> resident() const;
   /// The names of the slots on the device, in the order they were added.
   std::vector<std::string> on_device() const;
+  /// With the device's allocations counted (--max-device-memory, device_memory.h): the most bytes allocated
+  /// at once in each phase so far, {"load", "encode", "denoise", "decode"}; empty when not counted. A phase
+  /// runs from one enter() to the next.
+  std::map<std::string, int64_t> phase_peaks() const;
   /// Model offload's moves so far: to the device, and the bytes they moved.
   int64_t moves_to_device() const { return moves_to_device_; }
   int64_t bytes_to_device() const { return bytes_to_device_; }
@@ -93,6 +98,10 @@ class ComponentResidency {
   c10::Device device_;
   std::vector<Slot> slots_;
   int64_t moves_to_device_ = 0, bytes_to_device_ = 0;
+  /// phase_peaks()'s record: closes the phase running now (its peak since the last enter()) before `next`.
+  void close_phase(const char* next) const;
+  mutable std::map<std::string, int64_t> phase_peaks_;
+  mutable std::string phase_ = "load";
 };
 
 }  // namespace dpinfer::pipeline

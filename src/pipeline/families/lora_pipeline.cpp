@@ -1,5 +1,7 @@
 #include "lora_pipeline.h"
 
+#include "dpinfer/pipeline/device_memory.h"
+
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 
@@ -24,6 +26,10 @@ void LoraPipeline::start_components(const Family& family, const LoadRequest& req
 
 nlohmann::json LoraPipeline::offload_statistics() const {
   nlohmann::json j = nlohmann::json::object();
+  if (const auto peaks = residency_.phase_peaks(); !peaks.empty()) {
+    j["peak_bytes_by_phase"] = peaks;
+    j["peak_bytes"] = DeviceMemory::peak_bytes(info().device);
+  }
   if (residency_.model_offload()) {
     j["moves_to_device"] = residency_.moves_to_device();
     j["bytes_to_device"] = residency_.bytes_to_device();

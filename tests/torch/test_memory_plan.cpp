@@ -1,0 +1,212 @@
+// The memory plan (issue 26 item 6; pipeline/memory_plan.h, device_memory.h): the weights it counts are
+// inspect's, the phases hold what each residency keeps on the device, the choices come in order of cost (what
+// keeps the pixels first, offload only on a GPU, --exact stops before fp8 and tiling), the first that fits is
+// chosen and a run that cannot fit is refused with its numbers; the counting CPU allocator counts, keeps the
+// peak and refuses an allocation over its cap as the CUDA allocator does.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "dpinfer/pipeline/device_memory.h"
+#include "dpinfer/pipeline/inspect.h"
+#include "dpinfer/pipeline/memory_plan.h"
+#include "dpinfer/util/error.h"
+
+using namespace dpinfer;
+using namespace dpinfer::pipeline;
+
+namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
+
+const std::string kPipelines = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/";
+
+/// A FLUX.1-like pipeline in round numbers: a 1 G-element text encoder (half of it fp8-stored), a 2 G-element
+/// transformer of 10 blocks of 150 M (half stored), and a 100 M VAE with 1024 px tiles.
+std::vector<ComponentFootprint> round_pipeline() {
+  ComponentFootprint te;
+  te.name = "text_encoder";
+  te.class_name = "T5EncoderModel";
+  te.role = ComponentRole::kTextEncoder;
+  te.elements = 1'000'000'000;
+  te.stored_elements = 500'000'000;
+  te.facts = {{"d_model", 4096}};
+  ComponentFootprint den;
+  den.name = "transformer";
+  den.class_name = "FluxTransformer2DModel";
+  den.role = ComponentRole::kDenoiser;
+  den.elements = 2'000'000'000;
+  den.stored_elements = 1'000'000'000;
+  den.block_elements = 1'500'000'000;
+  den.block_stored_elements = 750'000'000;
+  den.largest_block_elements = 150'000'000;
+  den.largest_block_stored_elements = 75'000'000;
+  den.facts = {{"inner_dim", 3072}};
+  ComponentFootprint vae;
+  vae.name = "vae";
+  vae.class_name = "AutoencoderKL";
+  vae.role = ComponentRole::kVae;
+  vae.elements = 100'000'000;
+  vae.facts = {{"block_out_channels", {128, 256, 512, 512}}, {"scale_factor", 8}, {"tiling", "1024 px tiles"}};
+  return {te, den, vae};
+}
+
+MemoryShape shape(bool cuda, int64_t side = 1024) {
+  MemoryShape s;
+  s.width = side;
+  s.height = side;
+  s.dtype = "bf16";
+  s.cuda = cuda;
+  return s;
+}
+
+TEST(MemoryPlan, PhasesHoldWhatEachResidencyKeepsOnTheDevice) {
+  const MemoryPlanner planner(round_pipeline(), shape(true));
+  MemoryLevers resident;
+  const MemoryEstimate all = planner.estimate(resident);
+  // bf16: 2 bytes an element; everything on the device in every phase.
+  EXPECT_DOUBLE_EQ(all.encode.weights, 2 * 3.1e9);
+  EXPECT_DOUBLE_EQ(all.denoise.weights, 2 * 3.1e9);
+  MemoryLevers two_phase;
+  two_phase.two_phase = true;
+  const MemoryEstimate tp = planner.estimate(two_phase);
+  EXPECT_DOUBLE_EQ(tp.encode.weights, 2 * 1.1e9);   // text encoder + VAE
+  EXPECT_DOUBLE_EQ(tp.denoise.weights, 2 * 2.1e9);  // transformer + VAE
+  MemoryLevers model;
+  model.offload = "model";
+  const MemoryEstimate m = planner.estimate(model);
+  EXPECT_DOUBLE_EQ(m.encode.weights, 2 * 1e9);
+  EXPECT_DOUBLE_EQ(m.denoise.weights, 2 * 2e9);
+  EXPECT_DOUBLE_EQ(m.decode.weights, 2 * 1e8);
+  MemoryLevers blocks;
+  blocks.offload = "blocks";
+  blocks.two_phase = true;
+  blocks.blocks_per_group = 2;
+  const MemoryEstimate b = planner.estimate(blocks);
+  // Outside the blocks (0.5 G), two groups of two blocks (4 x 150 M), and the VAE.
+  EXPECT_DOUBLE_EQ(b.denoise.weights, 2 * (0.5e9 + 4 * 150e6 + 1e8));
+  // fp8: the stored elements take one byte.
+  MemoryLevers fp8;
+  fp8.weight_storage = "fp8";
+  EXPECT_DOUBLE_EQ(planner.estimate(fp8).encode.weights, 2 * 0.5e9 + 0.5e9 + 2 * 1e9 + 1e9 + 2 * 1e8);
+  MemoryLevers fp8_denoiser;
+  fp8_denoiser.weight_storage = "fp8-denoiser";
+  EXPECT_DOUBLE_EQ(planner.estimate(fp8_denoiser).encode.weights, 2 * 1e9 + 2 * 1e9 + 1e9 + 2 * 1e8);
+  // The activations grow with the image: a 2048^2 decode needs 4x a 1024^2 one, less with tiling.
+  const MemoryPlanner large(round_pipeline(), shape(true, 2048));
+  MemoryLevers tiled;
+  tiled.vae_tiling = true;
+  EXPECT_LT(large.estimate(tiled).decode.activations, large.estimate(resident).decode.activations);
+  EXPECT_GT(large.estimate(resident).decode.activations, 3.5 * all.decode.activations);
+}
+
+TEST(MemoryPlan, ChoicesComeInOrderOfCostAndExactKeepsThePixels) {
+  const MemoryPlanner gpu(round_pipeline(), shape(true, 2048));
+  std::vector<std::string> names;
+  for (const MemoryLevers& l : gpu.candidates({}, false)) names.push_back(l.describe());
+  ASSERT_GE(names.size(), 8u);
+  EXPECT_EQ(names[0], "everything resident");
+  EXPECT_EQ(names[1], "two-phase encoding");
+  EXPECT_EQ(names[2], "--offload model");
+  EXPECT_EQ(names[3], "two-phase encoding, --offload blocks:1");
+  EXPECT_EQ(names[4], "--vae-tiling");  // at 2048^2 the 1024 px tiles cut the decode
+  EXPECT_EQ(names.back(), "two-phase encoding, --offload blocks:1, --vae-tiling, --weight-storage fp8");
+  for (const MemoryLevers& l : gpu.candidates({}, true)) EXPECT_FALSE(l.changes_pixels()) << l.describe();
+  // At 1024^2 one tile is the whole image: tiling is no choice.
+  const MemoryPlanner one_tile(round_pipeline(), shape(true, 1024));
+  for (const MemoryLevers& l : one_tile.candidates({}, false)) EXPECT_FALSE(l.vae_tiling) << l.describe();
+  // On the CPU offload saves nothing: only resident and two-phase.
+  const MemoryPlanner cpu(round_pipeline(), shape(false));
+  for (const MemoryLevers& l : cpu.candidates({}, false)) EXPECT_EQ(l.offload, "none") << l.describe();
+  // What the user gave stays.
+  MemoryPlanner::Fixed fixed;
+  fixed.weight_storage = "fp8";
+  for (const MemoryLevers& l : gpu.candidates(fixed, true)) EXPECT_EQ(l.weight_storage, "fp8") << l.describe();
+  fixed = {};
+  fixed.offload = "model";
+  for (const MemoryLevers& l : gpu.candidates(fixed, false)) EXPECT_EQ(l.offload, "model") << l.describe();
+}
+
+TEST(MemoryPlan, ChoosesTheFirstThatFitsAndRefusesWithItsNumbers) {
+  const MemoryPlanner planner(round_pipeline(), shape(true));
+  const std::vector<MemoryLevers> all = planner.candidates({}, false);
+  // A budget just above the third choice's peak and below the first two's.
+  const double third = planner.estimate(all[2]).peak();
+  ASSERT_LT(third, planner.estimate(all[1]).peak());
+  const MemoryEstimate chosen = planner.choose(third + 1, {}, false);
+  EXPECT_EQ(chosen.levers.describe(), all[2].describe());
+  const auto next = planner.next_after(chosen.levers, {}, false);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LT(planner.estimate(*next).peak(), chosen.peak());
+
+  try {
+    planner.choose(1e8, {}, false);
+    FAIL() << "0.1 GB fits nothing";
+  } catch (const OutOfMemory& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_NE(message.find("--max-device-memory 100.0 MB: the run does not fit; the smallest plan"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("lower --batch-size or the image size"), std::string::npos) << message;
+  }
+  // --exact: a budget only fp8 meets is refused, naming what would fit without it.
+  double smallest_exact = 1e30;
+  for (const MemoryLevers& l : planner.candidates({}, true)) smallest_exact = std::min(smallest_exact, planner.estimate(l).peak());
+  double smallest = 1e30;
+  for (const MemoryLevers& l : all) smallest = std::min(smallest, planner.estimate(l).peak());
+  ASSERT_LT(smallest, smallest_exact);
+  try {
+    planner.choose((smallest + smallest_exact) / 2, {}, true);
+    FAIL() << "only fp8 fits";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("without --exact, "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--weight-storage fp8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryPlan, CountsTheWeightsInspectCounts) {
+  // tiny-flux-dev in fp32: the plan's weights are inspect's elements x 4 bytes, and its blocks are counted.
+  const InspectReport report = inspect_model(kPipelines + "tiny-flux-dev");
+  ASSERT_TRUE(report.ok()) << report.error;
+  MemoryShape s = shape(false, 64);
+  s.dtype = "fp32";
+  const MemoryPlanner planner(report, s);
+  int64_t elements = 0;
+  for (const ComponentReport& c : report.models) elements += c.module_elements;
+  EXPECT_DOUBLE_EQ(planner.estimate({}).encode.weights, 4.0 * static_cast<double>(elements));
+  const ComponentReport& transformer = report.component("transformer");
+  EXPECT_GT(transformer.block_elements, 0);
+  EXPECT_GT(transformer.largest_block_elements, 0);
+  EXPECT_LT(transformer.block_elements, transformer.module_elements);
+  EXPECT_EQ(report.component("vae").block_elements, 0);
+  const std::string text = memory_plan_text(report, s, 1e9, false);
+  EXPECT_NE(text.find("memory plan at 64x64, batch 1, fp32 on the CPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("with --max-device-memory 1.00 GB: everything resident"), std::string::npos) << text;
+}
+
+TEST(DeviceMemory, TheCountingCpuAllocatorCountsKeepsThePeakAndRefusesOverItsCap) {
+  DeviceMemory::start_counting("cpu");
+  ASSERT_TRUE(DeviceMemory::counting("cpu"));
+  const int64_t before = DeviceMemory::allocated_bytes("cpu");
+  DeviceMemory::reset_peak("cpu");
+  {
+    at::Tensor t = at::empty({1000, 1000}, at::kFloat);  // 4 MB
+    EXPECT_GE(DeviceMemory::allocated_bytes("cpu") - before, 4'000'000);
+  }
+  EXPECT_EQ(DeviceMemory::allocated_bytes("cpu"), before);
+  EXPECT_GE(DeviceMemory::peak_bytes("cpu") - before, 4'000'000);
+  DeviceMemory::cap("cpu", before + 8'000'000);
+  at::Tensor fits = at::ones({1000, 1000}, at::kFloat);
+  EXPECT_THROW(at::ones({2000, 2000}, at::kFloat), c10::OutOfMemoryError);
+  EXPECT_EQ(fits.sum().item<float>(), 1e6f);  // the refusal left the count and the tensors as they were
+  DeviceMemory::cap("cpu", 0);  // no cap: the rest of this process allocates freely
+  at::Tensor large = at::ones({2000, 2000}, at::kFloat);
+  EXPECT_EQ(large.numel(), 4'000'000);
+}
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace
