@@ -26,7 +26,10 @@
 // make_flux2_pipelines.py's for tiny-flux2-klein (distilled) and tiny-flux2-klein-base (CFG on ""), recorded with
 // diffusers 0.37.0, the FLUX.2 pin (1 to 50 steps, non-square and wide sizes, empty, non-ASCII and long prompts,
 // max_sequence_length 16 and 40, a batch of 3 prompts recorded per item alone, bf16 in half/);
-// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
+// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases,
+// make_deep_cache_pipelines.py's DeepCache cases (tiny-sd1, tiny-sdxl, tiny-3down: <name>.golden/deepcache/, DeepCache
+// 0.1.1's DeepCacheSDHelper at intervals 2 and 3 and several branches, text-to-image and img2img, fp32 and bf16, each
+// case's UNet and shallow calls checked against dpinfer's statistics; issue 28), and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
