@@ -832,7 +832,10 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
     total.failed += j["failed"].get<int64_t>();
     if (j.contains("pipeline"))
       for (const auto& [key, value] : j["pipeline"].items())
-        if (value.is_number_integer()) counted[key] = counted.value(key, int64_t{0}) + value.get<int64_t>();
+        if (value.is_number_integer())
+          counted[key] = counted.value(key, int64_t{0}) + value.get<int64_t>();
+        else if (value.is_string())
+          counted[key] = value;  // a name ("step_cache"), the same on every rank
     per_rank.push_back(j);
   }
   if (multi_node_) group_totals_ = plan::ProgressCounts{total.generated, total.skipped, total.failed};
@@ -857,9 +860,10 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
               secs > 0 ? static_cast<double>(generated) / secs : 0.0);
   }
   if (const int64_t calls = counted.value("denoiser_calls", int64_t{0}))
-    log::info("First Block Cache: {} of {} denoiser calls ({:.1f}%) skipped the blocks after the first",
+    log::info("{}: {} of {} denoiser calls ({:.1f}%) {}", counted.value("step_cache", std::string("step cache")),
               counted.value("denoiser_calls_cached", int64_t{0}), calls,
-              100.0 * static_cast<double>(counted.value("denoiser_calls_cached", int64_t{0})) / static_cast<double>(calls));
+              100.0 * static_cast<double>(counted.value("denoiser_calls_cached", int64_t{0})) / static_cast<double>(calls),
+              counted.value("step_cache_skip", std::string("reused a cached step")));
   if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);
   if (total.failed) {
     log::warn("{} item(s) failed; see {}/failures.jsonl", total.failed, o_.out);

@@ -337,6 +337,38 @@ TEST(OffloadWithTwoPhaseAndFp8, MakeTheImagesOfFp8Alone) {
   }
 }
 
+// DeepCache (issue 28) under --offload model, two-phase chunks, and both: the images and the counts of a run without
+// them, on the float32 DeepCache goldens' cases (make_deep_cache_pipelines.py), whose first is PNDM's or Euler's
+// text-to-image case and whose img2img ones encode with the VAE before the UNet runs.
+TEST(OffloadWithDeepCache, ModelOffloadAndTwoPhaseMakeTheImagesOfAPlainRun) {
+  for (const std::string name : {"tiny-sd1", "tiny-sdxl"}) {
+    SCOPED_TRACE(name);
+    std::ifstream in(kData + "/pipelines/" + name + ".golden/deepcache/cases.json");
+    ASSERT_TRUE(in);
+    const json doc = json::parse(in);
+    const std::string model = kRoot + "/" + doc["model_dir"].get<std::string>();
+    std::vector<std::vector<pipeline::ImageRequest>> batches;
+    for (const json& c : doc["cases"])
+      if (c["dtype"] == "fp32" && c["scheduler"]["is_pipeline_default"].get<bool>())
+        batches.push_back(test::golden_case_requests(c));
+    ASSERT_GE(batches.size(), 3u);
+    auto plain = load_offloaded(model, "none");
+    std::vector<std::vector<pipeline::RgbImage>> reference;
+    for (const auto& batch : batches) reference.push_back(plain->generate(batch));
+    const json counted = plain->statistics();
+    EXPECT_GT(counted.value("denoiser_calls_cached", 0), 0) << counted.dump();
+    for (const auto& [offload, two_phase] : std::vector<std::pair<std::string, bool>>{
+             {"model", false}, {"none", true}, {"model", true}}) {
+      const std::string what = offload + (two_phase ? ", two-phase" : "");
+      auto other = load_offloaded(model, offload, 1, two_phase);
+      if (two_phase) other->prepare(batches);
+      for (size_t k = 0; k < batches.size(); ++k)
+        expect_same_pixels(other->generate(batches[k]), reference[k], what + ", case " + std::to_string(k));
+      EXPECT_EQ(other->statistics(), counted) << what;
+    }
+  }
+}
+
 // GGUF transformer files (their Linear weights uint8 blocks, WeightedLayer::store_gguf) offloaded as they are:
 // the images of the same file without offload, with model offload and with blocks.
 TEST(OffloadWithGguf, QuantizedBlocksMoveAsStored) {

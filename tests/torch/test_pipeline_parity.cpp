@@ -26,7 +26,10 @@
 // make_flux2_pipelines.py's for tiny-flux2-klein (distilled) and tiny-flux2-klein-base (CFG on ""), recorded with
 // diffusers 0.37.0, the FLUX.2 pin (1 to 50 steps, non-square and wide sizes, empty, non-ASCII and long prompts,
 // max_sequence_length 16 and 40, a batch of 3 prompts recorded per item alone, bf16 in half/);
-// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
+// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases,
+// make_deep_cache_pipelines.py's DeepCache cases (tiny-sd1, tiny-sdxl, tiny-3down: <name>.golden/deepcache/, DeepCache
+// 0.1.1's DeepCacheSDHelper at intervals 2 and 3 and several branches, text-to-image and img2img, fp32 and bf16, each
+// case's UNet and shallow calls checked against dpinfer's statistics; issue 28), and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
@@ -47,6 +50,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -104,7 +108,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
   // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill", "lora-storage"}) {
+  // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
+  for (const char* sub : {"half", "fp8", "fbcache", "deepcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill",
+                          "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -148,8 +154,19 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // tiny-z-image is 97.2% exact (max |d| 1), though bit-identical on one.
     const int threads = at::get_num_threads();
     if (o.dtype != "fp32") at::set_num_threads(1);
+    const json counted_before = pipe->statistics();
     auto got = pipe->generate(batch);
     at::set_num_threads(threads);
+    if (c.contains("deep_cache")) {
+      // The reference's UNet calls and its shallow ones (counted with hooks), per image: dpinfer's statistics.
+      const json after = pipe->statistics();
+      const int64_t images = static_cast<int64_t>(batch.size());
+      const auto delta = [&](const char* key) {
+        return after.value(key, int64_t{0}) - counted_before.value(key, int64_t{0});
+      };
+      EXPECT_EQ(delta("denoiser_calls"), images * c["deep_cache"]["calls"].get<int64_t>()) << c["name"];
+      EXPECT_EQ(delta("denoiser_calls_cached"), images * c["deep_cache"]["shallow_calls"].get<int64_t>()) << c["name"];
+    }
     Pixels want = golden_image(*images, c["image_tensor"].get<std::string>());
     ASSERT_EQ(static_cast<int64_t>(got.size()), want.shape[0]) << c["name"];
     size_t exact = 0, total = 0;
@@ -237,6 +254,34 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   }
   EXPECT_GE(modes["fp8"], 32);
   EXPECT_GE(modes["fp8-denoiser"], 2);
+}
+
+// Issue 28: the UNet families have DeepCache goldens (make_deep_cache_pipelines.py) in float32 and bf16 for tiny-sd1
+// and tiny-sdxl (float32 for tiny-3down), each with full and shallow UNet calls and an image the cache changed, at
+// more than one interval and branch, so that a cache that did nothing, or always the same thing, would fail.
+TEST(PipelineParityDeepCache, TheUNetFamiliesHaveDeepCacheGoldens) {
+  for (const char* name : {"tiny-sd1", "tiny-sdxl", "tiny-3down"}) {
+    const std::string dir = kData + "/pipelines/" + name + ".golden/deepcache";
+    std::ifstream in(dir + "/cases.json");
+    ASSERT_TRUE(in) << name << ": no " << dir << "/cases.json";
+    std::map<std::string, int> dtypes;
+    std::set<std::pair<int, int>> settings;
+    const json doc = json::parse(in);
+    for (const json& c : doc.at("cases")) {
+      ++dtypes[c.at("dtype").get<std::string>()];
+      const json& d = c.at("deep_cache");
+      EXPECT_GT(d.at("shallow_calls").get<int>(), 0) << name << "/" << c["name"];
+      EXPECT_GT(d.at("full_calls").get<int>(), 0) << name << "/" << c["name"];
+      EXPECT_EQ(d.at("full_calls").get<int>() + d.at("shallow_calls").get<int>(), d.at("calls").get<int>());
+      EXPECT_GT(d.at("changed_from_plain").get<double>(), 0.0) << name << "/" << c["name"];
+      EXPECT_EQ(c.at("settings").at("deep_cache_interval"), d.at("interval"));
+      EXPECT_EQ(c.at("settings").at("deep_cache_branch"), d.at("branch_id"));
+      settings.insert({d.at("interval").get<int>(), d.at("branch_id").get<int>()});
+    }
+    EXPECT_GE(dtypes["fp32"], 2) << name;
+    if (std::string(name) != "tiny-3down") EXPECT_GE(dtypes["bf16"], 2) << name;
+    EXPECT_GE(settings.size(), 2u) << name;
+  }
 }
 
 // Issue 26: a tiny pipeline of each DiT family has goldens with its transformer read from GGUF files, each case

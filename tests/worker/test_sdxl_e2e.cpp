@@ -77,7 +77,8 @@ TEST(SdxlE2E, LaunchStatusMergeAndInspectWorkAsForSd) {
   EXPECT_EQ(rows[0]["clip_skip"], 0);
   EXPECT_EQ(rows[2]["clip_skip"], 1);
   EXPECT_EQ(rows[3]["guidance_rescale"], 0.7);
-  EXPECT_EQ(rows[2]["settings"], json({"clip_skip", "guidance_rescale", "eta"}));
+  EXPECT_EQ(rows[2]["settings"],
+            json({"clip_skip", "guidance_rescale", "eta", "deep_cache_interval", "deep_cache_branch"}));
   EXPECT_NE(read_png(dir.file("two/000002.png")).texts.at("parameters").find("Clip skip: 2"), std::string::npos);
 
   RunResult status = run({DPINFER_BINARY, "status", dir.file("two"), "--prompts", dir.file("p.jsonl")}, kEnv, 60s);
@@ -104,7 +105,8 @@ TEST(SdxlE2E, LaunchStatusMergeAndInspectWorkAsForSd) {
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "'" + dir.file("bad.jsonl") +
                                     "' line 1: 'true_cfg_scale' is not a setting of Stable Diffusion XL models; their "
-                                    "settings: clip_skip, guidance_rescale, eta"))
+                                    "settings: clip_skip, guidance_rescale, eta, deep_cache_interval, "
+                                    "deep_cache_branch"))
       << bad.err;
 }
 

@@ -158,8 +158,10 @@ class TextToImage {
   /// Throws dpinfer::Error (or c10::Error) on failure.
   virtual std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) = 0;
   /// What this pipeline counted over its generate() calls, for the run's summary: with a step cache,
-  /// {"denoiser_calls": per image and cache context, "denoiser_calls_cached": those that skipped the
-  /// blocks after the first}. Empty when it counts nothing.
+  /// {"denoiser_calls": per image and cache context, "denoiser_calls_cached": those that reused cached work
+  /// (First Block Cache: skipped the blocks after the first; DeepCache: ran only the shallow branch),
+  /// "step_cache": the cache's name, "step_cache_skip": what a cached call skipped, in words}. Integers are
+  /// summed over the ranks. Empty when it counts nothing.
   virtual nlohmann::json statistics() const { return nlohmann::json::object(); }
   /// Two-phase chunks (issue 26; LoadRequest::two_phase): encodes the prompts and negative prompts
   /// of `chunk`, batches as generate() will get them, into the pipeline's cache of encodings, then

@@ -137,7 +137,10 @@ at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Ten
     x = scheduler.scale_model_input(x, i);
     if (inputs.inpaint && inputs.inpaint->concat)
       x = at::cat({x, inputs.inpaint->mask, inputs.inpaint->masked_image_latents}, 1);  // 9 channels
-    at::Tensor eps = unet.forward(x, timesteps[begin + i].to(device), inputs.embeds, {}, inputs.added);
+    // DeepCache decides from the step's place in the whole schedule (img2img's first step included).
+    if (inputs.deep_cache) inputs.deep_cache->next_call(timesteps, begin + i, latents.size(0));
+    at::Tensor eps =
+        unet.forward(x, timesteps[begin + i].to(device), inputs.embeds, {}, inputs.added, inputs.deep_cache);
     if (inputs.cfg) eps = guided(eps, inputs.guidance_scale, inputs.guidance_rescale);
     latents = scheduler.step(eps, i, latents, generators);
     if (inputs.inpaint && !inputs.inpaint->concat) {

@@ -120,6 +120,7 @@ struct DenoiseInputs {
   double guidance_scale = 1.0;
   double guidance_rescale = 0.0;
   std::function<void()> check_cancelled;      ///< asked before every step
+  DeepCache* deep_cache = nullptr;            ///< set: the UNet runs under DeepCache (deep_cache.h), this run's state
 };
 
 /// diffusers' denoising loop of StableDiffusionPipeline and StableDiffusionXLPipeline, from

@@ -120,6 +120,29 @@ SettingSpec first_block_cache() {
           "First block cache", 0};
 }
 
+// DeepCache for the UNet families (the PyPI package DeepCache 0.1.1's DeepCacheSDHelper, models/unets/deep_cache.h):
+// cache_interval and cache_branch_id. Off by default (interval 1), as evaluation runs need the exact model; the
+// branch defaults to 0, the reference README's choice (with interval 3). The infotext labels are dpinfer's.
+std::vector<SettingSpec> deep_cache() {
+  return {
+      {"deep_cache_interval", Type::kInteger, 1, 1, 1000,
+       "DeepCache's cache_interval: every this many steps the whole UNet runs and keeps its deep features; the "
+       "steps between run only the shallow branch and reuse them (1: off; e.g. 3: about a third of the full UNet "
+       "calls, a slightly different image)",
+       "DeepCache interval", 0},
+      {"deep_cache_branch", Type::kInteger, 0, 0, 1000,
+       "DeepCache's cache_branch_id, 3 * block + layer: how deep the shallow branch goes (0, the reference's "
+       "choice: the top block's first layer only; at most 3 * the UNet's down blocks - 1)",
+       "DeepCache branch", 0},
+  };
+}
+
+std::vector<SettingSpec> unet_settings() {
+  std::vector<SettingSpec> specs{clip_skip(), guidance_rescale(), eta()};
+  for (SettingSpec& s : deep_cache()) specs.push_back(std::move(s));
+  return specs;
+}
+
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
 /// none) times the VAE's scale factor, {height, width}. StableDiffusionXLPipeline refuses a
 /// list sample_size; dpinfer reads it as [height, width], as StableDiffusionPipeline does.
@@ -145,7 +168,7 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kClipTokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {clip_skip(), guidance_rescale(), eta()},
+          unet_settings(),
           /*default_steps=*/50,
           /*default_guidance_scale=*/7.5,
           /*size_multiple=*/8,
@@ -168,7 +191,7 @@ const std::vector<Family>& families() {
            {"tokenizer_2", Role::kTokenizer, kClipTokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {clip_skip(), guidance_rescale(), eta()},
+          unet_settings(),
           /*default_steps=*/50,
           /*default_guidance_scale=*/5.0,
           /*size_multiple=*/8,

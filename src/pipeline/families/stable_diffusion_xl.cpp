@@ -49,6 +49,7 @@ class StableDiffusionXLPipeline : public UNetPipeline {
   }
 
   void check_settings(const json& settings) const override {
+    UNetPipeline::check_settings(settings);
     const int64_t clip_skip = settings.value("clip_skip", int64_t{0});
     if (clip_skip >= te_layers_)
       throw InputError("clip_skip " + std::to_string(clip_skip) + ": the text encoders have " +

@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 
+#include <optional>
+
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "pipeline_info.h"
 
@@ -123,6 +125,17 @@ at::Tensor UNetPipeline::inpaint_start(const std::vector<ImageRequest>& batch, S
                       : scheduler.add_noise(s.image_latents, s.noise, scheduler.begin_index());
 }
 
+void UNetPipeline::check_settings(const json& settings) const {
+  // DeepCache's cache_branch_id is 3 * block + layer (deep_cache.h); a block past the UNet's down blocks would
+  // leave the reference caching only the mid block, which dpinfer does not offer.
+  const int64_t branch = settings.value("deep_cache_branch", int64_t{0});
+  const int64_t blocks = static_cast<int64_t>(unet_config_.block_out_channels.size());
+  if (branch >= 3 * blocks)
+    throw InputError("deep_cache_branch " + std::to_string(branch) + ": this UNet has " + std::to_string(blocks) +
+                     " down blocks, so DeepCache's branches are 0.." + std::to_string(3 * blocks - 1) +
+                     " (3 * block + layer)");
+}
+
 UNetPipeline::Batch UNetPipeline::begin_batch(const std::vector<ImageRequest>& batch) const {
   const ImageRequest& first = batch.front();
   check_image_size(first.width, first.height, info_.size_multiple, vae_config_.scale_factor());
@@ -148,6 +161,13 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
   conditioning.guidance_scale = first.guidance_scale;
   conditioning.guidance_rescale = state.settings["guidance_rescale"].get<double>();
   conditioning.check_cancelled = [this] { throw_if_cancelled(); };
+  // DeepCache (deep_cache.h): a state for this batch, as the reference's helper keeps one over a pipeline call.
+  std::optional<DeepCache> deep_cache;
+  const int64_t interval = state.settings["deep_cache_interval"].get<int64_t>();
+  if (interval > 1) {
+    deep_cache.emplace(interval, state.settings["deep_cache_branch"].get<int64_t>());
+    conditioning.deep_cache = &*deep_cache;
+  }
   at::Tensor latents;
   InpaintState inpaint;
   if (first.mask) {
@@ -176,6 +196,7 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
     latents = denoise(*unet_, scheduler, noise.noise * scheduler.init_noise_sigma(), conditioning, noise.generators,
                       device_);  // [B, 4, h, w]
   }
+  if (deep_cache) deep_cache->count_into(statistics_);  // the images of this batch, for the run summary
   throw_if_cancelled();
   vae_phase();  // --offload model: the VAE to the device to decode
   return to_rgb(vae_->decode(to_vae_space(latents)));  // [B, 3, H, W]

@@ -24,6 +24,11 @@ namespace dpinfer::pipeline {
 class UNetPipeline : public LoraPipeline {
  public:
   const PipelineInfo& info() const override { return info_; }
+  /// DeepCache's counts over the run (deep_cache.h), when an image ran with it.
+  nlohmann::json statistics() const override { return statistics_; }
+  /// The settings both families share: DeepCache's branch must be one of this UNet's. The families' overrides
+  /// call it.
+  void check_settings(const nlohmann::json& settings) const override;
 
  protected:
   /// Reads the unet and vae configs; loads nothing.
@@ -80,6 +85,7 @@ class UNetPipeline : public LoraPipeline {
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;
   PipelineInfo info_;
+  nlohmann::json statistics_ = nlohmann::json::object();  ///< statistics(): DeepCache's counts over the run
 };
 
 }  // namespace dpinfer::pipeline

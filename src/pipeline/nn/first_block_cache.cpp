@@ -50,6 +50,8 @@ Streams FirstBlockCache::run(const Streams& input, const std::function<Streams(c
 void FirstBlockCache::count_into(nlohmann::json& statistics) const {
   statistics["denoiser_calls"] = statistics.value("denoiser_calls", int64_t{0}) + calls_;
   statistics["denoiser_calls_cached"] = statistics.value("denoiser_calls_cached", int64_t{0}) + skipped_;
+  statistics["step_cache"] = "First Block Cache";
+  statistics["step_cache_skip"] = "skipped the blocks after the first";
 }
 
 }  // namespace dpinfer::pipeline::nn

@@ -39,7 +39,8 @@ class FirstBlockCache {
   int64_t calls() const { return calls_; }
   int64_t skipped() const { return skipped_; }
 
-  /// Adds calls() and skipped() to a pipeline's statistics() object.
+  /// Adds calls() and skipped() to a pipeline's statistics() object, and names the cache there ("step_cache",
+  /// "step_cache_skip": what a cached call skipped, for the run's last log line).
   void count_into(nlohmann::json& statistics) const;
 
  private:

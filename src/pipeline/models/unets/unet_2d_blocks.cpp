@@ -71,14 +71,20 @@ DownBlock2DImpl::DownBlock2DImpl(const UNetBlockOptions& options, const at::Tens
   }
 }
 
-at::Tensor DownBlock2DImpl::forward(const at::Tensor& x, const at::Tensor& temb, const at::Tensor& context,
-                                    std::vector<at::Tensor>& skips) {
+at::Tensor DownBlock2DImpl::forward_layers(const at::Tensor& x, const at::Tensor& temb, const at::Tensor& context,
+                                           std::vector<at::Tensor>& skips, int64_t layers) {
   at::Tensor h = x;
-  for (size_t i = 0; i < resnets_.size(); ++i) {
+  for (size_t i = 0; i < resnets_.size() && static_cast<int64_t>(i) < layers; ++i) {
     h = resnets_[i](h, temb);
     if (!attentions_.empty()) h = attentions_[i](h, context);
     skips.push_back(h);
   }
+  return h;
+}
+
+at::Tensor DownBlock2DImpl::forward(const at::Tensor& x, const at::Tensor& temb, const at::Tensor& context,
+                                    std::vector<at::Tensor>& skips) {
+  at::Tensor h = forward_layers(x, temb, context, skips, num_layers());
   if (!downsampler_.is_empty()) {
     h = downsampler_(h);
     skips.push_back(h);
@@ -106,9 +112,11 @@ UpBlock2DImpl::UpBlock2DImpl(const UNetBlockOptions& options, const at::TensorOp
 }
 
 at::Tensor UpBlock2DImpl::forward(const at::Tensor& x, std::vector<at::Tensor>& skips, const at::Tensor& temb,
-                                  const at::Tensor& context, const std::vector<int64_t>& upsample_size) {
+                                  const at::Tensor& context, const std::vector<int64_t>& upsample_size, int64_t from,
+                                  at::Tensor* keep, int64_t keep_layer) {
   at::Tensor h = x;
-  for (size_t i = 0; i < resnets_.size(); ++i) {
+  for (size_t i = static_cast<size_t>(from); i < resnets_.size(); ++i) {
+    if (keep && static_cast<int64_t>(i) == keep_layer) *keep = h;
     at::Tensor skip = std::move(skips.back());
     skips.pop_back();
     h = resnets_[i](at::cat({h, skip}, 1), temb);

@@ -126,7 +126,7 @@ at::Tensor UNet2DConditionModelImpl::text_time_embedding(const AddedConditioning
 // Ref: diffusers/models/unets/unet_2d_condition.py UNet2DConditionModel.forward
 at::Tensor UNet2DConditionModelImpl::forward(const at::Tensor& sample, const at::Tensor& timestep,
                                              const at::Tensor& encoder_hidden_states, const at::Tensor& timestep_cond,
-                                             const AddedConditioning* added) {
+                                             const AddedConditioning* added, DeepCache* deep_cache) {
   if (sample.dim() != 4 || sample.size(1) != config_.in_channels)
     throw Error("unet: sample must be [batch, " + std::to_string(config_.in_channels) +
                 ", height, width], got " + c10::str(sample.sizes()));
@@ -147,22 +147,52 @@ at::Tensor UNet2DConditionModelImpl::forward(const at::Tensor& sample, const at:
   at::Tensor emb = time_embedding_(t_emb, timestep_cond);  // [B, time_embed_dim]
   if (!add_embedding_.is_empty()) emb = emb + text_time_embedding(added, sample);
 
+  // DeepCache (deep_cache.h): the branch ends in down block `branch` and in up_blocks_[cache_up], which mirrors it;
+  // the kept feature is the input of that up block's layer `entry`. A shallow call runs the down blocks above the
+  // branch, the branch block's first `layer` layers, no mid block, and the up blocks from cache_up's entry layer on.
+  const size_t n = down_blocks_.size();
+  const bool shallow = deep_cache && !deep_cache->full();
+  size_t branch = n, cache_up = n;
+  int64_t entry = 0;
+  if (deep_cache) {
+    if (deep_cache->block() >= static_cast<int64_t>(n))
+      throw InputError("deep_cache_branch " + std::to_string(3 * deep_cache->block() + deep_cache->layer()) +
+                       ": this UNet has " + std::to_string(n) + " down blocks, so its branches are 0.." +
+                       std::to_string(3 * n - 1));
+    branch = static_cast<size_t>(deep_cache->block());
+    cache_up = n - 1 - branch;
+    entry = deep_cache->entry_layer(up_blocks_[cache_up]->num_layers());
+    if (shallow && !deep_cache->feature.defined()) throw Error("DeepCache: a shallow call before any full one");
+  }
+
   x = conv_in_(x);
   std::vector<at::Tensor> skips{x};
-  for (auto& block : down_blocks_) x = block(x, emb, encoder_hidden_states, skips);
+  for (size_t i = 0; i < (shallow ? branch : n); ++i) x = down_blocks_[i](x, emb, encoder_hidden_states, skips);
 
-  if (!mid_block_cross_attn_.is_empty()) x = mid_block_cross_attn_(x, emb, encoder_hidden_states);
-  if (!mid_block_plain_.is_empty()) x = mid_block_plain_(x, emb);
+  if (shallow) {
+    x = down_blocks_[branch]->forward_layers(x, emb, encoder_hidden_states, skips, deep_cache->layer());
+  } else {
+    if (!mid_block_cross_attn_.is_empty()) x = mid_block_cross_attn_(x, emb, encoder_hidden_states);
+    if (!mid_block_plain_.is_empty()) x = mid_block_plain_(x, emb);
+  }
 
-  for (size_t i = 0; i < up_blocks_.size(); ++i) {
+  for (size_t i = shallow ? cache_up : 0; i < up_blocks_.size(); ++i) {
     const bool is_final = i + 1 == up_blocks_.size();
+    // A shallow call enters the branch's up block at its entry layer, with the feature, and takes only the skips
+    // of the layers from there (the ones its down block's first layers and the blocks above just pushed).
+    const int64_t from = shallow && i == cache_up ? entry : 0;
     std::vector<int64_t> upsample_size;
     // The size of the skip the next block will take first, once this block has taken its own.
     if (!is_final && forward_upsample_size) {
-      const at::Tensor& next_skip = skips[skips.size() - up_blocks_[i]->num_layers() - 1];
+      const at::Tensor& next_skip = skips[skips.size() - static_cast<size_t>(up_blocks_[i]->num_layers() - from) - 1];
       upsample_size = {next_skip.size(2), next_skip.size(3)};
     }
-    x = up_blocks_[i](x, skips, emb, encoder_hidden_states, upsample_size);
+    if (i != cache_up)
+      x = up_blocks_[i](x, skips, emb, encoder_hidden_states, upsample_size);
+    else if (shallow)
+      x = up_blocks_[i](deep_cache->feature, skips, emb, encoder_hidden_states, upsample_size, from);
+    else  // a full call keeps the feature
+      x = up_blocks_[i](x, skips, emb, encoder_hidden_states, upsample_size, 0, &deep_cache->feature, entry);
   }
 
   return conv_out_(at::silu(conv_norm_out_(x)));

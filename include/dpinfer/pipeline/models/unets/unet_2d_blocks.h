@@ -54,6 +54,14 @@ class DownBlock2DImpl : public torch::nn::Module {
   /// and the downsampler output to `skips`, as diffusers' output_states.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& temb, const at::Tensor& context,
                      std::vector<at::Tensor>& skips);
+  /// The first `layers` layers only (each a resnet, and its attention where the block has them), without the
+  /// downsampler: DeepCache's shallow branch (deep_cache.h). Appends their outputs to `skips`; returns the last
+  /// (x when `layers` is 0).
+  at::Tensor forward_layers(const at::Tensor& x, const at::Tensor& temb, const at::Tensor& context,
+                            std::vector<at::Tensor>& skips, int64_t layers);
+
+  /// How many resnets (layers) it has.
+  int64_t num_layers() const { return static_cast<int64_t>(resnets_.size()); }
 
  private:
   std::vector<nn::ResnetBlock2D> resnets_;
@@ -69,8 +77,12 @@ class UpBlock2DImpl : public torch::nn::Module {
   UpBlock2DImpl(const UNetBlockOptions& options, const at::TensorOptions& tensor_options);
 
   /// Consumes num_layers entries from the back of `skips`. `upsample_size` empty: x2.
+  /// DeepCache (deep_cache.h): with `from` > 0, x is the input of layer `from` and the layers before it do not run
+  /// (nor take their skips: num_layers - from are consumed); with `keep` set, *keep is set to the input of layer
+  /// `keep_layer` ([B, C, h, w]: x itself for layer 0, else the output of layer keep_layer - 1).
   at::Tensor forward(const at::Tensor& x, std::vector<at::Tensor>& skips, const at::Tensor& temb,
-                     const at::Tensor& context, const std::vector<int64_t>& upsample_size = {});
+                     const at::Tensor& context, const std::vector<int64_t>& upsample_size = {}, int64_t from = 0,
+                     at::Tensor* keep = nullptr, int64_t keep_layer = 0);
 
   /// How many skip connections forward() consumes.
   int64_t num_layers() const { return static_cast<int64_t>(resnets_.size()); }

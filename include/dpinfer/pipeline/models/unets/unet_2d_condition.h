@@ -9,6 +9,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include "dpinfer/pipeline/models/unets/deep_cache.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_blocks.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/pipeline/nn/embeddings.h"
@@ -35,9 +36,13 @@ class UNet2DConditionModelImpl : public torch::nn::Module {
   /// timestep a 0-d or [B] tensor of any dtype, encoder_hidden_states [B, L, cross_attention_dim],
   /// timestep_cond [B, time_cond_proj_dim] only for configs with time_cond_proj_dim,
   /// `added` only (and always) for configs with addition_embed_type text_time.
+  /// `deep_cache` set: the call runs under DeepCache with this state (deep_cache.h), whose next_call() decided
+  /// it: a full call keeps the branch's feature in it, a shallow one runs only the shallow branch from it.
+  /// InputError when its branch's block is not one of this UNet's down blocks.
   /// Returns [B, out_channels, h, w] in the sample's dtype.
   at::Tensor forward(const at::Tensor& sample, const at::Tensor& timestep, const at::Tensor& encoder_hidden_states,
-                     const at::Tensor& timestep_cond = {}, const AddedConditioning* added = nullptr);
+                     const at::Tensor& timestep_cond = {}, const AddedConditioning* added = nullptr,
+                     DeepCache* deep_cache = nullptr);
 
   const UNetConfig& config() const { return config_; }
 
