@@ -27,9 +27,19 @@ namespace {
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   static constexpr size_t kHeader = c10::gAlignment;  // keeps the data aligned as alloc_cpu's
+  static constexpr size_t kUncountedBit = size_t{1} << 63;  // in the header's size: allocated under Uncounted
+  static thread_local int uncounted_depth;
 
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return {nullptr, nullptr, &release, c10::Device(c10::kCPU)};
+    if (uncounted_depth > 0) {
+      // Marked in the header, so that release() leaves the count alone too.
+      char* block = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+      const size_t marked = n | kUncountedBit;
+      std::memcpy(block, &marked, sizeof marked);
+      void* data = block + kHeader;
+      return {data, data, &release, c10::Device(c10::kCPU)};
+    }
     const int64_t bytes = static_cast<int64_t>(n);
     const int64_t now = allocated_.fetch_add(bytes) + bytes;
     const int64_t cap = cap_.load();
@@ -55,7 +65,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     char* block = static_cast<char*>(data) - kHeader;
     size_t n = 0;
     std::memcpy(&n, block, sizeof n);
-    instance().allocated_.fetch_sub(static_cast<int64_t>(n));
+    if (!(n & kUncountedBit)) instance().allocated_.fetch_sub(static_cast<int64_t>(n));
     c10::free_cpu(block);
   }
 
@@ -79,6 +89,8 @@ class CountingCpuAllocator final : public c10::Allocator {
   CountingCpuAllocator() = default;
   std::atomic<int64_t> allocated_{0}, peak_{0}, cap_{0};
 };
+
+thread_local int CountingCpuAllocator::uncounted_depth = 0;
 
 std::atomic<bool> counting_cpu{false}, counting_cuda{false};
 
@@ -128,6 +140,9 @@ void DeviceMemory::start_counting(const std::string& device) {
   counting_cuda = true;
 #endif
 }
+
+DeviceMemory::Uncounted::Uncounted() { ++CountingCpuAllocator::uncounted_depth; }
+DeviceMemory::Uncounted::~Uncounted() { --CountingCpuAllocator::uncounted_depth; }
 
 bool DeviceMemory::counting(const std::string& device) { return is_cpu(device) ? counting_cpu.load() : counting_cuda.load(); }
 

@@ -873,9 +873,13 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
 }
 
 void GenerateRun::out_of_memory(const std::string& what, const std::exception& e) const {
-  const std::string device = pipe_ ? pipe_->info().device : std::string("the device");
+  const std::string device = pipe_ ? pipe_->info().device : resolve_device(o_.device, rank_);
   std::string advice;
-  if (memory_plan_.is_null()) {
+  if (memory_plan_.is_null() && !o_.max_device_memory.empty()) {
+    // The plan was made (the load runs after it) but its estimate missed the load's own peak.
+    advice = "the load needed more than --max-device-memory " + o_.max_device_memory +
+             "'s plan estimated; give a larger budget, or the options (--weight-storage, --offload) yourself";
+  } else if (memory_plan_.is_null()) {
     advice = "plan the run's memory with --max-device-memory auto (or a number of GB), or lower --batch-size or the "
              "image size";
   } else {

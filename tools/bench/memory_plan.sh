@@ -44,7 +44,7 @@ py=/usr/bin/python3
 work="$(mktemp -d "${TMPDIR:-/tmp}/dpinfer-memory-plan.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 echo "a red circle" > "$work/prompt.txt"
-echo "# $(date -u +%FT%TZ) on $(uname -n): $(nproc) cores, $("$worker" --version 2>/dev/null | head -1)"
+echo "# $(date -u +%FT%TZ) on $(uname -n): $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $("$(dirname "$worker")/dpinfer" --version 2>/dev/null | head -1)"
 echo "# model $model, --dtype $dtype, --steps $steps, --max-device-memory $budget $extra"
 for size in ${sizes//,/ }; do
   out="$work/out-$size"

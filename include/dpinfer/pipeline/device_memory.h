@@ -33,6 +33,15 @@ struct DeviceMemory {
   static bool counting(const std::string& device);
   /// Starts a new peak at the bytes allocated now (ComponentResidency measures each phase's peak so).
   static void reset_peak(const std::string& device);
+  /// While one lives, this thread's CPU allocations are left out of the count and the cap: for tensors
+  /// that are allocated but never written (a module built on the host only to be reallocated where its
+  /// weights go), which take no resident memory.
+  struct Uncounted {
+    Uncounted();
+    ~Uncounted();
+    Uncounted(const Uncounted&) = delete;
+    Uncounted& operator=(const Uncounted&) = delete;
+  };
   /// The bytes allocated on `device` now; 0 when not counting.
   static int64_t allocated_bytes(const std::string& device);
 };

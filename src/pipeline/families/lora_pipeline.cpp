@@ -1,5 +1,7 @@
 #include "lora_pipeline.h"
 
+#include <algorithm>
+
 #include "dpinfer/pipeline/device_memory.h"
 
 #include "dpinfer/util/error.h"
@@ -28,7 +30,9 @@ nlohmann::json LoraPipeline::offload_statistics() const {
   nlohmann::json j = nlohmann::json::object();
   if (const auto peaks = residency_.phase_peaks(); !peaks.empty()) {
     j["peak_bytes_by_phase"] = peaks;
-    j["peak_bytes"] = DeviceMemory::peak_bytes(info().device);
+    int64_t peak = 0;  // each phase starts a new peak (ComponentResidency): the run's is the largest
+    for (const auto& [phase, bytes] : peaks) peak = std::max(peak, bytes);
+    j["peak_bytes"] = peak;
   }
   if (residency_.model_offload()) {
     j["moves_to_device"] = residency_.moves_to_device();

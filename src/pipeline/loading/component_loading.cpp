@@ -1,5 +1,7 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 
+#include "dpinfer/pipeline/device_memory.h"
+
 #include <torch/nn/module.h>
 
 #include <algorithm>
@@ -93,9 +95,13 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
   } else {
     // Built on the host, where an uninitialised tensor costs no memory until it is written, then
     // each tensor allocated on the device in its own dtype: on a GPU the run-dtype weights of the
-    // stored layers never exist, only their float8 ones or their GGUF blocks.
+    // stored layers never exist, only their float8 ones or their GGUF blocks. The build's tensors are
+    // never written, so --max-device-memory's count of the CPU's allocations leaves them out.
     const at::ScalarType compute = options.dtype().toScalarType();
-    module = model_class->build(c.config, options.device(at::kCPU));
+    {
+      DeviceMemory::Uncounted never_written;
+      module = model_class->build(c.config, options.device(at::kCPU));
+    }
     if (storage != at::ScalarType::Undefined) {
       const std::vector<std::string> stored = layerwise_stored_layers(*module, model_class->layerwise_casting_skip);
       const int64_t bytes = store_layers(*module, stored, storage, compute);
