@@ -821,7 +821,7 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
               secs > 0 ? static_cast<double>(generated) / secs : 0.0);
   }
   if (const int64_t calls = counted.value("denoiser_calls", int64_t{0}))
-    log::info("First Block Cache: {} of {} denoiser calls ({:.1f}%) skipped the blocks after the first",
+    log::info("step cache (first_block_cache or dbcache): {} of {} denoiser calls ({:.1f}%) skipped the cached blocks",
               counted.value("denoiser_calls_cached", int64_t{0}), calls,
               100.0 * static_cast<double>(counted.value("denoiser_calls_cached", int64_t{0})) / static_cast<double>(calls));
   if (merged.torn_lines) log::warn("{} torn manifest line(s) from an interrupted run were ignored", merged.torn_lines);

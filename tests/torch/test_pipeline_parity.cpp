@@ -26,7 +26,9 @@
 // make_flux2_pipelines.py's for tiny-flux2-klein (distilled) and tiny-flux2-klein-base (CFG on ""), recorded with
 // diffusers 0.37.0, the FLUX.2 pin (1 to 50 steps, non-square and wide sizes, empty, non-ASCII and long prompts,
 // max_sequence_length 16 and 40, a batch of 3 prompts recorded per item alone, bf16 in half/);
-// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases, and
+// make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases,
+// make_dbcache_pipelines.py's DBCache and TaylorSeer cases (cache-dit 1.5.3; tiny-flux-dev, tiny-flux-schnell,
+// tiny-qwen-image, tiny-qwen-image-alt: <name>.golden/dbcache/), and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
@@ -100,11 +102,12 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   if (!doc["cases"].empty()) goldens.push_back({doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""});
   // Then half/'s (make_half_pipelines.py), fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
-  // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
+  // under First Block Cache, issue 28), dbcache/'s (make_dbcache_pipelines.py: FLUX.1 and Qwen-Image under
+  // cache-dit's DBCache, with TaylorSeer and without, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
   // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
-  for (const char* sub : {"half", "fp8", "fbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill", "lora-storage"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -148,8 +151,20 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // tiny-z-image is 97.2% exact (max |d| 1), though bit-identical on one.
     const int threads = at::get_num_threads();
     if (o.dtype != "fp32") at::set_num_threads(1);
+    const json counted_before = pipe->statistics();
     auto got = pipe->generate(batch);
     at::set_num_threads(threads);
+    // A step cache's golden (fbcache/, dbcache/) records the reference's transformer calls and how many skipped the
+    // cached blocks: dpinfer's counts of the same call are those, so that it skipped the very same steps.
+    for (const char* cache : {"first_block_cache", "dbcache"})
+      if (c.contains(cache) && c[cache].is_object()) {
+        const json counted = pipe->statistics();
+        auto delta = [&](const char* key) {
+          return counted.value(key, int64_t{0}) - counted_before.value(key, int64_t{0});
+        };
+        EXPECT_EQ(delta("denoiser_calls"), c[cache]["calls"].get<int64_t>()) << name << "/" << c["name"];
+        EXPECT_EQ(delta("denoiser_calls_cached"), c[cache]["skipped"].get<int64_t>()) << name << "/" << c["name"];
+      }
     Pixels want = golden_image(*images, c["image_tensor"].get<std::string>());
     ASSERT_EQ(static_cast<int64_t>(got.size()), want.shape[0]) << c["name"];
     size_t exact = 0, total = 0;

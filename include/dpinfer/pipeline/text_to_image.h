@@ -157,9 +157,9 @@ class TextToImage {
   /// (its seed included), never on the rest of the batch, up to float rounding.
   /// Throws dpinfer::Error (or c10::Error) on failure.
   virtual std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) = 0;
-  /// What this pipeline counted over its generate() calls, for the run's summary: with a step cache,
-  /// {"denoiser_calls": per image and cache context, "denoiser_calls_cached": those that skipped the
-  /// blocks after the first}. Empty when it counts nothing.
+  /// What this pipeline counted over its generate() calls, for the run's summary: with a step cache
+  /// (First Block Cache, DBCache), {"denoiser_calls": per image and cache context, "denoiser_calls_cached":
+  /// those that skipped the cached blocks}. Empty when it counts nothing.
   virtual nlohmann::json statistics() const { return nlohmann::json::object(); }
   /// Two-phase chunks (issue 26; LoadRequest::two_phase): encodes the prompts and negative prompts
   /// of `chunk`, batches as generate() will get them, into the pipeline's cache of encodings, then
