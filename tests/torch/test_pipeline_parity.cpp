@@ -28,7 +28,7 @@
 // max_sequence_length 16 and 40, a batch of 3 prompts recorded per item alone, bf16 in half/);
 // make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases,
 // make_dbcache_pipelines.py's DBCache and TaylorSeer cases (cache-dit 1.5.3; tiny-flux-dev, tiny-flux-schnell,
-// tiny-qwen-image, tiny-qwen-image-alt: <name>.golden/dbcache/), and
+// tiny-flux-kontext, tiny-flux-fill, tiny-qwen-image, tiny-qwen-image-alt: <name>.golden/dbcache/), and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
