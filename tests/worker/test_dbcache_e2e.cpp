@@ -1,5 +1,6 @@
-// --set dbcache=T (cache-dit's DBCache, with taylorseer_order its TaylorSeer) end to end (issue 28): cache-dit
-// decides per batch, dpinfer per image, so an image is the same alone, in a batch and on any rank; the options are
+// --set dbcache=T (cache-dit's DBCache, with taylorseer_order its TaylorSeer) end to end (issue 28), on FLUX.1,
+// Qwen-Image and Chroma: cache-dit decides per batch, dpinfer per image, so an image is the same alone, in a batch
+// and on any rank; the options are
 // in the record, the infotext and resume's identity; --offload blocks changes no pixel; bad values, a family without
 // DBCache, DBCache with First Block Cache, options without DBCache and an Fn + Bn the transformer cannot split are
 // refused in one line. (Parity with cache-dit, bit for bit at a batch of one: PipelineParity's dbcache/ cases.)
@@ -50,6 +51,13 @@ TEST(DBCacheE2E, AQwenImageDoesNotDependOnItsBatchOrRank) {
   // first line only.
   expect_independence("tiny-qwen-image", json::object(), {"dbcache=0.95", "dbcache_fn=1", "dbcache_warmup=3",
                                           "dbcache_max_continuous=3", "taylorseer_order=2"});
+}
+
+TEST(DBCacheE2E, AChromaImageDoesNotDependOnItsBatchOrRank) {
+  // Chroma's CFG (guidance 5 by default) runs for every line, on its negative prompt or "": both states, and its
+  // two block lists cached apart.
+  expect_independence("tiny-chroma-alt", json::object(), {"dbcache=0.97", "dbcache_fn=1", "dbcache_warmup=3",
+                                                          "taylorseer_order=1"});
 }
 
 TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
@@ -108,10 +116,16 @@ TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
     EXPECT_EQ(r.exit_code, 2) << model << ": " << r.err;
     EXPECT_TRUE(contains(r.err, why)) << r.err;
   };
-  for (const char* model : {"tiny-sd3", "tiny-chroma", "tiny-z-image", "tiny-sd1"}) {
-    refused(model, {"--set", "dbcache=0.2"}, "only of Qwen-Image and FLUX.1 models");
-    refused(model, {"--set", "taylorseer_order=1"}, "only of Qwen-Image and FLUX.1 models");
+  for (const char* model : {"tiny-sd3", "tiny-z-image", "tiny-sd1"}) {
+    refused(model, {"--set", "dbcache=0.2"}, "only of Qwen-Image, FLUX.1 and Chroma models");
+    refused(model, {"--set", "taylorseer_order=1"}, "only of Qwen-Image, FLUX.1 and Chroma models");
   }
+  // Chroma caches its double- and single-stream lists apart; tiny-chroma has one block in each.
+  refused("tiny-chroma", {"--set", "dbcache=0.2", "--set", "dbcache_fn=1"},
+          "dbcache_fn + dbcache_bn (1 + 0) must be below this transformer's 1 blocks in each of its double- and "
+          "single-stream lists (cached apart)");
+  refused("tiny-chroma", {"--set", "dbcache=0.2", "--set", "first_block_cache=0.2"},
+          "first_block_cache");
   refused("tiny-flux-dev", {"--set", "dbcache=0.2", "--set", "first_block_cache=0.2"},
           "first_block_cache and dbcache: two step caches for the same blocks; set one of them");
   refused("tiny-flux-dev", {"--set", "taylorseer_order=1"},

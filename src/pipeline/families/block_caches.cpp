@@ -20,7 +20,7 @@ nn::DBCacheOptions dbcache_options(const nlohmann::json& settings) {
   return o;
 }
 
-void check_block_cache_settings(const nlohmann::json& settings, int64_t num_blocks) {
+void check_block_cache_settings(const nlohmann::json& settings, int64_t num_blocks, const std::string& blocks) {
   const nn::DBCacheOptions o = dbcache_options(settings);
   if (o.threshold > 0 && settings.value("first_block_cache", 0.0) > 0)
     throw InputError("first_block_cache and dbcache: two step caches for the same blocks; set one of them");
@@ -42,25 +42,23 @@ void check_block_cache_settings(const nlohmann::json& settings, int64_t num_bloc
   }
   if (o.fn + o.bn >= num_blocks)
     throw InputError("dbcache_fn + dbcache_bn (" + std::to_string(o.fn) + " + " + std::to_string(o.bn) +
-                     ") must be below this transformer's " + std::to_string(num_blocks) +
-                     " blocks, leaving blocks in between to cache; lower them");
+                     ") must be below this transformer's " + std::to_string(num_blocks) + " " + blocks +
+                     ", leaving blocks in between to cache; lower them");
 }
 
-BlockCaches::BlockCaches(const nlohmann::json& settings) {
+BlockCaches::BlockCaches(const nlohmann::json& settings, int lists) {
   const double fbc = settings.value("first_block_cache", 0.0);
   const nn::DBCacheOptions db = dbcache_options(settings);
-  if (fbc > 0) {
-    cond_ = std::make_unique<nn::FirstBlockCache>(fbc);
-    uncond_ = std::make_unique<nn::FirstBlockCache>(fbc);
-  } else if (db.threshold > 0) {
-    cond_ = std::make_unique<nn::DBCache>(db);
-    uncond_ = std::make_unique<nn::DBCache>(db);
-  }
+  for (int i = 0; i < lists; ++i)
+    for (auto* states : {&cond_, &uncond_}) {
+      if (fbc > 0) states->push_back(std::make_unique<nn::FirstBlockCache>(fbc));
+      else if (db.threshold > 0) states->push_back(std::make_unique<nn::DBCache>(db));
+    }
 }
 
 void BlockCaches::count_into(nlohmann::json& statistics) const {
-  if (cond_) cond_->count_into(statistics);
-  if (uncond_) uncond_->count_into(statistics);
+  for (const auto* states : {&cond_, &uncond_})
+    for (const auto& state : *states) state->count_into(statistics);
 }
 
 }  // namespace dpinfer::pipeline

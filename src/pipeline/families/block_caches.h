@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,24 +19,29 @@ namespace dpinfer::pipeline {
 nn::DBCacheOptions dbcache_options(const nlohmann::json& settings);
 
 /// check_settings()'s part for the caches, for a transformer of `num_blocks` blocks (FLUX.1: double- then
-/// single-stream): refuses first_block_cache with dbcache, DBCache's options without dbcache, and dbcache_fn +
-/// dbcache_bn that leave no block to cache. Throws InputError, one line.
-void check_block_cache_settings(const nlohmann::json& settings, int64_t num_blocks);
+/// single-stream; Chroma: the shorter of its two lists, which it caches apart, and `blocks` says so): refuses
+/// first_block_cache with dbcache, DBCache's options without dbcache, and dbcache_fn + dbcache_bn that leave no block
+/// to cache. Throws InputError, one line.
+void check_block_cache_settings(const nlohmann::json& settings, int64_t num_blocks,
+                                const std::string& blocks = "blocks");
 
 /// A batch's cache states: one for the prompt's calls (diffusers' and the pipelines' cache_context("cond"),
 /// cache-dit's non-CFG steps) and one for true CFG's negative ones ("uncond", cache-dit's CFG steps with
-/// enable_separate_cfg), fresh per batch as the references reset theirs per pipeline call. Both null when the
-/// settings ask for no cache.
+/// enable_separate_cfg), fresh per batch as the references reset theirs per pipeline call; and that per block
+/// list the transformer caches apart (`lists`: Chroma's double- and single-stream lists are two, as cache-dit's
+/// Chroma adapter caches them, each its own context; FLUX.1's and Qwen-Image's one). All null when the settings ask
+/// for no cache.
 class BlockCaches {
  public:
-  explicit BlockCaches(const nlohmann::json& settings);
-  nn::BlockCache* cond() const { return cond_.get(); }
-  nn::BlockCache* uncond() const { return uncond_.get(); }
-  /// Adds both states' counts to a pipeline's statistics() (nn::BlockCache::count_into).
+  explicit BlockCaches(const nlohmann::json& settings, int lists = 1);
+  nn::BlockCache* cond(int list = 0) const { return cond_.empty() ? nullptr : cond_.at(list).get(); }
+  nn::BlockCache* uncond(int list = 0) const { return uncond_.empty() ? nullptr : uncond_.at(list).get(); }
+  /// Adds every state's counts to a pipeline's statistics() (nn::BlockCache::count_into): with two lists, a call
+  /// counts once per list.
   void count_into(nlohmann::json& statistics) const;
 
  private:
-  std::unique_ptr<nn::BlockCache> cond_, uncond_;
+  std::vector<std::unique_ptr<nn::BlockCache>> cond_, uncond_;
 };
 
 }  // namespace dpinfer::pipeline

@@ -133,7 +133,7 @@ std::vector<SettingSpec> dbcache_settings() {
        "DBCache", 0},
       {"dbcache_fn", Type::kInteger, 8, 1, 10000,
        "DBCache's first blocks, always run, whose output decides (Fn_compute_blocks; FLUX.1 counts its double- then "
-       "single-stream blocks)",
+       "single-stream blocks, Chroma caches each of the two lists apart)",
        "DBCache Fn", 0},
       {"dbcache_bn", Type::kInteger, 0, 0, 10000, "DBCache's last blocks, always run (Bn_compute_blocks)", "DBCache Bn", 0},
       {"dbcache_warmup", Type::kInteger, 8, 0, 100000, "DBCache's first steps, which run every block (max_warmup_steps)",
@@ -151,11 +151,16 @@ std::vector<SettingSpec> dbcache_settings() {
   };
 }
 
+// A family's own settings, then DBCache's (Chroma: diffusers registers no First Block Cache for its blocks).
+std::vector<SettingSpec> with_dbcache(std::vector<SettingSpec> own) {
+  for (SettingSpec& s : dbcache_settings()) own.push_back(std::move(s));
+  return own;
+}
+
 // A family's own settings, then the step caches' (First Block Cache and DBCache) that FLUX.1 and Qwen-Image take.
 std::vector<SettingSpec> with_block_caches(std::vector<SettingSpec> own) {
   own.push_back(first_block_cache());
-  for (SettingSpec& s : dbcache_settings()) own.push_back(std::move(s));
-  return own;
+  return with_dbcache(std::move(own));
 }
 
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
@@ -297,8 +302,9 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kT5Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(512, "T5 tokens of the prompt (padded to this length, the padding masked but for one "
-                                    "token; diffusers' max_sequence_length, at most 512); longer prompts are cut")},
+          with_dbcache({max_sequence_length(512, "T5 tokens of the prompt (padded to this length, the padding masked but "
+                                                 "for one token; diffusers' max_sequence_length, at most 512); longer "
+                                                 "prompts are cut")}),
           /*default_steps=*/35,
           /*default_guidance_scale=*/5.0,  // real CFG, on above 1, with the negative prompt or ""
           /*size_multiple=*/16,

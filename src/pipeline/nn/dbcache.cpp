@@ -55,7 +55,7 @@ bool DBCache::begin_step_and_decide(Image& image, const at::Tensor& residual) co
   if (image.last_cached != image.step - 1) image.continuous = 0;
   if (options_.taylorseer_order > 0) {
     image.image_seer.begin_step();
-    image.text_seer.begin_step();
+    image.text_seer.begin_step();  // a no-op for a state never updated (no text stream)
   }
   // CachedContextManager.can_cache: no skip in the warm-up (steps 0 .. max_warmup_steps-1), past
   // max_cached_steps skipped steps or max_continuous_cached_steps in a row, or before a step has computed.
@@ -74,7 +74,7 @@ void DBCache::store(Image& image, const at::Tensor& residual, const at::Tensor& 
   image.fn_residual = residual;
   if (options_.taylorseer_order > 0) {
     image.image_seer.update(image_residual);
-    image.text_seer.update(text_residual);
+    if (text_residual.defined()) image.text_seer.update(text_residual);
   } else {
     image.image = image_residual;
     image.text = text_residual;
@@ -90,6 +90,9 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
   // call_Fn_blocks on the whole batch, and the Fn residual of the image tokens.
   const Streams first = blocks(0, fn, input, {});
   const at::Tensor residual = first.image - input.image;  // [B, L_img, D]
+  // A single-stream list (cache-dit's Pattern_3: Chroma's single_transformer_blocks) has one stream, the joint
+  // sequence as `image`, and no text stream (undefined): no encoder buffer, as cache-dit sets none.
+  const bool text = input.text.defined();
   const int64_t batch = residual.size(0);
   if (images_.empty()) {
     images_.resize(static_cast<size_t>(batch));
@@ -109,31 +112,35 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
     // call_Mn_blocks for every image (always so at the first step): the whole batch as it comes; the Bn buffers
     // are the middle blocks' residuals.
     out = blocks(fn, middle_end, first, {});
-    const at::Tensor image_residual = out.image - first.image, text_residual = out.text - first.text;
+    const at::Tensor image_residual = out.image - first.image;
+    const at::Tensor text_residual = text ? out.text - first.text : at::Tensor();
     for (int64_t b = 0; b < batch; ++b)
-      store(images_[b], residual.narrow(0, b, 1), image_residual.narrow(0, b, 1), text_residual.narrow(0, b, 1));
+      store(images_[b], residual.narrow(0, b, 1), image_residual.narrow(0, b, 1),
+            text ? text_residual.narrow(0, b, 1) : at::Tensor());
   } else {
     // apply_cache for the cached images: the cached residual (or TaylorSeer's extrapolation) plus the Fn output.
-    out = {first.image.clone(), first.text.clone()};
+    out = {first.image.clone(), text ? first.text.clone() : at::Tensor()};
     for (int64_t b : cached) {
       Image& image = images_[b];
       const bool seer = options_.taylorseer_order > 0;
       const at::Tensor image_residual = seer ? image.image_seer.approximate() : image.image;
-      const at::Tensor text_residual = seer ? image.text_seer.approximate() : image.text;
       out.image.narrow(0, b, 1).copy_(image_residual + first.image.narrow(0, b, 1));
+      if (!text) continue;
+      const at::Tensor text_residual = seer ? image.text_seer.approximate() : image.text;
       out.text.narrow(0, b, 1).copy_(text_residual + first.text.narrow(0, b, 1));
     }
     if (!compute.empty()) {
       const at::Tensor rows = at::tensor(compute, at::kLong).to(residual.device());
-      const Streams part{first.image.index_select(0, rows), first.text.index_select(0, rows)};
+      const Streams part{first.image.index_select(0, rows), text ? first.text.index_select(0, rows) : at::Tensor()};
       const Streams middle = blocks(fn, middle_end, part, rows);
       out.image.index_copy_(0, rows, middle.image);
-      out.text.index_copy_(0, rows, middle.text);
-      const at::Tensor image_residual = middle.image - part.image, text_residual = middle.text - part.text;
+      if (text) out.text.index_copy_(0, rows, middle.text);
+      const at::Tensor image_residual = middle.image - part.image;
+      const at::Tensor text_residual = text ? middle.text - part.text : at::Tensor();
       for (size_t k = 0; k < compute.size(); ++k) {
         const int64_t r = static_cast<int64_t>(k);
         store(images_[compute[k]], residual.narrow(0, compute[k], 1), image_residual.narrow(0, r, 1),
-              text_residual.narrow(0, r, 1));
+              text ? text_residual.narrow(0, r, 1) : at::Tensor());
       }
     }
     for (int64_t b : cached) {

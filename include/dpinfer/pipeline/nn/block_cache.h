@@ -17,7 +17,8 @@
 
 namespace dpinfer::pipeline::nn {
 
-/// The two streams between dual-stream blocks: image tokens [B, L_img, D], text tokens [B, L_txt, D].
+/// The two streams between dual-stream blocks: image tokens [B, L_img, D], text tokens [B, L_txt, D]. Between
+/// single-stream blocks (DBCache's Pattern_3 lists: Chroma's), `image` is the joint sequence and `text` undefined.
 struct Streams {
   at::Tensor image, text;
 };
