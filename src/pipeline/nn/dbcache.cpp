@@ -101,6 +101,9 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
     throw Error("dbcache: a cache context got a batch of " + std::to_string(batch) + " after one of " +
                 std::to_string(images_.size()));
   }
+  // Row b of a batch tensor, to keep: a copy of its own when the batch has more rows, so that an image's buffers do
+  // not hold on to batch-mates' rows that later steps replaced (the values are the same).
+  const auto row = [&](const at::Tensor& t, int64_t b) { return t.size(0) == 1 ? t : t.narrow(0, b, 1).clone(); };
   std::vector<int64_t> compute, cached;
   for (int64_t b = 0; b < batch; ++b)
     (begin_step_and_decide(images_[b], residual.narrow(0, b, 1)) ? cached : compute).push_back(b);
@@ -115,8 +118,7 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
     const at::Tensor image_residual = out.image - first.image;
     const at::Tensor text_residual = text ? out.text - first.text : at::Tensor();
     for (int64_t b = 0; b < batch; ++b)
-      store(images_[b], residual.narrow(0, b, 1), image_residual.narrow(0, b, 1),
-            text ? text_residual.narrow(0, b, 1) : at::Tensor());
+      store(images_[b], row(residual, b), row(image_residual, b), text ? row(text_residual, b) : at::Tensor());
   } else {
     // apply_cache for the cached images: the cached residual (or TaylorSeer's extrapolation) plus the Fn output.
     out = {first.image.clone(), text ? first.text.clone() : at::Tensor()};
@@ -139,8 +141,8 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
       const at::Tensor text_residual = text ? middle.text - part.text : at::Tensor();
       for (size_t k = 0; k < compute.size(); ++k) {
         const int64_t r = static_cast<int64_t>(k);
-        store(images_[compute[k]], residual.narrow(0, compute[k], 1), image_residual.narrow(0, r, 1),
-              text ? text_residual.narrow(0, r, 1) : at::Tensor());
+        store(images_[compute[k]], row(residual, compute[k]), row(image_residual, r),
+              text ? row(text_residual, r) : at::Tensor());
       }
     }
     for (int64_t b : cached) {
