@@ -49,8 +49,11 @@ TEST(ChromaFamily, RowHasDiffusersDefaultsAndSettings) {
   EXPECT_EQ(f->default_steps, 35);             // ChromaPipeline.__call__'s num_inference_steps
   EXPECT_DOUBLE_EQ(f->default_guidance_scale, 5.0);  // and guidance_scale
   EXPECT_EQ(f->size_multiple, 16);
-  ASSERT_EQ(f->settings.size(), 1u);
+  // max_sequence_length, then DBCache's options (cache-dit's Chroma adapter; no First Block Cache in diffusers).
+  ASSERT_EQ(f->settings.size(), 8u);
   EXPECT_EQ(f->settings[0].name, "max_sequence_length");
+  EXPECT_EQ(f->settings[1].name, "dbcache");
+  EXPECT_EQ(f->settings[7].name, "taylorseer_order");
 }
 
 // components.safetensors of make_chroma_pipelines.py: per text and max_sequence_length 512 and 16, the

@@ -29,7 +29,9 @@
 // make_fp8_storage_pipelines.py's fp8 cases, make_first_block_cache_pipelines.py's First Block Cache cases,
 // make_deep_cache_pipelines.py's DeepCache cases (tiny-sd1, tiny-sdxl, tiny-3down: <name>.golden/deepcache/, DeepCache
 // 0.1.1's DeepCacheSDHelper at intervals 2 and 3 and several branches, text-to-image and img2img, fp32 and bf16, each
-// case's UNet and shallow calls checked against dpinfer's statistics; issue 28), and
+// case's UNet and shallow calls checked against dpinfer's statistics; issue 28),
+// make_dbcache_pipelines.py's DBCache and TaylorSeer cases (cache-dit 1.5.3; tiny-flux-dev, tiny-flux-schnell,
+// tiny-flux-kontext, tiny-flux-fill, tiny-qwen-image, tiny-qwen-image-alt: <name>.golden/dbcache/), and
 // make_gguf_fixtures.py's GGUF cases (tiny-flux-dev, tiny-chroma, tiny-qwen-image, tiny-z-image and tiny-sd3.5:
 // <name>.golden/gguf/, the transformer read from a city96-style GGUF file against diffusers' GGUFQuantizationConfig;
 // issue 26), make_lora_storage_fixtures.py's LoRAs on those storages (tiny-flux-dev, tiny-qwen-image, tiny-sd1:
@@ -104,13 +106,14 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   if (!doc["cases"].empty()) goldens.push_back({doc["cases"], io::SafetensorsFile::open(gdir + "/images.safetensors"), ""});
   // Then half/'s (make_half_pipelines.py), fp8/'s (make_fp8_storage_pipelines.py: bf16 with the weights
   // stored in float8, issue 26), gguf/'s (make_gguf_fixtures.py: a GGUF transformer file) and fbcache/'s (make_first_block_cache_pipelines.py: FLUX.1 and Qwen-Image
-  // under First Block Cache, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
+  // under First Block Cache, issue 28), dbcache/'s (make_dbcache_pipelines.py: FLUX.1 and Qwen-Image under
+  // cache-dit's DBCache, with TaylorSeer and without, issue 28), each recorded with its machine's canaries; and tiling/'s, the float32
   // cases with VAE tiling on (make_vae_tiling_goldens.py; each says "vae_tiling": true).
   // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
   // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
-  for (const char* sub : {"half", "fp8", "fbcache", "deepcache", "tiling", "gguf", "img2img", "inpaint", "kontext", "fill",
-                          "lora-storage"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "img2img", "inpaint", "kontext",
+                          "fill", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -167,6 +170,17 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
       EXPECT_EQ(delta("denoiser_calls"), images * c["deep_cache"]["calls"].get<int64_t>()) << c["name"];
       EXPECT_EQ(delta("denoiser_calls_cached"), images * c["deep_cache"]["shallow_calls"].get<int64_t>()) << c["name"];
     }
+    // A step cache's golden (fbcache/, dbcache/) records the reference's transformer calls and how many skipped the
+    // cached blocks: dpinfer's counts of the same call are those, so that it skipped the very same steps.
+    for (const char* cache : {"first_block_cache", "dbcache"})
+      if (c.contains(cache) && c[cache].is_object()) {
+        const json counted = pipe->statistics();
+        auto delta = [&](const char* key) {
+          return counted.value(key, int64_t{0}) - counted_before.value(key, int64_t{0});
+        };
+        EXPECT_EQ(delta("denoiser_calls"), c[cache]["calls"].get<int64_t>()) << name << "/" << c["name"];
+        EXPECT_EQ(delta("denoiser_calls_cached"), c[cache]["skipped"].get<int64_t>()) << name << "/" << c["name"];
+      }
     Pixels want = golden_image(*images, c["image_tensor"].get<std::string>());
     ASSERT_EQ(static_cast<int64_t>(got.size()), want.shape[0]) << c["name"];
     size_t exact = 0, total = 0;

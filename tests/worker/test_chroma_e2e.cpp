@@ -89,7 +89,9 @@ TEST(ChromaE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
   EXPECT_EQ(rows[0]["steps"], 35);
   EXPECT_EQ(rows[0]["guidance_scale"], 5.0);
   EXPECT_EQ(rows[0]["scheduler"], "flow_match_euler");
-  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length"}));
+  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "dbcache", "dbcache_fn", "dbcache_bn", "dbcache_warmup",
+                                       "dbcache_max_cached", "dbcache_max_continuous", "taylorseer_order"}));
+  EXPECT_EQ(rows[0]["dbcache"], 0.0);  // off by default
   EXPECT_EQ(rows[0]["max_sequence_length"], 512);
   EXPECT_EQ(rows[2]["max_sequence_length"], 8);
   EXPECT_EQ(rows[3]["guidance_scale"], 1.0);
@@ -123,12 +125,22 @@ TEST(ChromaE2E, InspectReportsTheFamilyAndItsSettings) {
   EXPECT_EQ(report["components"]["tokenizer"]["class"], "T5TokenizerFast");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
-  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}}));
+  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512},
+                                      {"dbcache", 0.0},
+                                      {"dbcache_fn", 8},
+                                      {"dbcache_bn", 0},
+                                      {"dbcache_warmup", 8},
+                                      {"dbcache_max_cached", -1},
+                                      {"dbcache_max_continuous", -1},
+                                      {"taylorseer_order", 0}}));
 
   RunResult text = run({DPINFER_BINARY, "inspect", kChromaAlt}, kEnv, 120s);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "family: chroma\n")) << text.out;
-  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512 (the defaults; --set NAME=VALUE)\n")) << text.out;
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, dbcache=0.0, dbcache_fn=8, dbcache_bn=0, "
+                                 "dbcache_warmup=8, dbcache_max_cached=-1, dbcache_max_continuous=-1, "
+                                 "taylorseer_order=0 (the defaults; --set NAME=VALUE)\n"))
+      << text.out;
 }
 
 // Issue 34: in bf16 at --batch-size 2, the PNGs of one process, of 2 and 3 ranks in each mode, of

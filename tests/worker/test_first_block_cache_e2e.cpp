@@ -63,6 +63,7 @@ TEST(FirstBlockCacheE2E, TheThresholdIsPartOfTheImageAndOnlyItsFamiliesTakeIt) {
   EXPECT_GT(summary["denoiser_calls_cached"].get<int>(), 0) << summary.dump();
   EXPECT_LT(summary["denoiser_calls_cached"].get<int>(), 20) << summary.dump();
   EXPECT_TRUE(contains(cached.err, "First Block Cache: ")) << cached.err;
+  EXPECT_TRUE(contains(cached.err, " denoiser calls (")) << cached.err;
   EXPECT_FALSE(json::parse(read_file(dir.file("plain/run.json")))["summary"].contains("denoiser_calls"));
 
   RunResult resume = generate("tiny-qwen-image", "plain", {"--set", "first_block_cache=1"});

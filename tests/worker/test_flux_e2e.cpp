@@ -83,8 +83,13 @@ TEST(FluxE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
   EXPECT_EQ(rows[0]["steps"], 28);
   EXPECT_EQ(rows[0]["guidance_scale"], 3.5);
   EXPECT_EQ(rows[0]["scheduler"], "flow_match_euler");
-  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "true_cfg_scale", "first_block_cache"}));
+  EXPECT_EQ(rows[0]["settings"],
+            json({"max_sequence_length", "true_cfg_scale", "first_block_cache", "dbcache", "dbcache_fn", "dbcache_bn",
+                  "dbcache_warmup", "dbcache_max_cached", "dbcache_max_continuous", "taylorseer_order"}));
   EXPECT_EQ(rows[0]["first_block_cache"], 0.0);  // off by default
+  EXPECT_EQ(rows[0]["dbcache"], 0.0);            // off by default
+  EXPECT_EQ(rows[0]["dbcache_fn"], 8);           // cache-dit's DBCacheConfig defaults
+  EXPECT_EQ(rows[0]["taylorseer_order"], 0);
   EXPECT_EQ(rows[0]["max_sequence_length"], 512);
   EXPECT_EQ(rows[0]["true_cfg_scale"], 1.0);
   EXPECT_EQ(rows[1]["guidance_scale"], 5.0);
@@ -210,13 +215,23 @@ TEST(FluxE2E, InspectReportsTheFamilyAndItsSettings) {
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
   EXPECT_EQ(report["settings"],
-            json({{"max_sequence_length", 512}, {"true_cfg_scale", 1.0}, {"first_block_cache", 0.0}}));
+            json({{"max_sequence_length", 512},
+                  {"true_cfg_scale", 1.0},
+                  {"first_block_cache", 0.0},
+                  {"dbcache", 0.0},
+                  {"dbcache_fn", 8},
+                  {"dbcache_bn", 0},
+                  {"dbcache_warmup", 8},
+                  {"dbcache_max_cached", -1},
+                  {"dbcache_max_continuous", -1},
+                  {"taylorseer_order", 0}}));
 
   RunResult text = run({DPINFER_BINARY, "inspect", kSchnell}, kEnv, 120s);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "family: flux\n")) << text.out;
-  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, true_cfg_scale=1.0, first_block_cache=0.0 "
-                                 "(the defaults; --set NAME=VALUE)\n"))
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, true_cfg_scale=1.0, first_block_cache=0.0, "
+                                 "dbcache=0.0, dbcache_fn=8, dbcache_bn=0, dbcache_warmup=8, dbcache_max_cached=-1, "
+                                 "dbcache_max_continuous=-1, taylorseer_order=0 (the defaults; --set NAME=VALUE)\n"))
       << text.out;
 }
 

@@ -159,7 +159,7 @@ class TextToImage {
   virtual std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) = 0;
   /// What this pipeline counted over its generate() calls, for the run's summary: with a step cache,
   /// {"denoiser_calls": per image and cache context, "denoiser_calls_cached": those that reused cached work
-  /// (First Block Cache: skipped the blocks after the first; DeepCache: ran only the shallow branch),
+  /// (First Block Cache and DBCache: skipped the cached blocks; DeepCache: ran only the shallow branch),
   /// "step_cache": the cache's name, "step_cache_skip": what a cached call skipped, in words}. Integers are
   /// summed over the ranks. Empty when it counts nothing.
   virtual nlohmann::json statistics() const { return nlohmann::json::object(); }

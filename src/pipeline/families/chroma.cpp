@@ -3,6 +3,7 @@
 // flux_latents.h). tools/fixtures/make_chroma_pipelines.py records its goldens.
 #include "dpinfer/pipeline/families/chroma.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "block_caches.h"
 #include "denoising.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/families/flux.h"
@@ -82,12 +84,23 @@ class ChromaPipeline : public LoraPipeline {
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
+  void check_settings(const json& settings) const override {
+    // cache-dit's Chroma adapter caches the double- and the single-stream blocks apart, each list with the same Fn
+    // and Bn.
+    check_block_cache_settings(settings, std::min(transformer_config_.num_layers, transformer_config_.num_single_layers),
+                               "blocks in each of its double- and single-stream lists (cached apart)");
+  }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const int64_t factor = vae_config_.scale_factor();
     const int max_sequence_length = batch_max_sequence_length(batch);
+    // DBCache: ChromaPipeline runs the prompt, then with CFG the negative prompt, in calls of their own: a state
+    // each (cache-dit's non-CFG and CFG steps), and per block list, for this batch.
+    const BlockCaches caches(resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label),
+                             /*lists=*/2);
     use_loras(batch);
     const double guidance_scale = first.guidance_scale;
     const bool cfg = guidance_scale > 1.0;
@@ -140,13 +153,16 @@ class ChromaPipeline : public LoraPipeline {
       at::Tensor timestep = timesteps[begin + i].to(device_).expand({b});
       if (!first.image) timestep = timestep.to(latents.scalar_type());
       timestep = timestep / 1000;
-      at::Tensor pred = transformer_->forward(latents, cond.t5, timestep, image_ids, text_ids, mask);
+      at::Tensor pred =
+          transformer_->forward(latents, cond.t5, timestep, image_ids, text_ids, mask, caches.cond(0), caches.cond(1));
       if (cfg) {
-        const at::Tensor neg = transformer_->forward(latents, uncond.t5, timestep, image_ids, text_ids, uncond_mask);
+        const at::Tensor neg = transformer_->forward(latents, uncond.t5, timestep, image_ids, text_ids, uncond_mask,
+                                                     caches.uncond(0), caches.uncond(1));
         pred = neg + guidance_scale * (pred - neg);
       }
       latents = scheduler_->step(pred, i, latents, generators);
     }
+    caches.count_into(statistics_);  // the images of this batch, for the run summary
     throw_if_cancelled();
 
     // latents / scaling_factor + shift_factor, in the VAE's dtype
@@ -229,6 +245,7 @@ class ChromaPipeline : public LoraPipeline {
   std::shared_ptr<ChromaTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
 };
 
 }  // namespace

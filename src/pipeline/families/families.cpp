@@ -143,6 +143,49 @@ std::vector<SettingSpec> unet_settings() {
   return specs;
 }
 
+// cache-dit's DBCache with its TaylorSeer calibrator (nn/dbcache.h), decided per image; off by default. Each key is
+// one of cache-dit 1.5.3's options, with its default (DBCacheConfig's; TaylorSeer off); the infotext labels are
+// dpinfer's. Not with first_block_cache (check_block_cache_settings).
+std::vector<SettingSpec> dbcache_settings() {
+  return {
+      {"dbcache", Type::kNumber, 0.0, 0, 1e6,
+       "DBCache's threshold (cache-dit's DBCacheConfig residual_diff_threshold): after the warm-up, a step whose first "
+       "dbcache_fn transformer blocks changed their output by less than this (relative abs-mean, against the last step "
+       "that ran every block) skips the middle blocks and reuses their residual (0: off; cache-dit's default 0.08; 1 or "
+       "more: every step after the warm-up skips)",
+       "DBCache", 0},
+      {"dbcache_fn", Type::kInteger, 8, 1, 10000,
+       "DBCache's first blocks, always run, whose output decides (Fn_compute_blocks; FLUX.1 counts its double- then "
+       "single-stream blocks, Chroma caches each of the two lists apart)",
+       "DBCache Fn", 0},
+      {"dbcache_bn", Type::kInteger, 0, 0, 10000, "DBCache's last blocks, always run (Bn_compute_blocks)", "DBCache Bn", 0},
+      {"dbcache_warmup", Type::kInteger, 8, 0, 100000, "DBCache's first steps, which run every block (max_warmup_steps)",
+       "DBCache warmup", 0},
+      {"dbcache_max_cached", Type::kInteger, -1, -1, 100000,
+       "DBCache skips no step after this many skipped ones (max_cached_steps; -1: no limit)", "DBCache max cached", 0},
+      {"dbcache_max_continuous", Type::kInteger, -1, -1, 100000,
+       "DBCache skips no more than this many steps in a row (max_continuous_cached_steps; -1: no limit)",
+       "DBCache max continuous", 0},
+      {"taylorseer_order", Type::kInteger, 0, 0, 2,
+       "TaylorSeer with DBCache (cache-dit's TaylorSeerCalibratorConfig(taylorseer_order)): a skipped step "
+       "extrapolates the middle blocks' residuals from the computed steps by a Taylor series of this order (0: off, "
+       "the last residual as it is)",
+       "TaylorSeer order", 0},
+  };
+}
+
+// A family's own settings, then DBCache's (Chroma: diffusers registers no First Block Cache for its blocks).
+std::vector<SettingSpec> with_dbcache(std::vector<SettingSpec> own) {
+  for (SettingSpec& s : dbcache_settings()) own.push_back(std::move(s));
+  return own;
+}
+
+// A family's own settings, then the step caches' (First Block Cache and DBCache) that FLUX.1 and Qwen-Image take.
+std::vector<SettingSpec> with_block_caches(std::vector<SettingSpec> own) {
+  own.push_back(first_block_cache());
+  return with_dbcache(std::move(own));
+}
+
 /// The UNet families' default size: unet sample_size (`fallback` latents when the config has
 /// none) times the VAE's scale factor, {height, width}. StableDiffusionXLPipeline refuses a
 /// list sample_size; dpinfer reads it as [height, width], as StableDiffusionPipeline does.
@@ -212,9 +255,9 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKLQwenImage"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(1024, "prompt text states the transformer sees, after the template (diffusers' "
-                                     "max_sequence_length, at most 1024); longer prompts are cut"),
-           first_block_cache()},
+          with_block_caches({max_sequence_length(1024, "prompt text states the transformer sees, after the template "
+                                                       "(diffusers' max_sequence_length, at most 1024); longer prompts "
+                                                       "are cut")}),
           /*default_steps=*/50,
           /*default_guidance_scale=*/4.0,  // true_cfg_scale; on only with a negative prompt
           /*size_multiple=*/16,
@@ -259,9 +302,9 @@ const std::vector<Family>& families() {
            {"tokenizer_2", Role::kTokenizer, kT5Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(512, "T5 tokens of the prompt (padded to this length; diffusers' "
-                                    "max_sequence_length, at most 512); longer prompts are cut"),
-           true_cfg_scale(), first_block_cache()},
+          with_block_caches({max_sequence_length(512, "T5 tokens of the prompt (padded to this length; diffusers' "
+                                                      "max_sequence_length, at most 512); longer prompts are cut"),
+                             true_cfg_scale()}),
           /*default_steps=*/28,
           /*default_guidance_scale=*/3.5,  // the distilled guidance input; ignored without guidance embeds
           /*size_multiple=*/16,
@@ -282,8 +325,9 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kT5Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(512, "T5 tokens of the prompt (padded to this length, the padding masked but for one "
-                                    "token; diffusers' max_sequence_length, at most 512); longer prompts are cut")},
+          with_dbcache({max_sequence_length(512, "T5 tokens of the prompt (padded to this length, the padding masked but "
+                                                 "for one token; diffusers' max_sequence_length, at most 512); longer "
+                                                 "prompts are cut")}),
           /*default_steps=*/35,
           /*default_guidance_scale=*/5.0,  // real CFG, on above 1, with the negative prompt or ""
           /*size_multiple=*/16,

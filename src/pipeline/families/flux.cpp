@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "block_caches.h"
 #include "denoising.h"
 #include "flux_latents.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
@@ -162,6 +163,8 @@ class FluxPipeline : public LoraPipeline {
     if (kontext_ && settings.value("first_block_cache", 0.0) > 0)
       throw InputError("first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache, "
                        "as diffusers' does; drop it");
+    // cache-dit's adapter serves every FluxPipeline class, Kontext's and Fill's too.
+    check_block_cache_settings(settings, transformer_config_.num_layers + transformer_config_.num_single_layers);
   }
 
   // Ref: FluxKontextPipeline.__call__, step 3 (Preprocess image).
@@ -233,14 +236,9 @@ class FluxPipeline : public LoraPipeline {
     const int64_t factor = vae_config_.scale_factor();
     const json settings = batch_settings(batch);
     const double true_cfg_scale = settings["true_cfg_scale"].get<double>();
-    // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a
-    // First Block Cache state each, for this batch (diffusers resets them at the end of every call).
-    const double fbc_threshold = settings["first_block_cache"].get<double>();
-    std::optional<nn::FirstBlockCache> cond_cache, uncond_cache;
-    if (fbc_threshold > 0) {
-      cond_cache.emplace(fbc_threshold);
-      uncond_cache.emplace(fbc_threshold);
-    }
+    // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a step cache
+    // state each, for this batch (diffusers and cache-dit reset theirs at every call).
+    const BlockCaches caches(settings);
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -318,13 +316,13 @@ class FluxPipeline : public LoraPipeline {
                                                           : latents;
       const int64_t length = latents.size(1);
       at::Tensor pred = transformer_->forward(input, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
-                                              cond_cache ? &*cond_cache : nullptr)
+                                              caches.cond())
                             .slice(1, 0, length);
       if (!cfg_rows.empty()) {
         auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
         const at::Tensor neg =
             transformer_->forward(pick(input), uncond.t5, uncond.pooled, pick(timestep), image_ids, text_ids,
-                                  guidance.defined() ? pick(guidance) : guidance, uncond_cache ? &*uncond_cache : nullptr)
+                                  guidance.defined() ? pick(guidance) : guidance, caches.uncond())
                 .slice(1, 0, length);
         const at::Tensor pos = pick(pred);
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
@@ -334,10 +332,7 @@ class FluxPipeline : public LoraPipeline {
       if (inpaint.mask.defined())
         latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
-    if (cond_cache) {  // the images of this batch, for the run summary
-      cond_cache->count_into(statistics_);
-      uncond_cache->count_into(statistics_);
-    }
+    caches.count_into(statistics_);  // the images of this batch, for the run summary
     throw_if_cancelled();
 
     // latents / scaling_factor + shift_factor, in the VAE's dtype

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "block_caches.h"
 #include "denoising.h"
 #include "flux_latents.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
@@ -108,22 +109,18 @@ class QwenImagePipeline : public LoraPipeline {
 
   const PipelineInfo& info() const override { return info_; }
   json statistics() const override { return statistics_; }
+  void check_settings(const json& settings) const override {
+    check_block_cache_settings(settings, transformer_config_.num_layers);
+  }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const int64_t factor = vae_config_.scale_factor();
     const int64_t max_sequence_length = batch_max_sequence_length(batch);
-    // QwenImagePipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond":
-    // a First Block Cache state each, for this batch (diffusers resets them at the end of every call).
-    const double fbc_threshold =
-        resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label)["first_block_cache"]
-            .get<double>();
-    std::optional<nn::FirstBlockCache> cond_cache, uncond_cache;
-    if (fbc_threshold > 0) {
-      cond_cache.emplace(fbc_threshold);
-      uncond_cache.emplace(fbc_threshold);
-    }
+    // QwenImagePipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a step
+    // cache state each, for this batch (diffusers and cache-dit reset theirs at every call).
+    const BlockCaches caches(resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label));
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -180,13 +177,13 @@ class QwenImagePipeline : public LoraPipeline {
       // kMasked: the text padding is no key, so an image depends only on its own prompt
       // (diffusers 0.36 attends to it; its goldens here record each prompt alone).
       at::Tensor pred = transformer_->forward(latents, cond.embeds, cond.mask, timestep, grids(b, grid), cond.lengths,
-                                              QwenTextPadding::kMasked, cond_cache ? &*cond_cache : nullptr);
+                                              QwenTextPadding::kMasked, caches.cond());
       if (!cfg_rows.empty()) {
         const at::Tensor x = rows.defined() ? latents.index_select(0, rows) : latents;
         const at::Tensor t = rows.defined() ? timestep.index_select(0, rows) : timestep;
         const at::Tensor neg = transformer_->forward(x, uncond.embeds, uncond.mask, t, grids(x.size(0), grid),
                                                      uncond.lengths, QwenTextPadding::kMasked,
-                                                     uncond_cache ? &*uncond_cache : nullptr);
+                                                     caches.uncond());
         const at::Tensor text = rows.defined() ? pred.index_select(0, rows) : pred;
         // comb = neg + s (text - neg), rescaled to the text prediction's norm per token
         const at::Tensor comb = neg + first.guidance_scale * (text - neg);
@@ -199,10 +196,7 @@ class QwenImagePipeline : public LoraPipeline {
       if (inpaint.mask.defined())
         latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
-    if (cond_cache) {  // the images of this batch, for the run summary
-      cond_cache->count_into(statistics_);
-      uncond_cache->count_into(statistics_);
-    }
+    caches.count_into(statistics_);  // the images of this batch, for the run summary
     throw_if_cancelled();
 
     // latents / (1 / std) + mean, per channel, in the VAE's dtype, as diffusers writes it

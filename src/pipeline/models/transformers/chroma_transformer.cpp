@@ -93,7 +93,8 @@ at::Tensor ChromaTransformer2DModelImpl::approximator_input(const at::Tensor& t,
 at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
                                                  const at::Tensor& encoder_hidden_states, const at::Tensor& timestep,
                                                  const at::Tensor& img_ids, const at::Tensor& txt_ids,
-                                                 const at::Tensor& attention_mask) {
+                                                 const at::Tensor& attention_mask, nn::BlockCache* double_cache,
+                                                 nn::BlockCache* single_cache) {
   const ChromaTransformerConfig& c = config_;
   const std::string what(kChromaTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
@@ -139,20 +140,38 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
   const int64_t img_offset = 3 * c.num_single_layers, txt_offset = img_offset + 6 * c.num_layers;
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
-    const at::Tensor block_mod = at::cat({mod.narrow(1, img_offset + 6 * i, 6), mod.narrow(1, txt_offset + 6 * i, 6)},
-                                         1);  // [B, 12, dim]
-    FluxTransformerBlockImpl::Output o = blocks_[i]->forward_modulated(image, text, block_mod, freqs, attn_mask);
-    image = std::move(o.image);
-    text = std::move(o.text);
-  }
-  at::Tensor joint = at::cat({text, image}, 1);
-  for (int64_t i = 0; i < c.num_single_layers; ++i) {
-    const nn::BlockOnDevice on_device(block_offload(), *single_blocks_[i]);
-    joint = single_blocks_[i]->forward_modulated(joint, mod.narrow(1, 3 * i, 3), freqs, attn_mask);
-  }
-  image = joint.narrow(1, text_len, image_len);
+  // The modulations and the mask of the rows `rows` of the batch (all when undefined), for a block range.
+  auto rows_of = [&](const at::Tensor& t, const at::Tensor& rows) {
+    return rows.defined() && rows.size(0) != batch && t.defined() ? t.index_select(0, rows) : t;
+  };
+  // The double-stream blocks [begin, end), then the single-stream ones, on the joint [text, image] sequence.
+  const nn::BlockRange run_double = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
+    const at::Tensor mod_rows = rows_of(mod, rows), mask_rows = rows_of(attn_mask, rows);
+    nn::Streams s = in;
+    for (int64_t i = begin; i < end; ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
+      const at::Tensor block_mod = at::cat(
+          {mod_rows.narrow(1, img_offset + 6 * i, 6), mod_rows.narrow(1, txt_offset + 6 * i, 6)}, 1);  // [B, 12, dim]
+      FluxTransformerBlockImpl::Output o = blocks_[i]->forward_modulated(s.image, s.text, block_mod, freqs, mask_rows);
+      s = {std::move(o.image), std::move(o.text)};
+    }
+    return s;
+  };
+  const nn::BlockRange run_single = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
+    const at::Tensor mod_rows = rows_of(mod, rows), mask_rows = rows_of(attn_mask, rows);
+    at::Tensor joint = in.image;
+    for (int64_t i = begin; i < end; ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *single_blocks_[i]);
+      joint = single_blocks_[i]->forward_modulated(joint, mod_rows.narrow(1, 3 * i, 3), freqs, mask_rows);
+    }
+    return nn::Streams{joint, at::Tensor()};
+  };
+  const nn::Streams streams = double_cache ? double_cache->run({image, text}, c.num_layers, run_double)
+                                           : run_double(0, c.num_layers, {image, text}, {});
+  const nn::Streams joint_in{at::cat({streams.text, streams.image}, 1), at::Tensor()};
+  const nn::Streams joint = single_cache ? single_cache->run(joint_in, c.num_single_layers, run_single)
+                                         : run_single(0, c.num_single_layers, joint_in, {});
+  image = joint.image.narrow(1, text_len, image_len);
 
   // norm_out (ChromaAdaLayerNormContinuousPruned): shift, scale = chunk(temb.flatten(1, 2).to(x.dtype), 2)
   // of temb = mod[:, -2:] -- shift first; LayerNorm eps 1e-6 without affine.

@@ -1,5 +1,6 @@
 #include "dpinfer/pipeline/models/transformers/flux_transformer.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -183,7 +184,7 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
                                                const at::Tensor& encoder_hidden_states,
                                                const at::Tensor& pooled_projections, const at::Tensor& timestep,
                                                const at::Tensor& img_ids, const at::Tensor& txt_ids,
-                                               const at::Tensor& guidance, nn::FirstBlockCache* cache) {
+                                               const at::Tensor& guidance, nn::BlockCache* cache) {
   const FluxTransformerConfig& c = config_;
   const std::string what(kFluxTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
@@ -231,39 +232,33 @@ at::Tensor FluxTransformer2DModelImpl::forward(const at::Tensor& hidden_states,
 
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
-  // The blocks from `first` on, for the rows `rows` of the batch (temb's), given their streams.
-  auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
+  // The blocks [begin, end) of the list transformer_blocks + single_transformer_blocks, for the rows `rows` of the
+  // batch (temb's), given their streams: diffusers' First Block Cache's head is block 0, cache-dit's FLUX.1
+  // adapter caches that one list (adapters.py flux_adapter, with its default dummy blocks).
+  const int64_t num_double = static_cast<int64_t>(blocks_.size());
+  const int64_t num_blocks = num_double + static_cast<int64_t>(single_blocks_.size());
+  const nn::BlockRange run_blocks = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
     const at::Tensor temb_rows = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
-    for (size_t i = first; i < blocks_.size(); ++i) {
+    nn::Streams s = in;
+    for (int64_t i = begin; i < std::min(end, num_double); ++i) {
       const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
       FluxTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs);
       s = {std::move(o.image), std::move(o.text)};
     }
-    // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
-    // block, which changes no value.
-    at::Tensor joint = at::cat({s.text, s.image}, 1);
-    for (auto& block : single_blocks_) {
-      const nn::BlockOnDevice on_device(block_offload(), *block);
-      joint = block(joint, temb_rows, freqs);
+    if (end > num_double && begin < end) {
+      // The single-stream blocks work on cat(text, image); diffusers splits and re-joins it around each
+      // block, which changes no value.
+      at::Tensor joint = at::cat({s.text, s.image}, 1);
+      for (int64_t i = std::max(begin, num_double); i < end; ++i) {
+        const nn::BlockOnDevice on_device(block_offload(), *single_blocks_[i - num_double]);
+        joint = single_blocks_[i - num_double](joint, temb_rows, freqs);
+      }
+      s = {joint.narrow(1, text_len, image_len), joint.narrow(1, 0, text_len)};
     }
-    return nn::Streams{joint.narrow(1, text_len, image_len), joint.narrow(1, 0, text_len)};
+    return s;
   };
-  if (cache) {
-    // diffusers' head is the first block of transformer_blocks, then single_transformer_blocks, in that order.
-    if (blocks_.empty() || blocks_.size() + single_blocks_.size() < 2)
-      throw InputError("first_block_cache: the transformer needs a double-stream block and one more block");
-    image = cache->run(
-                     {image, text},
-                     [&](const nn::Streams& s) {
-                       const nn::BlockOnDevice on_device(block_offload(), *blocks_[0]);
-                       FluxTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs);
-                       return nn::Streams{std::move(o.image), std::move(o.text)};
-                     },
-                     [&](const nn::Streams& s, const at::Tensor& rows) { return blocks_from(1, s, rows); })
-                .image;
-  } else {
-    image = blocks_from(0, {image, text}, {}).image;
-  }
+  image = cache ? cache->run({image, text}, num_blocks, run_blocks).image
+                : run_blocks(0, num_blocks, {image, text}, {}).image;
   return proj_out_(norm_out_(image, temb));  // [B, L_img, p p out_channels]
 }
 

@@ -99,7 +99,7 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
                                                     const at::Tensor& timestep,
                                                     const std::vector<std::vector<nn::TokenGrid>>& img_shapes,
                                                     const std::vector<int64_t>& txt_seq_lens,
-                                                    QwenTextPadding text_padding, nn::FirstBlockCache* cache) {
+                                                    QwenTextPadding text_padding, nn::BlockCache* cache) {
   const QwenImageTransformerConfig& c = config_;
   const std::string what(kQwenImageTransformer);
   if (hidden_states.dim() != 3 || hidden_states.size(0) < 1 || hidden_states.size(2) != c.in_channels)
@@ -158,32 +158,22 @@ at::Tensor QwenImageTransformer2DModelImpl::forward(const at::Tensor& hidden_sta
                    1);
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
-  // The blocks from `first` on, for the rows `rows` of the batch (temb's and the mask's).
-  auto blocks_from = [&](size_t first, nn::Streams s, const at::Tensor& rows) {
+  // The blocks [begin, end), for the rows `rows` of the batch (temb's and the mask's).
+  const int64_t num_blocks = static_cast<int64_t>(blocks_.size());
+  const nn::BlockRange run_blocks = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
     const bool part = rows.defined() && rows.size(0) != batch;
     const at::Tensor temb_rows = part ? temb.index_select(0, rows) : temb;
     const at::Tensor mask_rows = part && mask.defined() ? mask.index_select(0, rows) : mask;
-    for (size_t i = first; i < blocks_.size(); ++i) {
+    nn::Streams s = in;
+    for (int64_t i = begin; i < end; ++i) {
       const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);
       QwenImageTransformerBlockImpl::Output o = blocks_[i](s.image, s.text, temb_rows, freqs, mask_rows);
       s = {std::move(o.image), std::move(o.text)};
     }
     return s;
   };
-  if (cache) {
-    if (blocks_.size() < 2) throw InputError("first_block_cache: the transformer needs two blocks or more");
-    image = cache->run(
-                     {image, text},
-                     [&](const nn::Streams& s) {
-                       const nn::BlockOnDevice on_device(block_offload(), *blocks_[0]);
-                       QwenImageTransformerBlockImpl::Output o = blocks_[0](s.image, s.text, temb, freqs, mask);
-                       return nn::Streams{std::move(o.image), std::move(o.text)};
-                     },
-                     [&](const nn::Streams& s, const at::Tensor& rows) { return blocks_from(1, s, rows); })
-                .image;
-  } else {
-    image = blocks_from(0, {image, text}, {}).image;
-  }
+  image = cache ? cache->run({image, text}, num_blocks, run_blocks).image
+                : run_blocks(0, num_blocks, {image, text}, {}).image;
   return proj_out_(norm_out_(image, temb));  // [B, L_img, p p out_channels]
 }
 

@@ -63,11 +63,15 @@ class ChromaTransformer2DModelImpl : public torch::nn::Module, public nn::Offloa
   ///   mask[:, None, None, :] * mask[:, None, :, None], SDPA's attn_mask: a bool mask stays one; a
   ///   floating mask (ChromaPipeline passes 0/1 in the prompt embeddings' dtype) is cast to the
   ///   weights' dtype and is, as in diffusers, added to the attention scores.
+  /// - double_cache, single_cache: set, the double-stream blocks, then the single-stream ones, run under these
+  ///   DBCache states (nn/dbcache.h), one per list, as cache-dit's Chroma adapter caches the two lists apart (the
+  ///   single-stream list's one stream is the joint [text, image] sequence).
   /// Inputs are cast to the weights' dtype and device. Returns [B, L_img, patch_size^2 * out_channels]
   /// in the weights' dtype. Throws dpinfer::Error for inputs that do not fit.
   at::Tensor forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
                      const at::Tensor& timestep, const at::Tensor& img_ids, const at::Tensor& txt_ids,
-                     const at::Tensor& attention_mask = {});
+                     const at::Tensor& attention_mask = {}, nn::BlockCache* double_cache = nullptr,
+                     nn::BlockCache* single_cache = nullptr);
 
   const ChromaTransformerConfig& config() const { return config_; }
 

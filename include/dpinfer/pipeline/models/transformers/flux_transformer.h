@@ -17,7 +17,7 @@
 #include "dpinfer/pipeline/nn/adaln.h"
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/feed_forward.h"
-#include "dpinfer/pipeline/nn/first_block_cache.h"
+#include "dpinfer/pipeline/nn/block_cache.h"
 #include "dpinfer/pipeline/nn/joint_attention.h"
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rope.h"
@@ -130,13 +130,13 @@ class FluxTransformer2DModelImpl : public torch::nn::Module, public nn::Offloada
   /// - img_ids [L_img, 3], txt_ids [L_txt, 3]: the RoPE positions (any real dtype).
   /// - guidance [B] or 0-d: the distilled guidance scale, required when guidance_embeds is set and
   ///   refused otherwise (diffusers raises TypeError both ways); cast and scaled as the timestep.
-  /// - cache: set, the blocks run under First Block Cache with this state (nn/first_block_cache.h): the
-  ///   first double-stream block is its head, the last single-stream block its tail.
+  /// - cache: set, the blocks run under this step cache's state (nn/block_cache.h: First Block Cache or
+  ///   DBCache), which sees them as one list, the double-stream blocks then the single-stream ones.
   /// Inputs are cast to the weights' dtype and device. Returns [B, L_img, patch_size^2 *
   /// out_channels] in the weights' dtype. Throws dpinfer::Error for inputs that do not fit.
   at::Tensor forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
                      const at::Tensor& pooled_projections, const at::Tensor& timestep, const at::Tensor& img_ids,
-                     const at::Tensor& txt_ids, const at::Tensor& guidance = {}, nn::FirstBlockCache* cache = nullptr);
+                     const at::Tensor& txt_ids, const at::Tensor& guidance = {}, nn::BlockCache* cache = nullptr);
 
   const FluxTransformerConfig& config() const { return config_; }
 

@@ -15,7 +15,7 @@
 #include "dpinfer/pipeline/nn/adaln.h"
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/feed_forward.h"
-#include "dpinfer/pipeline/nn/first_block_cache.h"
+#include "dpinfer/pipeline/nn/block_cache.h"
 #include "dpinfer/pipeline/nn/joint_attention.h"
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/ms_rope.h"
@@ -90,8 +90,8 @@ class QwenImageTransformer2DModelImpl : public torch::nn::Module, public nn::Off
   ///   item. diffusers reads only item 0's list, for every item, so all items must list the same.
   /// - txt_seq_lens: per batch item, its prompt's length (mask.sum(1)), each in [0, L_txt]. diffusers
   ///   uses only their maximum (the text RoPE rows taken), which must be L_txt.
-  /// `cache` set: the blocks run under First Block Cache with this state (nn/first_block_cache.h), the
-  /// first block its head and the last its tail.
+  /// `cache` set: the blocks run under this step cache's state (nn/block_cache.h: First Block Cache or
+  /// DBCache).
   /// Inputs are cast to the weights' dtype and device. Returns [B, L_img, patch_size^2 *
   /// out_channels] in the weights' dtype. There is no guidance input: diffusers 0.36.0 has no
   /// guidance embedder (its forward raises TypeError when given guidance), so guidance_embeds
@@ -101,7 +101,7 @@ class QwenImageTransformer2DModelImpl : public torch::nn::Module, public nn::Off
                      const at::Tensor& encoder_hidden_states_mask, const at::Tensor& timestep,
                      const std::vector<std::vector<nn::TokenGrid>>& img_shapes,
                      const std::vector<int64_t>& txt_seq_lens,
-                     QwenTextPadding text_padding = QwenTextPadding::kAttended, nn::FirstBlockCache* cache = nullptr);
+                     QwenTextPadding text_padding = QwenTextPadding::kAttended, nn::BlockCache* cache = nullptr);
 
   const QwenImageTransformerConfig& config() const { return config_; }
 

@@ -1,0 +1,161 @@
+// Ref: cache-dit 1.5.3 caching/cache_blocks/pattern_base.py (CachedBlocks_Pattern_Base.forward, call_Fn_blocks,
+// call_Mn_blocks, call_Bn_blocks), caching/cache_contexts/cache_manager.py (can_cache, similarity, apply_cache,
+// set_Fn_buffer, set_Bn_buffer, get_Bn_buffer), caching/cache_contexts/cache_context.py (mark_step_begin,
+// add_cached_step, warmup_steps) and caching/cache_contexts/calibrators/taylorseer.py (TaylorSeerState).
+#include "dpinfer/pipeline/nn/dbcache.h"
+
+#include <string>
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline::nn {
+
+// TaylorSeerState.update: dY_prev <- dY_current, dY_current <- derivative(Y). derivative(): dY[0] = Y and, for
+// i < n_derivatives while dY_prev[i] is known and the state's step is past 1, dY[i + 1] = (dY[i] - dY_prev[i]) /
+// window, window being the steps since the last computed one (a Python int). (Its reset on a shape change cannot
+// happen here: an image's tokens keep their shape over its run.)
+void TaylorSeer::update(const at::Tensor& y) {
+  if (!created_) {
+    created_ = true;
+    current_.assign(static_cast<size_t>(order_ + 1), at::Tensor());
+  }
+  previous_ = current_;
+  std::vector<at::Tensor> d(static_cast<size_t>(order_ + 1));
+  d[0] = y;
+  const int64_t window = step_ - last_computed_;
+  for (int64_t i = 0; i < order_; ++i) {
+    if (!previous_[i].defined() || step_ <= 1) break;
+    d[i + 1] = at::div(at::sub(d[i], previous_[i]), at::Scalar(window));
+  }
+  current_ = std::move(d);
+  last_computed_ = step_;
+}
+
+// TaylorSeerState.approximate: output = 0, then output += (1 / i!) * dY[i] * elapsed**i for each known dY[i],
+// in that order of operations (a Python float, then a Python int; the first += is `dY[0] * ... + 0`).
+at::Tensor TaylorSeer::approximate() const {
+  const int64_t elapsed = step_ - last_computed_;
+  at::Tensor out;
+  double factorial = 1;
+  int64_t power = 1;
+  for (size_t i = 0; i < current_.size() && current_[i].defined(); ++i) {
+    if (i > 0) {
+      factorial *= static_cast<double>(i);
+      power *= elapsed;
+    }
+    const at::Tensor term = at::mul(at::mul(current_[i], at::Scalar(1.0 / factorial)), at::Scalar(power));
+    out = i == 0 ? at::add(term, at::Scalar(int64_t{0})) : at::add(out, term);
+  }
+  return out;
+}
+
+bool DBCache::begin_step_and_decide(Image& image, const at::Tensor& residual) const {
+  // CachedContext.mark_step_begin: the step, the cache streak broken by a computed step, the calibrators' step.
+  ++image.step;
+  if (image.last_cached != image.step - 1) image.continuous = 0;
+  if (options_.taylorseer_order > 0) {
+    image.image_seer.begin_step();
+    image.text_seer.begin_step();  // a no-op for a state never updated (no text stream)
+  }
+  // CachedContextManager.can_cache: no skip in the warm-up (steps 0 .. max_warmup_steps-1), past
+  // max_cached_steps skipped steps or max_continuous_cached_steps in a row, or before a step has computed.
+  if (image.step < options_.warmup) return false;
+  if (options_.max_cached >= 0 && image.cached >= options_.max_cached) return false;
+  if (options_.max_continuous >= 0 && image.continuous >= options_.max_continuous) return false;
+  if (options_.threshold <= 0 || !image.fn_residual.defined()) return false;
+  // similarity(): a threshold of 1 or more is "always similar"; else the relative abs-mean change of the Fn
+  // residual against the last computed step's, as a Python float, below the threshold.
+  if (options_.threshold >= 1.0) return true;
+  return relative_change(residual, image.fn_residual) < options_.threshold;
+}
+
+void DBCache::store(Image& image, const at::Tensor& residual, const at::Tensor& image_residual,
+                    const at::Tensor& text_residual) const {
+  image.fn_residual = residual;
+  if (options_.taylorseer_order > 0) {
+    image.image_seer.update(image_residual);
+    if (text_residual.defined()) image.text_seer.update(text_residual);
+  } else {
+    image.image = image_residual;
+    image.text = text_residual;
+  }
+}
+
+Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) {
+  const int64_t fn = options_.fn, bn = options_.bn;
+  if (fn < 1 || bn < 0 || fn + bn >= num_blocks)
+    throw InputError("dbcache: dbcache_fn + dbcache_bn (" + std::to_string(fn) + " + " + std::to_string(bn) +
+                     ") must be below the transformer's " + std::to_string(num_blocks) +
+                     " blocks, leaving blocks in between to cache; lower them");
+  // call_Fn_blocks on the whole batch, and the Fn residual of the image tokens.
+  const Streams first = blocks(0, fn, input, {});
+  const at::Tensor residual = first.image - input.image;  // [B, L_img, D]
+  // A single-stream list (cache-dit's Pattern_3: Chroma's single_transformer_blocks) has one stream, the joint
+  // sequence as `image`, and no text stream (undefined): no encoder buffer, as cache-dit sets none.
+  const bool text = input.text.defined();
+  const int64_t batch = residual.size(0);
+  if (images_.empty()) {
+    images_.resize(static_cast<size_t>(batch));
+    for (Image& image : images_) image.image_seer = image.text_seer = TaylorSeer(options_.taylorseer_order);
+  } else if (static_cast<int64_t>(images_.size()) != batch) {
+    throw Error("dbcache: a cache context got a batch of " + std::to_string(batch) + " after one of " +
+                std::to_string(images_.size()));
+  }
+  // Row b of a batch tensor, to keep: a copy of its own when the batch has more rows, so that an image's buffers do
+  // not hold on to batch-mates' rows that later steps replaced (the values are the same).
+  const auto row = [&](const at::Tensor& t, int64_t b) { return t.size(0) == 1 ? t : t.narrow(0, b, 1).clone(); };
+  std::vector<int64_t> compute, cached;
+  for (int64_t b = 0; b < batch; ++b)
+    (begin_step_and_decide(images_[b], residual.narrow(0, b, 1)) ? cached : compute).push_back(b);
+  count(batch, static_cast<int64_t>(cached.size()));
+
+  const int64_t middle_end = num_blocks - bn;
+  Streams out;
+  if (cached.empty()) {
+    // call_Mn_blocks for every image (always so at the first step): the whole batch as it comes; the Bn buffers
+    // are the middle blocks' residuals.
+    out = blocks(fn, middle_end, first, {});
+    const at::Tensor image_residual = out.image - first.image;
+    const at::Tensor text_residual = text ? out.text - first.text : at::Tensor();
+    for (int64_t b = 0; b < batch; ++b)
+      store(images_[b], row(residual, b), row(image_residual, b), text ? row(text_residual, b) : at::Tensor());
+  } else {
+    // apply_cache for the cached images: the cached residual (or TaylorSeer's extrapolation) plus the Fn output.
+    out = {first.image.clone(), text ? first.text.clone() : at::Tensor()};
+    for (int64_t b : cached) {
+      Image& image = images_[b];
+      const bool seer = options_.taylorseer_order > 0;
+      const at::Tensor image_residual = seer ? image.image_seer.approximate() : image.image;
+      out.image.narrow(0, b, 1).copy_(image_residual + first.image.narrow(0, b, 1));
+      if (!text) continue;
+      const at::Tensor text_residual = seer ? image.text_seer.approximate() : image.text;
+      out.text.narrow(0, b, 1).copy_(text_residual + first.text.narrow(0, b, 1));
+    }
+    if (!compute.empty()) {
+      const at::Tensor rows = at::tensor(compute, at::kLong).to(residual.device());
+      const Streams part{first.image.index_select(0, rows), text ? first.text.index_select(0, rows) : at::Tensor()};
+      const Streams middle = blocks(fn, middle_end, part, rows);
+      out.image.index_copy_(0, rows, middle.image);
+      if (text) out.text.index_copy_(0, rows, middle.text);
+      const at::Tensor image_residual = middle.image - part.image;
+      const at::Tensor text_residual = text ? middle.text - part.text : at::Tensor();
+      for (size_t k = 0; k < compute.size(); ++k) {
+        const int64_t r = static_cast<int64_t>(k);
+        store(images_[compute[k]], row(residual, compute[k]), row(image_residual, r),
+              text ? row(text_residual, r) : at::Tensor());
+      }
+    }
+    for (int64_t b : cached) {
+      // add_cached_step
+      Image& image = images_[b];
+      ++image.cached;
+      image.last_cached = image.step;
+      ++image.continuous;
+    }
+  }
+  // call_Bn_blocks on the whole batch, computed or cached.
+  if (bn > 0) out = blocks(middle_end, num_blocks, out, {});
+  return out;
+}
+
+}  // namespace dpinfer::pipeline::nn
