@@ -3,8 +3,10 @@
 #include "dpinfer/pipeline/memory_plan.h"
 
 #include "dpinfer/pipeline/families/family.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/nn/sdpa_backend.h"
 #include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
@@ -49,7 +51,12 @@ std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
         if (c.role == ComponentRole::kDenoiser ||
             (c.role == ComponentRole::kTextEncoder && request.weight_storage == "fp8"))
           c.weight_storage = "fp8";
-    return model.family->load(model, request, *model.family);
+    // --attention-backend: refused here, before any weight is read, when the device cannot run it.
+    const nn::SdpaBackend attention = nn::parse_sdpa_backend(request.attention_backend);
+    nn::check_sdpa_backend(attention, request.device, parse_dtype(request.dtype));
+    std::unique_ptr<TextToImage> pipe = model.family->load(model, request, *model.family);
+    if (attention != nn::SdpaBackend::kAuto) pipe->keep_with_pipeline(std::make_shared<nn::SdpaBackendScope>(attention));
+    return pipe;
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {

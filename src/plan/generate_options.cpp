@@ -107,6 +107,16 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                  "kept in float8_e4m3fn and cast to --dtype per layer, as diffusers' enable_layerwise_casting: about "
                  "half the memory of bf16 weights, slightly different images) or fp8-denoiser (the denoiser's only)")
       ->capture_default_str();
+  app.add_option("--attention-backend", o.attention_backend,
+                 "auto, flash, efficient, cudnn or math: the scaled-dot-product-attention kernel every attention "
+                 "uses, as torch.nn.attention.sdpa_kernel (auto: LibTorch picks per call). On the CPU only math "
+                 "and flash exist; efficient and cudnn need CUDA, and flash on CUDA fp16 or bf16. Kernels round "
+                 "differently, so it is recorded and a resumed run must match it")
+      ->capture_default_str();
+  app.add_flag("--channels-last", o.channels_last,
+               "keep the denoiser's and the VAE's convolution weights, and so their activations, in channels-last "
+               "memory format, as diffusers' pipe.unet.to(memory_format=torch.channels_last): faster convolutions "
+               "on some GPUs; other kernels round differently, so it is recorded and a resumed run must match it");
   app.add_option("--batch-size", o.batch_size, "images per forward pass")->capture_default_str();
   app.add_option("--shard-mode", o.shard_mode, "contiguous, strided or dynamic")->capture_default_str();
   app.add_option("--shard", o.shard, "take only outer shard I of N (I/N), before splitting across ranks");
@@ -308,6 +318,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"negative_prompt", negative_prompt}, {"image", image}, {"mask", mask},
                       {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
                       {"dtype", dtype}, {"vae_tiling", vae_tiling}, {"device", device}, {"weight_storage", weight_storage},
+                      {"attention_backend", attention_backend}, {"channels_last", channels_last},
                       {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
@@ -478,6 +489,10 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
     throw UsageError("--exact: it says what --max-device-memory's plan may choose; give --max-device-memory GB|auto too");
   if (o.weight_storage != "default" && o.weight_storage != "fp8" && o.weight_storage != "fp8-denoiser")
     throw UsageError("--weight-storage: expected default, fp8 or fp8-denoiser, got " + quote(o.weight_storage, 60));
+  if (o.attention_backend != "auto" && o.attention_backend != "flash" && o.attention_backend != "efficient" &&
+      o.attention_backend != "cudnn" && o.attention_backend != "math")
+    throw UsageError("--attention-backend: expected auto, flash, efficient, cudnn or math, got " +
+                     quote(o.attention_backend, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
     throw UsageError("--device: expected auto, cuda or cpu, got " + quote(o.device, 60));
   return o;

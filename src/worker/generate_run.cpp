@@ -121,6 +121,8 @@ int GenerateRun::run() {
                             o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
   req.weight_storage = o_.weight_storage;
   req.vae_tiling = o_.vae_tiling;
+  req.attention_backend = o_.attention_backend;
+  req.channels_last = o_.channels_last;
   const plan::OffloadChoice offload = plan::parse_offload(o_.offload);
   req.offload = offload.mode;
   req.offload_blocks_per_group = offload.blocks_per_group;
@@ -910,6 +912,8 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"scheduler", info.scheduler_name}, {"sampler", info.sampler_label}, {"device", info.device},
                         {"dtype", info.dtype}, {"vae_tiling", info.vae_tiling},
                         {"weight_storage", info.weight_storage.empty() ? "default" : info.weight_storage},
+                        {"attention_backend", info.attention_backend.empty() ? "auto" : info.attention_backend},
+                        {"channels_last", info.channels_last},
                         {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",

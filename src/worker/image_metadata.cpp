@@ -74,6 +74,10 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (!info.weight_storage.empty()) j["weight_storage"] = info.weight_storage;
   // Only when on: a record without it was decoded whole.
   if (info.vae_tiling) j["vae_tiling"] = true;
+  // Only when not "auto" / when on: other kernels round differently (on a GPU; on the CPU the pixels
+  // of math and auto differ by rounding too), so they are part of what an image is.
+  if (!info.attention_backend.empty()) j["attention_backend"] = info.attention_backend;
+  if (info.channels_last) j["channels_last"] = true;
   // Only for an item that starts from an image: its path, its SHA-256 (resume compares it, so a
   // changed input is another item) and its strength.
   if (!item.image_path.empty()) {
@@ -123,6 +127,8 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"vae_tiling", false},  // absent: decoded whole (tiling blends other pixels)
       {"loras", nlohmann::json::array()},  // older records lack it: no LoRA then
       {"weight_storage", "default"},  // absent: the weights in the run dtype
+      {"attention_backend", "auto"},  // absent: LibTorch's own choice per call
+      {"channels_last", false},  // absent: contiguous (NCHW) convolutions
       {"input_image_hash", nullptr},  // absent: text-to-image
       {"strength", nullptr},
       {"input_mask_hash", nullptr},  // absent: no mask

@@ -8,7 +8,12 @@
 #   tests      every *_CUDA test: the pipeline on CUDA, fp32 against the diffusers goldens
 #              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp; FLUX.2 [klein]'s
 #              step: tiny-flux2-klein and tiny-flux2-klein-base there), the components, the schedulers,
-#              the weight loader, the toolchain
+#              the weight loader, the toolchain (all but GpuLevers', which the next step runs)
+#   levers     (issue 28 item 3) GpuLevers' *_CUDA tests (tests/torch/test_gpu_levers.cpp), appended to
+#              cuda_tests.log: tiny-flux-dev in bf16 on cuda:0 with --attention-backend auto, flash,
+#              efficient, cudnn and math, and tiny-sd1 and tiny-sdxl in fp16 with and without
+#              --channels-last, each image against the CPU's in the same dtype (||d||/||ref|| <= 2e-2);
+#              one "[ gpu-levers ]" line each in the summary
 #   bench      dpinfer_bench: SD1.5-shaped pipeline (configs/models/sd15-shape), random
 #              weights, 512x512, 25 PNDM steps, CFG 7.5, batch 1 and 8, fp16 on cuda:0
 #   peer       tools/bench/diffusers_peer.py on the same files and settings, when the
@@ -107,7 +112,7 @@ out="${OUT:-$root/out/gpu-check}"
 mkdir -p "$out"
 deps="${DPINFER_DEPS_DIR:-$root/third_party_cache/device}"
 build="${GPU_CHECK_BUILD_DIR:-$root/build-device}"
-steps=" ${GPU_CHECK_STEPS:-facts configure build tests bench peer invariance sdxl sdxl_peer} "
+steps=" ${GPU_CHECK_STEPS:-facts configure build tests levers bench peer invariance sdxl sdxl_peer} "
 budget="${GPU_CHECK_BUDGET_S:-540}"
 jobs="${GPU_CHECK_JOBS:-$(nproc)}"
 # The random-weight models, the images and each bench's and peer's JSON report stay outside
@@ -419,14 +424,21 @@ for s in $steps; do
     build)
       targets=(dpinfer_bench)
       want invariance && targets+=(dpinfer-worker)
-      want tests && targets+=(dpinfer_torch_tests)
+      { want tests || want levers; } && targets+=(dpinfer_torch_tests)
       step build 420 "$out/build.log" cmake --build "$build" -j "$jobs" --target "${targets[@]}" ;;
     tests)
       if [ -x "$build/tests/dpinfer_torch_tests" ]; then
-        step tests 240 "$out/cuda_tests.log" "$build/tests/dpinfer_torch_tests" --gtest_filter='*_CUDA*' \
+        step tests 240 "$out/cuda_tests.log" "$build/tests/dpinfer_torch_tests" --gtest_filter='*_CUDA*:-GpuLevers.*' \
           --gtest_output="json:$out/cuda_tests.json"
       else
         status+=("tests: not run, no dpinfer_torch_tests was built")
+      fi ;;
+    levers)
+      # Into cuda_tests.log, no JSON of its own: `run` brings back 8 files at most.
+      if [ -x "$build/tests/dpinfer_torch_tests" ]; then
+        step levers 120 "$out/cuda_tests.log" "$build/tests/dpinfer_torch_tests" --gtest_filter='GpuLevers.*_CUDA'
+      else
+        status+=("levers: not run, no dpinfer_torch_tests was built")
       fi ;;
     bench) run_bench bench "$out/bench.log" 15 240 ;;
     peer) run_peer peer sd15 "$out/bench.log" 15 240 ;;
@@ -442,7 +454,7 @@ for s in $steps; do
     flux_peer) run_peer flux_peer flux "$out/flux.log" 120 300 ;;
     # Three benches of one small FLUX.1 shape (about 1.5 GB of random weights to write first).
     offload) run_bench offload "$out/offload.log" 90 300 ;;
-    *) status+=("$s: unknown step (known: facts configure build tests bench peer invariance sdxl sdxl_peer qwen qwen_peer flux flux_peer offload)") ;;
+    *) status+=("$s: unknown step (known: facts configure build tests levers bench peer invariance sdxl sdxl_peer qwen qwen_peer flux flux_peer offload)") ;;
   esac
 done
 
@@ -489,6 +501,11 @@ PY
   if [ -f "$out/cuda_tests.log" ]; then
     echo "--- pipeline on CUDA, image ||d||/||ref||: fp32 vs the diffusers goldens, fp16/bf16 vs the same dtype on the CPU"
     grep "^\[ parity-cuda \]" "$out/cuda_tests.log" | sed 's/^\[ parity-cuda \] /  /'
+    if grep -q "^\[ gpu-levers \]" "$out/cuda_tests.log"; then
+      echo "--- GPU levers (GpuLevers.*_CUDA): each image vs the CPU's in the same dtype; the tests' verdicts"
+      grep "^\[ gpu-levers \]" "$out/cuda_tests.log" | sed 's/^\[ gpu-levers \] /  /'
+      grep -E "^\[ +(OK|FAILED) +\] GpuLevers\." "$out/cuda_tests.log" | sed 's/^/  /'
+    fi
     echo "--- components on CUDA: worst rel err per dtype (the tests' own bounds)"
     awk '/ cuda .*rel err/ {
            split($0, a, " rel err "); e = a[2] + 0;

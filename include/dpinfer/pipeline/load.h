@@ -46,6 +46,15 @@ struct LoadRequest {
   /// --vae-tiling: the VAE decodes (and encodes) large images in overlapping, blended tiles, as
   /// diffusers' vae.enable_tiling(): less memory, slightly other pixels.
   bool vae_tiling = false;
+  /// --attention-backend (nn/sdpa_backend.h): "auto" (LibTorch picks per call), "flash", "efficient",
+  /// "cudnn" or "math": every scaled_dot_product_attention of the process restricted to that kernel
+  /// while the pipeline lives, as torch.nn.attention.sdpa_kernel(backend). Other kernels round
+  /// differently: recorded, and part of what resume compares.
+  std::string attention_backend = "auto";
+  /// --channels-last: the denoiser's and the VAE's 4-D weights (their Conv2d kernels) in channels-last
+  /// memory format, as pipe.unet.to(memory_format=torch.channels_last) and the same for pipe.vae; the
+  /// convolutions then give channels-last activations. Other kernels: recorded, part of resume's identity.
+  bool channels_last = false;
   /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
   /// are never on the device together, and the encodings of a chunk wait in host memory.
   bool two_phase = false;

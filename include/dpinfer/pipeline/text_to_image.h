@@ -82,6 +82,10 @@ struct PipelineInfo {
   /// Whether the VAE decodes in tiles (--vae-tiling): part of what an image is, as the blend
   /// changes pixels.
   bool vae_tiling = false;
+  /// --attention-backend when not "auto", else empty; --channels-last. Both choose other kernels,
+  /// which round differently: recorded with every image and compared by resume.
+  std::string attention_backend;
+  bool channels_last = false;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;
@@ -188,6 +192,10 @@ class TextToImage {
   const nlohmann::json& memory_plan() const { return memory_plan_; }
   void set_memory_plan(nlohmann::json plan) { memory_plan_ = std::move(plan); }
 
+  /// Something that must live as long as the pipeline and end with it: load_text_to_image()'s
+  /// --attention-backend scope (nn/sdpa_backend.h SdpaBackendScope), kept here without its type.
+  void keep_with_pipeline(std::shared_ptr<void> scope) { kept_.push_back(std::move(scope)); }
+
  protected:
   void throw_if_cancelled() const {
     if (cancel_check_ && cancel_check_()) throw Cancelled();
@@ -196,6 +204,7 @@ class TextToImage {
  private:
   CancelCheck cancel_check_;
   nlohmann::json memory_plan_;
+  std::vector<std::shared_ptr<void>> kept_;
 };
 
 }  // namespace dpinfer::pipeline

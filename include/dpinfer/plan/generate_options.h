@@ -57,6 +57,10 @@ struct GenerateOptions {
   std::string device = "auto";   ///< auto, cuda, cpu
   /// default, fp8 or fp8-denoiser: how the weights are kept between uses (pipeline::LoadRequest).
   std::string weight_storage = "default";
+  /// --attention-backend: auto, flash, efficient, cudnn or math (pipeline::LoadRequest, nn/sdpa_backend.h).
+  std::string attention_backend = "auto";
+  /// --channels-last: the denoiser's and the VAE's convolutions in channels-last memory format.
+  bool channels_last = false;
   int batch_size = 1;
   std::string shard_mode = "contiguous";
   std::string shard;             ///< "I/N"; empty: the whole file

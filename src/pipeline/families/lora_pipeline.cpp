@@ -19,6 +19,7 @@ void LoraPipeline::start_components(const Family& family, const LoadRequest& req
   const c10::Device device(request.device);
   residency_ = ComponentResidency(request.two_phase, request.offload == "model", device);
   block_offload_ = request.offload == "blocks" ? request.offload_blocks_per_group : 0;
+  channels_last_ = request.channels_last;
   // Offloaded weights are merged with LoRAs on the device the run computes on, wherever they are
   // between uses, so that the merged values are those of a run without offload.
   if (request.offload != "none") loras_->set_offload(device);

@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/loading/lora.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/pipeline/text_to_image.h"
 #include "dpinfer/util/error.h"
@@ -105,10 +106,13 @@ class LoraPipeline : public TextToImage {
     const bool blocks = group == Group::kDenoiser && block_offload_ > 0;
     const at::TensorOptions load_to =
         residency_.model_offload() || blocks ? options.device(c10::Device(c10::kCPU)) : options;
-    auto load = [&member, c, load_to, load_options, blocks, device = options.device(),
+    const bool channels_last = channels_last_ && group != Group::kTextEncoders;
+    auto load = [&member, c, load_to, load_options, blocks, channels_last, device = options.device(),
                  per_group = block_offload_]() -> torch::nn::Module& {
       c10::InferenceMode guard;
       member = load_component_as<Impl>(c, load_to, load_options);
+      // Before block offload takes its host copies, which keep the strides (nn/offload.h).
+      if (channels_last) nn::to_channels_last(*member);
       if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
         if (blocks) member->offload_blocks(*member, device, per_group);
       }
@@ -137,6 +141,7 @@ class LoraPipeline : public TextToImage {
 
   std::unique_ptr<LoraMerger> loras_;
   ComponentResidency residency_;
+  bool channels_last_ = false;  ///< --channels-last: the denoiser's and the VAE's 4-D weights (LoadRequest)
   int64_t block_offload_ = 0;  ///< --offload blocks: blocks a group (LoadRequest::offload_blocks_per_group); 0: off
   /// The denoiser's block offload accounting, read by offload_statistics() (null unless --offload blocks).
   std::function<const nn::BlockOffload*()> denoiser_blocks_;

@@ -125,4 +125,13 @@ at::Tensor LlamaRMSNormImpl::forward(const at::Tensor& x) const {
   return weight * h.to(x.scalar_type());
 }
 
+void to_channels_last(torch::nn::Module& module) {
+  auto convert = [](at::Tensor& t) {
+    if (t.defined() && t.dim() == 4 && at::isFloatingType(t.scalar_type()))
+      t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+  };
+  for (at::Tensor& p : module.parameters()) convert(p);
+  for (at::Tensor& b : module.buffers()) convert(b);
+}
+
 }  // namespace dpinfer::pipeline::nn

@@ -176,4 +176,11 @@ TORCH_MODULE(LlamaRMSNorm);
 /// The options a module is built with when a caller gives none: float32 on the CPU.
 inline at::TensorOptions default_options() { return at::TensorOptions().dtype(at::kFloat); }
 
+/// --channels-last: every 4-D floating-point parameter and buffer of `module` (Conv2d kernels
+/// [out, in, k, k]) rewritten in channels-last memory format, in place (set_data: each handle follows),
+/// as torch.nn.Module.to(memory_format=torch.channels_last) converts the 4-D tensors it applies to.
+/// The values are the same; the convolutions then pick channels-last kernels and give channels-last
+/// activations (ATen's conv suggest_memory_format follows the weight). GGUF blocks (bytes) stay as they are.
+void to_channels_last(torch::nn::Module& module);
+
 }  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,82 @@
+// --attention-backend and --channels-last end to end on the CPU (issue 28 item 3; the pixels are
+// GpuLevers' in the torch tests): a backend the CPU lacks is refused in one line (exit 2) before any
+// weight is read; a run with math attention and channels-last convolutions records both in every
+// record and in run.json, and resume refuses to mix its images with those of a run without them.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using namespace dpinfer;
+using namespace dpinfer::test;
+using namespace std::chrono_literals;
+
+namespace {
+namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
+
+const std::string kSd1 = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd1";
+const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
+
+RunResult generate(const TempDir& dir, const std::string& out, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kSd1, "--steps",
+                                   "2", "--width", "16", "--height", "16", "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run(argv, kEnv, 300s);
+}
+
+TEST(GpuLeversE2E, ABackendTheCpuLacksIsRefusedInOneLine) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  for (const std::string backend : {"efficient", "cudnn"}) {
+    RunResult r = generate(dir, dir.file("out"), {"--attention-backend", backend});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "--attention-backend " + backend +
+                                    " needs a CUDA device: on the CPU LibTorch has only the math and flash kernels"))
+        << r.err;
+    EXPECT_FALSE(contains(r.err, "Exception raised from")) << r.err;  // no LibTorch backtrace
+  }
+  RunResult bad = run({DPINFER_BINARY, "generate", dir.file("p.txt"), "--model", kSd1, "--attention-backend", "xformers",
+                       "--out", dir.file("bad")},
+                      kEnv, 60s);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--attention-backend: expected auto, flash, efficient, cudnn or math, got 'xformers'"))
+      << bad.err;
+}
+
+TEST(GpuLeversE2E, TheLeversAreRecordedAndResumeComparesThem) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  RunResult levers = generate(dir, dir.file("levers"), {"--attention-backend", "math", "--channels-last"});
+  ASSERT_EQ(levers.exit_code, 0) << levers.err;
+  const nlohmann::json record = read_jsonl(dir.file("levers/metadata.jsonl")).at(0);
+  EXPECT_EQ(record["attention_backend"], "math") << record.dump();
+  EXPECT_EQ(record["channels_last"], true) << record.dump();
+  const nlohmann::json run_json = nlohmann::json::parse(read_file(dir.file("levers/run.json")));
+  EXPECT_EQ(run_json["options"]["attention_backend"], "math");
+  EXPECT_EQ(run_json["options"]["channels_last"], true);
+  EXPECT_EQ(run_json["pipeline"]["attention_backend"], "math");
+  EXPECT_EQ(run_json["pipeline"]["channels_last"], true);
+
+  RunResult plain = generate(dir, dir.file("plain"), {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const nlohmann::json plain_record = read_jsonl(dir.file("plain/metadata.jsonl")).at(0);
+  EXPECT_FALSE(plain_record.contains("attention_backend")) << plain_record.dump();  // auto: absent
+  EXPECT_FALSE(plain_record.contains("channels_last")) << plain_record.dump();
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir.file("plain/run.json")))["pipeline"]["attention_backend"], "auto");
+
+  // Resume compares each, both ways; the same levers resume.
+  RunResult mixed = generate(dir, dir.file("plain"), {"--attention-backend", "math"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with attention_backend \"auto\"")) << mixed.err;
+  mixed = generate(dir, dir.file("levers"), {"--attention-backend", "math"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with channels_last true")) << mixed.err;
+  EXPECT_EQ(generate(dir, dir.file("levers"), {"--attention-backend", "math", "--channels-last"}).exit_code, 0);
+}
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace
