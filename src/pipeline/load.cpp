@@ -71,7 +71,7 @@ std::unique_ptr<TextToImage> load_text_to_image(const LoadRequest& request) {
   LoadRequest planned = request;
   const MemoryPlanChoice choice = plan_memory(planned, *request.memory);
   std::unique_ptr<TextToImage> pipe = load_as_requested(planned);
-  pipe->set_memory_plan({{"summary", choice.summary}, {"next", choice.next}, {"record", choice.record}});
+  pipe->set_memory_plan({{"summary", choice.summary}, {"choice", choice.choice}, {"next", choice.next}, {"record", choice.record}});
   return pipe;
 }
 

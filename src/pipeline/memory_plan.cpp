@@ -94,8 +94,13 @@ nlohmann::ordered_json MemoryLevers::to_json() const {
 double MemoryEstimate::peak() const { return std::max({encode.total(), denoise.total(), decode.total()}); }
 
 std::string MemoryEstimate::peak_phase() const {
-  if (denoise.total() >= encode.total() && denoise.total() >= decode.total()) return "denoise";
-  return decode.total() >= encode.total() ? "decode" : "encode";
+  const PhaseBytes& p = peak_phase_bytes();
+  return &p == &denoise ? "denoise" : &p == &decode ? "decode" : "encode";
+}
+
+const PhaseBytes& MemoryEstimate::peak_phase_bytes() const {
+  if (denoise.total() >= encode.total() && denoise.total() >= decode.total()) return denoise;
+  return decode.total() >= encode.total() ? decode : encode;
 }
 
 nlohmann::ordered_json MemoryEstimate::to_json() const {
@@ -324,12 +329,7 @@ MemoryEstimate MemoryPlanner::choose(double budget, const Fixed& fixed, bool exa
       "--max-device-memory {}: the run does not fit; the smallest plan, {}, needs {} in its {} phase ({} of weights, "
       "{} of activations at {}x{}, batch {}); {}",
       gigabytes(budget), smallest->levers.describe(), gigabytes(smallest->peak()), smallest->peak_phase(),
-      gigabytes(smallest->peak_phase() == "encode"    ? smallest->encode.weights
-                : smallest->peak_phase() == "decode" ? smallest->decode.weights
-                                                     : smallest->denoise.weights),
-      gigabytes(smallest->peak_phase() == "encode"    ? smallest->encode.activations
-                : smallest->peak_phase() == "decode" ? smallest->decode.activations
-                                                     : smallest->denoise.activations),
+      gigabytes(smallest->peak_phase_bytes().weights), gigabytes(smallest->peak_phase_bytes().activations),
       shape_.width, shape_.height, shape_.batch_size, hint));
 }
 
@@ -440,10 +440,10 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
 
   MemoryPlanChoice out;
   out.budget = budget;
-  out.summary = fmt::format("memory plan for {} at {}x{}, batch {}: {}; estimated peak {} in the {} phase, within "
-                            "--max-device-memory {}",
-                            request.device, shape.width, shape.height, shape.batch_size, chosen.levers.describe(),
-                            gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
+  out.choice = fmt::format("{}; estimated peak {} in the {} phase, within --max-device-memory {}",
+                           chosen.levers.describe(), gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
+  out.summary = fmt::format("memory plan for {} at {}x{}, batch {}: {}", request.device, shape.width, shape.height,
+                            shape.batch_size, out.choice);
   if (const auto next = planner.next_after(chosen.levers, fixed, memory.exact)) out.next = next->describe();
   out.record = chosen.to_json();
   out.record["budget_bytes"] = std::llround(budget);

@@ -885,9 +885,8 @@ void GenerateRun::out_of_memory(const std::string& what, const std::exception& e
     advice = "plan the run's memory with --max-device-memory auto (or a number of GB), or lower --batch-size or the "
              "image size";
   } else {
-    const std::string summary = memory_plan_["summary"].get<std::string>();
     const std::string next = memory_plan_["next"].get<std::string>();
-    const std::string plan = summary.substr(summary.find(": ") + 2);
+    const std::string plan = memory_plan_["choice"].get<std::string>();
     advice = next.empty() ? "the plan (" + plan + ") fell short and nothing smaller is left; lower --batch-size or the "
                             "image size"
                           : "the plan (" + plan + ") fell short; give " + next + " yourself, or a lower "

@@ -92,6 +92,8 @@ struct MemoryEstimate {
   /// The largest phase's total, and its name ("encode", "denoise" or "decode").
   double peak() const;
   std::string peak_phase() const;
+  /// The bytes of the phase peak_phase() names.
+  const PhaseBytes& peak_phase_bytes() const;
   nlohmann::ordered_json to_json() const;
 };
 
@@ -140,7 +142,8 @@ std::string memory_plan_text(const InspectReport& report, const MemoryShape& sha
 /// What plan_memory() chose.
 struct MemoryPlanChoice {
   double budget = 0;          ///< bytes
-  std::string summary;        ///< one line for the log: the levers, the peak and its phase, the budget
+  std::string choice;         ///< the levers, the estimated peak and its phase, the budget
+  std::string summary;        ///< one line for the log: the device and the shape, then `choice`
   std::string next;           ///< what to try after an out-of-memory error ("--offload blocks:1, ..."), or ""
   nlohmann::ordered_json record;  ///< run.json's "memory_plan"
 };

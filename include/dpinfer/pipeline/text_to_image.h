@@ -187,7 +187,7 @@ class TextToImage {
   virtual nlohmann::json offload_statistics() const { return nlohmann::json::object(); }
 
   /// --max-device-memory's plan (load.h LoadRequest::memory), set by load_text_to_image():
-  /// {"summary": one log line, "next": what to try after running out of memory, "record": run.json's
+  /// {"summary": one log line, "choice": the levers and the estimate, "next": what to try after running out of memory, "record": run.json's
   /// "memory_plan"}; null without a plan.
   const nlohmann::json& memory_plan() const { return memory_plan_; }
   void set_memory_plan(nlohmann::json plan) { memory_plan_ = std::move(plan); }
