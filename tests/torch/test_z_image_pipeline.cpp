@@ -46,7 +46,10 @@ TEST(ZImageFamily, RowHasDiffusersDefaultsAndSettings) {
   for (const ComponentSpec& c : f->components) components.push_back(c.name);
   for (const SettingSpec& s : f->settings) settings.push_back(s.name);
   EXPECT_EQ(components, (std::vector<std::string>{"transformer", "text_encoder", "tokenizer", "vae", "scheduler"}));
-  EXPECT_EQ(settings, (std::vector<std::string>{"max_sequence_length", "cfg_normalization", "cfg_truncation"}));
+  // ZImagePipeline.__call__'s own, then DBCache's (cache-dit's Z-Image adapter; off by default)
+  EXPECT_EQ(settings, (std::vector<std::string>{"max_sequence_length", "cfg_normalization", "cfg_truncation", "dbcache",
+                                                "dbcache_fn", "dbcache_bn", "dbcache_warmup", "dbcache_max_cached",
+                                                "dbcache_max_continuous", "taylorseer_order"}));
   EXPECT_EQ(f->settings[0].default_value, 512);
   EXPECT_EQ(f->settings[1].default_value, 0.0);
   EXPECT_EQ(f->settings[2].default_value, 1.0);
@@ -69,10 +72,17 @@ TEST(ZImageFamily, LoadedPipelineReportsItsFamilyAndSizes) {
   EXPECT_EQ(info.family, "z-image");
   EXPECT_EQ(info.pipeline_class, "ZImagePipeline");
   EXPECT_EQ(info.scheduler_name, "flow_match_euler");
-  EXPECT_EQ(info.default_width, 1024);
-  EXPECT_EQ(info.default_height, 1024);
+  // ZImagePipeline's 1024 x 1024, cut to what the RoPE table covers: axes_lens [256, 32, 32] patches of
+  // 2 latents of 2 pixels (diffusers fails at 1024 on this fixture).
+  EXPECT_EQ(info.default_width, 128);
+  EXPECT_EQ(info.default_height, 128);
   EXPECT_EQ(info.size_multiple, 4);  // the tiny VAE's scale factor is 2
-  EXPECT_EQ(info.settings, (json{{"max_sequence_length", 512}, {"cfg_normalization", 0.0}, {"cfg_truncation", 0.5}}));
+  json settings = info.settings;
+  for (const char* key : {"dbcache", "dbcache_fn", "dbcache_bn", "dbcache_warmup", "dbcache_max_cached",
+                          "dbcache_max_continuous", "taylorseer_order"})
+    settings.erase(key);  // DBCache's, at their defaults (ZImageFamily.RowHasDiffusersDefaultsAndSettings)
+  EXPECT_EQ(info.settings["dbcache"], 0.0);
+  EXPECT_EQ(settings, (json{{"max_sequence_length", 512}, {"cfg_normalization", 0.0}, {"cfg_truncation", 0.5}}));
 }
 
 TEST(ZImageFamily, SizesMustBeMultiplesOfTwiceTheVaeScaleFactor) {

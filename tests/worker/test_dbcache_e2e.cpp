@@ -1,5 +1,5 @@
 // --set dbcache=T (cache-dit's DBCache, with taylorseer_order its TaylorSeer) end to end (issue 28), on FLUX.1,
-// Qwen-Image and Chroma: cache-dit decides per batch, dpinfer per image, so an image is the same alone, in a batch
+// Qwen-Image, Chroma and Z-Image: cache-dit decides per batch, dpinfer per image, so an image is the same alone, in a batch
 // and on any rank; the options are
 // in the record, the infotext and resume's identity; --offload blocks changes no pixel; bad values, a family without
 // DBCache, DBCache with First Block Cache, options without DBCache and an Fn + Bn the transformer cannot split are
@@ -28,9 +28,10 @@ const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {
 
 // Three prompts, one with true CFG (the "uncond" state), at options that skip some steps of the tiny transformers
 // and not others (make_dbcache_pipelines.py's), with TaylorSeer: alone, batched and on three ranks alike.
-void expect_independence(const std::string& model, const json& first_settings, const std::vector<std::string>& settings) {
+void expect_independence(const std::string& model, const json& first_settings, const std::vector<std::string>& settings,
+                         const std::string& first_prompt = "a photograph of an astronaut riding a horse") {
   TempDir dir;
-  json first = {{"prompt", "a photograph of an astronaut riding a horse"}, {"negative_prompt", "blurry"}, {"seed", 5}};
+  json first = {{"prompt", first_prompt}, {"negative_prompt", "blurry"}, {"seed", 5}};
   if (!first_settings.empty()) first["settings"] = first_settings;
   write_file(dir.file("p.jsonl"),
              first.dump() +
@@ -58,6 +59,16 @@ TEST(DBCacheE2E, AChromaImageDoesNotDependOnItsBatchOrRank) {
   // two block lists cached apart.
   expect_independence("tiny-chroma-alt", json::object(), {"dbcache=0.97", "dbcache_fn=1", "dbcache_warmup=3",
                                                           "taylorseer_order=1"});
+}
+
+TEST(DBCacheE2E, AZImageDoesNotDependOnItsBatchOrRank) {
+  // Z-Image runs an image's prompt and negative rows in one call, and cache-dit decides once for the call: dpinfer
+  // decides per image from its two rows. The first prompt is long enough (over 32 tokens) that its caption is padded
+  // to 64 where the others' are to 32: the batch pads every row to 64, and each image reads only its own length.
+  expect_independence("tiny-z-image", json::object(), {"dbcache=0.95", "dbcache_fn=1", "dbcache_warmup=3",
+                                                       "taylorseer_order=2"},
+                      "a photograph of an astronaut riding a horse across a wide green meadow under a pale blue "
+                      "sky, with mountains far behind and a small red barn beside a quiet river");
 }
 
 TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
@@ -118,10 +129,12 @@ TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
     EXPECT_EQ(r.exit_code, 2) << model << ": " << r.err;
     EXPECT_TRUE(contains(r.err, why)) << r.err;
   };
-  for (const char* model : {"tiny-sd3", "tiny-z-image", "tiny-sd1"}) {
-    refused(model, {"--set", "dbcache=0.2"}, "only of Qwen-Image, FLUX.1 and Chroma models");
-    refused(model, {"--set", "taylorseer_order=1"}, "only of Qwen-Image, FLUX.1 and Chroma models");
+  for (const char* model : {"tiny-sd3", "tiny-sd1"}) {
+    refused(model, {"--set", "dbcache=0.2"}, "only of Qwen-Image, Z-Image, FLUX.1 and Chroma models");
+    refused(model, {"--set", "taylorseer_order=1"}, "only of Qwen-Image, Z-Image, FLUX.1 and Chroma models");
   }
+  // tiny-z-image has two main layers: Fn 2 leaves none to cache.
+  refused("tiny-z-image", {"--set", "dbcache=0.2", "--set", "dbcache_fn=2"}, "main layers");
   // Chroma caches its double- and single-stream lists apart; tiny-chroma has one block in each.
   refused("tiny-chroma", {"--set", "dbcache=0.2", "--set", "dbcache_fn=1"},
           "dbcache_fn + dbcache_bn (1 + 0) must be below this transformer's 1 blocks in each of its double- and "

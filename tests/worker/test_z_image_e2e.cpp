@@ -70,7 +70,9 @@ TEST(ZImageE2E, GenerateMakesDiffusersImagesWithEachLinesSettings) {
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0]["guidance_scale"], 5.0);
   EXPECT_EQ(rows[0]["scheduler"], "flow_match_euler");
-  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "cfg_normalization", "cfg_truncation"}));
+  EXPECT_EQ(rows[0]["settings"], json({"max_sequence_length", "cfg_normalization", "cfg_truncation", "dbcache",
+                                       "dbcache_fn", "dbcache_bn", "dbcache_warmup", "dbcache_max_cached",
+                                       "dbcache_max_continuous", "taylorseer_order"}));
   EXPECT_EQ(rows[0]["max_sequence_length"], 512);
   EXPECT_EQ(rows[1]["cfg_truncation"], 0.5);
   const std::string params = read_png(dir.file("out/000001.png")).texts.at("parameters");
@@ -96,20 +98,24 @@ TEST(ZImageE2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["pipeline"], "ZImagePipeline");
   EXPECT_EQ(report["family"], "z-image");
   EXPECT_EQ(report["ok"], true);
-  EXPECT_EQ(report["default_size"], json({{"width", 1024}, {"height", 1024}}));
+  // 1024 x 1024 cut to the RoPE table's 32 x 32 patches (z_image_default_size)
+  EXPECT_EQ(report["default_size"], json({{"width", 128}, {"height", 128}}));
   EXPECT_EQ(report["components"]["transformer"]["class"], "ZImageTransformer2DModel");
   EXPECT_EQ(report["components"]["text_encoder"]["class"], "Qwen3Model");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKL");
   EXPECT_EQ(report["components"]["tokenizer"]["pad"]["token"], "<|endoftext|>");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
   EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"cfg_normalization", 0.0},
-                                      {"cfg_truncation", 1.0}}));
+                                      {"cfg_truncation", 1.0}, {"dbcache", 0.0}, {"dbcache_fn", 8},
+                                      {"dbcache_bn", 0}, {"dbcache_warmup", 8}, {"dbcache_max_cached", -1},
+                                      {"dbcache_max_continuous", -1}, {"taylorseer_order", 0}}));
 
   RunResult text = run({DPINFER_BINARY, "inspect", kModel}, kEnv, 120s);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.out, "family: z-image\n")) << text.out;
-  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, cfg_normalization=0.0, cfg_truncation=1.0 "
-                                 "(the defaults; --set NAME=VALUE)\n"))
+  EXPECT_TRUE(contains(text.out, "settings: max_sequence_length=512, cfg_normalization=0.0, cfg_truncation=1.0, "
+                                 "dbcache=0.0, dbcache_fn=8, dbcache_bn=0, dbcache_warmup=8, dbcache_max_cached=-1, "
+                                 "dbcache_max_continuous=-1, taylorseer_order=0 (the defaults; --set NAME=VALUE)\n"))
       << text.out;
 }
 

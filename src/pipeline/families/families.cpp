@@ -174,7 +174,8 @@ std::vector<SettingSpec> dbcache_settings() {
   };
 }
 
-// A family's own settings, then DBCache's (Chroma: diffusers registers no First Block Cache for its blocks).
+// A family's own settings, then DBCache's (Chroma and Z-Image: diffusers registers no First Block Cache for their
+// blocks).
 std::vector<SettingSpec> with_dbcache(std::vector<SettingSpec> own) {
   for (SettingSpec& s : dbcache_settings()) own.push_back(std::move(s));
   return own;
@@ -278,9 +279,9 @@ const std::vector<Family>& families() {
            {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          {max_sequence_length(131072, "tokens of the chat-formatted prompt the text encoder sees; the rest is "
-                                       "dropped (diffusers' max_sequence_length)"),
-           cfg_normalization(), cfg_truncation()},
+          with_dbcache({max_sequence_length(131072, "tokens of the chat-formatted prompt the text encoder sees; the "
+                                                    "rest is dropped (diffusers' max_sequence_length)"),
+                        cfg_normalization(), cfg_truncation()}),
           /*default_steps=*/50,
           /*default_guidance_scale=*/5.0,
           /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own

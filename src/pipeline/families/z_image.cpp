@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "block_caches.h"
 #include "denoising.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
@@ -28,11 +29,25 @@ std::string z_image_chat_prompt(const std::string& prompt) {
   return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
 }
 
-std::array<int64_t, 2> z_image_default_size(const ModelDir& /*model*/) { return {1024, 1024}; }
+std::array<int64_t, 2> z_image_default_size(const ModelDir& model) {
+  // ZImagePipeline.__call__ defaults to 1024 x 1024 whatever the configs say. A transformer whose RoPE
+  // table is shorter than 1024 px needs (axes_lens[1] or [2] patches of 2 latents, the patch the pipeline
+  // uses) makes diffusers fail at that default with an index error; dpinfer defaults such a model to
+  // the largest size its table covers (models/dpinfer-shapes-dit-64: 8 x 8 patches, 64 x 64 pixels).
+  constexpr int64_t kPipelineDefault = 1024;
+  constexpr int64_t kPatch = 2;
+  const ZImageTransformerConfig tc = ZImageTransformerConfig::from_json(model.at("transformer").config);
+  const int64_t pixels_per_patch = kPatch * AutoencoderKLConfig::from_json(model.at("vae").config).scale_factor();
+  return {std::min(kPipelineDefault, tc.axes_lens[1] * pixels_per_patch),
+          std::min(kPipelineDefault, tc.axes_lens[2] * pixels_per_patch)};
+}
 
 namespace {
 
 using nlohmann::json;
+
+// The patch sizes ZImagePipeline calls the transformer with (its forward's defaults).
+constexpr int64_t kPatch = 2, kFramePatch = 1;
 
 /// check_z_image_components() on parsed configs.
 void check_z_image_fit(const ZImageTransformerConfig& tc, const DecoderLLMConfig& text_config,
@@ -119,11 +134,18 @@ class ZImagePipeline : public LoraPipeline {
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
+  void check_settings(const json& settings) const override {
+    check_block_cache_settings(settings, transformer_config_.n_layers, "main layers");
+  }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
     const ImageRequest& first = batch.front();
     const json settings = batch_settings(batch);
+    // DBCache on the main layers: cache-dit's Z-Image adapter keeps one context for the call's whole CFG batch
+    // (no separate CFG), so one state for this batch, deciding per image from its prompt and negative rows.
+    const BlockCaches caches(settings);
     const int max_length = settings["max_sequence_length"].get<int>();
     const double cfg_normalization = settings["cfg_normalization"].get<double>();
     const double cfg_truncation = settings["cfg_truncation"].get<double>();
@@ -171,6 +193,9 @@ class ZImagePipeline : public LoraPipeline {
       generators = std::move(noise.generators);
     }
 
+    // The CFG batch's rows of image j: its prompt's, j, and its negative's, b + j.
+    std::vector<std::vector<int64_t>> cfg_rows;
+    for (int64_t j = 0; j < b; ++j) cfg_rows.push_back({j, b + j});
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // The model's time runs the other way: (1000 - t) / 1000 in float32, 0 at the start.
@@ -185,16 +210,19 @@ class ZImagePipeline : public LoraPipeline {
       at::Tensor velocity;
       if (apply_cfg) {
         at::Tensor out = transformer_->forward(at::cat({x, x}), t.expand({2 * b}).to(device_),
-                                               with_negative->features, with_negative->lengths);  // [2B, C, h, w]
+                                               with_negative->features, with_negative->lengths, kPatch, kFramePatch,
+                                               caches.cond(), cfg_rows);  // [2B, C, h, w]
         velocity = guided(out, b, scale, cfg_normalization);
       } else {
-        velocity = transformer_->forward(x, t.expand({b}).to(device_), positive.features, positive.lengths)
+        velocity = transformer_->forward(x, t.expand({b}).to(device_), positive.features, positive.lengths, kPatch,
+                                         kFramePatch, caches.cond())
                        .to(at::kFloat);
       }
       // The transformer predicts the flow the other way round, so the step takes its negation.
       latents = scheduler_->step(-velocity, i, latents, generators);
     }
     throw_if_cancelled();
+    caches.count_into(statistics_);  // the images of this batch, for the run summary
     const double shift = *vae_config_.shift_factor;
     at::Tensor z = latents.to(dtype_) / vae_config_.scaling_factor + shift;
     vae_phase();  // --offload model: the VAE to the device to decode
@@ -302,6 +330,7 @@ class ZImagePipeline : public LoraPipeline {
   std::shared_ptr<ZImageTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
 };
 
 }  // namespace

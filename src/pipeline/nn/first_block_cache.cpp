@@ -7,7 +7,10 @@
 
 namespace dpinfer::pipeline::nn {
 
-Streams FirstBlockCache::run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) {
+Streams FirstBlockCache::run(const Streams& input, int64_t num_blocks, const BlockRange& blocks,
+                             const ImageRows& images) {
+  // diffusers registers First Block Cache for no transformer that runs an image's CFG rows in one call.
+  if (!images.rows.empty()) throw Error("first_block_cache: rows grouped by image are not supported");
   if (num_blocks < 2) throw InputError("first_block_cache: the transformer needs two blocks or more");
   const Streams first = blocks(0, 1, input, {});
   const at::Tensor residual = first.image - input.image;  // [B, L_img, D]

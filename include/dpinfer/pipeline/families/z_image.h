@@ -20,7 +20,9 @@ namespace dpinfer::pipeline {
 /// (the template strips only assistant turns).
 std::string z_image_chat_prompt(const std::string& prompt);
 
-/// ZImagePipeline.__call__'s default size, {height, width}: 1024 x 1024 whatever the configs say.
+/// ZImagePipeline.__call__'s default size, {height, width}: 1024 x 1024 whatever the configs say, except
+/// where the transformer's RoPE table (axes_lens) cannot place that many patches: then the largest size
+/// it can, per side (diffusers fails there).
 std::array<int64_t, 2> z_image_default_size(const ModelDir& model);
 
 /// The family's check_components: the transformer's cap_feat_dim is the text encoder's

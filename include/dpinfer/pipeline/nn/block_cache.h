@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,16 @@ struct Streams {
 using BlockRange =
     std::function<Streams(int64_t begin, int64_t end, const Streams& streams, const at::Tensor& rows)>;
 
+/// Which rows of a batch are which image, for a transformer that runs an image's classifier-free guidance rows in one
+/// call (Z-Image: prompts then negatives, so image b has rows b and B + b): the cache decides once per image, from all
+/// its rows, as the reference decides once per call and so per image at batch 1. Also how many leading tokens of
+/// those rows the decision reads: the batch pads every row to its longest, and an image reads only as far as its own
+/// rows reach, so that its decision does not depend on its batch-mates. Empty: row b is image b, every token.
+struct ImageRows {
+  std::vector<std::vector<int64_t>> rows;  ///< per image, its rows of the batch, ascending
+  std::vector<int64_t> tokens;             ///< per image, the tokens its decision reads
+};
+
 /// One cache context's state over a denoising run, per image: make one per context ("cond", "uncond") per
 /// batch, as the references' state lives from one pipeline call to its end.
 class BlockCache {
@@ -36,7 +47,11 @@ class BlockCache {
 
   /// The transformer's `num_blocks` blocks, run by `blocks`, on `input` (the first block's input), under the
   /// cache. Returns the last block's output for the whole batch.
-  virtual Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) = 0;
+  /// `images` groups the batch's rows by image (ImageRows); a cache that cannot group throws.
+  virtual Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks, const ImageRows& images) = 0;
+  Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) {
+    return run(input, num_blocks, blocks, ImageRows{});
+  }
 
   /// Denoiser calls so far, and how many of them skipped the cached blocks, counted per image.
   int64_t calls() const { return calls_; }

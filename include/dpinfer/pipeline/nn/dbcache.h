@@ -56,7 +56,8 @@ class DBCache : public BlockCache {
 
   /// Runs blocks [0, Fn) and [N - Bn, N) on the whole batch and [Fn, N - Bn) on the images that compute. Throws
   /// InputError when Fn + Bn leaves no block between them.
-  Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) override;
+  Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks, const ImageRows& images) override;
+  using BlockCache::run;
   const char* name() const override { return "DBCache"; }
   const char* skips() const override { return "skipped the cached middle blocks"; }
 

@@ -15,7 +15,8 @@ class FirstBlockCache : public BlockCache {
 
   /// Runs block 0 on the whole batch and blocks 1.. on the images that must compute; the others get block 0's
   /// output plus the residuals cached for them. Throws InputError for fewer than two blocks.
-  Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks) override;
+  Streams run(const Streams& input, int64_t num_blocks, const BlockRange& blocks, const ImageRows& images) override;
+  using BlockCache::run;
   const char* name() const override { return "First Block Cache"; }
   const char* skips() const override { return "skipped the blocks after the first"; }
 

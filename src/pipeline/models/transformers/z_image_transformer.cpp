@@ -106,7 +106,8 @@ ZImageTransformer2DModelImpl::ZImageTransformer2DModelImpl(const ZImageTransform
 at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, const at::Tensor& timestep,
                                                  const at::Tensor& caption_features,
                                                  const std::vector<int64_t>& caption_lengths, int64_t patch_size,
-                                                 int64_t f_patch_size) {
+                                                 int64_t f_patch_size, nn::BlockCache* cache,
+                                                 const std::vector<std::vector<int64_t>>& image_rows) {
   const ZImageTransformerConfig& c = config_;
   const std::string key = patch_key(patch_size, f_patch_size);
   auto embedder = x_embedders_.find(key);
@@ -222,9 +223,38 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
   at::Tensor unified = at::cat({x, at::where(cap_mask.unsqueeze(-1), cap, at::zeros({}, cap.options()))}, 1);
   const at::Tensor unified_freqs = at::cat({x_freqs, cap_freqs}, 1);
   const at::Tensor unified_mask = at::cat({x_mask, cap_mask}, 1);
-  for (auto& block : layers_) {
-    const nn::BlockOnDevice on_device(block_offload(), *block);
-    unified = block(unified, unified_mask, unified_freqs, adaln);
+  // The main layers [begin, end) on the rows `rows` of the batch (all when undefined): a step cache runs the
+  // layers it does not skip on the images that compute.
+  const nn::BlockRange run_layers = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
+    const bool part = rows.defined() && rows.size(0) != batch;
+    const at::Tensor mask = part ? unified_mask.index_select(0, rows) : unified_mask;
+    const at::Tensor freqs = part ? unified_freqs.index_select(0, rows) : unified_freqs;
+    const at::Tensor t_emb = part ? adaln.index_select(0, rows) : adaln;
+    at::Tensor joint = in.image;
+    for (int64_t i = begin; i < end; ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *layers_[i]);
+      joint = layers_[i](joint, mask, freqs, t_emb);
+    }
+    return nn::Streams{joint, at::Tensor()};
+  };
+  const auto num_layers = static_cast<int64_t>(layers_.size());
+  if (cache) {
+    // Each image's decision reads its rows as far as the longest of them reaches (image tokens, then its own
+    // padded caption): what the batch of that image alone holds, as the reference runs it.
+    nn::ImageRows images;
+    if (image_rows.empty()) {
+      for (int64_t i = 0; i < batch; ++i) images.rows.push_back({i});
+    } else {
+      images.rows = image_rows;
+    }
+    for (const std::vector<int64_t>& rows : images.rows) {
+      int64_t longest = 0;
+      for (int64_t r : rows) longest = std::max(longest, cap_padded.at(static_cast<size_t>(r)));
+      images.tokens.push_back(image_padded + longest);
+    }
+    unified = cache->run(nn::Streams{unified, at::Tensor()}, num_layers, run_layers, images).image;
+  } else {
+    unified = run_layers(0, num_layers, nn::Streams{unified, at::Tensor()}, at::Tensor()).image;
   }
 
   at::Tensor out = final_layers_.at(key)(unified, adaln).narrow(1, 0, image_len);  // [B, Ni, pf p p C]

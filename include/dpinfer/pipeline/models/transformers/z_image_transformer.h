@@ -15,6 +15,7 @@
 
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
 #include "dpinfer/pipeline/nn/adaln.h"
+#include "dpinfer/pipeline/nn/block_cache.h"
 #include "dpinfer/pipeline/nn/joint_attention.h"
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/rms_norm.h"
@@ -84,8 +85,12 @@ class ZImageTransformer2DModelImpl : public torch::nn::Module, public nn::Offloa
   /// to the weights' dtype, as the pipeline casts them. Returns the weights' dtype, shaped as
   /// latents. Throws dpinfer::Error for inputs the model cannot take (a patch size it has no
   /// embedder for, positions beyond axes_lens).
+  /// `cache`, when set, runs the main layers (cache-dit's Pattern_3 on `layers`) under a step cache, deciding per
+  /// image: `image_rows` lists each image's rows of the batch (with CFG, image b has rows b and B + b), empty for
+  /// one row per image.
   at::Tensor forward(const at::Tensor& latents, const at::Tensor& timestep, const at::Tensor& caption_features,
-                     const std::vector<int64_t>& caption_lengths, int64_t patch_size = 2, int64_t f_patch_size = 1);
+                     const std::vector<int64_t>& caption_lengths, int64_t patch_size = 2, int64_t f_patch_size = 1,
+                     nn::BlockCache* cache = nullptr, const std::vector<std::vector<int64_t>>& image_rows = {});
 
   const ZImageTransformerConfig& config() const { return config_; }
 
