@@ -43,7 +43,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--model,-m", o.model,
                  "diffusers directory, hub id (org/name, from the local HF cache) or single-file checkpoint "
                  "(.safetensors: SD 1.x/2.x/SDXL, SD3/3.5, FLUX.1, Chroma, Qwen-Image, Z-Image, as their makers ship "
-                 "them; .gguf: a city96-style GGUF transformer of those DiTs); default: the embedded dpinfer-shapes-64");
+                 "them; .gguf: a city96-style GGUF transformer of those DiTs), or an embedded model by name "
+                 "(dpinfer-shapes-dit-64: the trained flow-matching DiT); default: the embedded dpinfer-shapes-64");
   app.add_option("--base", o.base,
                  "for a single-file --model: the diffusers pipeline (directory or hub id) whose configs, tokenizers, "
                  "scheduler and missing components it uses (default: dpinfer's shipped config of its family)");

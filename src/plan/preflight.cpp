@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "dpinfer/io/hub_cache.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
+#include "dpinfer/util/process.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::plan {
@@ -100,6 +103,22 @@ void check_output_dir(const std::string& out) {
                      std::strerror(errno) + "); give a directory you can write");
 }
 
+namespace {
+
+/// Whether `name` (no '/') is an embedded model, where the worker looks for one (worker/default_model.cpp).
+bool is_embedded_model(const std::string& name) {
+  if (name.find('/') != std::string::npos) return false;
+  std::vector<std::string> dirs;
+  if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
+    dirs.push_back(std::string(data) + "/models/" + name);
+  dirs.push_back(self_exe_dir() + "/../share/dpinfer/models/" + name);
+  std::error_code ec;
+  return std::any_of(dirs.begin(), dirs.end(),
+                     [&](const std::string& d) { return fs::exists(fs::path(d) / "model_index.json", ec); });
+}
+
+}  // namespace
+
 void check_model_spec(const std::string& spec) {
   if (spec.empty()) return;
   std::error_code ec;
@@ -118,6 +137,7 @@ void check_model_spec(const std::string& spec) {
     throw UsageError("--model " + quote(spec) + " is " + open_error_text(spec, err) +
                      "; fix the link, or pass the pipeline's directory");
   }
+  if (is_embedded_model(spec)) return;  // `--model dpinfer-shapes-dit-64`
   const std::string repo = spec.substr(0, spec.rfind('@'));
   const std::string absolute = fs::absolute(spec, ec).string();
   if (!io::is_hub_id(repo))

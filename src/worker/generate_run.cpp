@@ -111,10 +111,12 @@ int GenerateRun::run() {
   group_ = WorkerGroup::join(rank_, go);
   const std::string device = resolve_device(o_.device, rank_);
   if (device != "cpu") group_->join_nccl(std::stoi(device.substr(5)));  // "cuda:N"
-  std::string model = o_.model;
+  std::string model = resolve_embedded_model(o_.model);
   if (model.empty()) {
     model = default_model_dir();
     if (rank_.rank == 0) log::info("no --model: using the default model {}", model);
+  } else if (model != o_.model && rank_.rank == 0) {
+    log::info("--model {}: the embedded model {}", o_.model, model);
   }
   pipeline::LoadRequest req{model,    o_.variant,      o_.scheduler,      resolve_dtype(o_.dtype, device),
                             device,   o_.settings,     o_.base,           o_.text_encoder,
@@ -832,12 +834,14 @@ int GenerateRun::finish(const pipeline::PipelineInfo& info, const plan::OuterSha
     total.generated += j["generated"].get<int64_t>();
     total.skipped += j["skipped"].get<int64_t>();
     total.failed += j["failed"].get<int64_t>();
-    if (j.contains("pipeline"))
-      for (const auto& [key, value] : j["pipeline"].items())
+    if (j.contains("pipeline")) {
+      for (const auto& [key, value] : j["pipeline"].items()) {
         if (value.is_number_integer())
           counted[key] = counted.value(key, int64_t{0}) + value.get<int64_t>();
         else if (value.is_string())
           counted[key] = value;  // a name ("step_cache"), the same on every rank
+      }
+    }
     per_rank.push_back(j);
   }
   if (multi_node_) group_totals_ = plan::ProgressCounts{total.generated, total.skipped, total.failed};

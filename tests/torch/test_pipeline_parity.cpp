@@ -399,6 +399,7 @@ TEST(KontextReference, AutoResizePicksTheResolutionDiffusersPicks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd1-inpaint", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
+                                                                      "dpinfer-shapes-dit-64",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
                                                                  "tiny-z-image-alt", "tiny-qwen-image",
                                                                  "tiny-qwen-image-alt", "tiny-flux-dev",

@@ -18,6 +18,7 @@
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/exit_status.h"
 #include "dpinfer/util/log.h"
+#include "dpinfer/worker/default_model.h"
 #include "dpinfer/worker/worker.h"
 
 namespace {
@@ -138,6 +139,7 @@ int inspect_main(int argc, char** argv) {
     dpinfer::log::error("MODEL is required; see 'dpinfer inspect --help'");
     return exit_status::kBadInput;
   }
+  model = dpinfer::worker::resolve_embedded_model(model);  // `dpinfer inspect dpinfer-shapes-dit-64`
   try {
     if (const auto lora = lora_args.empty() ? dpinfer::pipeline::lora_file_report(model) : std::nullopt) {
       if (json)

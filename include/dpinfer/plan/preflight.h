@@ -25,8 +25,11 @@ void check_output_dir(const std::string& out);
 /// --model, as far as it can be judged without reading the model: an existing
 /// directory must hold model_index.json; a path that does not exist must be a hub id
 /// (org/name[@revision]) with a folder in the hub cache. An existing file passes (the
-/// worker judges it), and so does "" (the default model). Throws UsageError with the
-/// worker's own advice.
+/// worker judges it), and so does "" (the default model), and a bare name (no '/') of an
+/// embedded model: a folder with model_index.json in $DPINFER_DATA_DIR/models or in
+/// share/dpinfer/models beside this binary (bin/ once installed, tools/ in the build tree),
+/// where the worker finds it (worker/default_model.h). Throws UsageError with the worker's
+/// own advice.
 void check_model_spec(const std::string& spec);
 
 }  // namespace dpinfer::plan
