@@ -137,6 +137,36 @@ class Ema:
             s.mul_(d).add_(p.detach(), alpha=1 - d)
 
 
+def optimize(loss: torch.Tensor, opt, sched, params: list, emas: list) -> None:
+    """One training step of both training scripts: AdamW on the gradients clipped to norm 1, the schedule,
+    then each (Ema, module) pair's average."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    sched.step()
+    for ema, module in emas:
+        ema.update(module)
+
+
+def log_progress(what: str, step: int, steps: int, loss: torch.Tensor, sched, t0: float) -> None:
+    """Every 100 steps and at the last: the loss, the learning rate and the rate so far."""
+    if step % 100 == 0 or step == steps - 1:
+        rate = (step + 1) / (time.time() - t0)
+        log(f"{what} step {step}/{steps} loss {loss.item():.4f} lr {sched.get_last_lr()[0]:.2e} "
+            f"({rate:.2f} steps/s, ETA {(steps - step - 1) / rate / 60:.1f} min)")
+
+
+def write_model_notes(out: str, recipe: dict) -> None:
+    """dataset.json (what tools/check_shapes judges by) and training.json (the recipe) beside the model."""
+    with open(os.path.join(out, "dataset.json"), "w") as f:
+        json.dump(ds.description(), f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out, "training.json"), "w") as f:
+        json.dump(recipe, f, indent=2)
+        f.write("\n")
+
+
 def save_pipeline(out: str, vae, tokenizer, text_encoder, unet) -> None:
     scheduler = DPMSolverMultistepScheduler(num_train_timesteps=1000, beta_start=0.00085, beta_end=0.012,
                                             beta_schedule="scaled_linear", steps_offset=1)
@@ -209,19 +239,10 @@ def main() -> None:
         cond = text_encoder(ids)[0]
         pred = unet(noisy, t, cond).sample
         loss = F.mse_loss(pred, noise)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        ema_unet.update(unet)
-        ema_text.update(text_encoder)
+        optimize(loss, opt, sched, params, [(ema_unet, unet), (ema_text, text_encoder)])
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0 and step + 1 < steps:
             save_pipeline(f"{args.out}-step{step + 1}", vae, tokenizer, ema_text.shadow, ema_unet.shadow)
-        if step % 100 == 0 or step == steps - 1:
-            rate = (step + 1) / (time.time() - t0)
-            log(f"unet step {step}/{steps} loss {loss.item():.4f} lr {sched.get_last_lr()[0]:.2e} "
-                f"({rate:.2f} steps/s, ETA {(steps - step - 1) / rate / 60:.1f} min)")
+        log_progress("unet", step, steps, loss, sched, t0)
 
     save_pipeline(args.out, vae, tokenizer, ema_text.shadow, ema_unet.shadow)
     recipe = {"seed": args.seed, "vae_steps": args.vae_steps, "unet_steps": steps, "batch_size": args.batch_size,
@@ -229,12 +250,7 @@ def main() -> None:
               "training_combinations": len(train), "held_out_combinations": len(held),
               "minutes": round((time.time() - started) / 60, 1), "torch": torch.__version__,
               "final_loss": round(loss.item(), 5)}
-    with open(os.path.join(args.out, "dataset.json"), "w") as f:
-        json.dump(ds.description(), f, indent=1)
-        f.write("\n")
-    with open(os.path.join(args.out, "training.json"), "w") as f:
-        json.dump(recipe, f, indent=2)
-        f.write("\n")
+    write_model_notes(args.out, recipe)
     log(f"wrote {args.out} in {recipe['minutes']} min")
 
 

@@ -30,7 +30,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 import torch
@@ -41,7 +40,7 @@ root = os.path.dirname(os.path.dirname(here))
 sys.path.insert(0, here)
 
 import shapes_dataset as ds  # noqa: E402
-from train_default_model import Ema, encode_latents, log  # noqa: E402
+from train_default_model import Ema, encode_latents, log, log_progress, optimize, write_model_notes  # noqa: E402
 
 import numpy as np  # noqa: E402
 from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler  # noqa: E402
@@ -174,19 +173,10 @@ def main() -> None:
         out = transformer(list(xt.unsqueeze(2).unbind(0)), (1 - s).flatten(), cap, return_dict=False)[0]
         pred = torch.stack(out).squeeze(2)
         loss = F.mse_loss(pred, x0 - noise)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        ema_transformer.update(transformer)
-        ema_text.update(text_encoder)
+        optimize(loss, opt, sched, params, [(ema_transformer, transformer), (ema_text, text_encoder)])
         if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0 and step + 1 < steps:
             save_pipeline(f"{args.out}-step{step + 1}", vae, tokenizer, ema_text.shadow, ema_transformer.shadow)
-        if step % 100 == 0 or step == steps - 1:
-            rate = (step + 1) / (time.time() - t0)
-            log(f"dit step {step}/{steps} loss {loss.item():.4f} lr {sched.get_last_lr()[0]:.2e} "
-                f"({rate:.2f} steps/s, ETA {(steps - step - 1) / rate / 60:.1f} min)")
+        log_progress("dit", step, steps, loss, sched, t0)
 
     shutil.rmtree(args.out, ignore_errors=True)
     save_pipeline(args.out, vae, tokenizer, ema_text.shadow, ema_transformer.shadow)
@@ -195,12 +185,7 @@ def main() -> None:
               "scaling_factor": scaling, "training_combinations": len(train), "held_out_combinations": len(held),
               "minutes": round((time.time() - started) / 60, 1), "torch": torch.__version__,
               "final_loss": round(loss.item(), 5)}
-    with open(os.path.join(args.out, "dataset.json"), "w") as f:
-        json.dump(ds.description(), f, indent=1)
-        f.write("\n")
-    with open(os.path.join(args.out, "training.json"), "w") as f:
-        json.dump(recipe, f, indent=2)
-        f.write("\n")
+    write_model_notes(args.out, recipe)
     log(f"wrote {args.out} in {recipe['minutes']} min")
 
 
