@@ -163,15 +163,21 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     if (c.contains("deep_cache")) {
       // The reference's UNet calls and its shallow ones (counted with hooks), per image: dpinfer's statistics.
       const json after = pipe->statistics();
-      const int64_t images = static_cast<int64_t>(batch.size());
+      const int64_t batch_images = static_cast<int64_t>(batch.size());
       const auto delta = [&](const char* key) {
         return after.value(key, int64_t{0}) - counted_before.value(key, int64_t{0});
       };
-      EXPECT_EQ(delta("denoiser_calls"), images * c["deep_cache"]["calls"].get<int64_t>()) << c["name"];
-      EXPECT_EQ(delta("denoiser_calls_cached"), images * c["deep_cache"]["shallow_calls"].get<int64_t>()) << c["name"];
+      EXPECT_EQ(delta("denoiser_calls"), batch_images * c["deep_cache"]["calls"].get<int64_t>()) << c["name"];
+      EXPECT_EQ(delta("denoiser_calls_cached"), batch_images * c["deep_cache"]["shallow_calls"].get<int64_t>())
+          << c["name"];
     }
     // A step cache's golden (fbcache/, dbcache/) records the reference's transformer calls and how many skipped the
-    // cached blocks: dpinfer's counts of the same call are those, so that it skipped the very same steps.
+    // cached blocks: dpinfer's counts of the same call are those, so that it skipped the very same steps. Off the CPU
+    // that recorded a half-precision golden (below), the residuals round otherwise, by the CPU's bf16 kernels, as
+    // diffusers' own would there: a step whose change lies near the threshold may decide the other way, so the count
+    // of skipped calls may move by up to two (the calls stay the same).
+    const bool recorded_here =
+        o.dtype == "fp32" || (!golden.canary_file.empty() && test::half_recorded_on_this_cpu(golden.canary_file));
     for (const char* cache : {"first_block_cache", "dbcache"})
       if (c.contains(cache) && c[cache].is_object()) {
         const json counted = pipe->statistics();
@@ -179,7 +185,12 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
           return counted.value(key, int64_t{0}) - counted_before.value(key, int64_t{0});
         };
         EXPECT_EQ(delta("denoiser_calls"), c[cache]["calls"].get<int64_t>()) << name << "/" << c["name"];
-        EXPECT_EQ(delta("denoiser_calls_cached"), c[cache]["skipped"].get<int64_t>()) << name << "/" << c["name"];
+        const int64_t want_skipped = c[cache]["skipped"].get<int64_t>();
+        if (recorded_here) {
+          EXPECT_EQ(delta("denoiser_calls_cached"), want_skipped) << name << "/" << c["name"];
+        } else {
+          EXPECT_LE(std::abs(delta("denoiser_calls_cached") - want_skipped), 2) << name << "/" << c["name"];
+        }
       }
     Pixels want = golden_image(*images, c["image_tensor"].get<std::string>());
     ASSERT_EQ(static_cast<int64_t>(got.size()), want.shape[0]) << c["name"];
@@ -220,10 +231,14 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     // differences grow over the steps. On an AVX-512-BF16 AMD EPYC, dpinfer was up to mean |d| 1.08
     // and max |d| 8 from bf16 goldens recorded on another machine (tiny-chroma-alt's bf16_steps_4,
     // tiny-sd3.5's bf16 cases), and yet bit for bit diffusers run on that EPYC (tiny-sd3.5's goldens
-    // regenerated there: every case exact): the spread is diffusers' own across the two CPUs. So off
-    // the recording CPU a half-precision case is held to twice that spread: mean |d| <= 2, max |d| <= 16.
+    // regenerated there: every case exact): the spread is diffusers' own across the two CPUs. On an
+    // Intel Xeon with AVX-512 but neither AVX512-BF16 nor AMX (2026-12-07), tiny-sd1's bf16 img2img
+    // cases were max |d| 25 and 19 (mean 1.34, 1.26) from their goldens; diffusers' own, regenerated
+    // there by make_img2img_pipelines.py, differed from the goldens by those very numbers, and dpinfer
+    // matched the regenerated ones bit for bit. So off the recording CPU a half-precision case is held
+    // to twice the largest spread seen, max |d| <= 50, and to mean |d| <= 2.
     if (o.dtype != "fp32" && (golden.canary_file.empty() || !test::half_recorded_on_this_cpu(golden.canary_file))) {
-      max_abs = std::max(max_abs, 16);
+      max_abs = std::max(max_abs, 50);
       min_exact = 0;
       EXPECT_LE(mean_abs, 2.0) << name << "/" << c["name"].get<std::string>();
     }
@@ -293,7 +308,9 @@ TEST(PipelineParityDeepCache, TheUNetFamiliesHaveDeepCacheGoldens) {
       settings.insert({d.at("interval").get<int>(), d.at("branch_id").get<int>()});
     }
     EXPECT_GE(dtypes["fp32"], 2) << name;
-    if (std::string(name) != "tiny-3down") EXPECT_GE(dtypes["bf16"], 2) << name;
+    if (std::string(name) != "tiny-3down") {
+      EXPECT_GE(dtypes["bf16"], 2) << name;
+    }
     EXPECT_GE(settings.size(), 2u) << name;
   }
 }
