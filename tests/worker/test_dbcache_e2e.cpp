@@ -1,6 +1,6 @@
 // --set dbcache=T (cache-dit's DBCache, with taylorseer_order its TaylorSeer) end to end (issue 28), on FLUX.1,
-// Qwen-Image, Chroma and Z-Image: cache-dit decides per batch, dpinfer per image, so an image is the same alone, in a batch
-// and on any rank; the options are
+// Qwen-Image, Chroma, Z-Image and SD3: cache-dit decides per batch, dpinfer per image, so an image is the same alone, in
+// a batch and on any rank; the options are
 // in the record, the infotext and resume's identity; --offload blocks changes no pixel; bad values, a family without
 // DBCache, DBCache with First Block Cache, options without DBCache and an Fn + Bn the transformer cannot split are
 // refused in one line. (Parity with cache-dit, bit for bit at a batch of one: PipelineParity's dbcache/ cases.)
@@ -71,6 +71,13 @@ TEST(DBCacheE2E, AZImageDoesNotDependOnItsBatchOrRank) {
                       "sky, with mountains far behind and a small red barn beside a quiet river");
 }
 
+TEST(DBCacheE2E, AnSD3ImageDoesNotDependOnItsBatchOrRank) {
+  // SD3 batches CFG as [negatives, prompts] in one call, and cache-dit decides once for the call: dpinfer decides per
+  // image from its rows j and B + j. Bn 0 puts the last block (context_pre_only: no text stream out) in the middle.
+  expect_independence("tiny-sd3.5", json::object(), {"dbcache=0.5", "dbcache_fn=1", "dbcache_warmup=3",
+                                                     "taylorseer_order=2"});
+}
+
 TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
   TempDir dir;
   write_file(dir.file("p.txt"), "a red cube\n");
@@ -129,10 +136,13 @@ TEST(DBCacheE2E, TheOptionsArePartOfTheImageAndOnlyItsFamiliesTakeThem) {
     EXPECT_EQ(r.exit_code, 2) << model << ": " << r.err;
     EXPECT_TRUE(contains(r.err, why)) << r.err;
   };
-  for (const char* model : {"tiny-sd3", "tiny-sd1"}) {
-    refused(model, {"--set", "dbcache=0.2"}, "only of Qwen-Image, Z-Image, FLUX.1 and Chroma models");
-    refused(model, {"--set", "taylorseer_order=1"}, "only of Qwen-Image, Z-Image, FLUX.1 and Chroma models");
-  }
+  refused("tiny-sd1", {"--set", "dbcache=0.2"}, "only of Qwen-Image, Z-Image, FLUX.1, Chroma and Stable Diffusion 3 models");
+  refused("tiny-sd1", {"--set", "taylorseer_order=1"}, "only of Qwen-Image, Z-Image, FLUX.1, Chroma and Stable Diffusion 3 models");
+  // tiny-sd3 has one joint block, none to cache; SD3.5's skip-layer guidance does not combine with DBCache.
+  refused("tiny-sd3", {"--set", "dbcache=0.2", "--set", "dbcache_fn=1"},
+          "dbcache_fn + dbcache_bn (1 + 0) must be below this transformer's 1 blocks");
+  refused("tiny-sd3.5", {"--set", "dbcache=0.2", "--set", "dbcache_fn=1", "--set", "skip_guidance_layers=[1]"},
+          "dbcache and skip_guidance_layers: DBCache does not combine with SD3.5's skip-layer guidance; set one of them");
   // tiny-z-image has two main layers: Fn 2 leaves none to cache.
   refused("tiny-z-image", {"--set", "dbcache=0.2", "--set", "dbcache_fn=2"}, "main layers");
   // Chroma caches its double- and single-stream lists apart; tiny-chroma has one block in each.

@@ -174,8 +174,8 @@ std::vector<SettingSpec> dbcache_settings() {
   };
 }
 
-// A family's own settings, then DBCache's (Chroma and Z-Image: diffusers registers no First Block Cache for their
-// blocks).
+// A family's own settings, then DBCache's (Chroma, Z-Image and SD3: diffusers registers no First Block Cache for
+// their blocks).
 std::vector<SettingSpec> with_dbcache(std::vector<SettingSpec> own) {
   for (SettingSpec& s : dbcache_settings()) own.push_back(std::move(s));
   return own;
@@ -373,7 +373,7 @@ const std::vector<Family>& families() {
            {"tokenizer_3", Role::kTokenizer, kT5Tokenizers, /*optional=*/true},
            {"vae", Role::kVae, {"AutoencoderKL"}},
            {"scheduler", Role::kScheduler, {}}},
-          stable_diffusion_3_settings(),
+          with_dbcache(stable_diffusion_3_settings()),
           /*default_steps=*/28,
           /*default_guidance_scale=*/7.0,
           /*size_multiple=*/16,  // vae_scale_factor * patch_size of the real models; each model checks its own

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include "block_caches.h"
 #include "denoising.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
@@ -149,8 +150,15 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
 
   void check_settings(const json& settings) const override {
+    check_block_cache_settings(settings, transformer_config_.num_layers);
+    // cache-dit counts every transformer call as a step of its one context, the skip-layer pass's too, and the
+    // cached blocks replace transformer_blocks, whose indices skip_layers names: the two do not combine.
+    if (settings.value("dbcache", 0.0) > 0 && !settings.value("skip_guidance_layers", json::array()).empty())
+      throw InputError("dbcache and skip_guidance_layers: DBCache does not combine with SD3.5's skip-layer guidance; "
+                       "set one of them");
     if (settings.contains("skip_guidance_layers"))
       for (const json& layer : settings["skip_guidance_layers"])
         if (layer.get<int64_t>() >= transformer_config_.num_layers)
@@ -180,6 +188,13 @@ class StableDiffusion3Pipeline : public LoraPipeline {
 
     const double guidance = first.guidance_scale;
     const bool cfg = guidance > 1.0;
+    // DBCache on transformer_blocks: cache-dit's SD3 adapter keeps one context for the call's whole CFG batch (no
+    // separate CFG), so one state for this batch, deciding per image from its negative and prompt rows, j and B + j.
+    const BlockCaches caches(settings);
+    std::vector<std::vector<int64_t>> cfg_rows;
+    const auto b = static_cast<int64_t>(batch.size());
+    if (cfg)
+      for (int64_t j = 0; j < b; ++j) cfg_rows.push_back({j, b + j});
     const auto [cond, uncond] = embeds(batch, settings);
     const at::Tensor cond_hidden = cond.hidden, cond_pooled = cond.pooled;
     at::Tensor hidden = cond.hidden, pooled = cond.pooled;
@@ -241,7 +256,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       throw_if_cancelled();
       const at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
       const at::Tensor t = timesteps[begin + i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
-      at::Tensor pred = transformer_->forward(x, hidden, pooled, t);
+      at::Tensor pred = transformer_->forward(x, hidden, pooled, t, {}, caches.cond(), cfg_rows);
       // Skip-layer guidance (SD3.5): with CFG, at steps start * steps < i < stop * steps, a pass on the
       // prompt alone without the listed blocks, and pred += (text - skipped) * scale.
       const double steps = static_cast<double>(first.steps);
@@ -259,6 +274,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
         latents = blend_kept_region(*scheduler_, latents, inpaint_image, inpaint_noise, inpaint_mask, begin + i + 1);
     }
     throw_if_cancelled();
+    caches.count_into(statistics_);  // the images of this batch, for the run summary
     // StableDiffusion3InpaintPipeline decodes latents / scaling_factor and leaves out the shift_factor that its
     // own encode subtracted (diffusers 0.36; its text-to-image and img2img pipelines add it back). dpinfer keeps
     // diffusers' image, so an inpainting item decodes as that pipeline does.
@@ -361,6 +377,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   std::shared_ptr<SD3Transformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
   PipelineInfo info_;
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
 };
 
 }  // namespace

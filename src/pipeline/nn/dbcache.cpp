@@ -82,6 +82,7 @@ bool DBCache::begin_step_and_decide(Image& image, const at::Tensor& residual) co
 void DBCache::store(Image& image, const at::Tensor& residual, const at::Tensor& image_residual,
                     const at::Tensor& text_residual) const {
   image.fn_residual = residual;
+  image.middle_text = text_residual.defined();
   if (options_.taylorseer_order > 0) {
     image.image_seer.update(image_residual);
     if (text_residual.defined()) image.text_seer.update(text_residual);
@@ -125,6 +126,8 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
   const at::Tensor residual = first.image - input.image;  // [R, L, D]
   // A single-stream list (cache-dit's Pattern_3: Chroma's single_transformer_blocks, Z-Image's layers) has one
   // stream, the joint sequence as `image`, and no text stream (undefined): no encoder buffer, as cache-dit sets none.
+  // Nor when the middle blocks end the text stream (SD3's last block, context_pre_only, in the middle with Bn 0):
+  // call_Mn_blocks' encoder residual is None, and the blocks' output has no text stream, computed or cached.
   const bool text = input.text.defined();
   const ImageRows images = grouping.rows.empty() ? each_row_an_image(residual.size(0), residual.size(1)) : grouping;
   const auto batch = static_cast<int64_t>(images.rows.size());
@@ -156,13 +159,15 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
     // are the middle blocks' residuals.
     out = blocks(fn, middle_end, first, {});
     const at::Tensor image_residual = out.image - first.image;
-    const at::Tensor text_residual = text ? out.text - first.text : at::Tensor();
+    const at::Tensor text_residual = text && out.text.defined() ? out.text - first.text : at::Tensor();
     for (int64_t i = 0; i < batch; ++i)
       store(images_[i], decisions[i], take(image_residual, images.rows[i]),
-            text ? take(text_residual, images.rows[i]) : at::Tensor());
+            text_residual.defined() ? take(text_residual, images.rows[i]) : at::Tensor());
   } else {
     // apply_cache for the cached images: the cached residual (or TaylorSeer's extrapolation) plus the Fn output.
-    out = {first.image.clone(), text ? first.text.clone() : at::Tensor()};
+    // Whether the middle blocks return a text stream, as they did at each cached image's last computed step.
+    const bool middle_text = text && images_[static_cast<size_t>(cached.front())].middle_text;
+    out = {first.image.clone(), middle_text ? first.text.clone() : at::Tensor()};
     const bool seer = options_.taylorseer_order > 0;
     for (int64_t i : cached) {
       Image& image = images_[i];
@@ -176,7 +181,7 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
         }
       };
       add_cached(out.image, first.image, seer ? image.image_seer.approximate() : image.image);
-      if (text) add_cached(out.text, first.text, seer ? image.text_seer.approximate() : image.text);
+      if (middle_text) add_cached(out.text, first.text, seer ? image.text_seer.approximate() : image.text);
     }
     if (!compute.empty()) {
       // The computing images' rows, ascending, as one smaller batch.
@@ -186,16 +191,17 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
       const at::Tensor rows = at::tensor(compute_rows, at::kLong).to(residual.device());
       const Streams part{first.image.index_select(0, rows), text ? first.text.index_select(0, rows) : at::Tensor()};
       const Streams middle = blocks(fn, middle_end, part, rows);
+      if (middle.text.defined() != middle_text) throw Error("dbcache: the middle blocks' text stream came and went");
       out.image.index_copy_(0, rows, middle.image);
-      if (text) out.text.index_copy_(0, rows, middle.text);
+      if (middle_text) out.text.index_copy_(0, rows, middle.text);
       const at::Tensor image_residual = middle.image - part.image;
-      const at::Tensor text_residual = text ? middle.text - part.text : at::Tensor();
+      const at::Tensor text_residual = middle_text ? middle.text - part.text : at::Tensor();
       for (int64_t i : compute) {
         std::vector<int64_t> positions;  // the image's rows within the smaller batch
         for (int64_t r : images.rows[i])
           positions.push_back(std::lower_bound(compute_rows.begin(), compute_rows.end(), r) - compute_rows.begin());
         store(images_[i], decisions[i], take(image_residual, positions),
-              text ? take(text_residual, positions) : at::Tensor());
+              middle_text ? take(text_residual, positions) : at::Tensor());
       }
     }
     for (int64_t i : cached) {

@@ -71,6 +71,7 @@ class DBCache : public BlockCache {
     int64_t continuous = 0;    // continuous_cached_steps
     at::Tensor fn_residual;    // the Fn buffer: [1, L_img, D], from the last computed step
     at::Tensor image, text;    // the Bn buffers without TaylorSeer: the middle blocks' residuals, [1, L, D]
+    bool middle_text = false;  // the middle blocks returned a text stream (and `text` or text_seer holds its residual)
     TaylorSeer image_seer{0}, text_seer{0};
   };
   /// mark_step_begin, then can_cache for this image's Fn residual `residual` ([1, L_img, D]).

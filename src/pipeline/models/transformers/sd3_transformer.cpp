@@ -139,7 +139,8 @@ SD3Transformer2DModelImpl::SD3Transformer2DModelImpl(const SD3TransformerConfig&
 // Ref: transformer_sd3.py SD3Transformer2DModel.forward (skip_layers; no controlnet or IP-adapter)
 at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
                                               const at::Tensor& pooled_projections, const at::Tensor& timestep,
-                                              const std::vector<int64_t>& skip_layers) {
+                                              const std::vector<int64_t>& skip_layers, nn::BlockCache* cache,
+                                              const std::vector<std::vector<int64_t>>& image_rows) {
   const SD3TransformerConfig& c = config_;
   const std::string what(kSd3Transformer);
   const int64_t p = c.patch_size;
@@ -173,14 +174,34 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
   at::Tensor text = context_embedder_(encoder_hidden_states.to(device, dtype));  // [B, L, dim]
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
-  for (size_t index = 0; index < blocks_.size(); ++index) {
-    // is_skip: the block is left out and both streams pass through unchanged.
-    if (std::find(skip_layers.begin(), skip_layers.end(), static_cast<int64_t>(index)) != skip_layers.end()) continue;
-    auto& block = blocks_[index];
-    const nn::BlockOnDevice on_device(block_offload(), *block);
-    SD3JointTransformerBlockImpl::Output o = block(image, text, temb);
-    image = std::move(o.image);
-    text = std::move(o.text);
+  if (cache && !skip_layers.empty())
+    throw Error(what + ": a step cache and skip_layers in one call");  // the pipeline refuses the settings first
+  // The blocks [begin, end) on the rows `rows` of the batch (all when undefined): a step cache runs the blocks it
+  // does not skip on the images that compute. The last block (context_pre_only) leaves `text` undefined.
+  const nn::BlockRange run_blocks = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
+    const at::Tensor t_emb = rows.defined() && rows.size(0) != batch ? temb.index_select(0, rows) : temb;
+    nn::Streams s = in;
+    for (int64_t index = begin; index < end; ++index) {
+      // is_skip: the block is left out and both streams pass through unchanged.
+      if (std::find(skip_layers.begin(), skip_layers.end(), index) != skip_layers.end()) continue;
+      auto& block = blocks_[static_cast<size_t>(index)];
+      const nn::BlockOnDevice on_device(block_offload(), *block);
+      SD3JointTransformerBlockImpl::Output o = block(s.image, s.text, t_emb);
+      s = nn::Streams{std::move(o.image), std::move(o.text)};
+    }
+    return s;
+  };
+  const auto num_blocks = static_cast<int64_t>(blocks_.size());
+  if (cache) {
+    // Every row has the same image tokens, and the decision reads only those (the Fn residual of the image stream).
+    nn::ImageRows images;
+    images.rows = image_rows;
+    if (images.rows.empty())
+      for (int64_t i = 0; i < batch; ++i) images.rows.push_back({i});
+    images.tokens.assign(images.rows.size(), image.size(1));
+    image = cache->run(nn::Streams{image, text}, num_blocks, run_blocks, images).image;
+  } else {
+    image = run_blocks(0, num_blocks, nn::Streams{image, text}, at::Tensor()).image;
   }
   at::Tensor out = proj_out_(norm_out_(image, temb));  // [B, h w, p p out]
   // "nhwpqc->nchpwq": tokens back to [B, out, h p, w p].

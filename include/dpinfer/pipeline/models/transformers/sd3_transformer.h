@@ -14,6 +14,7 @@
 
 #include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
 #include "dpinfer/pipeline/nn/adaln.h"
+#include "dpinfer/pipeline/nn/block_cache.h"
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/feed_forward.h"
 #include "dpinfer/pipeline/nn/joint_attention.h"
@@ -94,11 +95,15 @@ class SD3Transformer2DModelImpl : public torch::nn::Module, public nn::Offloadab
   /// - timestep [B] or 0-d: the scheduler's timestep (sigma * 1000), projected in float32.
   /// - skip_layers: indices of transformer_blocks to leave out (diffusers' skip_layers, which SD3.5's
   ///   skip-layer guidance passes); an index past the last block skips nothing, as in diffusers.
+  /// - cache: DBCache over transformer_blocks (cache-dit 1.5.3's SD3 adapter, Pattern_1), or null; not with
+  ///   skip_layers. image_rows: which rows are which image (nn::ImageRows::rows), for a CFG batch; empty: row b is
+  ///   image b.
   /// Inputs are cast to the weights' dtype and device. Returns [B, out_channels, H, W] in the
   /// weights' dtype. Throws dpinfer::Error for inputs that do not fit.
   at::Tensor forward(const at::Tensor& hidden_states, const at::Tensor& encoder_hidden_states,
                      const at::Tensor& pooled_projections, const at::Tensor& timestep,
-                     const std::vector<int64_t>& skip_layers = {});
+                     const std::vector<int64_t>& skip_layers = {}, nn::BlockCache* cache = nullptr,
+                     const std::vector<std::vector<int64_t>>& image_rows = {});
 
   const SD3TransformerConfig& config() const { return config_; }
 
