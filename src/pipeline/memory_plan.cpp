@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -46,11 +45,9 @@ int64_t int_fact(const nlohmann::ordered_json& facts, const char* key, int64_t f
 
 int64_t dtype_bytes(const std::string& dtype) { return dtype == "fp32" ? 4 : 2; }
 
-/// The pixels of one VAE tile, from the facts' "tiling" line ("1024 px tiles ..."), or 0.
+/// The pixels of one VAE tile (the facts' "tile_sample_size", a side in pixels), or 0 for a VAE that does not tile.
 int64_t tile_pixels(const nlohmann::ordered_json& facts) {
-  auto it = facts.find("tiling");
-  if (it == facts.end() || !it->is_string()) return 0;
-  const int64_t side = std::atoll(it->get<std::string>().c_str());
+  const int64_t side = int_fact(facts, "tile_sample_size", 0);
   return side * side;
 }
 

@@ -118,9 +118,18 @@ int GenerateRun::run() {
   } else if (model != o_.model && rank_.rank == 0) {
     log::info("--model {}: the embedded model {}", o_.model, model);
   }
-  pipeline::LoadRequest req{model,    o_.variant,      o_.scheduler,      resolve_dtype(o_.dtype, device),
-                            device,   o_.settings,     o_.base,           o_.text_encoder,
-                            o_.text_encoder_2, o_.vae,     o_.scheduler_settings};
+  pipeline::LoadRequest req;
+  req.model = model;
+  req.variant = o_.variant;
+  req.scheduler = o_.scheduler;
+  req.dtype = resolve_dtype(o_.dtype, device);
+  req.device = device;
+  req.settings = o_.settings;
+  req.base = o_.base;
+  req.text_encoder = o_.text_encoder;
+  req.text_encoder_2 = o_.text_encoder_2;
+  req.vae = o_.vae;
+  req.scheduler_settings = o_.scheduler_settings;
   req.weight_storage = o_.weight_storage;
   req.vae_tiling = o_.vae_tiling;
   req.attention_backend = o_.attention_backend;
@@ -456,8 +465,16 @@ void GenerateRun::add_input_hashes(Item& it) const {
 }
 
 pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_image) {
-  pipeline::ImageRequest r{it.prompt, it.negative_prompt, static_cast<uint64_t>(it.seed), it.steps, it.guidance_scale,
-                           it.width,  it.height,          it.settings,                     it.loras};
+  pipeline::ImageRequest r;
+  r.prompt = it.prompt;
+  r.negative_prompt = it.negative_prompt;
+  r.seed = static_cast<uint64_t>(it.seed);
+  r.steps = it.steps;
+  r.guidance_scale = it.guidance_scale;
+  r.width = it.width;
+  r.height = it.height;
+  r.settings = it.settings;
+  r.loras = it.loras;
   if (!it.image_path.empty()) {
     r.strength = it.strength;
     if (with_image && pipe_->info().image_is_reference) {

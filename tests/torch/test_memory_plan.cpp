@@ -51,7 +51,7 @@ std::vector<ComponentFootprint> round_pipeline() {
   vae.class_name = "AutoencoderKL";
   vae.role = ComponentRole::kVae;
   vae.elements = 100'000'000;
-  vae.facts = {{"block_out_channels", {128, 256, 512, 512}}, {"scale_factor", 8}, {"tiling", "1024 px tiles"}};
+  vae.facts = {{"block_out_channels", {128, 256, 512, 512}}, {"scale_factor", 8}, {"tiling", "1024 px tiles"}, {"tile_sample_size", 1024}};
   return {te, den, vae};
 }
 

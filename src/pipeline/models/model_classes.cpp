@@ -161,6 +161,7 @@ nlohmann::ordered_json vae_facts(const nlohmann::json& config) {
   j["tiling"] = c.sample_size_is_list ? std::string("refused (sample_size is a list)")
                                       : std::to_string(c.sample_size) + " px tiles (" + std::to_string(latent_tile) +
                                             " latents) with --vae-tiling";
+  if (!c.sample_size_is_list) j["tile_sample_size"] = c.sample_size;  // the side the memory plan reads
   return j;
 }
 
@@ -192,6 +193,7 @@ nlohmann::ordered_json qwen_image_vae_facts(const nlohmann::json& config) {
   j["built"] = "encoder and decoder (one frame)";
   j["tiling"] = std::to_string(AutoencoderKLQwenImageImpl::kTileSampleMinSize) + " px tiles every " +
                 std::to_string(AutoencoderKLQwenImageImpl::kTileSampleStride) + " with --vae-tiling";
+  j["tile_sample_size"] = AutoencoderKLQwenImageImpl::kTileSampleMinSize;  // the side the memory plan reads
   return j;
 }
 
@@ -347,7 +349,7 @@ const std::vector<ModelClass>& model_classes() {
       {"AutoencoderKL", "diffusers", ComponentRole::kVae, build<AutoencoderKLImpl, AutoencoderKLConfig>, vae_facts,
        kVaeRenames},
       {"AutoencoderKLQwenImage", "diffusers", ComponentRole::kVae,
-       build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts},
+       build<AutoencoderKLQwenImageImpl, AutoencoderKLQwenImageConfig>, qwen_image_vae_facts, {}},
       {"AutoencoderKLFlux2", "diffusers", ComponentRole::kVae, build_flux2_vae, flux2_vae_facts, kFlux2VaeRenames},
       {"ZImageTransformer2DModel", "diffusers", ComponentRole::kDenoiser,
        build<ZImageTransformer2DModelImpl, ZImageTransformerConfig>, z_image_transformer_facts, {}, {"t_embedder", "cap_embedder"}},

@@ -104,7 +104,7 @@ struct LoraLayer {
   /// DoRA (PEFT's lora_magnitude_vector, peft 0.17 tuners/lora/dora.py): the layer's magnitude m, [out] for a
   /// Linear and [1, out, 1, 1] for a Conv2d; the merge then makes W' = m / ||W + dW|| * (W + dW), the norm per
   /// output row.
-  std::optional<std::string> magnitude_key;
+  std::optional<std::string> magnitude_key = std::nullopt;
 };
 
 /// How a family's LoRA files may name their layers beyond the diffusers/PEFT names, which every
