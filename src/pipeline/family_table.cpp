@@ -4,8 +4,6 @@
 
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
-#include "dpinfer/pipeline/single_file/dit_detection.h"
-#include "dpinfer/pipeline/single_file/ldm_detection.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
 #include "dpinfer/util/strings.h"
 
@@ -35,8 +33,7 @@ std::vector<SingleFileKind> single_file_kinds_of(const Family& family) {
     bool served = false;
     for (const std::string& c : family.pipeline_classes) served = served || c == pipeline_class;
     if (!served) continue;
-    const char* dit = dit_kind_label(kind);
-    kinds.push_back({kind, dit ? dit : ldm_kind_label(kind), single_file_kind_has_shipped_base(kind)});
+    kinds.push_back({kind, single_file_kind_label(kind), single_file_kind_has_shipped_base(kind)});
   }
   return kinds;
 }
@@ -69,7 +66,7 @@ nlohmann::json families_json() {
   for (const Family& family : families()) {
     nlohmann::json settings = nlohmann::json::object();
     for (const SettingSpec& s : family.settings) settings[s.name] = s.default_value;
-    const LoraKeyRules rules = lora_key_rules(family.name);
+    const LoraKeyRules rules = family.lora_rules();
     nlohmann::json files = nlohmann::json::array();
     for (const SingleFileKind& k : single_file_kinds_of(family))
       files.push_back({{"kind", k.kind}, {"label", k.label}, {"shipped_base", k.shipped_base}});
@@ -101,7 +98,7 @@ std::string families_markdown() {
   for (const Family& family : families()) {
     std::vector<std::string> settings;
     for (const SettingSpec& s : family.settings) settings.push_back("`" + s.name + "` (" + s.default_value.dump() + ")");
-    const LoraKeyRules rules = lora_key_rules(family.name);
+    const LoraKeyRules rules = family.lora_rules();
     std::vector<std::string> files;
     for (const SingleFileKind& k : single_file_kinds_of(family))
       files.push_back(k.label + " (`" + k.kind + "`" + (k.shipped_base ? "" : ", needs `--base`") + ")");

@@ -452,7 +452,7 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   if (loras.empty()) return report;
   // LoraPipeline::start_components' facts: the UNet's first layers_per_block for the SGM names, parsed as
   // UNetPipeline parses it (a config that did not parse was reported above; the default stands then).
-  LoraModelFacts facts{family.label, 2, lora_key_rules(family.name)};
+  LoraModelFacts facts{family.label, 2, family.lora_rules()};
   for (size_t i = 0; i < with_weights.size(); ++i)
     if (with_weights[i]->name == "unet" && config_ok[i])
       facts.layers_per_block = UNetConfig::from_json(with_weights[i]->config).layers_per_block.front();

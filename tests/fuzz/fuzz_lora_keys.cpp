@@ -2,7 +2,7 @@
 // safetensors file of arbitrary bytes, framed as fuzz_safetensors frames it (first byte odd:
 // the rest is a JSON header, given its 8-byte length and data[1] & 63 zero bytes of data), against
 // a small SDXL-like module table (layers_per_block 2), then against a small transformer table with each
-// DiT family's key rules (lora_key_rules), then against a FLUX.1-like double and single block with
+// DiT family's key rules (flux_lora_rules, ...), then against a FLUX.1-like double and single block with
 // FLUX.1's (kohya / BFL names, lora_flux_keys.h; diffusers' underscored names, lora_flux_mixture_keys.h;
 // XLabs, lora_flux_xlabs_keys.h). What map_lora_keys() returns must name a module of the
 // table; a layer's part of a fused layer (up_rows) must be as many rows as its module's weight has and
@@ -60,8 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (facts.format.empty()) std::abort();
     for (const auto& [name, c] : facts.components)
       if (c.layers < 1 || c.min_rank > c.max_rank) std::abort();
-    for (const char* family : {"stable-diffusion", "flux", "qwen-image", "stable-diffusion-3"}) {
-      const pipeline::LoraKeyRules rules = pipeline::lora_key_rules(family);
+    for (auto* rules_of : {pipeline::stable_diffusion_lora_rules, pipeline::flux_lora_rules,
+                           pipeline::qwen_image_lora_rules, pipeline::stable_diffusion_3_lora_rules}) {
+      const pipeline::LoraKeyRules rules = rules_of();
       if (pipeline::lora_format(keys, rules).empty()) std::abort();
       // The nearest spelling inspect names for a refused file (lora_nearest_spelling.h): one for any key.
       const pipeline::LoraNearestSpelling nearest = pipeline::nearest_lora_spelling(keys, rules);
@@ -98,14 +99,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::check_message(e.what());
     }
   };
-  check(modules, {"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")});
-  check(modules, {"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")});
+  check(modules, {"Stable Diffusion XL", 2, pipeline::stable_diffusion_xl_lora_rules()});
+  check(modules, {"Stable Diffusion", 2, pipeline::stable_diffusion_lora_rules()});
   static const pipeline::LoraModuleTable dit = {
       {"transformer",
        {{"layers.0.attention.to_out.0", {2, 2}}, {"transformer_blocks.0.attn.to_q", {2, 2}}, {"x_embedder", {2, 4}}}},
       {"text_encoder", {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}}}}};
-  for (const char* family : {"z-image", "qwen-image", "flux", "stable-diffusion-3"})
-    check(dit, {family, 2, pipeline::lora_key_rules(family)});
+  const std::pair<const char*, pipeline::LoraKeyRules (*)()> dits[] = {
+      {"Z-Image", pipeline::z_image_lora_rules}, {"Qwen-Image", pipeline::qwen_image_lora_rules},
+      {"FLUX.1", pipeline::flux_lora_rules}, {"Stable Diffusion 3", pipeline::stable_diffusion_3_lora_rules}};
+  for (const auto& [label, rules] : dits) check(dit, {label, 2, rules()});
   static const pipeline::LoraModuleTable flux = {
       {"transformer",
        {{"transformer_blocks.0.attn.to_q", {2, 2}},
@@ -121,6 +124,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {{"text_model.encoder.layers.0.self_attn.q_proj", {2, 2}},
         {"text_model.encoder.layers.0.self_attn.out_proj", {2, 2}},
         {"text_model.encoder.layers.0.mlp.fc1", {3, 2}}}}};
-  check(flux, {"FLUX.1", 2, pipeline::lora_key_rules("flux")});
+  check(flux, {"FLUX.1", 2, pipeline::flux_lora_rules()});
   return 0;
 }

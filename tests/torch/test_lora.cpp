@@ -76,9 +76,10 @@ Components load_components(const std::string& pipeline, const std::vector<std::s
   Components out;
   const auto unet = pipeline::UNetConfig::from_json(md.at("unet").config);
   // The family's rules, as the pipelines build them (SDXL's maps kohya's original block names; SD 1.x's refuses them).
-  const std::string family = pipeline == "tiny-sdxl" ? "stable-diffusion-xl" : "stable-diffusion";
+  const pipeline::LoraKeyRules rules =
+      pipeline == "tiny-sdxl" ? pipeline::stable_diffusion_xl_lora_rules() : pipeline::stable_diffusion_lora_rules();
   out.merger = std::make_unique<pipeline::LoraMerger>(
-      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), pipeline::lora_key_rules(family)});
+      pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), rules});
   c10::InferenceMode guard;
   for (const std::string& n : names) {
     out.modules[n] = pipeline::load_component(md.at(n), at::TensorOptions().dtype(at::kFloat));
@@ -241,7 +242,7 @@ void expect_merges_as_diffusers(const std::string& name, const std::string& lora
   }
   Components c;
   c.merger = std::make_unique<pipeline::LoraMerger>(
-      pipeline::LoraModelFacts{family->label, layers_per_block, pipeline::lora_key_rules(family->name)});
+      pipeline::LoraModelFacts{family->label, layers_per_block, family->lora_rules()});
   {
     c10::InferenceMode guard;
     for (const json& n : doc["components"]) {

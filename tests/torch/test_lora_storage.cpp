@@ -217,7 +217,7 @@ TEST(LoraStorage, AttachedAdaptersComputePeftsForwardAndGoWithTheirSet) {
   StoredLoraModel model;
   model.proj->weight.copy_(at::randn({4, 8}));
   model.proj->bias.copy_(at::randn({4}));
-  pipeline::LoraMerger merger(pipeline::LoraModelFacts{"test", 2, pipeline::lora_key_rules("z-image")});
+  pipeline::LoraMerger merger(pipeline::LoraModelFacts{"test", 2, pipeline::z_image_lora_rules()});
   merger.add_component("transformer", model, /*unfused=*/true);
   const at::Tensor x = at::randn({3, 8}), before = model.proj->forward(x);
   const at::Tensor w = model.proj->weight.clone();

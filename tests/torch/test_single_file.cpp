@@ -322,7 +322,8 @@ struct TinyFlux {
 };
 const std::vector<TinyFlux> kTinyFlux = {{"tiny-flux-dev-bfl", "tiny-flux-dev", "flux-dev", ""},
                                          {"tiny-flux-schnell-comfy", "tiny-flux-schnell", "flux-schnell",
-                                          "model.diffusion_model."}};
+                                          "model.diffusion_model."},
+                                         {"tiny-flux-fill-bfl", "tiny-flux-fill", "flux-fill", ""}};
 
 TEST(SingleFile, FluxBflFilesAreDetectedAndTakeTheRestFromTheBase) {
   for (const TinyFlux& t : kTinyFlux) {
@@ -355,6 +356,7 @@ TEST(SingleFile, FluxBflTransformerIsTheDirectorysExactly) {
 
 TEST(SingleFile, FluxBflPixelsAreTheDirectorysBitForBit) {
   for (const TinyFlux& t : kTinyFlux) {
+    if (std::string(t.kind) == "flux-fill") continue;  // its items need an image and a mask: FluxFillFileInpaints...
     LoadRequest single, dir;
     single.model = kSingle + "/" + t.file + ".safetensors";
     single.base = kPipelines + "/" + t.pipeline;
@@ -373,15 +375,70 @@ TEST(SingleFile, FluxBflPixelsAreTheDirectorysBitForBit) {
   EXPECT_EQ(pixels(r, 2), pixels(dir, 2));
 }
 
+// A FLUX.1 Fill transformer file (black-forest-labs' flux1-fill-dev.safetensors: img_in takes the latents, the masked
+// image's latents and the mask) inpaints as its directory does, bit for bit: the same item (an image and a mask,
+// FluxFillPipeline's strength 1) from tiny-flux-fill's transformer in BFL layout with the folder as --base.
+TEST(SingleFile, FluxFillFileInpaintsAsItsDirectoryBitForBit) {
+  auto inpaint = [](const LoadRequest& r) {
+    auto pipe = load_text_to_image(r);
+    ImageRequest item;
+    item.prompt = "a red cube on a wooden table";
+    item.seed = 11;
+    item.steps = 3;
+    item.guidance_scale = 30.0;  // FluxFillPipeline's default
+    item.width = 32;
+    item.height = 32;
+    auto image = std::make_shared<RgbImage>();
+    image->width = image->height = 32;
+    for (int y = 0; y < 32; ++y)
+      for (int x = 0; x < 32; ++x)
+        for (int c = 0; c < 3; ++c) image->pixels.push_back(static_cast<uint8_t>((x * 8 + y * 3 + c * 70) % 256));
+    auto mask = std::make_shared<GrayImage>();
+    mask->width = mask->height = 32;
+    for (int y = 0; y < 32; ++y)
+      for (int x = 0; x < 32; ++x) mask->pixels.push_back(x >= 8 && x < 24 && y >= 8 && y < 24 ? 255 : 0);
+    item.image = image;
+    item.mask = mask;
+    item.strength = 1.0;
+    return pipe->generate({item}).at(0).pixels;
+  };
+  LoadRequest single, dir;
+  single.model = kSingle + "/tiny-flux-fill-bfl.safetensors";
+  single.base = kPipelines + "/tiny-flux-fill";
+  dir.model = kPipelines + "/tiny-flux-fill";
+  const std::vector<uint8_t> want = inpaint(dir);
+  EXPECT_EQ(inpaint(single), want);
+  // The shipped default for Fill files is FluxFillPipeline's, its transformer config made the file's (channels and
+  // blocks from its keys); a dev base is refused in one line, naming the channels.
+  const CheckoutDataDir data_dir;
+  std::vector<ModelDirError> errors;
+  const ModelDir shipped = resolve_model(single.model, "", &errors, {});
+  ASSERT_TRUE(shipped.single_file && shipped.single_file->shipped_base);
+  EXPECT_EQ(shipped.single_file->kind, "flux-fill");
+  EXPECT_EQ(shipped.single_file->label, "FLUX.1 Fill [dev] (BFL FLUX.1 transformer file)");
+  EXPECT_CONTAINS(shipped.root, "flux-fill");
+  EXPECT_EQ(shipped.at("transformer").config["in_channels"], 12);
+  EXPECT_EQ(shipped.at("transformer").config["out_channels"], 4);
+  SingleFileOptions o;
+  o.base = kPipelines + "/tiny-flux-dev";
+  const std::string e = error_of([&] { resolve_model(single.model, "", nullptr, o); });
+  EXPECT_CONTAINS(e, "'s keys say num_layers 1, num_single_layers 1, guidance_embeds true, in_channels 12, "
+                     "out_channels 4 but --base '");
+  EXPECT_CONTAINS(e, "in_channels 4, out_channels null; give the base the file belongs to");
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
 TEST(SingleFile, FluxBflRefusalsAreOneLine) {
   auto detect = [](std::vector<SourceTensor> t) {
     return error_of([&] { detect_dit_checkpoint(t, "f.safetensors"); });
   };
   const SourceTensor probe{"double_blocks.0.img_attn.norm.key_norm.scale", {128}};
   const SourceTensor guidance{"guidance_in.in_layer.bias", {3072}};
-  EXPECT_CONTAINS(detect({probe, guidance, {"img_in.weight", {3072, 384}}}),
-                  "InputError: 'f.safetensors' is a FLUX.1 Fill transformer (img_in takes 384 channels");
-  EXPECT_CONTAINS(detect({probe, guidance, {"img_in.weight", {3072, 128}}}), "is a FLUX.1 Depth transformer");
+  const SourceTensor out_64{"final_layer.linear.weight", {64, 3072}};
+  // img_in's channels against final_layer's: Fill 384 of 64, Depth 128 of 64 (refused), dev 64 of 64.
+  EXPECT_EQ(detect_dit_checkpoint({probe, guidance, out_64, {"img_in.weight", {3072, 384}}}, "f")->kind, "flux-fill");
+  EXPECT_CONTAINS(detect({probe, guidance, out_64, {"img_in.weight", {3072, 128}}}),
+                  "InputError: 'f.safetensors' is a FLUX.1 Depth transformer (img_in takes 128 channels");
   EXPECT_CONTAINS(detect({{"model.diffusion_model.single_stream_modulation.lin.weight", {9, 3}}}),
                   "is a FLUX.2 transformer, which dpinfer does not run");
   EXPECT_EQ(detect_dit_checkpoint({probe, guidance, {"img_in.weight", {3072, 64}}}, "f")->kind, "flux-dev");
@@ -393,9 +450,9 @@ TEST(SingleFile, FluxBflRefusalsAreOneLine) {
   SingleFileOptions o;
   o.base = kPipelines + "/tiny-flux-schnell";
   std::string e = error_of([&] { resolve_model(dev, "", nullptr, o); });
-  EXPECT_CONTAINS(e, "InputError: '" + dev + "''s keys say num_layers 1, num_single_layers 1, guidance_embeds true "
-                     "but --base '");
-  EXPECT_CONTAINS(e, "'s transformer config has num_layers 2, num_single_layers 2, guidance_embeds false; "
+  EXPECT_CONTAINS(e, "InputError: '" + dev + "''s keys say num_layers 1, num_single_layers 1, guidance_embeds true, "
+                     "in_channels 4 but --base '");
+  EXPECT_CONTAINS(e, "'s transformer config has num_layers 2, num_single_layers 2, guidance_embeds false, in_channels 64; "
                      "give the base the file belongs to");
   EXPECT_EQ(e.find('\n'), std::string::npos);
   // A base of another family.
@@ -449,11 +506,11 @@ TEST(SingleFile, FluxBflRefusalsAreOneLine) {
   EXPECT_EQ(complete.at("text_encoder_2").source, "--text-encoder-2 " + t5);
 }
 
-// The shipped FLUX.1-dev config is the real architecture: the BFL keys and shapes of FLUX.1-dev's
-// transformer (keys/flux-dev.json, from diffusers' module on the meta device) convert to exactly the
-// keys and shapes of the module dpinfer builds from configs/single_file/flux-dev, pieces included.
-TEST(SingleFile, ShippedFluxConfigMatchesTheRealArchitectureKeyForKey) {
-  std::ifstream in(kSingle + "/keys/flux-dev.json");
+// The shipped FLUX.1-dev and FLUX.1-Fill-dev configs are the real architectures: the BFL keys and shapes of their
+// transformers (keys/<kind>.json, from diffusers' module on the meta device) convert to exactly the keys and shapes
+// of the module dpinfer builds from configs/single_file/<kind>, pieces included.
+void expect_shipped_flux_config_matches(const std::string& kind) {
+  std::ifstream in(kSingle + "/keys/" + kind + ".json");
   const json rows = json::parse(in);
   std::vector<SourceTensor> tensors;
   for (const json& row : rows) tensors.push_back({row[0].get<std::string>(), row[1].get<std::vector<int64_t>>()});
@@ -461,7 +518,7 @@ TEST(SingleFile, ShippedFluxConfigMatchesTheRealArchitectureKeyForKey) {
   EXPECT_EQ(blocks.double_blocks, 19);
   EXPECT_EQ(blocks.single_blocks, 38);
   EXPECT_TRUE(blocks.guidance);
-  const ModelDir base = resolve_model(kConfigs + "/flux-dev");
+  const ModelDir base = resolve_model(kConfigs + "/" + kind);
   Component c = base.at("transformer");
   c.single_file = "keys.json";
   c.layout = CheckpointLayout::kFluxBfl;
@@ -480,6 +537,13 @@ TEST(SingleFile, ShippedFluxConfigMatchesTheRealArchitectureKeyForKey) {
   // Fused: 19 x 4 qkv tensors (weight and bias of two streams) in thirds, 38 x 2 linear1 in four,
   // the final AdaLN's 2 tensors in two pieces.
   EXPECT_EQ(parts.size(), tensors.size() + 19 * 4 * 2 + 38 * 2 * 3 + 2);
+}
+
+TEST(SingleFile, ShippedFluxConfigMatchesTheRealArchitectureKeyForKey) {
+  for (const char* kind : {"flux-dev", "flux-fill"}) {
+    SCOPED_TRACE(kind);
+    expect_shipped_flux_config_matches(kind);
+  }
 }
 
 // ---- Qwen-Image as ComfyUI splits it: diffusers' names under "model.diffusion_model.".

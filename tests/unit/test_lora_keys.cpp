@@ -34,7 +34,7 @@ const LoraModuleTable kModules = {
                       {"text_model.encoder.layers.0.self_attn.out_proj", {6, 6}}}},
     {"text_encoder_2", {{"text_model.encoder.layers.0.mlp.fc1", {10, 6}}}}};
 
-const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, pipeline::lora_key_rules("stable-diffusion-xl")};
+const pipeline::LoraModelFacts kFacts{"Stable Diffusion XL", 2, pipeline::stable_diffusion_xl_lora_rules()};
 
 nlohmann::json json_of(const char* text) { return nlohmann::json::parse(text); }
 
@@ -86,7 +86,7 @@ TEST(LoraKeys, KohyaOriginalBlockNamesMapAsDiffusersDoes) {
 
 // StableDiffusionLoraLoaderMixin does not map the original block names (only SDXL's loader does): refused on SD 1.x.
 TEST(LoraKeys, KohyaOriginalBlockNamesAreRefusedOnSd1AsDiffusersFailsThere) {
-  const pipeline::LoraModelFacts sd1{"Stable Diffusion", 2, pipeline::lora_key_rules("stable-diffusion")};
+  const pipeline::LoraModelFacts sd1{"Stable Diffusion", 2, pipeline::stable_diffusion_lora_rules()};
   std::string why;
   try {
     pipeline::map_lora_keys(kohya("lora_unet_middle_block_1_proj_in", {2, 8}, {8, 2}), kModules, sd1, "x.safetensors");
@@ -227,9 +227,9 @@ TEST(LoraKeys, AnAlphaBesideDiffusersNamesIsRefusedWhereDiffusersFails) {
   EXPECT_NE(why.find("'x.safetensors': alpha 'unet.mid_block.attentions.0.proj_in.alpha' beside diffusers' names, on "
                      "which diffusers 0.36 fails for a Stable Diffusion XL LoRA (\"Invalid LoRA checkpoint.\""),
             std::string::npos) << why;
-  EXPECT_FALSE(pipeline::lora_key_rules("flux").every_key_names_lora);
-  EXPECT_FALSE(pipeline::lora_key_rules("chroma").every_key_names_lora);
-  EXPECT_TRUE(pipeline::lora_key_rules("stable-diffusion-3").every_key_names_lora);
+  EXPECT_FALSE(pipeline::flux_lora_rules().every_key_names_lora);
+  EXPECT_FALSE(pipeline::chroma_lora_rules().every_key_names_lora);
+  EXPECT_TRUE(pipeline::stable_diffusion_3_lora_rules().every_key_names_lora);
 }
 
 // A kohya text encoder goes through _convert_text_encoder_lora_key, then the same respellings: its q/k/v layers are
@@ -358,7 +358,7 @@ TEST(DoraLoraKeys, WhatDiffusersCannotLoadOrDpinferDoesNotEmulateIsRefusedInOneL
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 
-// ---- The DiT families' rules (lora_key_rules) ----
+// ---- The DiT families' rules (flux_lora_rules, qwen_image_lora_rules, ...) ----
 
 // A FLUX.1-like transformer and CLIP; Qwen-Image's and Z-Image's transformers.
 const LoraModuleTable kFlux = {
@@ -372,8 +372,8 @@ const LoraModuleTable kZImage = {
     {"transformer", {{"layers.0.attention.to_out.0", {8, 8}}, {"layers.0.feed_forward.w1", {16, 8}},
                      {"all_x_embedder.2-1", {8, 4}}}}};
 
-pipeline::LoraModelFacts facts_of(const std::string& family, const std::string& label) {
-  return {label, 2, pipeline::lora_key_rules(family)};
+pipeline::LoraModelFacts facts_of(pipeline::LoraKeyRules (*rules)(), const std::string& label) {
+  return {label, 2, rules()};
 }
 
 std::string refusal_in(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
@@ -394,7 +394,7 @@ TEST(DitLoraKeys, FluxReadsDiffusersNamesWithTheirAlphas) {
        {"transformer.transformer_blocks.0.attn.to_q.alpha", {}},
        {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight", {1, 6}},
        {"text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_B.weight", {6, 1}}},
-      kFlux, facts_of("flux", "FLUX.1"), "x.safetensors");
+      kFlux, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors");
   ASSERT_EQ(layers.size(), 2u);
   EXPECT_EQ(layers[0].component, "text_encoder");
   EXPECT_EQ(layers[1].module, "transformer_blocks.0.attn.to_q");
@@ -408,7 +408,7 @@ TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
   // lora_unet_ with the module's underscores (convert_key's protected n-grams: img_mlp, add_q_proj).
   for (const auto& k : kohya("lora_unet_transformer_blocks_0_img_mlp_net_0_proj", {4, 8}, {16, 4})) keys.push_back(k);
   for (const auto& k : kohya("lora_unet_transformer_blocks_0_attn_add_q_proj", {4, 8}, {8, 4})) keys.push_back(k);
-  auto layers = pipeline::map_lora_keys(keys, kQwen, facts_of("qwen-image", "Qwen-Image"), "x.safetensors");
+  auto layers = pipeline::map_lora_keys(keys, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"), "x.safetensors");
   ASSERT_EQ(layers.size(), 3u);
   for (const auto& l : layers) {
     EXPECT_EQ(l.component, "transformer");
@@ -418,7 +418,7 @@ TEST(DitLoraKeys, QwenImageNonDiffusersNamesAreRenamedAsDiffusersConvertsThem) {
   layers = pipeline::map_lora_keys({{"transformer_blocks.0.attn.to_q.lora_A.default.weight", {2, 8}},
                                     {"transformer_blocks.0.attn.to_q.lora_B.default.weight", {8, 2}},
                                     {"transformer_blocks.0.attn.to_q.alpha", {}}},
-                                   kQwen, facts_of("qwen-image", "Qwen-Image"), "x.safetensors");
+                                   kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"), "x.safetensors");
   ASSERT_EQ(layers.size(), 1u);
   EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
   EXPECT_EQ(layers[0].down_key, "transformer_blocks.0.attn.to_q.lora_A.default.weight");  // the file's own key
@@ -430,7 +430,7 @@ TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
   auto keys = kohya("diffusion_model.layers.0.attention.out", {4, 8}, {8, 4});
   for (const auto& k : kohya("diffusion_model.layers.0.feed_forward.w1", {4, 8}, {16, 4})) keys.push_back(k);
   for (const auto& k : kohya("diffusion_model.all_x_embedder.2-1", {2, 4}, {8, 2})) keys.push_back(k);
-  const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of("z-image", "Z-Image"), "x.safetensors");
+  const auto layers = pipeline::map_lora_keys(keys, kZImage, facts_of(pipeline::z_image_lora_rules, "Z-Image"), "x.safetensors");
   std::set<std::string> got;
   for (const auto& l : layers) got.insert(l.module);
   EXPECT_EQ(got, (std::set<std::string>{"layers.0.attention.to_out.0", "layers.0.feed_forward.w1",
@@ -438,7 +438,7 @@ TEST(DitLoraKeys, ZImageOriginalOutProjectionIsToOut0) {
   // The rename is Z-Image's, and for lora_down/lora_up layers only (normalize_out_key's pattern).
   EXPECT_NE(refusal_in({{"transformer.layers.0.attention.out.lora_A.weight", {2, 8}},
                         {"transformer.layers.0.attention.out.lora_B.weight", {8, 2}}},
-                       kZImage, facts_of("z-image", "Z-Image"))
+                       kZImage, facts_of(pipeline::z_image_lora_rules, "Z-Image"))
                 .find("none of its 1 LoRA layer(s) match"),
             std::string::npos);
 }
@@ -449,31 +449,31 @@ TEST(DitLoraKeys, OriginalNamesDiffusersDoesNotConvertAreRefusedInOneLine) {
   // Bare module names with lora_A/lora_B and nothing that starts the converter: they load nowhere.
   const std::vector<LoraTensorKey> bare = {{"transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
                                            {"transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
-  const std::string qwen = refusal_in(bare, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  const std::string qwen = refusal_in(bare, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"));
   EXPECT_NE(qwen.find("key 'transformer_blocks.0.attn.to_q.lora_A.weight' names no component, and diffusers 0.36 "
                       "converts a Qwen-Image LoRA from the transformer's own names only when"),
             std::string::npos) << qwen;
   // The same with an alpha: the converter runs (its lora_A alpha is dropped).
   std::vector<LoraTensorKey> with_alpha = bare;
   with_alpha.push_back({"transformer_blocks.0.attn.to_q.alpha", {}});
-  EXPECT_EQ(refusal_in(with_alpha, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
+  EXPECT_EQ(refusal_in(with_alpha, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image")), "(accepted)");
   // PEFT's transformer. names with an alpha: the alpha starts the converter, which puts transformer. before every key
   // again, and diffusers 0.36 fails ("Target modules ... not found in the base model"); so on Z-Image.
   std::vector<LoraTensorKey> peft_alpha = {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
                                            {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
                                            {"transformer.transformer_blocks.0.attn.to_q.alpha", {}}};
-  const std::string twice = refusal_in(peft_alpha, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  const std::string twice = refusal_in(peft_alpha, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"));
   EXPECT_NE(twice.find("key 'transformer.transformer_blocks.0.attn.to_q.lora_A.weight' starts with transformer. in a "
                        "file that starts diffusers 0.36's Qwen-Image converter"),
             std::string::npos) << twice;
   peft_alpha = {{"transformer.layers.0.attention.to_q.lora_A.weight", {2, 8}},
                 {"transformer.layers.0.attention.to_q.lora_B.weight", {8, 2}},
                 {"transformer.layers.0.attention.to_q.alpha", {}}};
-  EXPECT_NE(refusal_in(peft_alpha, kZImage, facts_of("z-image", "Z-Image")).find("Target modules ... not found"),
+  EXPECT_NE(refusal_in(peft_alpha, kZImage, facts_of(pipeline::z_image_lora_rules, "Z-Image")).find("Target modules ... not found"),
             std::string::npos);
   // Z-Image's lora_unet_ form: diffusers 0.36 fails on every such file; Qwen-Image's reads it.
   const auto unet = kohya("lora_unet_layers_0_feed_forward_w1", {4, 8}, {16, 4});
-  const std::string z = refusal_in(unet, kZImage, facts_of("z-image", "Z-Image"));
+  const std::string z = refusal_in(unet, kZImage, facts_of(pipeline::z_image_lora_rules, "Z-Image"));
   EXPECT_NE(z.find("key 'lora_unet_layers_0_feed_forward_w1.lora_down.weight' is in the lora_unet_ form, on which "
                    "diffusers 0.36 fails for every Z-Image file"),
             std::string::npos) << z;
@@ -485,7 +485,7 @@ TEST(DitLoraKeys, ADenoiserMixingSpellingsIsRefusedWhereDiffusersDropsSome) {
                                                  {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}},
                                                  {"transformer.transformer_blocks.0.attn.to_v.lora.down.weight", {2, 8}},
                                                  {"transformer.transformer_blocks.0.attn.to_v.lora.up.weight", {8, 2}}};
-  const std::string mixed = refusal_in(peft_first, kQwen, facts_of("qwen-image", "Qwen-Image"));
+  const std::string mixed = refusal_in(peft_first, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"));
   EXPECT_NE(mixed.find("its transformer layers mix spellings (key 'transformer.transformer_blocks.0.attn.to_v.lora.down"
                        ".weight' beside 'transformer.transformer_blocks.0.attn.to_q.lora_A.weight')"),
             std::string::npos) << mixed;
@@ -494,11 +494,11 @@ TEST(DitLoraKeys, ADenoiserMixingSpellingsIsRefusedWhereDiffusersDropsSome) {
                                                 {"transformer.transformer_blocks.0.attn.add_q_proj.lora.up.weight", {8, 2}},
                                                 {"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
                                                 {"transformer.transformer_blocks.0.attn.to_q.lora_B.weight", {8, 2}}};
-  EXPECT_EQ(refusal_in(old_first, kQwen, facts_of("qwen-image", "Qwen-Image")), "(accepted)");
+  EXPECT_EQ(refusal_in(old_first, kQwen, facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image")), "(accepted)");
 }
 
 TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
-  const auto flux = facts_of("flux", "FLUX.1");
+  const auto flux = facts_of(pipeline::flux_lora_rules, "FLUX.1");
   // BFL's block names with lora_A/lora_B factors: diffusers 0.36 loads nothing from such a file.
   const std::string bfl = refusal_in({{"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
                                       {"diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
@@ -509,7 +509,7 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   EXPECT_NE(bfl.find("or a kohya one"), std::string::npos) << bfl;
   const std::string sd3 =
       refusal_in({{"lora_unet_joint_blocks_0_x_block_attn_qkv.lora_down.weight", {2, 8}}}, kFlux,
-                 facts_of("stable-diffusion-3", "Stable Diffusion 3"));
+                 facts_of(pipeline::stable_diffusion_3_lora_rules, "Stable Diffusion 3"));
   EXPECT_NE(sd3.find("original SD3 MMDiT names"), std::string::npos) << sd3;
   // SDXL's kohya and PEFT LoRAs, whose text-encoder layers would fit FLUX.1's CLIP by name.
   const std::string te1 = refusal_in(kohya("lora_te1_text_model_encoder_layers_0_self_attn_q_proj", {2, 6}, {6, 2}),
@@ -523,7 +523,7 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   }
   // Qwen-Image's lora_unet_ is its own transformer's prefix, but SDXL's block names match nothing there.
   const std::string sdxl_on_qwen = refusal_in(kohya("lora_unet_input_blocks_4_1_proj_in", {2, 8}, {8, 2}), kQwen,
-                                              facts_of("qwen-image", "Qwen-Image"));
+                                              facts_of(pipeline::qwen_image_lora_rules, "Qwen-Image"));
   EXPECT_NE(sdxl_on_qwen.find("none of its 1 LoRA layer(s) match"), std::string::npos) << sdxl_on_qwen;
   // FluxLoraLoaderMixin's branches after XLabs': BFL's Control LoRAs and fal's Kontext LoRAs, each named for what it
   // is (not as a BFL-named PEFT file, whose refusal says diffusers loads nothing).
@@ -536,7 +536,7 @@ TEST(DitLoraKeys, FormatsADitFamilyDoesNotReadAreRefusedByName) {
   EXPECT_NE(control.find("FluxControlPipeline"), std::string::npos) << control;
   const std::string kontext = refusal_in({{"base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight", {2, 8}},
                                           {"base_model.model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 2}}},
-                                         kFlux, facts_of("chroma", "Chroma"));
+                                         kFlux, facts_of(pipeline::chroma_lora_rules, "Chroma"));
   EXPECT_NE(kontext.find("a fal FLUX.1 Kontext LoRA (key 'base_model.model.double_blocks.0.img_attn.qkv.lora_A.weight'"),
             std::string::npos) << kontext;
   EXPECT_EQ(kontext.find('\n'), std::string::npos);
@@ -580,7 +580,7 @@ TEST(KohyaFluxLoraKeys, FusedLayersSplitIntoDiffusersModulesByRowsOfTheUpFactor)
   add(kohya("lora_te1_text_model_encoder_layers_0_mlp_fc1", {2, 6}, {10, 2}));
   add(kohya("lora_unet_img_in", {4, 4}, {8, 4}));
   std::vector<std::string> ignored;
-  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors", &ignored);
   // diffusers' order: double block 0 (img_attn_proj, img_attn_qkv, ..., img_mod_lin), single block 0, CLIP.
   std::vector<std::string> got;
   for (const auto& l : layers) got.push_back(l.component + "." + l.module);
@@ -656,7 +656,7 @@ TEST(KohyaFluxLoraKeys, AnSdScriptsFileForFluxDevMapsEveryLayerAtFluxSizes) {
     add(k + "linear2", d, d + mlp);
     add(k + "modulation_lin", 3 * d, d);
   }
-  const auto layers = pipeline::map_lora_keys(keys, modules, facts_of("flux", "FLUX.1"), "x.safetensors");
+  const auto layers = pipeline::map_lora_keys(keys, modules, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors");
   ASSERT_EQ(layers.size(), 19u * 14 + 38u * 6);
   EXPECT_EQ(layers.front().module, "transformer_blocks.0.attn.to_out.0");  // img_attn_proj: the first rank
   std::map<std::string, std::pair<int64_t, int64_t>> rows;
@@ -669,7 +669,7 @@ TEST(KohyaFluxLoraKeys, AnSdScriptsFileForFluxDevMapsEveryLayerAtFluxSizes) {
 }
 
 TEST(KohyaFluxLoraKeys, RefusalsNameTheFileAndTheLayerInOneLine) {
-  const auto flux = facts_of("flux", "FLUX.1");
+  const auto flux = facts_of(pipeline::flux_lora_rules, "FLUX.1");
   // linear1's up factor must cover q, k, v and proj_mlp: 56 rows here.
   const std::string rows = refusal_in(kohya("lora_unet_single_blocks_0_linear1", {4, 8}, {24, 4}), kFluxBfl, flux);
   EXPECT_NE(rows.find("'lora_unet_single_blocks_0_linear1' has down [4, 8] and up [24, 4], which do not fit "
@@ -718,7 +718,7 @@ TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWith
   auto keys = kohya("transformer.transformer_blocks.0.attn.to_q", {2, 8}, {8, 2});
   for (const auto& k : kohya("lora_unet_double_blocks_0_img_attn_norm", {2, 8}, {8, 2})) keys.push_back(k);
   std::vector<std::string> ignored;
-  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors", &ignored);
   ASSERT_EQ(layers.size(), 1u);
   EXPECT_EQ(layers[0].module, "transformer_blocks.0.attn.to_q");
   EXPECT_FALSE(layers[0].alpha_key.has_value());
@@ -748,7 +748,7 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
   add(xlabs("double_blocks.0.processor.proj_lora1", {4, 8}, {8, 4}));
   keys.push_back({"some_other.processor_note", {1}});  // kept unconverted by diffusers, then ignored
   std::vector<std::string> ignored;
-  const auto layers = pipeline::map_lora_keys(keys, table, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  const auto layers = pipeline::map_lora_keys(keys, table, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors", &ignored);
   // Sorted keys ("diffusion_model." first); a fused layer's B factors come at its down key, the others' at their up key.
   const std::vector<std::string> want = {
       "transformer_blocks.0.attn.to_add_out",   "transformer_blocks.0.attn.to_out.0",
@@ -783,7 +783,7 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
 }
 
 TEST(XlabsFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
-  const auto flux = facts_of("flux", "FLUX.1");
+  const auto flux = facts_of(pipeline::flux_lora_rules, "FLUX.1");
   const auto why = [&](const std::vector<LoraTensorKey>& keys) {
     const std::string w = refusal_in(keys, kFluxBfl, flux);
     EXPECT_EQ(w.find('\n'), std::string::npos) << w;
@@ -830,7 +830,7 @@ TEST(MixtureFluxLoraKeys, UnderscoredNamesMapAsTheConverterMapsThem) {
   add(kohya("lora_te1_text_model_encoder_layers_0_mlp_fc1", {3, 6}, {10, 3}));
   add(kohya("lora_unet_double_blocks_0_img_attn_proj", {4, 8}, {8, 4}));  // dropped
   std::vector<std::string> ignored;
-  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors", &ignored);
+  const auto layers = pipeline::map_lora_keys(keys, kFluxBfl, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors", &ignored);
   std::map<std::string, std::string> got;
   for (const auto& l : layers) {
     got[l.component + "." + l.module] = l.down_key;
@@ -851,13 +851,13 @@ TEST(MixtureFluxLoraKeys, UnderscoredNamesMapAsTheConverterMapsThem) {
   EXPECT_NE(ignored[0].find("lora_unet_ keys (e.g. 'lora_unet_double_blocks_0_img_attn_proj."), std::string::npos) << ignored[0];
   // With a "transformer." key, diffusers' has_peft_state_dict branch comes first: those layers only.
   add(kohya("transformer.transformer_blocks.0.attn.to_q", {2, 8}, {8, 2}));
-  const auto peft = pipeline::map_lora_keys(keys, kFluxBfl, facts_of("flux", "FLUX.1"), "x.safetensors");
+  const auto peft = pipeline::map_lora_keys(keys, kFluxBfl, facts_of(pipeline::flux_lora_rules, "FLUX.1"), "x.safetensors");
   ASSERT_EQ(peft.size(), 1u);
   EXPECT_EQ(peft[0].module, "transformer_blocks.0.attn.to_q");
 }
 
 TEST(MixtureFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
-  const auto flux = facts_of("flux", "FLUX.1");
+  const auto flux = facts_of(pipeline::flux_lora_rules, "FLUX.1");
   const auto why = [&](std::vector<LoraTensorKey> keys) {
     if (keys.front().key.rfind("lora_transformer_", 0) != 0)  // has_mixture needs a lora_transformer_ layer
       for (const auto& k : kohya("lora_transformer_x_embedder", {4, 4}, {8, 4})) keys.push_back(k);

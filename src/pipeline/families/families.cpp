@@ -220,6 +220,7 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<64>,
           load_stable_diffusion,
+          stable_diffusion_lora_rules,
           /*check_components=*/nullptr,
           /*default_strength=*/0.8,  // StableDiffusionImg2ImgPipeline
           /*default_inpaint_strength=*/1.0,  // StableDiffusionInpaintPipeline
@@ -243,6 +244,7 @@ const std::vector<Family>& families() {
           Prediction::kNoise,
           unet_default_size<128>,
           load_stable_diffusion_xl,
+          stable_diffusion_xl_lora_rules,
           /*check_components=*/nullptr,
           /*default_strength=*/0.3,  // StableDiffusionXLImg2ImgPipeline
           /*default_inpaint_strength=*/0.9999,  // StableDiffusionXLInpaintPipeline
@@ -266,6 +268,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           qwen_image_default_size,
           load_qwen_image,
+          qwen_image_lora_rules,
           check_qwen_image_components,
           /*default_strength=*/0.6,          // QwenImageImg2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline
@@ -289,6 +292,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           z_image_default_size,
           load_z_image,
+          z_image_lora_rules,
           check_z_image_components,
           /*default_strength=*/0.6,  // ZImageImg2ImgPipeline
       },
@@ -313,6 +317,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           flux_default_size,
           load_flux,
+          flux_lora_rules,
           check_flux_components,
           /*default_strength=*/0.6,          // FluxImg2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // FluxInpaintPipeline
@@ -336,6 +341,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           flux_default_size,
           load_chroma,
+          chroma_lora_rules,
           check_chroma_components,
           /*default_strength=*/0.9,  // ChromaImg2ImgPipeline
       },
@@ -357,6 +363,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           flux2_default_size,
           load_flux2,
+          no_lora_rules,  // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras)
           check_flux2_components,
       },
       {
@@ -381,6 +388,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           stable_diffusion_3_default_size,
           load_stable_diffusion_3,
+          stable_diffusion_3_lora_rules,
           check_stable_diffusion_3_components,
           /*default_strength=*/0.6,          // StableDiffusion3Img2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // StableDiffusion3InpaintPipeline

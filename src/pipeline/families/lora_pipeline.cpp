@@ -10,7 +10,7 @@
 namespace dpinfer::pipeline {
 
 void LoraPipeline::start_components(const Family& family, const LoadRequest& request, int64_t layers_per_block) {
-  loras_ = std::make_unique<LoraMerger>(LoraModelFacts{family.label, layers_per_block, lora_key_rules(family.name)});
+  loras_ = std::make_unique<LoraMerger>(LoraModelFacts{family.label, layers_per_block, family.lora_rules()});
   if (request.offload != "none" && request.offload != "model" && request.offload != "blocks")
     throw InputError("--offload: expected none, model or blocks[:N], got " + request.offload);
   if (request.offload == "blocks" && request.offload_blocks_per_group < 1)

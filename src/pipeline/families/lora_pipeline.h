@@ -42,7 +42,7 @@ class LoraPipeline : public TextToImage {
  protected:
   using Group = ComponentResidency::Group;
 
-  /// Makes the merger, with the family's key rules (lora_key_rules(family.name)), and sets two-phase
+  /// Makes the merger, with the family's key rules (Family::lora_rules), and sets two-phase
   /// chunks (request.two_phase) and offload (request.offload) on or off. `layers_per_block`: the UNet's,
   /// for kohya's SGM names.
   void start_components(const Family& family, const LoadRequest& request, int64_t layers_per_block = 2);

@@ -178,11 +178,11 @@ LoraNameFacts describe_lora_names(const std::vector<LoraTensorKey>& keys) {
   const bool bfl = any_key(keys, is_bfl_name);
   LoraKeyRules rules;
   if (bfl || any_key(keys, [](const std::string& k) { return starts_with(k, "lora_transformer_"); })) {
-    rules = lora_key_rules("flux");
+    rules = flux_lora_rules();
   } else if (any_key(keys, [](const std::string& k) {
                return starts_with(k, "diffusion_model.") && (has(k, ".lora_down.") || has(k, ".lora_A."));
              })) {
-    rules = lora_key_rules("qwen-image");
+    rules = qwen_image_lora_rules();
   }
   const std::string format = key_format(without_dora_scales(keys), rules);
   facts.format = format + dora_note(keys);

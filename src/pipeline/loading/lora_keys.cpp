@@ -278,57 +278,88 @@ std::string unread_lora_kind(const std::string& key) {
   return "";
 }
 
-LoraKeyRules lora_key_rules(const std::string& family) {
-  // FLUX.1 and Chroma (ChromaPipeline uses FluxLoraLoaderMixin): diffusers 0.36's lora_state_dict
-  // converts kohya files (any lora_down key: lora_flux_keys.h reads those in BFL's block names,
-  // lora_flux_mixture_keys.h those in its underscored names), XLabs ("processor": lora_flux_xlabs_keys.h)
-  // and BFL control LoRAs. A file in BFL's block names with lora_A/lora_B factors is none of those:
-  // diffusers loads nothing from it ("diffusion_model.") or fails ("transformer."); nor is one in the
-  // underscored names without lora_down factors.
+namespace {
+
+// What a loader that reads only diffusers' names asks for instead.
+constexpr const char* kPeftOnly = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
+                                  ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
+
+// What a FLUX.1-style loader refuses (FluxLoraLoaderMixin: FLUX.1 and Chroma): diffusers 0.36's lora_state_dict
+// converts kohya files (any lora_down key: lora_flux_keys.h reads those in BFL's block names,
+// lora_flux_mixture_keys.h those in its underscored names), XLabs ("processor": lora_flux_xlabs_keys.h)
+// and BFL control LoRAs. A file in BFL's block names with lora_A/lora_B factors is none of those:
+// diffusers loads nothing from it ("diffusion_model.") or fails ("transformer."); nor is one in the
+// underscored names without lora_down factors.
+LoraKeyRules flux_loader_rules(std::vector<std::string> components) {
   const std::string bfl_peft = "LoRA in BFL's FLUX.1 block names with lora_A/lora_B factors (double_blocks/"
                                "single_blocks), from which diffusers 0.36 loads nothing";
-  const std::vector<std::pair<std::string, std::string>> bfl = {
-      {"double_blocks", bfl_peft},
-      {"single_blocks", bfl_peft},
-      {"lora_transformer_", "LoRA in diffusers' underscored FLUX.1 names (lora_transformer_) without .lora_down.weight "
-                            "factors, from which diffusers 0.36 loads nothing"}};
-  const std::string peft_only = "use a LoRA in diffusers' (PEFT) names: transformer.<module>.lora_A.weight and "
-                                ".lora_B.weight (diffusers' load_lora_weights, then save_lora_weights, converts one)";
   LoraKeyRules rules;
-  if (family == "stable-diffusion-xl") {
-    rules.components = {"unet", "text_encoder", "text_encoder_2"};
-    rules.sgm_block_names = true;  // StableDiffusionXLLoraLoaderMixin's _maybe_map_sgm_blocks_to_diffusers
-  }
-  if (family == "flux" || family == "chroma") {
-    // FluxLoraLoaderMixin: transformer and text_encoder (CLIP); ChromaPipeline has no CLIP.
-    rules.components = family == "flux" ? std::vector<std::string>{"transformer", "text_encoder"}
-                                         : std::vector<std::string>{"transformer"};
-    rules.kohya_unet = false;
-    rules.kohya_flux = true;
-    rules.every_key_names_lora = false;  // lora_state_dict pops the .alpha keys as network alphas
-    rules.refused = bfl;
-    rules.reads = peft_only + ", or a kohya one (lora_unet_double_blocks_... or lora_transformer_..., .lora_down.weight / "
-                              ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
-  } else if (family == "stable-diffusion-3") {
-    // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
-    rules.components = {"transformer", "text_encoder", "text_encoder_2"};
-    rules.kohya_unet = false;
-    rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
-    rules.reads = peft_only;
-  } else if (family == "qwen-image" || family == "z-image") {
-    rules.every_key_names_lora = false;
-    rules.components = {"transformer"};
-    rules.kohya_unet = false;
-    rules.non_diffusers_transformer = true;
-    // Z-Image's normalize_out_key: an attention's "out" is diffusers' "to_out.0".
-    if (family == "z-image") rules.last_part_renames = {{"out", "to_out.0"}};
-    rules.unet_prefix_fails = family == "z-image";
-  } else if (family == "flux2") {
-    // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras).
-    rules.components = {};
-    rules.kohya_unet = false;
-    rules.every_key_names_lora = false;
-  }
+  rules.components = std::move(components);
+  rules.kohya_unet = false;
+  rules.kohya_flux = true;
+  rules.every_key_names_lora = false;  // lora_state_dict pops the .alpha keys as network alphas
+  rules.refused = {{"double_blocks", bfl_peft},
+                   {"single_blocks", bfl_peft},
+                   {"lora_transformer_", "LoRA in diffusers' underscored FLUX.1 names (lora_transformer_) without "
+                                         ".lora_down.weight factors, from which diffusers 0.36 loads nothing"}};
+  rules.reads = std::string(kPeftOnly) +
+                ", or a kohya one (lora_unet_double_blocks_... or lora_transformer_..., .lora_down.weight / "
+                ".lora_up.weight), or an XLabs one (double_blocks.<i>.processor....)";
+  return rules;
+}
+
+// QwenImageLoraLoaderMixin and ZImageLoraLoaderMixin: the transformer only, in diffusers' names or the original
+// ones (_convert_non_diffusers_{qwen,z_image}_lora_to_diffusers).
+LoraKeyRules non_diffusers_transformer_rules() {
+  LoraKeyRules rules;
+  rules.every_key_names_lora = false;
+  rules.components = {"transformer"};
+  rules.kohya_unet = false;
+  rules.non_diffusers_transformer = true;
+  return rules;
+}
+
+}  // namespace
+
+LoraKeyRules stable_diffusion_lora_rules() { return LoraKeyRules{}; }  // the defaults are StableDiffusionLoraLoaderMixin's
+
+LoraKeyRules stable_diffusion_xl_lora_rules() {
+  LoraKeyRules rules;
+  rules.components = {"unet", "text_encoder", "text_encoder_2"};
+  rules.sgm_block_names = true;  // StableDiffusionXLLoraLoaderMixin's _maybe_map_sgm_blocks_to_diffusers
+  return rules;
+}
+
+// FluxLoraLoaderMixin: transformer and text_encoder (CLIP).
+LoraKeyRules flux_lora_rules() { return flux_loader_rules({"transformer", "text_encoder"}); }
+
+// ChromaPipeline uses FluxLoraLoaderMixin, and has no CLIP.
+LoraKeyRules chroma_lora_rules() { return flux_loader_rules({"transformer"}); }
+
+LoraKeyRules stable_diffusion_3_lora_rules() {
+  // SD3LoraLoaderMixin converts nothing: only diffusers' names load there.
+  LoraKeyRules rules;
+  rules.components = {"transformer", "text_encoder", "text_encoder_2"};
+  rules.kohya_unet = false;
+  rules.refused = {{"joint_blocks", "LoRA in the original SD3 MMDiT names (joint_blocks)"}};
+  rules.reads = kPeftOnly;
+  return rules;
+}
+
+LoraKeyRules qwen_image_lora_rules() { return non_diffusers_transformer_rules(); }
+
+LoraKeyRules z_image_lora_rules() {
+  LoraKeyRules rules = non_diffusers_transformer_rules();
+  rules.last_part_renames = {{"out", "to_out.0"}};  // Z-Image's normalize_out_key: an attention's "out" is "to_out.0"
+  rules.unet_prefix_fails = true;
+  return rules;
+}
+
+LoraKeyRules no_lora_rules() {
+  LoraKeyRules rules;
+  rules.components = {};
+  rules.kohya_unet = false;
+  rules.every_key_names_lora = false;
   return rules;
 }
 

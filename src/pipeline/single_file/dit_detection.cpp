@@ -1,5 +1,7 @@
 #include "dpinfer/pipeline/single_file/dit_detection.h"
 
+#include "dpinfer/pipeline/single_file/single_file.h"
+
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
@@ -17,16 +19,6 @@ std::optional<std::string> prefix_of(const std::vector<SourceTensor>& tensors, c
 
 }  // namespace
 
-const char* dit_kind_label(const std::string& kind) {
-  if (kind == "flux-dev") return "FLUX.1 [dev]";
-  if (kind == "flux-schnell") return "FLUX.1 [schnell]";
-  if (kind == "qwen-image") return "Qwen-Image";
-  if (kind == "z-image-turbo") return "Z-Image";
-  if (kind == "chroma") return "Chroma";
-  if (kind == "sd3") return "Stable Diffusion 3";
-  return nullptr;
-}
-
 std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
   const std::string where = quote(file);
   // infer_diffusers_model_type checks FLUX.2 before FLUX.1 (CHECKPOINT_KEY_NAMES["flux2"]).
@@ -39,7 +31,7 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
       qwen && find_source_tensor(tensors, *qwen + "txt_norm.weight")) {
     DitDetection d;
     d.kind = "qwen-image";
-    d.label = dit_kind_label(d.kind);
+    d.label = single_file_kind_label(d.kind);
     d.prefix = *qwen;
     d.layout = CheckpointLayout::kDiffusersNames;
     return d;
@@ -51,7 +43,7 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
       z && find_source_tensor(tensors, *z + "layers.0.attention.qkv.weight") && find_source_tensor(tensors, *z + "layers.0.adaLN_modulation.0.weight")) {
     DitDetection d;
     d.kind = "z-image-turbo";
-    d.label = dit_kind_label(d.kind);
+    d.label = single_file_kind_label(d.kind);
     d.prefix = *z;
     d.layout = CheckpointLayout::kZImageOriginal;
     return d;
@@ -63,7 +55,7 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
   if (const auto sd3 = prefix_of(tensors, "joint_blocks.0.context_block.adaLN_modulation.1.bias")) {
     DitDetection d;
     d.kind = "sd3";
-    d.label = dit_kind_label(d.kind);
+    d.label = single_file_kind_label(d.kind);
     d.prefix = *sd3;
     d.layout = CheckpointLayout::kSd3Mmdit;
     const SourceTensor* modulation = find_source_tensor(tensors, *sd3 + "joint_blocks.0.context_block.adaLN_modulation.1.bias");
@@ -88,27 +80,27 @@ std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor
   // from_single_file needs ChromaTransformer2DModel named).
   if (find_source_tensor(tensors, d.prefix + "distilled_guidance_layer.in_proj.weight")) {
     d.kind = "chroma";
-    d.label = dit_kind_label(d.kind);
+    d.label = single_file_kind_label(d.kind);
     return d;
   }
   if (find_source_tensor(tensors, d.prefix + "guidance_in.in_layer.bias")) {
-    // The guidance-distilled family: img_in's input channels tell Fill (latents, masked image
-    // and mask: 384) and Depth (latents and the control image: 128) from dev (64).
+    // The guidance-distilled family: img_in's input channels against final_layer's output channels tell
+    // Fill (the latents, the masked image's latents and the mask: 64 + 64 + 256 = 384 in, 64 out) and Depth
+    // (the latents and the control image's: 128 in, 64 out) from dev (64 in, 64 out). diffusers'
+    // infer_diffusers_model_type compares img_in with 384 and 128; the ratios say the same at any width.
     const SourceTensor* img_in = find_source_tensor(tensors, d.prefix + "img_in.weight");
-    const int64_t channels = img_in && img_in->shape.size() == 2 ? img_in->shape[1] : 0;
-    if (channels == 384)
-      throw InputError(where + " is a FLUX.1 Fill transformer (img_in takes 384 channels: latents, masked image "
-                       "and mask), which dpinfer reads only as a diffusers folder: give --model a FLUX.1-Fill-dev "
-                       "folder (FluxFillPipeline)");
-    if (channels == 128)
-      throw InputError(where + " is a FLUX.1 Depth transformer (img_in takes 128 channels: latents and the "
-                       "control image), which needs FluxControlPipeline; dpinfer does not run it, use FLUX.1 [dev] or "
-                       "[schnell]");
-    d.kind = "flux-dev";
+    const SourceTensor* out = find_source_tensor(tensors, d.prefix + "final_layer.linear.weight");
+    const int64_t in_channels = img_in && img_in->shape.size() == 2 ? img_in->shape[1] : 0;
+    const int64_t out_channels = out && out->shape.size() == 2 ? out->shape[0] : 0;
+    if (out_channels > 0 && in_channels == 2 * out_channels)
+      throw InputError(where + " is a FLUX.1 Depth transformer (img_in takes " + std::to_string(in_channels) +
+                       " channels: latents and the control image), which needs FluxControlPipeline; dpinfer does not "
+                       "run it, use FLUX.1 [dev], [schnell] or Fill");
+    d.kind = out_channels > 0 && in_channels > 2 * out_channels ? "flux-fill" : "flux-dev";
   } else {
     d.kind = "flux-schnell";
   }
-  d.label = dit_kind_label(d.kind);
+  d.label = single_file_kind_label(d.kind);
   return d;
 }
 

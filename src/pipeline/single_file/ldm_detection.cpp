@@ -1,5 +1,7 @@
 #include "dpinfer/pipeline/single_file/ldm_detection.h"
 
+#include "dpinfer/pipeline/single_file/single_file.h"
+
 #include <algorithm>
 #include <map>
 
@@ -42,13 +44,6 @@ const SourceTensor* lora_key(const std::vector<SourceTensor>& tensors) {
 }
 
 }  // namespace
-
-const char* ldm_kind_label(const std::string& kind) {
-  if (kind == "sd1") return "Stable Diffusion 1.x";
-  if (kind == "sd2") return "Stable Diffusion 2.x";
-  if (kind == "sdxl") return "Stable Diffusion XL base";
-  return "Stable Diffusion (UNet only)";
-}
 
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
   const std::string where = quote(file);
@@ -99,7 +94,7 @@ LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, con
     if (k->shape.back() == 768) d.kind = "sd1";
     if (k->shape.back() == 1024) d.kind = "sd2";
   }
-  d.label = ldm_kind_label(d.kind);
+  d.label = single_file_kind_label(d.kind);
   if (d.kind == "sd2")
     // diffusers (create_scheduler_from_ldm) picks epsilon only for a pickle whose global_step
     // is 875000 (SD 2.0-base); a safetensors file has none, so it is v_prediction, SD 2.1's.

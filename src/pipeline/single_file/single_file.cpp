@@ -15,101 +15,30 @@
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/loading/gguf_storage.h"
 #include "dpinfer/pipeline/single_file/dit_detection.h"
-#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
-#include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/files.h"
 #include "dpinfer/util/process.h"
 #include "dpinfer/util/strings.h"
-#include "key_rules.h"
+#include "single_file_kinds.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kUNetPrefix = "model.diffusion_model.";
-constexpr const char* kVaePrefix = "first_stage_model.";
+using single_file_table::ComponentSlot;
+using single_file_table::ConfigFacts;
+using single_file_table::Kind;
 
-/// Where one component's weights sit in a family's single files.
-struct ComponentSlot {
-  std::string component;  ///< "unet", "transformer", "vae", "text_encoder", "text_encoder_2"
-  std::string prefix;
-  CheckpointLayout layout;
-  std::string option;     ///< the option that supplies it when the file lacks it; empty: none can
-  bool in_file = true;    ///< false: the family's files never hold it (a DiT file is the transformer only)
-};
-
-bool is_flux(const std::string& kind) { return kind == "flux-dev" || kind == "flux-schnell"; }
-bool is_qwen_image(const std::string& kind) { return kind == "qwen-image"; }
-bool is_z_image(const std::string& kind) { return kind == "z-image-turbo"; }
-bool is_chroma(const std::string& kind) { return kind == "chroma"; }
-bool is_sd3(const std::string& kind) { return kind == "sd3"; }
-
-/// "Stable Diffusion 1.x", "FLUX.1 [dev]", ... for a kind.
-std::string kind_label(const std::string& kind) {
-  const char* dit = dit_kind_label(kind);
-  return dit ? dit : ldm_kind_label(kind);
-}
-
-/// The slots of each kind (diffusers' single_file_utils.py: convert_ldm_unet_checkpoint's
-/// "model.diffusion_model.", convert_ldm_vae_checkpoint's "first_stage_model.",
-/// convert_ldm_clip_checkpoint's "cond_stage_model.transformer." / "conditioner.embedders.0.transformer.",
-/// convert_open_clip_checkpoint's "cond_stage_model.model." / "conditioner.embedders.1.model.").
-/// A DiT file (FLUX.1 BFL, Chroma, Qwen-Image, Z-Image) holds the transformer only, under `prefix`; the
-/// rest comes from options or the base. An SD3 / SD3.5 file (Stability AI's) holds the MMDiT under
-/// `prefix` and may hold the VAE (first_stage_model.*, LDM layout) and the text encoders under
-/// text_encoders.{clip_l,clip_g,t5xxl}.transformer. in transformers' names (diffusers 0.36.0
-/// create_diffusers_clip_model_from_ldm's convert_ldm_clip_checkpoint with those prefixes,
-/// convert_sd3_t5_checkpoint_to_diffusers).
-std::vector<ComponentSlot> slots(const std::string& kind, const std::string& prefix) {
-  if (is_sd3(kind))
-    return {{"transformer", prefix, CheckpointLayout::kSd3Mmdit, ""},
-            {"vae", kVaePrefix, CheckpointLayout::kLdmVae, "--vae"},
-            {"text_encoder", "text_encoders.clip_l.transformer.", CheckpointLayout::kSd3ClipL, "--text-encoder"},
-            {"text_encoder_2", "text_encoders.clip_g.transformer.", CheckpointLayout::kTransformersClip,
-             "--text-encoder-2"},
-            {"text_encoder_3", "text_encoders.t5xxl.transformer.", CheckpointLayout::kDiffusersNames, ""}};
-  if (is_chroma(kind))
-    return {{"transformer", prefix, CheckpointLayout::kFluxBfl, ""},
-            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
-            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false}};
-  if (is_qwen_image(kind) || is_z_image(kind))
-    return {{"transformer", prefix,
-             is_z_image(kind) ? CheckpointLayout::kZImageOriginal : CheckpointLayout::kDiffusersNames, ""},
-            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
-            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false}};
-  if (is_flux(kind))
-    return {{"transformer", prefix, CheckpointLayout::kFluxBfl, ""},
-            {"vae", "", CheckpointLayout::kLdmVae, "--vae", false},
-            {"text_encoder", "", CheckpointLayout::kTransformersClip, "--text-encoder", false},
-            {"text_encoder_2", "", CheckpointLayout::kTransformersClip, "--text-encoder-2", false}};
-  std::vector<ComponentSlot> s{{"unet", kUNetPrefix, CheckpointLayout::kLdmUNet, ""},
-                               {"vae", kVaePrefix, CheckpointLayout::kLdmVae, "--vae"}};
-  if (kind == "sd1")
-    s.push_back({"text_encoder", "cond_stage_model.transformer.", CheckpointLayout::kTransformersClip, "--text-encoder"});
-  if (kind == "sd2")
-    s.push_back({"text_encoder", "cond_stage_model.model.", CheckpointLayout::kOpenClip, "--text-encoder"});
-  if (kind == "sdxl") {
-    s.push_back({"text_encoder", "conditioner.embedders.0.transformer.", CheckpointLayout::kTransformersClip,
-                 "--text-encoder"});
-    s.push_back({"text_encoder_2", "conditioner.embedders.1.model.", CheckpointLayout::kOpenClip, "--text-encoder-2"});
-  }
-  return s;
+/// The row of a kind that detection or the base named (always in the table).
+const Kind& kind_row(const std::string& kind) {
+  const Kind* k = single_file_table::find(kind);
+  if (!k) throw Error("single file: no row for kind '" + kind + "'");
+  return *k;
 }
 
 bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
   return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
-}
-
-/// The family table's pipeline class for a kind.
-const char* pipeline_class_of(const std::string& kind) {
-  if (is_flux(kind)) return "FluxPipeline";
-  if (is_qwen_image(kind)) return "QwenImagePipeline";
-  if (is_z_image(kind)) return "ZImagePipeline";
-  if (is_chroma(kind)) return "ChromaPipeline";
-  if (is_sd3(kind)) return "StableDiffusion3Pipeline";
-  return kind == "sdxl" ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline";
 }
 
 /// A family's weights and configs from a diffusers directory (the --vae / --text-encoder folders).
@@ -138,43 +67,6 @@ bool has_weight_files(const std::string& dir) {
   }
 }
 
-/// What a DiT transformer file's keys say of its config: (config field, value) pairs.
-using ConfigFacts = std::vector<std::pair<std::string, nlohmann::json>>;
-
-using key_rules::count_blocks;
-
-/// FLUX.1 (BFL): its blocks and guidance embeds, as convert_flux_transformer_checkpoint_to_diffusers
-/// derives them; Chroma: its blocks and approximator layers (convert_chroma_transformer_checkpoint_to_diffusers);
-/// SD3: its blocks, dual-attention blocks, QK norm (convert_sd3_transformer_checkpoint_to_diffusers) and
-/// pos_embed's size; Qwen-Image: its blocks (transformer_blocks.N); Z-Image: its main and refiner blocks.
-ConfigFacts config_facts(const std::string& kind, const std::string& prefix, const std::vector<SourceTensor>& tensors) {
-  if (is_chroma(kind)) {
-    const FluxBflBlocks b = count_flux_bfl_blocks(prefix, tensors);
-    return {{"num_layers", b.double_blocks},
-            {"num_single_layers", b.single_blocks},
-            {"approximator_layers", b.approximator_layers}};
-  }
-  if (is_sd3(kind)) {
-    const Sd3Blocks b = count_sd3_blocks(prefix, tensors);
-    ConfigFacts facts{{"num_layers", b.joint_blocks},
-                      {"dual_attention_layers", b.dual_attention_layers},
-                      {"qk_norm", b.qk_norm ? nlohmann::json("rms_norm") : nlohmann::json(nullptr)}};
-    // pos_embed is [1, pos_embed_max_size², width] (PatchEmbed's cropped 2-D sin-cos table).
-    int64_t side = 0;
-    while ((side + 1) * (side + 1) <= b.pos_embed_rows) ++side;
-    if (side > 0 && side * side == b.pos_embed_rows) facts.emplace_back("pos_embed_max_size", side);
-    return facts;
-  }
-  if (is_flux(kind)) {
-    const FluxBflBlocks b = count_flux_bfl_blocks(prefix, tensors);
-    return {{"num_layers", b.double_blocks}, {"num_single_layers", b.single_blocks}, {"guidance_embeds", b.guidance}};
-  }
-  if (is_z_image(kind))
-    return {{"n_layers", count_blocks(prefix, "layers.", tensors)},
-            {"n_refiner_layers", count_blocks(prefix, "noise_refiner.", tensors)}};
-  return {{"num_layers", count_blocks(prefix, "transformer_blocks.", tensors)}};
-}
-
 /// A DiT transformer file's architecture against its config: the shipped default's config is made
 /// the file's (diffusers takes these from the Hub's config; a fine-tune may change them), a --base
 /// config must agree with it (one line naming both otherwise).
@@ -200,16 +92,6 @@ void fit_config(Component& c, const ConfigFacts& facts, bool shipped, const std:
 
 }  // namespace
 
-const std::vector<std::string>& single_file_kinds() {
-  static const std::vector<std::string> kinds{"sd1",      "sd2",          "sdxl",  "sd3",        "flux-dev",
-                                              "flux-schnell", "chroma", "qwen-image", "z-image-turbo"};
-  return kinds;
-}
-
-std::string single_file_pipeline_class(const std::string& kind) { return pipeline_class_of(kind); }
-
-bool single_file_kind_has_shipped_base(const std::string& kind) { return !is_sd3(kind) && !is_chroma(kind); }
-
 std::string shipped_config_dir(const std::string& kind) {
   std::vector<std::string> candidates;
   if (const char* data = std::getenv("DPINFER_DATA_DIR"); data != nullptr && *data != '\0')
@@ -222,7 +104,7 @@ std::string shipped_config_dir(const std::string& kind) {
     if (::access((dir + "/model_index.json").c_str(), R_OK) == 0) return fs::weakly_canonical(dir).string();
     looked += (looked.empty() ? "" : ", ") + dir;
   }
-  throw InputError("dpinfer's default configs for " + kind_label(kind) + " single files are not installed "
+  throw InputError("dpinfer's default configs for " + single_file_kind_label(kind) + " single files are not installed "
                    "(looked in " + looked + "); pass --base DIR|org/name, set DPINFER_DATA_DIR, or reinstall dpinfer");
 }
 
@@ -271,14 +153,14 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       throw InputError(where + " holds a Stable Diffusion UNet whose family its keys do not tell (no text encoder, "
                        "cross-attention width neither 768 nor 1024); pass --base DIR|org/name, a diffusers "
                        "pipeline of the same architecture");
-    if (!single_file_kind_has_shipped_base(detected.kind))
+    const Kind& detected_row = kind_row(detected.kind);
+    if (!detected_row.shipped_base)
       // Their tokenizers (CLIP's and T5's; Chroma's T5 only) are not in the file, and dpinfer ships no
       // T5 vocabulary (tokenizer_3 / tokenizer): a diffusers pipeline of the family must give them.
-      throw InputError(where + " is a " + kind_label(detected.kind) +
+      throw InputError(where + " is a " + detected_row.label +
                        (detected.variant.empty() ? "" : " (" + detected.variant + ")") +
                        " single file, which holds no tokenizers; pass --base DIR|org/name, a diffusers " +
-                       pipeline_class_of(detected.kind) +
-                       (is_sd3(detected.kind) ? " (stabilityai/stable-diffusion-3.5-large, ...)" : "") +
+                       detected_row.pipeline_class + detected_row.base_example +
                        ", for its configs, tokenizers, scheduler and the components the file lacks");
     base = shipped_config_dir(detected.kind);
     info.shipped_base = true;
@@ -287,23 +169,25 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   const std::string kind = !detected.kind.empty()                                         ? detected.kind
                            : model.family->pipeline_classes[0] == "StableDiffusionXLPipeline" ? "sdxl"
                                                                                               : "sd1";
-  const std::string family_class = pipeline_class_of(kind);
+  const Kind& row = kind_row(kind);
+  const std::string& family_class = row.pipeline_class;
   if (std::find(model.family->pipeline_classes.begin(), model.family->pipeline_classes.end(), family_class) ==
       model.family->pipeline_classes.end())
-    throw InputError(where + " is a " + kind_label(kind) + " checkpoint but --base " + quote(base) +
+    throw InputError(where + " is a " + row.label + " checkpoint but --base " + quote(base) +
                      " is a " + model.family->label + " pipeline; give a base of the checkpoint's family");
   info.kind = kind;
   // "Stable Diffusion 3 (SD3.5 large, SD3 MMDiT single file)", "FLUX.1 [dev] (BFL FLUX.1 transformer file)".
-  info.label = kind_label(kind) + (!dit           ? std::string(" (LDM single file)")
-                                   : is_sd3(kind) ? " (" + (detected.variant.empty() ? "" : detected.variant + ", ") +
-                                                        "SD3 MMDiT single file)"
-                                                  : " (" + std::string(layout_name(dit->layout)) + " transformer file)");
+  const std::string file_kind =
+      !row.file_kind.empty() ? row.file_kind : std::string(layout_name(dit->layout)) + " transformer file";
+  // An LDM file's variant (SD 2.x's prediction) is info.variant's alone; a DiT file's (SD3.5 large) names the file.
+  info.label = row.label + " (" + (dit && !detected.variant.empty() ? detected.variant + ", " : "") + file_kind + ")";
   info.base = model.root;
   model.spec = path;
   model.name = fs::path(path).stem().string();
   model.revision.clear();
 
-  for (const ComponentSlot& slot : slots(kind, dit ? dit->prefix : "")) {
+  const std::vector<ComponentSlot> slots = row.slots(dit ? dit->prefix : "");
+  for (const ComponentSlot& slot : slots) {
     Component* c = nullptr;
     for (Component& x : model.components)
       if (x.name == slot.component) c = &x;
@@ -321,7 +205,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       }
       if (slot.in_file && has_prefix(tensors, slot.prefix)) {
         if (dit && slot.component == "transformer")
-          fit_config(*c, config_facts(kind, slot.prefix, tensors), info.shipped_base, where, model.root);
+          fit_config(*c, row.config_facts(slot.prefix, tensors), info.shipped_base, where, model.root);
         c->single_file = info.path;
         c->key_prefix = slot.prefix;
         c->layout = slot.layout;
@@ -333,7 +217,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
         continue;
       }
       const std::string lacks = slot.in_file ? " has no " + c->name + " (no " + slot.prefix + "* keys)"
-                                             : " is a " + kind_label(kind) + " transformer only, without a " + c->name;
+                                             : " is a " + row.label + " transformer only, without a " + c->name;
       const std::string with_option =
           slot.option.empty() ? "" : slot.option + " DIR (a diffusers/transformers " + c->class_name + " folder) or ";
       throw InputError(where + lacks + "; give it with " + with_option + "--base DIR|org/name (a " + family_class +
@@ -343,9 +227,10 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       errors->push_back({c->name, e.what()});
     }
   }
-  if (!options.text_encoder_2.empty() && kind != "sdxl" && !is_flux(kind) && !is_sd3(kind))
-    throw InputError("--text-encoder-2 is for SDXL, SD3 and FLUX.1 checkpoints; " + where + " is " + kind_label(kind));
-  if (is_flux(kind) && info.shipped_base) {
+  if (!options.text_encoder_2.empty() &&
+      std::none_of(slots.begin(), slots.end(), [](const ComponentSlot& s) { return s.option == "--text-encoder-2"; }))
+    throw InputError("--text-encoder-2 is for SDXL, SD3 and FLUX.1 checkpoints; " + where + " is " + row.label);
+  if (row.shipped_t5_vocabulary_stand_in && info.shipped_base) {
     // The shipped FLUX.1 configs' tokenizer_2 is the offline stand-in T5 vocabulary of
     // configs/models/flux-dev-shape, not T5's: prompts would be tokenized wrongly. T5's own
     // comes from a --text-encoder-2 folder that holds it beside the weights (transformers'
@@ -362,7 +247,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       tokenizer->source = "--text-encoder-2 " + t5.string();
     } else {
       const std::string message =
-          where + " is a " + kind_label(kind) + " transformer only, and dpinfer ships no T5 vocabulary for its "
+          where + " is a " + row.label + " transformer only, and dpinfer ships no T5 vocabulary for its "
           "tokenizer_2; give --base DIR|org/name, a diffusers FLUX.1 pipeline (its tokenizers and scheduler, and the "
           "VAE and text encoders unless --vae/--text-encoder/--text-encoder-2 give them), or a --text-encoder-2 DIR "
           "that holds T5's spiece.model beside its weights";

@@ -2,8 +2,9 @@
 // The family table: one row per kind of pipeline dpinfer runs, dispatched on
 // model_index.json's _class_name. A row says which pipeline classes it serves, which
 // components they have (and which classes each accepts), the family's settings with
-// their defaults, its default steps, guidance and size multiple, and how to load it.
-// A new family is one row in families.cpp plus its own file in families/.
+// their defaults, its default steps, guidance and size multiple, its LoRA rules and how to load
+// it. A new family is one row in families.cpp plus its own file in families/;
+// FamilyTable.EveryRowHasEveryPart fails for a row that lacks a part.
 
 #include <array>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/settings.h"
@@ -49,6 +51,9 @@ struct Family {
   /// Builds the pipeline from a resolved directory. Throws InputError for a model it cannot
   /// use, Error otherwise.
   std::unique_ptr<TextToImage> (*load)(const ModelDir& model, const LoadRequest& request, const Family& family);
+  /// How its LoRA files may name their layers, and which components they change (loading/lora_keys.h: the
+  /// family's diffusers LoRA loader); no_lora_rules for a family that takes none.
+  LoraKeyRules (*lora_rules)() = nullptr;
   /// Throws InputError, one line, when the components' configs and tokenizers do not fit one
   /// another (a caption width that is not the text encoder's), reading no weights: what `load`
   /// refuses first, which inspect reports too. Null: the family checks nothing across components.

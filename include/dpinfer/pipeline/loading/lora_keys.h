@@ -146,9 +146,16 @@ struct LoraKeyRules {
   std::vector<std::string> components = {"unet", "text_encoder"};
 };
 
-/// The rules for the family that families() names `family` ("flux", "qwen-image", ...); the
-/// UNet families' (the default) for "stable-diffusion" and "stable-diffusion-xl".
-LoraKeyRules lora_key_rules(const std::string& family);
+/// Each LoRA loader's rules, as diffusers 0.36's <Family>LoraLoaderMixin reads files; each family's row
+/// (families.cpp, Family::lora_rules) names its own.
+LoraKeyRules stable_diffusion_lora_rules();     ///< StableDiffusionLoraLoaderMixin (SD 1.x/2.x): the defaults
+LoraKeyRules stable_diffusion_xl_lora_rules();  ///< StableDiffusionXLLoraLoaderMixin: SGM block names, two CLIPs
+LoraKeyRules flux_lora_rules();                 ///< FluxLoraLoaderMixin: kohya, XLabs; transformer and CLIP
+LoraKeyRules chroma_lora_rules();               ///< FluxLoraLoaderMixin on ChromaPipeline: the transformer only
+LoraKeyRules stable_diffusion_3_lora_rules();   ///< SD3LoraLoaderMixin: diffusers' names only
+LoraKeyRules qwen_image_lora_rules();           ///< QwenImageLoraLoaderMixin: also the original names
+LoraKeyRules z_image_lora_rules();              ///< ZImageLoraLoaderMixin: also the original names
+LoraKeyRules no_lora_rules();                   ///< a family that takes no LoRA (yet): no component
 
 /// The keys diffusers 0.36 reads of a file's `keys`: all but kohya's DoRA scales ("dora_scale"), which every
 /// lora_state_dict filters out with a warning before it converts the file (loaders/lora_pipeline.py), so that

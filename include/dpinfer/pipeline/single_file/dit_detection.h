@@ -37,8 +37,4 @@ struct DitDetection {
 /// channels) and FLUX.2.
 std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file);
 
-/// "FLUX.1 [dev]", "FLUX.1 [schnell]", "Chroma", "Qwen-Image", "Z-Image", "Stable Diffusion 3" for a kind
-/// detect_dit_checkpoint() gives; nullptr for any other.
-const char* dit_kind_label(const std::string& kind);
-
 }  // namespace dpinfer::pipeline

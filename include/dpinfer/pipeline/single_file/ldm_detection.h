@@ -25,7 +25,4 @@ struct LdmDetection {
 /// files are detect_dit_checkpoint()'s).
 LdmDetection detect_ldm_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file);
 
-/// "Stable Diffusion 1.x", "Stable Diffusion 2.x", "Stable Diffusion XL base" for a kind.
-const char* ldm_kind_label(const std::string& kind);
-
 }  // namespace dpinfer::pipeline

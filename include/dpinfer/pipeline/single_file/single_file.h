@@ -40,4 +40,8 @@ std::string single_file_pipeline_class(const std::string& kind);
 /// whose T5 vocabulary cannot ship, so their files need --base.
 bool single_file_kind_has_shipped_base(const std::string& kind);
 
+/// "Stable Diffusion 1.x", "FLUX.1 [dev]", ... for a kind; "Stable Diffusion (UNet only)" for none (an LDM UNet whose
+/// keys do not tell its family).
+std::string single_file_kind_label(const std::string& kind);
+
 }  // namespace dpinfer::pipeline
