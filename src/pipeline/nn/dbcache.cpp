@@ -129,7 +129,8 @@ Streams DBCache::run(const Streams& input, int64_t num_blocks, const BlockRange&
   // Nor when the middle blocks end the text stream (SD3's last block, context_pre_only, in the middle with Bn 0):
   // call_Mn_blocks' encoder residual is None, and the blocks' output has no text stream, computed or cached.
   const bool text = input.text.defined();
-  const ImageRows images = grouping.rows.empty() ? each_row_an_image(residual.size(0), residual.size(1)) : grouping;
+  ImageRows images = grouping.rows.empty() ? each_row_an_image(residual.size(0), residual.size(1)) : grouping;
+  if (images.tokens.empty()) images.tokens.assign(images.rows.size(), residual.size(1));
   const auto batch = static_cast<int64_t>(images.rows.size());
   if (images_.empty()) {
     images_.resize(static_cast<size_t>(batch));

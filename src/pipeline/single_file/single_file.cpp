@@ -30,13 +30,6 @@ using single_file_table::ComponentSlot;
 using single_file_table::ConfigFacts;
 using single_file_table::Kind;
 
-/// The row of a kind that detection or the base named (always in the table).
-const Kind& kind_row(const std::string& kind) {
-  const Kind* k = single_file_table::find(kind);
-  if (!k) throw Error("single file: no row for kind '" + kind + "'");
-  return *k;
-}
-
 bool has_prefix(const std::vector<SourceTensor>& tensors, const std::string& prefix) {
   return std::any_of(tensors.begin(), tensors.end(), [&](const SourceTensor& t) { return starts_with(t.name, prefix); });
 }
@@ -153,7 +146,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
       throw InputError(where + " holds a Stable Diffusion UNet whose family its keys do not tell (no text encoder, "
                        "cross-attention width neither 768 nor 1024); pass --base DIR|org/name, a diffusers "
                        "pipeline of the same architecture");
-    const Kind& detected_row = kind_row(detected.kind);
+    const Kind& detected_row = single_file_table::at(detected.kind);
     if (!detected_row.shipped_base)
       // Their tokenizers (CLIP's and T5's; Chroma's T5 only) are not in the file, and dpinfer ships no
       // T5 vocabulary (tokenizer_3 / tokenizer): a diffusers pipeline of the family must give them.
@@ -169,7 +162,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   const std::string kind = !detected.kind.empty()                                         ? detected.kind
                            : model.family->pipeline_classes[0] == "StableDiffusionXLPipeline" ? "sdxl"
                                                                                               : "sd1";
-  const Kind& row = kind_row(kind);
+  const Kind& row = single_file_table::at(kind);
   const std::string& family_class = row.pipeline_class;
   if (std::find(model.family->pipeline_classes.begin(), model.family->pipeline_classes.end(), family_class) ==
       model.family->pipeline_classes.end())

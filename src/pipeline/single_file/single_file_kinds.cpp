@@ -154,6 +154,12 @@ const Kind* find(const std::string& kind) {
   return nullptr;
 }
 
+const Kind& at(const std::string& kind) {
+  const Kind* k = find(kind);
+  if (!k) throw Error("single file: no row for kind '" + kind + "'");
+  return *k;
+}
+
 }  // namespace dpinfer::pipeline::single_file_table
 
 namespace dpinfer::pipeline {
@@ -169,11 +175,7 @@ const std::vector<std::string>& single_file_kinds() {
   return names;
 }
 
-std::string single_file_pipeline_class(const std::string& kind) {
-  const single_file_table::Kind* k = single_file_table::find(kind);
-  if (!k) throw Error("single file: no row for kind '" + kind + "'");
-  return k->pipeline_class;
-}
+std::string single_file_pipeline_class(const std::string& kind) { return single_file_table::at(kind).pipeline_class; }
 
 bool single_file_kind_has_shipped_base(const std::string& kind) {
   const single_file_table::Kind* k = single_file_table::find(kind);

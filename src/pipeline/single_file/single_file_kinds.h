@@ -55,4 +55,7 @@ const std::vector<Kind>& kinds();
 /// The row of `kind`, or nullptr.
 const Kind* find(const std::string& kind);
 
+/// The row of `kind`, which detection or a base named; Error when the table has none (an internal error).
+const Kind& at(const std::string& kind);
+
 }  // namespace dpinfer::pipeline::single_file_table

@@ -36,7 +36,7 @@ using BlockRange =
 /// rows reach, so that its decision does not depend on its batch-mates. Empty: row b is image b, every token.
 struct ImageRows {
   std::vector<std::vector<int64_t>> rows;  ///< per image, its rows of the batch, ascending
-  std::vector<int64_t> tokens;             ///< per image, the tokens its decision reads
+  std::vector<int64_t> tokens;             ///< per image, the tokens its decision reads; empty: every token
 };
 
 /// One cache context's state over a denoising run, per image: make one per context ("cond", "uncond") per

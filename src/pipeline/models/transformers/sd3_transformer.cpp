@@ -193,13 +193,9 @@ at::Tensor SD3Transformer2DModelImpl::forward(const at::Tensor& hidden_states, c
   };
   const auto num_blocks = static_cast<int64_t>(blocks_.size());
   if (cache) {
-    // Every row has the same image tokens, and the decision reads only those (the Fn residual of the image stream).
-    nn::ImageRows images;
-    images.rows = image_rows;
-    if (images.rows.empty())
-      for (int64_t i = 0; i < batch; ++i) images.rows.push_back({i});
-    images.tokens.assign(images.rows.size(), image.size(1));
-    image = cache->run(nn::Streams{image, text}, num_blocks, run_blocks, images).image;
+    // Every row has the same image tokens, and the decision reads all of them (the image stream's Fn residual): no
+    // token counts to give, only the CFG batch's rows of each image (none: row b is image b).
+    image = cache->run(nn::Streams{image, text}, num_blocks, run_blocks, nn::ImageRows{image_rows, {}}).image;
   } else {
     image = run_blocks(0, num_blocks, nn::Streams{image, text}, at::Tensor()).image;
   }

@@ -223,13 +223,14 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
   at::Tensor unified = at::cat({x, at::where(cap_mask.unsqueeze(-1), cap, at::zeros({}, cap.options()))}, 1);
   const at::Tensor unified_freqs = at::cat({x_freqs, cap_freqs}, 1);
   const at::Tensor unified_mask = at::cat({x_mask, cap_mask}, 1);
-  // The main layers [begin, end) on the rows `rows` of the batch (all when undefined): a step cache runs the
+  // The main layers [begin, end) on the rows `selected` of the batch (all when undefined): a step cache runs the
   // layers it does not skip on the images that compute.
-  const nn::BlockRange run_layers = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
-    const bool part = rows.defined() && rows.size(0) != batch;
-    const at::Tensor mask = part ? unified_mask.index_select(0, rows) : unified_mask;
-    const at::Tensor freqs = part ? unified_freqs.index_select(0, rows) : unified_freqs;
-    const at::Tensor t_emb = part ? adaln.index_select(0, rows) : adaln;
+  const nn::BlockRange run_layers = [&](int64_t begin, int64_t end, const nn::Streams& in,
+                                        const at::Tensor& selected) {
+    const bool part = selected.defined() && selected.size(0) != batch;
+    const at::Tensor mask = part ? unified_mask.index_select(0, selected) : unified_mask;
+    const at::Tensor freqs = part ? unified_freqs.index_select(0, selected) : unified_freqs;
+    const at::Tensor t_emb = part ? adaln.index_select(0, selected) : adaln;
     at::Tensor joint = in.image;
     for (int64_t i = begin; i < end; ++i) {
       const nn::BlockOnDevice on_device(block_offload(), *layers_[i]);
@@ -247,9 +248,9 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
     } else {
       images.rows = image_rows;
     }
-    for (const std::vector<int64_t>& rows : images.rows) {
+    for (const std::vector<int64_t>& image_of_rows : images.rows) {
       int64_t longest = 0;
-      for (int64_t r : rows) longest = std::max(longest, cap_padded.at(static_cast<size_t>(r)));
+      for (int64_t r : image_of_rows) longest = std::max(longest, cap_padded.at(static_cast<size_t>(r)));
       images.tokens.push_back(image_padded + longest);
     }
     unified = cache->run(nn::Streams{unified, at::Tensor()}, num_layers, run_layers, images).image;
