@@ -1,7 +1,9 @@
 #include "dpinfer/io/image_resize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "dpinfer/util/error.h"
@@ -134,6 +136,22 @@ RgbImageData resize_lanczos(const RgbImageData& image, int width, int height) {
       for (int y = 0; y < count; ++y) s += src.pixels[static_cast<size_t>(y + ymin) * src.width * 3 + xx] * k[y];
       row[xx] = clip8(s);
     }
+  }
+  return out;
+}
+
+RgbImageData crop_center(const RgbImageData& image, int width, int height) {
+  if (width < 1 || height < 1 || width > image.width || height > image.height)
+    throw Error("crop_center: " + std::to_string(width) + "x" + std::to_string(height) + " does not fit in " +
+                std::to_string(image.width) + "x" + std::to_string(image.height));
+  const int left = (image.width - width) / 2, top = (image.height - height) / 2;  // Python's // on non-negatives
+  RgbImageData out;
+  out.width = width;
+  out.height = height;
+  out.pixels.resize(static_cast<size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    const uint8_t* from = image.pixels.data() + (static_cast<size_t>(top + y) * image.width + left) * 3;
+    std::copy(from, from + static_cast<size_t>(width) * 3, out.pixels.data() + static_cast<size_t>(y) * width * 3);
   }
   return out;
 }

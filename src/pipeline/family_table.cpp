@@ -45,9 +45,11 @@ std::string number_text(double value) {
   return text;
 }
 
-/// What a family's items may start from, and the strengths they default to: "text; `image` (0.8); `mask` (1.0)".
+/// What a family's items may start from, and the strengths they default to: "text; `image` (0.8); `mask` (1.0)",
+/// or "text; `image` (reference)".
 std::string inputs_text(const Family& family) {
   std::string text = "text";
+  if (family.image_is_reference) text += "; `image` (reference)";
   if (family.default_strength > 0) text += "; `image` (" + number_text(family.default_strength) + ")";
   if (family.default_inpaint_strength > 0) text += "; `mask` (" + number_text(family.default_inpaint_strength) + ")";
   return text;
@@ -86,6 +88,7 @@ nlohmann::json families_json() {
     row["image_strength"] = family.default_strength > 0 ? nlohmann::json(family.default_strength) : nlohmann::json();
     row["mask_strength"] =
         family.default_inpaint_strength > 0 ? nlohmann::json(family.default_inpaint_strength) : nlohmann::json();
+    row["image_is_reference"] = family.image_is_reference;  // an item's image is a reference to edit (FLUX.2)
   }
   return rows;
 }

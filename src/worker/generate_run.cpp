@@ -478,7 +478,7 @@ pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_imag
   if (!it.image_path.empty()) {
     r.strength = it.strength;
     if (with_image && pipe_->info().image_is_reference) {
-      // A reference (FLUX.1 Kontext) is resized for its own size, not to the item's.
+      // A reference (FLUX.1 Kontext, FLUX.2) is sized for its own size, not to the item's.
       r.image = input_images_.load(it.image_path, [&](int width, int height) {
         try {
           return pipe_->reference_size(width, height, it.settings);

@@ -29,17 +29,18 @@ std::string InputImages::read_and_hash(const std::string& path) {
 }
 
 std::shared_ptr<const pipeline::RgbImage> InputImages::load(const std::string& path, int width, int height) {
-  return load(path, [&](int, int) { return std::array<int, 2>{width, height}; });
+  return load(path, [&](int, int) { return pipeline::ReferenceSize{{width, height}, {width, height}}; });
 }
 
 std::shared_ptr<const pipeline::RgbImage> InputImages::load(
-    const std::string& path, const std::function<std::array<int, 2>(int, int)>& size_for) {
+    const std::string& path, const std::function<pipeline::ReferenceSize(int, int)>& size_for) {
   if (path != last_path_) {
     last_ = io::decode_rgb_image(read_and_hash(path), path);
     last_path_ = path;
   }
-  const auto [width, height] = size_for(last_.width, last_.height);
-  io::RgbImageData sized = io::resize_lanczos(last_, width, height);
+  const pipeline::ReferenceSize size = size_for(last_.width, last_.height);
+  io::RgbImageData sized = io::resize_lanczos(last_, size.resized[0], size.resized[1]);
+  if (size.size != size.resized) sized = io::crop_center(sized, size.size[0], size.size[1]);
   auto out = std::make_shared<pipeline::RgbImage>();
   out->width = sized.width;
   out->height = sized.height;

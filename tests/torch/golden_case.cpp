@@ -56,17 +56,18 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pi
         r.strength = c["strength"].get<double>();
       }
       if (c.contains("reference_images")) {
-        // FLUX.1 Kontext: what the worker does, the file resized to the pipeline's reference_size() of its own size.
+        // FLUX.1 Kontext and FLUX.2: what the worker does, the file sized as the pipeline's reference_size() of its
+        // own size says.
         if (!pipe) throw std::runtime_error("a reference-image case needs its pipeline");
         const json& recorded = c["reference_sizes"].at(batch.size());
         worker::InputImages references;
         r.image = references.load(
             std::string(DPINFER_TEST_DATA_DIR) + "/../../" + c["reference_images"].at(batch.size()).get<std::string>(),
             [&](int width, int height) {
-              const std::array<int, 2> size = pipe->reference_size(width, height, settings);
-              if (size[0] != recorded[0].get<int>() || size[1] != recorded[1].get<int>())
-                throw std::runtime_error("reference size " + std::to_string(size[0]) + "x" + std::to_string(size[1]) +
-                                         ", diffusers resized to " + recorded.dump());
+              const pipeline::ReferenceSize size = pipe->reference_size(width, height, settings);
+              if (size.size[0] != recorded[0].get<int>() || size.size[1] != recorded[1].get<int>())
+                throw std::runtime_error("reference size " + std::to_string(size.size[0]) + "x" +
+                                         std::to_string(size.size[1]) + ", diffusers made it " + recorded.dump());
               return size;
             });
       }

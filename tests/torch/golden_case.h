@@ -14,8 +14,8 @@ namespace dpinfer::test {
 /// guidance is diffusers' true_cfg_scale or distilled guidance), else its "settings" (Z-Image), else the SD
 /// families' three call arguments and their guidance_scale. An img2img case ("input_images", one file per image,
 /// and "strength") gets each file decoded and resized to the case's size, as the worker does. A FLUX.1 Kontext
-/// case ("reference_images", make_kontext_pipelines.py) gets each file resized to `pipe`'s reference_size(), which
-/// must be the recorded "reference_sizes" (else this throws). A case with "loras" ([[path under the repository,
+/// case ("reference_images": make_kontext_pipelines.py, make_flux2_reference_goldens.py) gets each file sized as
+/// `pipe`'s reference_size() says, whose final size must be the recorded "reference_sizes" (else this throws). A case with "loras" ([[path under the repository,
 /// scale], ...]) asks for those LoRAs on each item.
 std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c,
                                                          const pipeline::TextToImage* pipe = nullptr);

@@ -40,6 +40,12 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     }
     EXPECT_EQ(row["image_strength"].is_null(), f.default_strength <= 0) << f.name;
     EXPECT_EQ(row["mask_strength"].is_null(), f.default_inpaint_strength <= 0) << f.name;
+    // A reference to edit is no img2img start: no strength.
+    EXPECT_EQ(row["image_is_reference"], f.image_is_reference) << f.name;
+    if (f.image_is_reference) {
+      EXPECT_EQ(f.default_strength, 0) << f.name;
+      EXPECT_EQ(f.default_inpaint_strength, 0) << f.name;
+    }
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
     for (const SettingSpec& s : f.settings) EXPECT_EQ(row["settings"][s.name], s.default_value) << s.name;
     EXPECT_EQ(row["lora_components"], nlohmann::json(f.lora_rules().components)) << f.name;

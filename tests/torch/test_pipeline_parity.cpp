@@ -38,7 +38,9 @@
 // <name>.golden/lora-storage/, PEFT's unfused LoRA layers; issue 26), make_kontext_pipelines.py's FLUX.1 Kontext
 // cases (tiny-flux-kontext: tiny-flux-dev's components under FluxKontextPipeline, references square and not, a batch
 // of three, true CFG, no image, bf16; issue 29) and make_flux_fill_pipelines.py's FLUX.1 Fill cases (tiny-flux-fill,
-// FluxFillPipeline: strengths 0.45 to 1, a non-square input resized, soft masks, a batch of three, bf16; issue 29).
+// FluxFillPipeline: strengths 0.45 to 1, a non-square input resized, soft masks, a batch of three, bf16; issue 29),
+// and make_flux2_reference_goldens.py's FLUX.2 [klein] reference images (tiny-flux2-klein, tiny-flux2-klein-base:
+// <name>.golden/reference/, square, cut to the size multiple and wide references, a batch of three, bf16; issue 30).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -113,7 +115,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
   // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
   for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "img2img", "inpaint", "kontext",
-                          "fill", "lora-storage"}) {
+                          "fill", "reference", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -405,14 +407,42 @@ TEST(KontextReference, AutoResizePicksTheResolutionDiffusersPicks) {
   ASSERT_TRUE(pipe->info().image_is_reference);
   ASSERT_GE(doc.at("auto_resize").size(), 10u);
   for (const json& c : doc.at("auto_resize")) {
-    const std::array<int, 2> got =
+    const pipeline::ReferenceSize got =
         pipe->reference_size(c["input"][0].get<int>(), c["input"][1].get<int>(), json{{"auto_resize", true}});
-    EXPECT_EQ(got[0], c["resized_to"][0].get<int>()) << c.dump();
-    EXPECT_EQ(got[1], c["resized_to"][1].get<int>()) << c.dump();
+    EXPECT_EQ(got.resized[0], c["resized_to"][0].get<int>()) << c.dump();
+    EXPECT_EQ(got.resized[1], c["resized_to"][1].get<int>()) << c.dump();
+    EXPECT_EQ(got.size, got.resized) << "Kontext resizes and cuts nothing";
   }
   // Off, the image keeps its size, rounded down to vae_scale_factor * 2 (2 for the tiny VAE).
-  const std::array<int, 2> own = pipe->reference_size(71, 53, json{{"auto_resize", false}});
-  EXPECT_EQ(own, (std::array<int, 2>{70, 52}));
+  const pipeline::ReferenceSize own = pipe->reference_size(71, 53, json{{"auto_resize", false}});
+  EXPECT_EQ(own.size, (std::array<int, 2>{70, 52}));
+}
+
+// FLUX.2 [klein]'s reference sizes: for each input size, what diffusers' Flux2KleinPipeline resized the image to
+// (over 1024^2 pixels) and cut it to (a multiple of 4 for the tiny VAE), or that its check_image_input refused it
+// (make_flux2_reference_goldens.py intercepted both), against reference_size() and its one-line refusal.
+TEST(Flux2Reference, SizesAndRefusalsAreDiffusers) {
+  std::ifstream in(kData + "/pipelines/tiny-flux2-klein.golden/reference/cases.json");
+  ASSERT_TRUE(in);
+  const json doc = json::parse(in);
+  pipeline::LoadRequest o;
+  o.model = kData + "/pipelines/tiny-flux2-klein";
+  const std::unique_ptr<pipeline::TextToImage> pipe = pipeline::load_text_to_image(o);
+  ASSERT_TRUE(pipe->info().image_is_reference);
+  ASSERT_GE(doc.at("reference_size_choices").size(), 10u);
+  int refused = 0;
+  for (const json& c : doc.at("reference_size_choices")) {
+    const int width = c["input"][0].get<int>(), height = c["input"][1].get<int>();
+    if (c.contains("refused")) {
+      ++refused;
+      EXPECT_THROW(pipe->reference_size(width, height, json::object()), InputError) << c.dump();
+      continue;
+    }
+    const pipeline::ReferenceSize got = pipe->reference_size(width, height, json::object());
+    EXPECT_EQ(got.resized, (std::array<int, 2>{c["resized"][0].get<int>(), c["resized"][1].get<int>()})) << c.dump();
+    EXPECT_EQ(got.size, (std::array<int, 2>{c["size"][0].get<int>(), c["size"][1].get<int>()})) << c.dump();
+  }
+  EXPECT_EQ(refused, 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd1-inpaint", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",

@@ -3,7 +3,8 @@
 // the launcher, on tiny-flux-kontext (tiny-flux-dev's components under FluxKontextPipeline). PipelineParity holds the
 // pixels to diffusers' FluxKontextPipeline; this checks what the worker adds around it: the reference resized for its
 // own size (not the item's), the records and infotext without a strength, that an image depends neither on its batch
-// (references of two sizes in one batch) nor on the world size, resume, and the refusals.
+// (references of two sizes in one batch) nor on the world size, resume, and the refusals. FLUX.2 [klein]'s references
+// (issue 30) likewise, cut to the size multiple.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,7 +38,8 @@ std::vector<std::string> kontext_args(const TempDir& dir, const std::string& pro
   return a;
 }
 
-RunResult kontext_generate(const std::vector<std::string>& a) {
+/// dpinfer-worker generate with `a`, on the CPU with one thread.
+RunResult worker_generate(const std::vector<std::string>& a) {
   std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate"};
   argv.insert(argv.end(), a.begin(), a.end());
   return run(argv, kEnv, 300s);
@@ -57,16 +59,16 @@ void write_kontext_inputs(const TempDir& dir) {
 TEST(KontextE2E, ReferencesOfTwoSizesWhateverTheBatchOrRanks) {
   TempDir dir;
   write_kontext_inputs(dir);
-  RunResult one = kontext_generate(kontext_args(dir, "p.jsonl", "one"));
+  RunResult one = worker_generate(kontext_args(dir, "p.jsonl", "one"));
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  RunResult batched = kontext_generate(kontext_args(dir, "p.jsonl", "batched", {"--batch-size", "4"}));
+  RunResult batched = worker_generate(kontext_args(dir, "p.jsonl", "batched", {"--batch-size", "4"}));
   ASSERT_EQ(batched.exit_code, 0) << batched.err;
   RunResult ranks = run(two_rank_launch(DPINFER_WORKER_BINARY, free_port(),
                                         kontext_args(dir, "p.jsonl", "ranks", {"--batch-size", "2"})),
                         kEnv, 300s);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
   // --offload model brings the VAE to the device to encode the references, then the denoiser: the same pixels.
-  RunResult offloaded = kontext_generate(kontext_args(dir, "p.jsonl", "offloaded", {"--offload", "model"}));
+  RunResult offloaded = worker_generate(kontext_args(dir, "p.jsonl", "offloaded", {"--offload", "model"}));
   ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
   const auto pixels = png_pixels(dir.file("one"));
   ASSERT_EQ(pixels.size(), 4u);
@@ -90,7 +92,7 @@ TEST(KontextE2E, ReferencesOfTwoSizesWhateverTheBatchOrRanks) {
   EXPECT_FALSE(contains(infotext, "Denoising strength")) << infotext;
   EXPECT_TRUE(contains(infotext, "Kontext auto resize: false")) << infotext;
 
-  RunResult again = kontext_generate(kontext_args(dir, "p.jsonl", "one"));
+  RunResult again = worker_generate(kontext_args(dir, "p.jsonl", "one"));
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_TRUE(contains(again.out + again.err, "0 generated, 4 skipped")) << again.err;
 }
@@ -102,11 +104,11 @@ TEST(KontextE2E, AnItemWithoutImageIsFlux1TextToImage) {
   const std::vector<std::string> common = {"--steps", "3", "--width", "16", "--height", "16"};
   std::vector<std::string> a = {dir.file("t.txt"), "--model", kModel, "--out", dir.file("kontext")};
   a.insert(a.end(), common.begin(), common.end());
-  ASSERT_EQ(kontext_generate(a).exit_code, 0);
+  ASSERT_EQ(worker_generate(a).exit_code, 0);
   std::vector<std::string> b = {dir.file("t.txt"), "--model", kData + "/pipelines/tiny-flux-dev", "--out",
                                 dir.file("dev")};
   b.insert(b.end(), common.begin(), common.end());
-  ASSERT_EQ(kontext_generate(b).exit_code, 0);
+  ASSERT_EQ(worker_generate(b).exit_code, 0);
   EXPECT_EQ(png_pixels(dir.file("kontext")), png_pixels(dir.file("dev")));
 }
 
@@ -115,7 +117,7 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
   write_kontext_inputs(dir);
   const auto refused = [&](const std::string& jsonl, const std::vector<std::string>& extra, const std::string& what) {
     write_file(dir.file("bad.jsonl"), jsonl);
-    RunResult r = kontext_generate(kontext_args(dir, "bad.jsonl", "bad", extra));
+    RunResult r = worker_generate(kontext_args(dir, "bad.jsonl", "bad", extra));
     EXPECT_EQ(r.exit_code, 2) << jsonl << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, what)) << r.err;
     EXPECT_FALSE(contains(r.err, "terminate called")) << r.err;
@@ -130,10 +132,69 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
           "first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache");
   // auto_resize is Kontext's own: a FLUX.1 folder refuses it.
   write_file(dir.file("t.txt"), "a red cube\n");
-  RunResult dev = kontext_generate({dir.file("t.txt"), "--model", kData + "/pipelines/tiny-flux-dev", "--out",
+  RunResult dev = worker_generate({dir.file("t.txt"), "--model", kData + "/pipelines/tiny-flux-dev", "--out",
                                     dir.file("dev"), "--set", "auto_resize=false"});
   EXPECT_EQ(dev.exit_code, 2) << dev.err;
   EXPECT_TRUE(contains(dev.err, "auto_resize")) << dev.err;
+}
+
+// FLUX.2 [klein] references (issue 30): PipelineParity holds the pixels to diffusers' Flux2KleinPipeline
+// (make_flux2_reference_goldens.py); here, the worker's side. tiny-flux2-klein's size multiple is 4, so the 66x70
+// reference is cut to its middle 64x68; with the 64x64 and 96x64 ones a batch holds three reference sizes and an
+// item without one.
+TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
+  TempDir dir;
+  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("square.png"));
+  std::filesystem::copy_file(kData + "/input-images/reference-0.png", dir.file("cut.png"));
+  std::filesystem::copy_file(kData + "/input-images/reference-1.png", dir.file("wide.png"));
+  std::filesystem::copy_file(kData + "/input-images/rgb.png", dir.file("small.png"));
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"a red cube\", \"image\": \"square.png\"}\n"
+             "{\"prompt\": \"a red cube\", \"image\": \"cut.png\"}\n"
+             "{\"prompt\": \"a red cube\"}\n"
+             "{\"prompt\": \"a blue sphere\", \"image\": \"wide.png\", \"seed\": 7}\n");
+  const auto args = [&](const std::string& prompts, const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {dir.file(prompts), "--model", kData + "/pipelines/tiny-flux2-klein", "--out",
+                                  dir.file(out), "--steps", "2", "--width", "32", "--height", "32"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  RunResult one = worker_generate(args("p.jsonl", "one", {}));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  RunResult batched = worker_generate(args("p.jsonl", "batched", {"--batch-size", "4"}));
+  ASSERT_EQ(batched.exit_code, 0) << batched.err;
+  RunResult ranks = run(two_rank_launch(DPINFER_WORKER_BINARY, free_port(), args("p.jsonl", "ranks", {"--batch-size", "2"})),
+                        kEnv, 300s);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
+  const auto pixels = png_pixels(dir.file("one"));
+  ASSERT_EQ(pixels.size(), 4u);
+  EXPECT_EQ(png_pixels(dir.file("batched")), pixels);
+  EXPECT_EQ(png_pixels(dir.file("ranks")), pixels);
+  // The reference is what the image is made from: the same prompt and seed with another reference, or none,
+  // is another image.
+  EXPECT_NE(pixels.at("000000.png"), pixels.at("000001.png"));
+  EXPECT_NE(pixels.at("000000.png"), pixels.at("000002.png"));
+  const auto rows = read_jsonl(dir.file("one/metadata.jsonl"));
+  ASSERT_EQ(rows.size(), 4u);
+  int with_reference = 0;
+  for (const auto& r : rows) {
+    EXPECT_FALSE(r.contains("strength")) << r.dump();  // a reference has no strength
+    EXPECT_EQ(r["width"], 32) << r.dump();             // the item's size is the output's
+    with_reference += r.contains("input_image_hash");
+  }
+  EXPECT_EQ(with_reference, 3);
+
+  // diffusers' check_image_input: a 37x23 reference is refused in one line naming the file; a strength too.
+  write_file(dir.file("small.jsonl"), "{\"prompt\": \"x\", \"image\": \"small.png\"}\n");
+  RunResult small = worker_generate(args("small.jsonl", "small", {}));
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_TRUE(contains(small.err, "small.png': the reference image is 37x23, and FLUX.2 takes references of at least 64 "
+                                  "pixels a side")) << small.err;
+  EXPECT_FALSE(contains(small.err, "terminate called")) << small.err;
+  write_file(dir.file("strength.jsonl"), "{\"prompt\": \"x\", \"image\": \"square.png\", \"strength\": 0.5}\n");
+  RunResult strength = worker_generate(args("strength.jsonl", "strength", {}));
+  EXPECT_EQ(strength.exit_code, 2) << strength.err;
+  EXPECT_TRUE(contains(strength.err, "which takes its image as a reference to edit and starts from noise")) << strength.err;
 }
 
 // FLUX.1 Fill (tiny-flux-fill, FluxFillPipeline): PipelineParity holds its pixels to diffusers; here, the worker's side.
@@ -143,11 +204,11 @@ TEST(FluxFillE2E, EveryItemRepaintsItsMaskWithFillsDefaults) {
   std::filesystem::copy_file(kData + "/input-images/mask-0.png", dir.file("m.png"));
   write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red cube\", \"image\": \"a.png\", \"mask\": \"m.png\"}\n");
   const std::string model = kData + "/pipelines/tiny-flux-fill";
-  RunResult ok = kontext_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("out"), "--steps", "3",
+  RunResult ok = worker_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("out"), "--steps", "3",
                                    "--width", "16", "--height", "16"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   // Under --offload model the VAE encodes the image and the masked image before the denoiser comes: the same pixels.
-  RunResult offloaded = kontext_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("offloaded"), "--steps",
+  RunResult offloaded = worker_generate({dir.file("p.jsonl"), "--model", model, "--out", dir.file("offloaded"), "--steps",
                                           "3", "--width", "16", "--height", "16", "--offload", "model"});
   ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
   EXPECT_EQ(png_pixels(dir.file("offloaded")), png_pixels(dir.file("out")));
@@ -158,7 +219,7 @@ TEST(FluxFillE2E, EveryItemRepaintsItsMaskWithFillsDefaults) {
   EXPECT_EQ(rows[0]["input_mask_hash"].get<std::string>().size(), 64u);
   // A line without its mask is refused before any weights load.
   write_file(dir.file("q.jsonl"), "{\"prompt\": \"a red cube\", \"image\": \"a.png\"}\n");
-  RunResult bad = kontext_generate({dir.file("q.jsonl"), "--model", model, "--out", dir.file("q")});
+  RunResult bad = worker_generate({dir.file("q.jsonl"), "--model", model, "--out", dir.file("q")});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "q.jsonl' line 1: tiny-flux-fill is an inpainting model (FluxFillPipeline): every "
                                 "item needs a 'mask'"))
@@ -178,7 +239,7 @@ TEST(QwenImageImageItemsE2E, Img2ImgAndInpaintingWithAndWithoutOffload) {
     std::vector<std::string> a = {dir.file("p.jsonl"), "--model", kData + "/pipelines/tiny-qwen-image", "--out",
                                   dir.file(out), "--steps", "4", "--width", "32", "--height", "32"};
     a.insert(a.end(), extra.begin(), extra.end());
-    return kontext_generate(a);
+    return worker_generate(a);
   };
   RunResult plain = qwen("plain", {});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

@@ -12,4 +12,9 @@ namespace dpinfer::io {
 /// `image` resized to width x height (each >= 1). The same size returns a copy, as Pillow does.
 RgbImageData resize_lanczos(const RgbImageData& image, int width, int height);
 
+/// The width x height middle of `image` (each no larger than the image's): Pillow's
+/// Image.crop((left, top, left + width, top + height)) with left = (W - width) // 2 and top = (H - height) // 2,
+/// as diffusers' Flux2ImageProcessor._resize_and_crop cuts a reference. The same size returns a copy.
+RgbImageData crop_center(const RgbImageData& image, int width, int height);
+
 }  // namespace dpinfer::io

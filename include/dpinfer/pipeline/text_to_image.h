@@ -106,9 +106,9 @@ struct PipelineInfo {
   double default_inpaint_strength = 0;
   /// An inpainting checkpoint (a 9-channel UNet): every item needs an image and a mask.
   bool requires_mask = false;
-  /// The input image is a reference the model edits (FLUX.1 Kontext), not the start of img2img: an
-  /// item takes no strength and no mask, and the worker resizes its image to
-  /// TextToImage::reference_size() of the image's own size, not to the item's size.
+  /// The input image is a reference the model edits (FLUX.1 Kontext, FLUX.2 [klein]), not the start of
+  /// img2img: an item takes no strength and no mask, and the worker sizes its image as
+  /// TextToImage::reference_size() says for the image's own size, not to the item's size.
   bool image_is_reference = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
@@ -125,6 +125,15 @@ struct Cancelled : std::runtime_error {
   Cancelled() : std::runtime_error("the batch was cancelled") {}
 };
 
+/// How an input image becomes a reference (PipelineInfo::image_is_reference): resized with Pillow's Lanczos to
+/// `resized` (the same size: unchanged), then cut to `size` around its centre, as Pillow's
+/// Image.crop(((W - w) // 2, (H - h) // 2, ...)) cuts it (Flux2ImageProcessor._resize_and_crop). FLUX.1
+/// Kontext only resizes: `size` is `resized`. Each is {width, height}, and `size` fits in `resized`.
+struct ReferenceSize {
+  std::array<int, 2> resized;
+  std::array<int, 2> size;
+};
+
 class TextToImage {
  public:
   using CancelCheck = std::function<bool()>;
@@ -139,12 +148,12 @@ class TextToImage {
   /// that this model cannot take beyond their specs' types and ranges, e.g. a clip_skip
   /// past its text encoder's layers. The worker asks before it makes any item.
   virtual void check_settings(const nlohmann::json& settings) const { (void)settings; }
-  /// With PipelineInfo::image_is_reference: the {width, height} an input image of `width` x `height`
-  /// is resized to for an item with `settings` (complete). Else the item's own size is used and this
-  /// is not asked.
-  virtual std::array<int, 2> reference_size(int width, int height, const nlohmann::json& settings) const {
+  /// With PipelineInfo::image_is_reference: how an input image of `width` x `height` becomes the reference of
+  /// an item with `settings` (complete). Else the item's own size is used and this is not asked. Throws
+  /// InputError for an image the pipeline refuses (too small, too narrow).
+  virtual ReferenceSize reference_size(int width, int height, const nlohmann::json& settings) const {
     (void)settings;
-    return {width, height};
+    return {{width, height}, {width, height}};
   }
   /// Reads and checks each LoRA of `loras` against this model, keeping what it read for
   /// generate(). Throws InputError, one line naming the file, for a LoRA this model cannot

@@ -28,9 +28,10 @@ class InputImages {
   /// another, resized as diffusers' VaeImageProcessor.resize does (Pillow's Lanczos). Throws
   /// InputError naming the file. Keeps the last file's decoded pixels, which a line's items share.
   std::shared_ptr<const pipeline::RgbImage> load(const std::string& path, int width, int height);
-  /// The same, at the size `size_for` gives for the image's own {width, height}.
-  std::shared_ptr<const pipeline::RgbImage> load(const std::string& path,
-                                                 const std::function<std::array<int, 2>(int, int)>& size_for);
+  /// A reference (pipeline::PipelineInfo::image_is_reference): decoded, resized with Lanczos and cut around
+  /// its centre as `size_for` says for the image's own width and height (TextToImage::reference_size()).
+  std::shared_ptr<const pipeline::RgbImage> load(
+      const std::string& path, const std::function<pipeline::ReferenceSize(int, int)>& size_for);
 
   /// The inpainting mask at `path` at width x height: decoded, converted to grayscale as PIL's
   /// convert("L") does (ITU-R 601-2 luma in 16-bit fixed point), and resized with Lanczos, as

@@ -41,6 +41,30 @@ int64_t img2img_start(int steps, double strength, StrengthRounding rounding) {
   return t_start;
 }
 
+std::vector<RgbImage> generate_by_reference_size(
+    const std::vector<ImageRequest>& batch,
+    const std::function<std::vector<RgbImage>(const std::vector<ImageRequest>&)>& one_size) {
+  auto size_of = [](const ImageRequest& r) {
+    return r.image ? std::array<int, 2>{r.image->width, r.image->height} : std::array<int, 2>{0, 0};
+  };
+  std::vector<std::vector<size_t>> groups;  // request indices, one size each, in order of first appearance
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const std::vector<size_t>& g) { return size_of(batch[g.front()]) == size_of(batch[i]); });
+    if (it == groups.end()) groups.push_back({i});
+    else it->push_back(i);
+  }
+  if (groups.size() <= 1) return one_size(batch);
+  std::vector<RgbImage> out(batch.size());
+  for (const std::vector<size_t>& g : groups) {
+    std::vector<ImageRequest> part;
+    for (size_t i : g) part.push_back(batch[i]);
+    std::vector<RgbImage> made = one_size(part);
+    for (size_t k = 0; k < g.size(); ++k) out[g[k]] = std::move(made[k]);
+  }
+  return out;
+}
+
 at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device) {
   // numpy: np.array(images).astype(np.float32) / 255.0, a float32 division per value.
   std::array<float, 256> level{};

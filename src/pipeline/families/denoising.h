@@ -39,6 +39,14 @@ enum class StrengthRounding { kIntSteps, kFloatSteps };
 /// [0, steps]. Throws InputError when the strength runs no step.
 int64_t img2img_start(int steps, double strength, StrengthRounding rounding);
 
+/// generate() of a batch whose references (PipelineInfo::image_is_reference) may differ in size: references
+/// of different sizes make token sequences of different lengths, which one transformer call cannot hold, so
+/// each size (and the requests without a reference) runs as its own batch through `one_size`, and the images
+/// come back in the batch's order. An image depends on its own request only, so this changes none.
+std::vector<RgbImage> generate_by_reference_size(
+    const std::vector<ImageRequest>& batch,
+    const std::function<std::vector<RgbImage>(const std::vector<ImageRequest>&)>& one_size);
+
 /// VaeImageProcessor.preprocess of an image already at its size: uint8 to float32 / 255 (numpy's
 /// float32 division), then 2x - 1, as [1, 3, H, W] in `dtype` on `device`, channels-last in memory as
 /// diffusers' tensor is (a transposed view of the HWC array).

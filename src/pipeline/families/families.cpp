@@ -365,6 +365,9 @@ const std::vector<Family>& families() {
           load_flux2,
           no_lora_rules,  // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras)
           check_flux2_components,
+          /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference
+          /*default_inpaint_strength=*/0,
+          /*image_is_reference=*/true,
       },
       {
           "stable-diffusion-3",

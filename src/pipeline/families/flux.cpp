@@ -168,7 +168,7 @@ class FluxPipeline : public LoraPipeline {
   }
 
   // Ref: FluxKontextPipeline.__call__, step 3 (Preprocess image).
-  std::array<int, 2> reference_size(int width, int height, const json& settings) const override {
+  ReferenceSize reference_size(int width, int height, const json& settings) const override {
     // get_default_height_width rounds the image's size down to the image processor's multiple, which is
     // also the pipeline's multiple_of: vae_scale_factor * 2.
     const int multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -193,36 +193,16 @@ class FluxPipeline : public LoraPipeline {
       w = best[0];
       h = best[1];
     }
-    return {w / multiple * multiple, h / multiple * multiple};
+    const std::array<int, 2> size{w / multiple * multiple, h / multiple * multiple};
+    return {size, size};  // resized to it, nothing cut
   }
 
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
-    if (kontext_ && batch.front().image) {
-      // References of different sizes make sequences of different lengths, which one transformer call cannot
-      // hold: each size runs as its own batch. An image depends on its own request only, so this changes none.
-      std::vector<std::vector<size_t>> groups;
-      for (size_t i = 0; i < batch.size(); ++i) {
-        auto same = [&](const std::vector<size_t>& g) {
-          const RgbImage& a = *batch[g.front()].image;
-          const RgbImage& b = *batch[i].image;
-          return a.width == b.width && a.height == b.height;
-        };
-        auto it = std::find_if(groups.begin(), groups.end(), same);
-        if (it == groups.end()) groups.push_back({i});
-        else it->push_back(i);
-      }
-      if (groups.size() > 1) {
-        std::vector<RgbImage> out(batch.size());
-        for (const std::vector<size_t>& g : groups) {
-          std::vector<ImageRequest> part;
-          for (size_t i : g) part.push_back(batch[i]);
-          std::vector<RgbImage> made = generate_one_size(part);
-          for (size_t k = 0; k < g.size(); ++k) out[g[k]] = std::move(made[k]);
-        }
-        return out;
-      }
-    }
+    if (kontext_)
+      return generate_by_reference_size(batch, [this](const std::vector<ImageRequest>& part) {
+        return generate_one_size(part);
+      });
     return generate_one_size(batch);
   }
 

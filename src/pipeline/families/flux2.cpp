@@ -1,9 +1,12 @@
 // Ref: diffusers/pipelines/flux2/pipeline_flux2_klein.py Flux2KleinPipeline (diffusers 0.37.0):
 // _get_qwen3_prompt_embeds, _prepare_text_ids, _prepare_latent_ids, _pack_latents, _unpack_latents_with_ids,
-// _unpatchify_latents, prepare_latents, compute_empirical_mu and __call__ (text-to-image: no `image`).
-// tools/fixtures/make_flux2_pipelines.py records its goldens.
+// _unpatchify_latents, prepare_latents, compute_empirical_mu, __call__; with a reference image (`image`, one per
+// item): Flux2ImageProcessor.check_image_input, _resize_to_target_area and _resize_and_crop, _encode_vae_image,
+// _patchify_latents, _prepare_image_ids and prepare_image_latents. tools/fixtures/make_flux2_pipelines.py
+// records its goldens, make_flux2_reference_goldens.py those with a reference.
 #include "dpinfer/pipeline/families/flux2.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +38,12 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kFlux2DefaultSampleSize = 128;
+/// Flux2ImageProcessor.check_image_input's defaults, and __call__'s cap on a reference's pixels.
+constexpr int kReferenceMinSide = 64;
+constexpr int kReferenceMaxAspectRatio = 8;
+constexpr int64_t kReferenceMaxArea = 1024 * 1024;
+/// _prepare_image_ids(scale=10): the first reference's tokens have T = 10 (the next would have 20).
+constexpr int64_t kReferenceTimeOffset = 10;
 /// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
 const std::vector<int64_t> kTextLayers{9, 18, 27};
 
@@ -97,6 +106,8 @@ class Flux2KleinPipeline : public LoraPipeline {
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux2_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.2).
     info_.size_multiple = static_cast<int>(2 * vae_config_.kl.scale_factor());
+    // __call__'s `image`: references the model edits, not the start of img2img.
+    info_.image_is_reference = family_.image_is_reference;
   }
 
   const PipelineInfo& info() const override { return info_; }
@@ -108,8 +119,48 @@ class Flux2KleinPipeline : public LoraPipeline {
       throw InputError(loras.front().path + ": dpinfer does not take LoRAs for FLUX.2 [klein] yet; drop --lora");
   }
 
+  // Ref: Flux2KleinPipeline.__call__, step 4 (process images).
+  ReferenceSize reference_size(int width, int height, const json& settings) const override {
+    (void)settings;
+    // check_image_input, on the image as given
+    const std::string size = std::to_string(width) + "x" + std::to_string(height);
+    if (width < kReferenceMinSide || height < kReferenceMinSide)
+      throw InputError("the reference image is " + size + ", and FLUX.2 takes references of at least " +
+                       std::to_string(kReferenceMinSide) + " pixels a side (as diffusers' check_image_input); give a "
+                       "larger image");
+    if (std::max(static_cast<double>(width) / height, static_cast<double>(height) / width) > kReferenceMaxAspectRatio)
+      throw InputError("the reference image is " + size + ", and FLUX.2 takes references at most " +
+                       std::to_string(kReferenceMaxAspectRatio) + " times as long as wide (as diffusers' "
+                       "check_image_input); crop it");
+    // Over 1024^2 pixels: _resize_to_target_area, scale = sqrt(target / (w h)) in double, int() of each side.
+    std::array<int, 2> resized{width, height};
+    if (static_cast<int64_t>(width) * height > kReferenceMaxArea) {
+      const double scale = std::sqrt(static_cast<double>(kReferenceMaxArea) / (static_cast<double>(width) * height));
+      resized = {static_cast<int>(width * scale), static_cast<int>(height * scale)};
+    }
+    // Rounded down to vae_scale_factor * 2, then preprocess(resize_mode="crop"): the middle of the image.
+    const int multiple = info_.size_multiple;
+    return {resized, {resized[0] / multiple * multiple, resized[1] / multiple * multiple}};
+  }
+
   std::vector<RgbImage> generate(const std::vector<ImageRequest>& batch) override {
     if (batch.empty()) return {};
+    return generate_by_reference_size(batch, [this](const std::vector<ImageRequest>& part) {
+      return generate_one_size(part);
+    });
+  }
+
+ protected:
+  void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    encode(prompts(batch), max_length);
+    if (batch.front().guidance_scale > 1.0 && !is_distilled_)
+      encode(std::vector<std::string>(batch.size(), ""), max_length);
+  }
+
+ private:
+  /// generate() for a batch whose references, if any, are of one size.
+  std::vector<RgbImage> generate_one_size(const std::vector<ImageRequest>& batch) {
     const ImageRequest& first = batch.front();
     const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
     c10::InferenceMode guard;
@@ -138,6 +189,26 @@ class Flux2KleinPipeline : public LoraPipeline {
     at::Tensor image_ids = at::zeros({h * w, 4}, long_options);
     image_ids.select(1, 1).copy_(at::arange(h, long_options).repeat_interleave(w));
     image_ids.select(1, 2).copy_(at::arange(w, long_options).repeat({h}));
+    // The references (prepare_image_latents): each encoded alone in the VAE's dtype, the distribution's mean
+    // (sample_mode="argmax": nothing drawn from the generator), patchified, normalised by bn's statistics,
+    // packed [B, Lr, 4C] to follow the latents in the sequence, with ids (10, row, column, 0).
+    at::Tensor reference_latents;
+    if (first.image) {
+      vae_phase();  // --offload model: the VAE to the device to encode
+      std::vector<at::Tensor> packed;
+      for (const ImageRequest& r : batch) {
+        const at::Tensor z = vae_->normalize(AutoencoderKLFlux2Impl::patchify(vae_->encode(vae_input(*r.image, dtype_, device_)).mean));
+        packed.push_back(z.reshape({1, z.size(1), -1}).permute({0, 2, 1}));  // [1, hr wr, 4C]
+      }
+      denoiser_phase();
+      reference_latents = at::cat(packed);
+      const int64_t hr = first.image->height / f2, wr = first.image->width / f2;
+      at::Tensor reference_ids = at::zeros({hr * wr, 4}, long_options);
+      reference_ids.select(1, 0).fill_(kReferenceTimeOffset);
+      reference_ids.select(1, 1).copy_(at::arange(hr, long_options).repeat_interleave(wr));
+      reference_ids.select(1, 2).copy_(at::arange(wr, long_options).repeat({hr}));
+      image_ids = at::cat({image_ids, reference_ids});  // torch.cat([latent_ids, image_latent_ids], dim=1)
+    }
 
     // sigmas np.linspace(1, 1 / N, N) (None with use_flow_sigmas), mu = compute_empirical_mu(h w, N).
     TimestepRequest steps;
@@ -153,10 +224,14 @@ class Flux2KleinPipeline : public LoraPipeline {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
       const at::Tensor timestep = timesteps[i].to(device_).expand({b}).to(latents.scalar_type()) / 1000;
-      const at::Tensor input = latents.to(dtype_);
-      at::Tensor pred = transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids);
+      // With references: cat([latents, image_latents], 1).to(transformer dtype), and the prediction for the
+      // latents' tokens only (noise_pred[:, :latents.size(1)]).
+      const at::Tensor input = (reference_latents.defined() ? at::cat({latents, reference_latents}, 1) : latents).to(dtype_);
+      const int64_t tokens = latents.size(1);
+      at::Tensor pred = transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids).narrow(1, 0, tokens);
       if (cfg) {
-        const at::Tensor neg = transformer_->forward(input, negative_embeds, timestep, image_ids, text_ids);
+        const at::Tensor neg =
+            transformer_->forward(input, negative_embeds, timestep, image_ids, text_ids).narrow(1, 0, tokens);
         pred = neg + guidance * (pred - neg);
       }
       latents = scheduler_->step(pred, i, latents, noise.generators);
@@ -176,15 +251,6 @@ class Flux2KleinPipeline : public LoraPipeline {
     return to_rgb(at::cat(images));  // [B, 3, H, W]
   }
 
- protected:
-  void encode_prompts(const std::vector<ImageRequest>& batch) override {
-    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
-    encode(prompts(batch), max_length);
-    if (batch.front().guidance_scale > 1.0 && !is_distilled_)
-      encode(std::vector<std::string>(batch.size(), ""), max_length);
-  }
-
- private:
   /// The batch's settings, after the size and negative-prompt checks.
   json batch_settings(const std::vector<ImageRequest>& batch) const {
     check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.kl.scale_factor());

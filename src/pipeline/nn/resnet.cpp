@@ -4,7 +4,7 @@ namespace dpinfer::pipeline::nn {
 
 // Ref: diffusers/models/resnet.py ResnetBlock2D
 ResnetBlock2DImpl::ResnetBlock2DImpl(const ResnetBlock2DOptions& options, const at::TensorOptions& tensor_options)
-    : output_scale_factor_(options.output_scale_factor) {
+    : output_scale_factor_(options.output_scale_factor), contiguous_shortcut_input_(options.contiguous_shortcut_input) {
   const at::TensorOptions& t = tensor_options;
   norm1_ = register_module("norm1", GroupNorm(options.groups, options.in_channels, options.eps, t));
   conv1_ = register_module("conv1", Conv2d(options.in_channels, options.out_channels, 3, 1, 1, true, t));
@@ -21,7 +21,8 @@ at::Tensor ResnetBlock2DImpl::forward(const at::Tensor& x, const at::Tensor& tem
   at::Tensor h = conv1_(at::silu(norm1_(x)));
   if (!time_emb_proj_.is_empty() && temb.defined()) h = h + time_emb_proj_(at::silu(temb)).unsqueeze(-1).unsqueeze(-1);
   h = conv2_(at::silu(norm2_(h)));
-  at::Tensor shortcut = conv_shortcut_.is_empty() ? x : conv_shortcut_(x.contiguous());
+  at::Tensor shortcut =
+      conv_shortcut_.is_empty() ? x : conv_shortcut_(contiguous_shortcut_input_ ? x.contiguous() : x);
   at::Tensor out = shortcut + h;
   return output_scale_factor_ == 1.0 ? out : out / output_scale_factor_;
 }

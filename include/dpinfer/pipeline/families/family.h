@@ -63,6 +63,9 @@ struct Family {
   double default_strength = 0;
   /// Inpainting: the strength of an item with a mask that sets none; 0 when the family takes no mask.
   double default_inpaint_strength = 0;
+  /// Every pipeline class of the family takes an item's image as a reference to edit (FLUX.2 [klein]), not as
+  /// img2img's start (PipelineInfo::image_is_reference). FLUX.1's Kontext class sets that itself.
+  bool image_is_reference = false;
 };
 
 /// Every family dpinfer runs.

@@ -22,6 +22,9 @@ struct ResnetBlock2DOptions {
   int64_t groups = 32;
   double eps = 1e-6;
   double output_scale_factor = 1.0;
+  /// diffusers <= 0.36 calls conv_shortcut(input_tensor.contiguous()); 0.37 (the FLUX.2 pin) passes the input as
+  /// it is. On a channels-last input (an image the VAE encodes) the two 1x1 convolutions round apart in bf16.
+  bool contiguous_shortcut_input = true;
 };
 
 /// diffusers' ResnetBlock2D with time_embedding_norm "default" and SiLU:
@@ -36,6 +39,7 @@ class ResnetBlock2DImpl : public torch::nn::Module {
 
  private:
   double output_scale_factor_;
+  bool contiguous_shortcut_input_;
   GroupNorm norm1_{nullptr}, norm2_{nullptr};
   Conv2d conv1_{nullptr}, conv2_{nullptr}, conv_shortcut_{nullptr};
   Linear time_emb_proj_{nullptr};

@@ -37,7 +37,8 @@ VAEEncoderImpl::VAEEncoderImpl(const AutoencoderKLConfig& config, const at::Tens
   auto down_blocks = register_module("down_blocks", torch::nn::ModuleList());
   for (size_t i = 0; i < channels.size(); ++i) {
     down_blocks_.push_back(DownEncoderBlock2D(config.layers_per_block, i == 0 ? channels[0] : channels[i - 1],
-                                              channels[i], config.norm_num_groups, kEps, i + 1 < channels.size(), options));
+                                              channels[i], config.norm_num_groups, kEps, i + 1 < channels.size(), options,
+                                              config.contiguous_shortcut_input));
     down_blocks->push_back(down_blocks_.back());
   }
   mid_block_ = register_module("mid_block", UNetMidBlock2D(mid_options(config), options));
@@ -66,7 +67,8 @@ VAEDecoderImpl::VAEDecoderImpl(const AutoencoderKLConfig& config, const at::Tens
     const int64_t prev = out;
     out = channels[n - 1 - i];
     up_blocks_.push_back(
-        UpDecoderBlock2D(config.layers_per_block + 1, prev, out, config.norm_num_groups, kEps, i + 1 < n, options));
+        UpDecoderBlock2D(config.layers_per_block + 1, prev, out, config.norm_num_groups, kEps, i + 1 < n, options,
+                         config.contiguous_shortcut_input));
     up_blocks->push_back(up_blocks_.back());
   }
   conv_norm_out_ = register_module(

@@ -23,12 +23,14 @@ ResnetBlock2DOptions resnet_options(const UNetBlockOptions& o, int64_t in_channe
   return r;
 }
 
-ResnetBlock2DOptions decoder_resnet_options(int64_t in_channels, int64_t out_channels, int64_t groups, double eps) {
+ResnetBlock2DOptions decoder_resnet_options(int64_t in_channels, int64_t out_channels, int64_t groups, double eps,
+                                            bool contiguous_shortcut_input) {
   ResnetBlock2DOptions r;
   r.in_channels = in_channels;
   r.out_channels = out_channels;
   r.groups = groups;
   r.eps = eps;
+  r.contiguous_shortcut_input = contiguous_shortcut_input;
   return r;
 }
 
@@ -183,11 +185,13 @@ at::Tensor UNetMidBlock2DImpl::forward(const at::Tensor& x, const at::Tensor& te
 // Ref: diffusers/models/unets/unet_2d_blocks.py DownEncoderBlock2D
 DownEncoderBlock2DImpl::DownEncoderBlock2DImpl(int64_t num_layers, int64_t in_channels, int64_t out_channels,
                                                int64_t groups, double eps, bool add_downsample,
-                                               const at::TensorOptions& t) {
+                                               const at::TensorOptions& t, bool contiguous_shortcut_input) {
   auto resnets = register_module("resnets", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i)
     add(resnets, resnets_,
-        ResnetBlock2D(decoder_resnet_options(i == 0 ? in_channels : out_channels, out_channels, groups, eps), t));
+        ResnetBlock2D(decoder_resnet_options(i == 0 ? in_channels : out_channels, out_channels, groups, eps,
+                                             contiguous_shortcut_input),
+                      t));
   if (add_downsample) {
     downsampler_ = Downsample2D(out_channels, 0, t);
     register_module("downsamplers", torch::nn::ModuleList(downsampler_));
@@ -203,11 +207,13 @@ at::Tensor DownEncoderBlock2DImpl::forward(const at::Tensor& x) {
 // Ref: diffusers/models/unets/unet_2d_blocks.py UpDecoderBlock2D
 UpDecoderBlock2DImpl::UpDecoderBlock2DImpl(int64_t num_layers, int64_t in_channels, int64_t out_channels,
                                            int64_t groups, double eps, bool add_upsample,
-                                           const at::TensorOptions& t) {
+                                           const at::TensorOptions& t, bool contiguous_shortcut_input) {
   auto resnets = register_module("resnets", torch::nn::ModuleList());
   for (int64_t i = 0; i < num_layers; ++i)
     add(resnets, resnets_,
-        ResnetBlock2D(decoder_resnet_options(i == 0 ? in_channels : out_channels, out_channels, groups, eps), t));
+        ResnetBlock2D(decoder_resnet_options(i == 0 ? in_channels : out_channels, out_channels, groups, eps,
+                                             contiguous_shortcut_input),
+                      t));
   if (add_upsample) {
     upsampler_ = Upsample2D(out_channels, t);
     register_module("upsamplers", torch::nn::ModuleList(upsampler_));

@@ -32,6 +32,9 @@ struct AutoencoderKLConfig {
   bool use_quant_conv = true;
   bool use_post_quant_conv = true;
   bool mid_block_add_attention = true;
+  /// Not a config key: whether the blocks' ResnetBlock2D shortcut makes its input contiguous, as diffusers <= 0.36
+  /// does (nn::ResnetBlock2DOptions). AutoencoderKLFlux2, which exists from 0.37 on, clears it.
+  bool contiguous_shortcut_input = true;
 
   /// 2^(number of blocks - 1): the image size over the latent size.
   int64_t scale_factor() const { return int64_t{1} << (block_out_channels.size() - 1); }

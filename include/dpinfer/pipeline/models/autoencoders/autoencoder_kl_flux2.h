@@ -45,6 +45,12 @@ class AutoencoderKLFlux2Impl : public AutoencoderKLImpl {
   /// + running_mean, the statistics computed in the VAE's dtype and cast to the latents' dtype, as there.
   at::Tensor unnormalize(const at::Tensor& latents) const;
 
+  /// Flux2KleinPipeline._encode_vae_image after the encode: latents [B, 4C, h, w] (patchified) less
+  /// running_mean (cast to the latents' dtype), over sqrt(running_var + eps) (in the VAE's dtype, as there).
+  at::Tensor normalize(const at::Tensor& latents) const;
+  /// Flux2KleinPipeline._patchify_latents: [B, C, 2h, 2w] to [B, 4C, h, w], each channel's 2x2 patch
+  /// (row-major) as 4 channels; unpatchify() undoes it.
+  static at::Tensor patchify(const at::Tensor& latents);
   /// Flux2KleinPipeline._unpatchify_latents: [B, 4C, h, w] to [B, C, 2h, 2w], each channel's 2x2 patch
   /// (row-major) back into place.
   static at::Tensor unpatchify(const at::Tensor& latents);

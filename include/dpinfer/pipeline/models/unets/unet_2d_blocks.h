@@ -143,8 +143,9 @@ TORCH_MODULE(UNetMidBlock2D);
 /// then "downsamplers.0" with padding 0 and the asymmetric pad.
 class DownEncoderBlock2DImpl : public torch::nn::Module {
  public:
+  /// `contiguous_shortcut_input`: nn::ResnetBlock2DOptions' (false for diffusers 0.37's VAEs: FLUX.2's).
   DownEncoderBlock2DImpl(int64_t num_layers, int64_t in_channels, int64_t out_channels, int64_t groups, double eps,
-                         bool add_downsample, const at::TensorOptions& options);
+                         bool add_downsample, const at::TensorOptions& options, bool contiguous_shortcut_input = true);
   /// [B, in, H, W] to [B, out, ceil(H/2), ceil(W/2)], or [B, out, H, W] without the downsampler.
   at::Tensor forward(const at::Tensor& x);
 
@@ -158,7 +159,7 @@ TORCH_MODULE(DownEncoderBlock2D);
 class UpDecoderBlock2DImpl : public torch::nn::Module {
  public:
   UpDecoderBlock2DImpl(int64_t num_layers, int64_t in_channels, int64_t out_channels, int64_t groups, double eps,
-                       bool add_upsample, const at::TensorOptions& options);
+                       bool add_upsample, const at::TensorOptions& options, bool contiguous_shortcut_input = true);
   /// [B, in, H, W] to [B, out, 2H, 2W], or [B, out, H, W] without the upsampler.
   at::Tensor forward(const at::Tensor& x);
 
