@@ -16,6 +16,7 @@ std::vector<std::string> lora_formats(const LoraKeyRules& rules) {
   if (rules.kohya_unet) formats.insert(formats.end(), {"kohya / A1111", "LyCORIS LoCon"});
   if (rules.kohya_flux)
     formats.insert(formats.end(), {"kohya / ComfyUI (BFL block names)", "kohya (`lora_transformer_` names)", "XLabs"});
+  if (rules.bfl_flux2) formats.push_back("ai-toolkit / ComfyUI (BFL block names)");
   if (rules.non_diffusers_transformer) formats.push_back("the transformer's original names");
   return formats;
 }

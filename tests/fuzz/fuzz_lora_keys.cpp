@@ -125,5 +125,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         {"text_model.encoder.layers.0.self_attn.out_proj", {2, 2}},
         {"text_model.encoder.layers.0.mlp.fc1", {3, 2}}}}};
   check(flux, {"FLUX.1", 2, pipeline::flux_lora_rules()});
+  // FLUX.2's BFL converter (lora_flux2_keys.h): a fused qkv split into thirds, a fused single-block projection.
+  static const pipeline::LoraModuleTable flux2 = {
+      {"transformer",
+       {{"transformer_blocks.0.attn.to_q", {2, 2}},
+        {"transformer_blocks.0.attn.to_k", {2, 2}},
+        {"transformer_blocks.0.attn.to_v", {2, 2}},
+        {"transformer_blocks.0.ff.linear_in", {4, 2}},
+        {"single_transformer_blocks.0.attn.to_qkv_mlp_proj", {10, 2}},
+        {"single_transformer_blocks.0.attn.to_out", {2, 4}},
+        {"x_embedder", {2, 4}}}}};
+  check(flux2, {"FLUX.2 [klein]", 2, pipeline::flux2_lora_rules()});
   return 0;
 }

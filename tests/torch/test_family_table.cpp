@@ -49,7 +49,7 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
     for (const SettingSpec& s : f.settings) EXPECT_EQ(row["settings"][s.name], s.default_value) << s.name;
     EXPECT_EQ(row["lora_components"], nlohmann::json(f.lora_rules().components)) << f.name;
-    // Every family with LoRAs reads diffusers' names; one without (FLUX.2 [klein], for now) lists no format.
+    // Every family with LoRAs reads diffusers' names; one without would list no format.
     if (row["lora_components"].empty())
       EXPECT_TRUE(row["lora_formats"].empty()) << f.name;
     else

@@ -352,6 +352,32 @@ INSTANTIATE_TEST_SUITE_P(Pipelines, DitLoraImageParity,
                          ::testing::Values("tiny-flux-dev", "tiny-flux-dev-kohya", "tiny-chroma", "tiny-sd3.5",
                                            "tiny-qwen-image", "tiny-z-image"));
 
+std::string dit_refusal(const std::string& pipeline, const std::string& lora_path);
+
+// ---- FLUX.2 [klein] (issue 30): make_flux2_lora_fixtures.py -> tests/data/loras-flux2/, diffusers 0.37's
+// Flux2LoraLoaderMixin: diffusers' names, and BFL's (ai-toolkit lora_A/lora_B, ComfyUI lora_down/lora_up, PEFT's
+// base_model.model.) through _convert_non_diffusers_flux2_lora_to_diffusers, qkv split into thirds ----
+
+const std::string kFlux2Loras = kData + "/loras-flux2/";
+
+TEST(Flux2Lora, MergedWeightsAreDiffusersBitForBit) { expect_merges_as_diffusers("tiny-flux2-klein", kFlux2Loras); }
+
+TEST(Flux2Lora, ImagesMatchDiffusersWithoutReloading) { expect_images_as_diffusers("tiny-flux2-klein", kFlux2Loras); }
+
+// What diffusers 0.37 fails on (the fixture script asserts it) is refused in one line naming the file.
+TEST(Flux2Lora, WhatDiffusersRefusesIsRefusedInOneLine) {
+  std::string why = dit_refusal("tiny-flux2-klein", kFlux2Loras + "flux2-bfl-alpha.safetensors");
+  EXPECT_NE(why.find("flux2-bfl-alpha.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why.find("drop the alphas"), std::string::npos) << why;
+  why = dit_refusal("tiny-flux2-klein", kFlux2Loras + "flux2-peft-alpha.safetensors");
+  EXPECT_NE(why.find("flux2-peft-alpha.safetensors"), std::string::npos) << why;
+  EXPECT_NE(why, "(accepted)");
+  // A FLUX.1 LoRA (other block sizes) on FLUX.2.
+  why = dit_refusal("tiny-flux2-klein", kDitLoras + "flux-comfy.safetensors");
+  EXPECT_NE(why, "(accepted)");
+  EXPECT_NE(why.find("flux-comfy.safetensors"), std::string::npos) << why;
+}
+
 std::string dit_refusal(const std::string& pipeline, const std::string& lora_path) {
   pipeline::LoadRequest r;
   r.model = kData + "/pipelines/" + pipeline;

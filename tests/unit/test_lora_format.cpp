@@ -39,6 +39,13 @@ TEST(LoraFormat, FollowsMapLoraKeysDispatch) {
   const std::vector<LoraTensorKey> xlabs = {{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 32}},
                                             {"double_blocks.0.processor.qkv_lora1.up.weight", {96, 4}}};
   EXPECT_EQ(lora_format(xlabs, flux_lora_rules()), "XLabs FLUX.1");
+  // FLUX.2's BFL names (ai-toolkit's lora_A), with its model and by the names alone (the shared modulations and
+  // lora_A factors in BFL's names are FLUX.2's: FLUX.1's loader reads nothing from those).
+  const std::vector<LoraTensorKey> flux2 = {{"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight", {4, 32}},
+                                            {"diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight", {96, 4}}};
+  EXPECT_EQ(lora_format(flux2, flux2_lora_rules()), "ai-toolkit / ComfyUI FLUX.2 (BFL block names)");
+  EXPECT_EQ(describe_lora_names(flux2).families, std::vector<std::string>{"FLUX.2 (BFL block names)"});
+  EXPECT_EQ(nearest_lora_spelling(flux2, flux2_lora_rules()).spelling.rfind("ai-toolkit / ComfyUI FLUX.2", 0), 0u);
   const std::vector<LoraTensorKey> qwen = {{"diffusion_model.img_in.lora_down.weight", {4, 16}},
                                            {"diffusion_model.img_in.lora_up.weight", {48, 4}}};
   EXPECT_EQ(lora_format(qwen, qwen_image_lora_rules()), "Qwen-Image / Z-Image original names");

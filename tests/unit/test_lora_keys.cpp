@@ -225,7 +225,7 @@ TEST(LoraKeys, AnAlphaBesideDiffusersNamesIsRefusedWhereDiffusersFails) {
                                            {"unet.mid_block.attentions.0.proj_in.alpha", {}}};
   const std::string why = refusal(keys);
   EXPECT_NE(why.find("'x.safetensors': alpha 'unet.mid_block.attentions.0.proj_in.alpha' beside diffusers' names, on "
-                     "which diffusers 0.36 fails for a Stable Diffusion XL LoRA (\"Invalid LoRA checkpoint.\""),
+                     "which diffusers fails for a Stable Diffusion XL LoRA (\"Invalid LoRA checkpoint.\""),
             std::string::npos) << why;
   EXPECT_FALSE(pipeline::flux_lora_rules().every_key_names_lora);
   EXPECT_FALSE(pipeline::chroma_lora_rules().every_key_names_lora);
@@ -725,6 +725,94 @@ TEST(KohyaFluxLoraKeys, LoraDownKeysBesideTransformerKeysKeepTheTransformersWith
   ASSERT_EQ(ignored.size(), 1u);
   EXPECT_NE(ignored[0].find("outside \"transformer.\" (e.g. 'lora_unet_double_blocks_0_img_attn_norm."), std::string::npos)
       << ignored[0];
+}
+
+// ---- FLUX.2's files in BFL's names (lora_flux2_keys.h) ----
+
+// A FLUX.2 transformer's modules: one double and one single block, inner 8, MLP 12 (SwiGLU: 24 rows in), the embedders.
+const LoraModuleTable kFlux2 = [] {
+  LoraModuleTable t;
+  auto& m = t["transformer"];
+  for (const char* p : {"to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj", "to_out.0", "to_add_out"})
+    m[std::string("transformer_blocks.0.attn.") + p] = {8, 8};
+  m["transformer_blocks.0.ff.linear_in"] = m["transformer_blocks.0.ff_context.linear_in"] = {24, 8};
+  m["transformer_blocks.0.ff.linear_out"] = m["transformer_blocks.0.ff_context.linear_out"] = {8, 12};
+  m["single_transformer_blocks.0.attn.to_qkv_mlp_proj"] = {48, 8};
+  m["single_transformer_blocks.0.attn.to_out"] = {8, 20};
+  m["x_embedder"] = {8, 16};
+  m["context_embedder"] = {8, 12};
+  return t;
+}();
+
+TEST(Flux2LoraKeys, BflLayersAreDiffusersModulesInTheConvertersOrder) {
+  const std::vector<LoraTensorKey> keys = {
+      {"diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight", {3, 8}},
+      {"diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight", {24, 3}},
+      {"diffusion_model.double_blocks.0.txt_mlp.2.lora_down.weight", {2, 12}},  // ComfyUI's factor names
+      {"diffusion_model.double_blocks.0.txt_mlp.2.lora_up.weight", {8, 2}},
+      {"diffusion_model.img_in.lora_A.weight", {4, 16}},
+      {"diffusion_model.img_in.lora_B.weight", {8, 4}},
+      {"base_model.model.single_blocks.0.linear1.lora_A.weight", {2, 8}},  // PEFT's prefix
+      {"base_model.model.single_blocks.0.linear1.lora_B.weight", {48, 2}}};
+  const auto layers =
+      pipeline::map_lora_keys(keys, kFlux2, facts_of(pipeline::flux2_lora_rules, "FLUX.2 [klein]"), "x.safetensors");
+  // Single blocks, then double blocks (qkv, proj, mlp), then the other layers: where PEFT's lora_alpha comes from.
+  const std::vector<std::string> want = {"single_transformer_blocks.0.attn.to_qkv_mlp_proj",
+                                         "transformer_blocks.0.attn.to_q",
+                                         "transformer_blocks.0.attn.to_k",
+                                         "transformer_blocks.0.attn.to_v",
+                                         "transformer_blocks.0.ff_context.linear_out",
+                                         "x_embedder"};
+  ASSERT_EQ(layers.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(layers[i].module, want[i]);
+    EXPECT_EQ(layers[i].component, "transformer");
+    EXPECT_FALSE(layers[i].alpha_key.has_value());
+  }
+  EXPECT_EQ(layers[0].rank, 2);
+  EXPECT_FALSE(layers[0].up_rows.has_value());  // linear1 stays fused in FLUX.2's single blocks
+  // torch.chunk(lora_B, 3): to_k's rows 8..16, the whole lora_A, whatever its zeros.
+  ASSERT_TRUE(layers[2].up_rows.has_value());
+  EXPECT_EQ(layers[2].up_rows->begin, 8);
+  EXPECT_EQ(layers[2].up_rows->end, 16);
+  EXPECT_EQ(layers[2].down_key, "diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight");
+  EXPECT_FALSE(layers[2].split_block_diagonal);
+  EXPECT_EQ(layers[4].up_key, "diffusion_model.double_blocks.0.txt_mlp.2.lora_up.weight");
+}
+
+TEST(Flux2LoraKeys, WhatDiffusersCannotConvertIsRefusedInOneLine) {
+  const auto flux2 = facts_of(pipeline::flux2_lora_rules, "FLUX.2 [klein]");
+  const auto why = [&](const std::vector<LoraTensorKey>& keys) {
+    const std::string w = refusal_in(keys, kFlux2, flux2);
+    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+    EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
+    return w;
+  };
+  const std::vector<LoraTensorKey> proj = {{"diffusion_model.double_blocks.0.img_attn.proj.lora_A.weight", {2, 8}},
+                                           {"diffusion_model.double_blocks.0.img_attn.proj.lora_B.weight", {8, 2}}};
+  auto with = [&](LoraTensorKey k) {
+    std::vector<LoraTensorKey> keys = proj;
+    keys.push_back(std::move(k));
+    return keys;
+  };
+  EXPECT_NE(why(with({"diffusion_model.double_blocks.0.img_attn.proj.alpha", {}})).find("drop the alphas"),
+            std::string::npos);
+  EXPECT_NE(why(with({"transformer.x_embedder.lora_A.weight", {2, 16}})).find("has no diffusion_model. prefix"),
+            std::string::npos);
+  EXPECT_NE(why(with({"diffusion_model.double_blocks.0.img_mod.lin.lora_A.weight", {2, 8}}))
+                .find("is not a FLUX.2 LoRA factor in BFL's names"),
+            std::string::npos);  // FLUX.1's per-block modulation
+  EXPECT_NE(why({proj[0]}).find("has its lora_A factor but not its lora_B"), std::string::npos);
+  EXPECT_NE(why(with({"diffusion_model.double_blocks.3.img_attn.proj.lora_A.weight", {2, 8}}))
+                .find("has its lora_A factor but not its lora_B"),
+            std::string::npos);
+  std::vector<LoraTensorKey> other_block = {{"diffusion_model.double_blocks.3.img_attn.proj.lora_A.weight", {2, 8}},
+                                            {"diffusion_model.double_blocks.3.img_attn.proj.lora_B.weight", {8, 2}}};
+  EXPECT_NE(why(other_block).find("match no weight of this model"), std::string::npos);
+  // Diffusers' names with an alpha: Flux2LoraLoaderMixin's "Invalid LoRA checkpoint".
+  EXPECT_NE(why({{"transformer.x_embedder.lora_A.weight", {2, 16}}, {"transformer.x_embedder.lora_B.weight", {8, 2}},
+                 {"transformer.x_embedder.alpha", {}}}),
+            "(accepted)");
 }
 
 // ---- FLUX.1's XLabs files (lora_flux_xlabs_keys.h) ----

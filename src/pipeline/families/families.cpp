@@ -363,7 +363,7 @@ const std::vector<Family>& families() {
           Prediction::kFlowVelocity,
           flux2_default_size,
           load_flux2,
-          no_lora_rules,  // FLUX.2 [klein]: no LoRA wired yet (its pipeline refuses --lora in check_loras)
+          flux2_lora_rules,  // Flux2LoraLoaderMixin: the transformer
           check_flux2_components,
           /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference
           /*default_inpaint_strength=*/0,

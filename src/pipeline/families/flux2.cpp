@@ -112,13 +112,6 @@ class Flux2KleinPipeline : public LoraPipeline {
 
   const PipelineInfo& info() const override { return info_; }
 
-  // Flux2LoraLoaderMixin's LoRAs are not wired in dpinfer yet: refused rather than merged by another
-  // family's key rules.
-  void check_loras(const io::LoraSet& loras) override {
-    if (!loras.empty())
-      throw InputError(loras.front().path + ": dpinfer does not take LoRAs for FLUX.2 [klein] yet; drop --lora");
-  }
-
   // Ref: Flux2KleinPipeline.__call__, step 4 (process images).
   ReferenceSize reference_size(int width, int height, const json& settings) const override {
     (void)settings;
@@ -163,6 +156,7 @@ class Flux2KleinPipeline : public LoraPipeline {
   std::vector<RgbImage> generate_one_size(const std::vector<ImageRequest>& batch) {
     const ImageRequest& first = batch.front();
     const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    use_loras(batch);  // Flux2LoraLoaderMixin: the transformer's (fused, as fuse_lora merges them)
     c10::InferenceMode guard;
     const auto b = static_cast<int64_t>(batch.size());
     // do_classifier_free_guidance: guidance_scale > 1 and not is_distilled; the negative side is "".

@@ -6,6 +6,7 @@
 
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
+#include "dpinfer/pipeline/loading/lora_flux2_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/util/strings.h"
 
@@ -15,6 +16,7 @@ namespace {
 constexpr const char* kBflFlux = "kohya / ComfyUI FLUX.1 (BFL block names)";
 constexpr const char* kMixtureFlux = "FLUX.1 in diffusers' underscored names (lora_transformer_)";
 constexpr const char* kXlabsFlux = "XLabs FLUX.1";
+constexpr const char* kBflFlux2 = "ai-toolkit / ComfyUI FLUX.2 (BFL block names)";
 constexpr const char* kOriginalDit = "Qwen-Image / Z-Image original names";
 constexpr const char* kKohya = "kohya / A1111";
 constexpr const char* kLoCon = "kohya / A1111 with 3x3 convolutions (LoCon)";
@@ -95,6 +97,7 @@ std::vector<std::string> families_of(const std::vector<LoraTensorKey>& keys, con
   if (format == kBflFlux) return {"FLUX.1 / Chroma (BFL block names)"};
   if (format == kMixtureFlux) return {"FLUX.1 / Chroma (diffusers' underscored names)"};
   if (format == kXlabsFlux) return {"FLUX.1 (XLabs' names)"};
+  if (format == kBflFlux2) return {"FLUX.2 (BFL block names)"};
   if (any("joint_blocks")) return {"SD3 / SD3.5 (original MMDiT names, joint_blocks)"};
   const bool unet = any_key(keys, [](const std::string& k) {
     return starts_with(k, "unet.") || (starts_with(k, "lora_unet_") && !is_bfl_name(k));
@@ -139,6 +142,7 @@ std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRule
   if (any_key(keys, [](const std::string& k) { return peft_spelling(k) != k; }) &&
       !any_key(keys, [](const std::string& k) { return has(k, "qkv_lora") || has(k, "proj_lora"); }))
     return kOldDiffusers;
+  if (rules.bfl_flux2 && is_bfl_flux2_lora(keys)) return kBflFlux2;
   // A FLUX.1 kohya file where its converter is off (a UNet family): still named for what it is.
   if (!rules.kohya_flux && any_key(keys, is_bfl_name) && any_key(keys, is_kohya_down)) return kBflFlux;
   if (rules.kohya_flux) {
@@ -176,8 +180,14 @@ LoraNameFacts describe_lora_names(const std::vector<LoraTensorKey>& keys) {
   // The format as the family that reads such names would find it: FLUX.1's converters first (their
   // tests need FLUX.1's names), then the original DiT names, then kohya's, else PEFT's.
   const bool bfl = any_key(keys, is_bfl_name);
+  // FLUX.2's own BFL names (its shared modulations), or BFL names with lora_A factors, which FLUX.1's loader reads
+  // nothing from and FLUX.2's converts.
+  const bool flux2 = any_key(keys, [](const std::string& k) { return has(k, "_stream_modulation"); }) ||
+                     (bfl && is_bfl_flux2_lora(keys) && any_key(keys, [](const std::string& k) { return has(k, ".lora_A."); }));
   LoraKeyRules rules;
-  if (bfl || any_key(keys, [](const std::string& k) { return starts_with(k, "lora_transformer_"); })) {
+  if (flux2) {
+    rules = flux2_lora_rules();
+  } else if (bfl || any_key(keys, [](const std::string& k) { return starts_with(k, "lora_transformer_"); })) {
     rules = flux_lora_rules();
   } else if (any_key(keys, [](const std::string& k) {
                return starts_with(k, "diffusion_model.") && (has(k, ".lora_down.") || has(k, ".lora_A."));
@@ -186,7 +196,7 @@ LoraNameFacts describe_lora_names(const std::vector<LoraTensorKey>& keys) {
   }
   const std::string format = key_format(without_dora_scales(keys), rules);
   facts.format = format + dora_note(keys);
-  const bool flux = format == kBflFlux || format == kMixtureFlux || format == kXlabsFlux;
+  const bool flux = format == kBflFlux || format == kMixtureFlux || format == kXlabsFlux || format == kBflFlux2;
   facts.families = families_of(keys, format);
   for (const LoraTensorKey& k : keys) {
     std::string base;

@@ -9,6 +9,7 @@
 
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
+#include "dpinfer/pipeline/loading/lora_flux2_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_xlabs_keys.h"
 #include "dpinfer/pipeline/loading/lora_sgm_order.h"
 #include "dpinfer/pipeline/loading/lora_component_spellings.h"
@@ -355,6 +356,16 @@ LoraKeyRules z_image_lora_rules() {
   return rules;
 }
 
+// Flux2LoraLoaderMixin (diffusers 0.37): the transformer only, in diffusers' names or BFL's (lora_flux2_keys.h); its
+// load_lora_weights refuses a key without "lora" (an alpha beside diffusers' names).
+LoraKeyRules flux2_lora_rules() {
+  LoraKeyRules rules;
+  rules.components = {"transformer"};
+  rules.kohya_unet = false;
+  rules.bfl_flux2 = true;
+  return rules;
+}
+
 LoraKeyRules no_lora_rules() {
   LoraKeyRules rules;
   rules.components = {};
@@ -401,10 +412,12 @@ std::vector<LoraLayer> map_lora_keys_as_spelled(const std::vector<LoraTensorKey>
     if (const std::string kind = unread_lora_kind(t.key); !kind.empty())
       throw InputError(where + ": a " + kind + " file (key " + quote(t.key, 80) +
                        "); dpinfer reads LoRA (kohya, PEFT) and LoCon files only; convert it or drop it");
+  // FLUX.2's BFL names: its converter runs before load_lora_weights checks the keys, and fails on alphas itself.
+  if (rules.bfl_flux2 && is_bfl_flux2_lora(keys)) return map_bfl_flux2_lora_keys(keys, modules, facts, file);
   if (rules.every_key_names_lora)
     for (const LoraTensorKey& t : keys)
       if (ends_with(t.key, ".alpha") && t.key.find("lora") == std::string::npos)
-        throw InputError(where + ": alpha " + quote(t.key, 80) + " beside diffusers' names, on which diffusers 0.36 "
+        throw InputError(where + ": alpha " + quote(t.key, 80) + " beside diffusers' names, on which diffusers "
                          "fails for a " + facts.family_label + " LoRA (\"Invalid LoRA checkpoint.\": its "
                          "load_lora_weights wants \"lora\" in every key); dpinfer refuses it as diffusers does: drop "
                          "the .alpha tensors (PEFT then scales by the first layer's rank / each layer's) or write "

@@ -66,6 +66,11 @@ std::vector<Spelling> spellings_for(const LoraKeyRules& rules) {
                    {"_lora1.down.weight", "_lora1.up.weight", "_lora2.down.weight", "_lora2.up.weight",
                     "_lora.down.weight", "_lora.up.weight"}});
   }
+  if (rules.bfl_flux2)
+    out.push_back({"ai-toolkit / ComfyUI FLUX.2 in BFL's block names (diffusion_model.double_blocks.<i>.img_attn.qkv"
+                   ".lora_A.weight, or lora_down / lora_up; base_model.model. for PEFT's; no alphas)",
+                   {"diffusion_model.", "base_model.model."},
+                   {".lora_A.weight", ".lora_B.weight", ".lora_down.weight", ".lora_up.weight"}});
   if (rules.non_diffusers_transformer)
     out.push_back({"the transformer's original names (diffusion_model.<module>.lora_down.weight / .alpha, lora_unet_ "
                    "with '_' for '.', or lora_A / lora_B)",

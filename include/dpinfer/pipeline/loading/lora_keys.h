@@ -27,6 +27,8 @@
 //    the factors, as _convert_mixture_state_dict_to_diffusers reads them (lora_flux_mixture_keys.h).
 //  - XLabs' FLUX.1 files ([diffusion_model.]double_blocks.<i>.processor.qkv_lora1.down.weight, ...), no
 //    alphas, as _convert_xlabs_flux_lora_to_diffusers reads them (lora_flux_xlabs_keys.h).
+//  - FLUX.2's files in BFL's block names (ai-toolkit, ComfyUI: "diffusion_model."; PEFT: "base_model.model."), as
+//    diffusers 0.37's _convert_non_diffusers_flux2_lora_to_diffusers reads them (lora_flux2_keys.h).
 //  - Qwen-Image's and Z-Image's non-diffusers transformer files (LoraKeyRules::non_diffusers_transformer),
 //    renamed as diffusers 0.36's _convert_non_diffusers_qwen_lora_to_diffusers and
 //    _convert_non_diffusers_z_image_lora_to_diffusers rename them (lora_conversion_utils.py).
@@ -137,6 +139,9 @@ struct LoraKeyRules {
   /// lora_flux_keys.h), those in the underscored diffusers names (lora_transformer_: lora_flux_mixture_keys.h)
   /// and XLabs files (no lora_down key, "processor" in one: lora_flux_xlabs_keys.h).
   bool kohya_flux = false;
+  /// FLUX.2's files in BFL's block names ("diffusion_model." or "base_model.model." keys), as diffusers 0.37's
+  /// Flux2LoraLoaderMixin converts them (lora_flux2_keys.h).
+  bool bfl_flux2 = false;
   /// Formats of this family that dpinfer does not read (yet): a piece of a key, what it is.
   std::vector<std::pair<std::string, std::string>> refused;
   /// What to use instead of a refused format, for the message.
@@ -155,6 +160,7 @@ LoraKeyRules chroma_lora_rules();               ///< FluxLoraLoaderMixin on Chro
 LoraKeyRules stable_diffusion_3_lora_rules();   ///< SD3LoraLoaderMixin: diffusers' names only
 LoraKeyRules qwen_image_lora_rules();           ///< QwenImageLoraLoaderMixin: also the original names
 LoraKeyRules z_image_lora_rules();              ///< ZImageLoraLoaderMixin: also the original names
+LoraKeyRules flux2_lora_rules();                ///< Flux2LoraLoaderMixin (diffusers 0.37): the transformer
 LoraKeyRules no_lora_rules();                   ///< a family that takes no LoRA (yet): no component
 
 /// The keys diffusers 0.36 reads of a file's `keys`: all but kohya's DoRA scales ("dora_scale"), which every

@@ -141,8 +141,8 @@ at::Tensor ChromaTransformer2DModelImpl::forward(const at::Tensor& hidden_states
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
   // The modulations and the mask of the rows `rows` of the batch (all when undefined), for a block range.
-  auto rows_of = [&](const at::Tensor& t, const at::Tensor& rows) {
-    return rows.defined() && rows.size(0) != batch && t.defined() ? t.index_select(0, rows) : t;
+  auto rows_of = [&](const at::Tensor& tensor, const at::Tensor& rows) {
+    return rows.defined() && rows.size(0) != batch && tensor.defined() ? tensor.index_select(0, rows) : tensor;
   };
   // The double-stream blocks [begin, end), then the single-stream ones, on the joint [text, image] sequence.
   const nn::BlockRange run_double = [&](int64_t begin, int64_t end, const nn::Streams& in, const at::Tensor& rows) {
