@@ -395,16 +395,25 @@ TEST(PipelineParityTiling, TiledGoldensTileAndDifferFromTheUntiledImage) {
   }
 }
 
+/// A tiny pipeline that takes references, and the cases.json of one of its golden folders (`sub`).
+struct ReferenceFixture {
+  json doc;
+  std::unique_ptr<pipeline::TextToImage> pipe;
+};
+ReferenceFixture reference_fixture(const std::string& name, const std::string& sub) {
+  std::ifstream in(kData + "/pipelines/" + name + ".golden/" + sub + "/cases.json");
+  EXPECT_TRUE(in) << name << " " << sub;
+  pipeline::LoadRequest o;
+  o.model = kData + "/pipelines/" + name;
+  ReferenceFixture f{json::parse(in), pipeline::load_text_to_image(o)};
+  EXPECT_TRUE(f.pipe->info().image_is_reference) << name;
+  return f;
+}
+
 // FLUX.1 Kontext's reference size with auto_resize on (the default): for each input size, the preferred resolution
 // diffusers' FluxKontextPipeline resized the image to (make_kontext_pipelines.py intercepted it), ties included.
 TEST(KontextReference, AutoResizePicksTheResolutionDiffusersPicks) {
-  std::ifstream in(kData + "/pipelines/tiny-flux-kontext.golden/kontext/cases.json");
-  ASSERT_TRUE(in);
-  const json doc = json::parse(in);
-  pipeline::LoadRequest o;
-  o.model = kData + "/pipelines/tiny-flux-kontext";
-  const std::unique_ptr<pipeline::TextToImage> pipe = pipeline::load_text_to_image(o);
-  ASSERT_TRUE(pipe->info().image_is_reference);
+  const auto [doc, pipe] = reference_fixture("tiny-flux-kontext", "kontext");
   ASSERT_GE(doc.at("auto_resize").size(), 10u);
   for (const json& c : doc.at("auto_resize")) {
     const pipeline::ReferenceSize got =
@@ -422,13 +431,7 @@ TEST(KontextReference, AutoResizePicksTheResolutionDiffusersPicks) {
 // (over 1024^2 pixels) and cut it to (a multiple of 4 for the tiny VAE), or that its check_image_input refused it
 // (make_flux2_reference_goldens.py intercepted both), against reference_size() and its one-line refusal.
 TEST(Flux2Reference, SizesAndRefusalsAreDiffusers) {
-  std::ifstream in(kData + "/pipelines/tiny-flux2-klein.golden/reference/cases.json");
-  ASSERT_TRUE(in);
-  const json doc = json::parse(in);
-  pipeline::LoadRequest o;
-  o.model = kData + "/pipelines/tiny-flux2-klein";
-  const std::unique_ptr<pipeline::TextToImage> pipe = pipeline::load_text_to_image(o);
-  ASSERT_TRUE(pipe->info().image_is_reference);
+  const auto [doc, pipe] = reference_fixture("tiny-flux2-klein", "reference");
   ASSERT_GE(doc.at("reference_size_choices").size(), 10u);
   int refused = 0;
   for (const json& c : doc.at("reference_size_choices")) {

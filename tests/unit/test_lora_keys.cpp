@@ -387,6 +387,14 @@ std::string refusal_in(const std::vector<LoraTensorKey>& keys, const LoraModuleT
   return "(accepted)";
 }
 
+/// refusal_in(), whose one line must also start with the file's name.
+std::string named_refusal_in(const std::vector<LoraTensorKey>& keys, const LoraModuleTable& modules,
+                             const pipeline::LoraModelFacts& facts) {
+  const std::string w = refusal_in(keys, modules, facts);
+  EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
+  return w;
+}
+
 TEST(DitLoraKeys, FluxReadsDiffusersNamesWithTheirAlphas) {
   const auto layers = pipeline::map_lora_keys(
       {{"transformer.transformer_blocks.0.attn.to_q.lora_A.weight", {2, 8}},
@@ -782,12 +790,7 @@ TEST(Flux2LoraKeys, BflLayersAreDiffusersModulesInTheConvertersOrder) {
 
 TEST(Flux2LoraKeys, WhatDiffusersCannotConvertIsRefusedInOneLine) {
   const auto flux2 = facts_of(pipeline::flux2_lora_rules, "FLUX.2 [klein]");
-  const auto why = [&](const std::vector<LoraTensorKey>& keys) {
-    const std::string w = refusal_in(keys, kFlux2, flux2);
-    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
-    EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
-    return w;
-  };
+  const auto why = [&](const std::vector<LoraTensorKey>& keys) { return named_refusal_in(keys, kFlux2, flux2); };
   const std::vector<LoraTensorKey> proj = {{"diffusion_model.double_blocks.0.img_attn.proj.lora_A.weight", {2, 8}},
                                            {"diffusion_model.double_blocks.0.img_attn.proj.lora_B.weight", {8, 2}}};
   auto with = [&](LoraTensorKey k) {
@@ -872,12 +875,7 @@ TEST(XlabsFluxLoraKeys, ProcessorLayersAreTheAttentionProjectionsInDiffusersOrde
 
 TEST(XlabsFluxLoraKeys, WhatDiffusersCannotLoadIsRefusedInOneLine) {
   const auto flux = facts_of(pipeline::flux_lora_rules, "FLUX.1");
-  const auto why = [&](const std::vector<LoraTensorKey>& keys) {
-    const std::string w = refusal_in(keys, kFluxBfl, flux);
-    EXPECT_EQ(w.find('\n'), std::string::npos) << w;
-    EXPECT_EQ(w.rfind("'x.safetensors': ", 0), 0u) << w;
-    return w;
-  };
+  const auto why = [&](const std::vector<LoraTensorKey>& keys) { return named_refusal_in(keys, kFluxBfl, flux); };
   // A layer without its up factor (KeyError in handle_qkv, or a key left over).
   EXPECT_NE(why({{"double_blocks.0.processor.qkv_lora1.down.weight", {4, 8}}}).find("has its down weight but not its up"),
             std::string::npos);
