@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "dpinfer/pipeline/device_memory.h"
+#include "dpinfer/pipeline/families/flux.h"
+#include "dpinfer/pipeline/families/flux2.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/models/model_classes.h"
@@ -195,7 +197,9 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
         double patch = 2;  // FLUX.1, Chroma, Qwen-Image and FLUX.2 pack 2x2 latents into a token
         if (c.class_name == "SD3Transformer2DModel") patch = static_cast<double>(int_fact(c.facts, "patch_size", 2));
         if (c.class_name == "ZImageTransformer2DModel") patch = static_cast<double>(int_fact(c.facts, "all_patch_size", 2));
-        const double tokens = pixels / (vae_scale * vae_scale * patch * patch) + static_cast<double>(shape_.text_tokens);
+        // A reference's tokens (FLUX.1 Kontext, FLUX.2) follow the image's in the sequence.
+        const double tokens = (pixels + static_cast<double>(shape_.reference_pixels)) / (vae_scale * vae_scale * patch * patch) +
+                              static_cast<double>(shape_.text_tokens);
         denoiser_activations = kTransformerWidths * rows * tokens * width * size;
       }
     } else if (c.role == ComponentRole::kVae) {
@@ -391,6 +395,15 @@ double auto_budget(double free_bytes, bool cuda) {
 
 }  // namespace
 
+int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels) {
+  if (pipeline_class == "Flux2KleinPipeline") return kFlux2ReferenceMaxPixels;
+  if (pipeline_class == "FluxKontextPipeline") {
+    const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
+    return auto_resize ? kontext_reference_max_pixels() : item_pixels;
+  }
+  return 0;
+}
+
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {
   SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
   const InspectReport report = inspect_model(request.model, request.variant, request.scheduler, single_file, {},
@@ -406,6 +419,8 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   shape.encode_chunk = memory.encode_chunk;
   if (request.settings.contains("max_sequence_length") && request.settings["max_sequence_length"].is_number_integer())
     shape.text_tokens = request.settings["max_sequence_length"].get<int64_t>();
+  if (memory.reference_images)
+    shape.reference_pixels = reference_pixels_bound(report.pipeline, request.settings, shape.width * shape.height);
   const MemoryPlanner planner(report, shape);
 
   MemoryPlanner::Fixed fixed;
@@ -439,14 +454,17 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   out.budget = budget;
   out.choice = fmt::format("{}; estimated peak {} in the {} phase, within --max-device-memory {}",
                            chosen.levers.describe(), gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
-  out.summary = fmt::format("memory plan for {} at {}x{}, batch {}: {}", request.device, shape.width, shape.height,
-                            shape.batch_size, out.choice);
+  const std::string references =
+      shape.reference_pixels > 0 ? fmt::format(", references up to {} pixels", shape.reference_pixels) : "";
+  out.summary = fmt::format("memory plan for {} at {}x{}, batch {}{}: {}", request.device, shape.width, shape.height,
+                            shape.batch_size, references, out.choice);
   if (const auto next = planner.next_after(chosen.levers, fixed, memory.exact)) out.next = next->describe();
   out.record = chosen.to_json();
   out.record["budget_bytes"] = std::llround(budget);
   out.record["exact"] = memory.exact;
   out.record["shape"] = {{"width", shape.width}, {"height", shape.height}, {"batch_size", shape.batch_size},
                          {"dtype", shape.dtype}};
+  if (shape.reference_pixels > 0) out.record["shape"]["reference_pixels"] = shape.reference_pixels;
   return out;
 }
 

@@ -152,6 +152,8 @@ int GenerateRun::run() {
     }
     m.batch_size = o_.batch_size;
     m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
+    m.reference_images = !o_.image.empty() ||
+                         std::any_of(specs.begin(), specs.end(), [](const io::PromptSpec& s) { return s.image.has_value(); });
     req.memory = m;
   }
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);

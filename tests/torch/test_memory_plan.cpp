@@ -168,6 +168,27 @@ TEST(MemoryPlan, ChoosesTheFirstThatFitsAndRefusesWithItsNumbers) {
   }
 }
 
+// A reference's tokens (FLUX.1 Kontext, FLUX.2) join the denoiser's sequence: a 1 MP reference on a 1 MP image
+// doubles the transformer's image tokens, so the denoise phase's activations grow by that share; the other phases
+// and the weights do not.
+TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
+  MemoryShape plain = shape(true);
+  plain.text_tokens = 0;  // the image's tokens alone, so that the ratio is exact
+  MemoryShape referenced = plain;
+  referenced.reference_pixels = 1024 * 1024;
+  const MemoryEstimate a = MemoryPlanner(round_pipeline(), plain).estimate({});
+  const MemoryEstimate b = MemoryPlanner(round_pipeline(), referenced).estimate({});
+  EXPECT_DOUBLE_EQ(b.denoise.weights, a.denoise.weights);
+  EXPECT_GT(b.denoise.activations, a.denoise.activations);
+  EXPECT_DOUBLE_EQ(b.encode.total(), a.encode.total());
+  EXPECT_DOUBLE_EQ(b.decode.total(), a.decode.total());
+  // The bound the plan takes per pipeline class, from the run's settings and the largest item's pixels.
+  EXPECT_EQ(reference_pixels_bound("Flux2KleinPipeline", nlohmann::json::object(), 4096), 1024 * 1024);
+  EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", nlohmann::json::object(), 4096), 800 * 1328);
+  EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", {{"auto_resize", false}}, 4096), 4096);
+  EXPECT_EQ(reference_pixels_bound("FluxPipeline", nlohmann::json::object(), 4096), 0);  // img2img: no tokens added
+}
+
 TEST(MemoryPlan, CountsTheWeightsInspectCounts) {
   // tiny-flux-dev in fp32: the plan's weights are inspect's elements x 4 bytes, and its blocks are counted.
   const InspectReport report = inspect_model(kPipelines + "tiny-flux-dev");

@@ -183,6 +183,12 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
     with_reference += r.contains("input_image_hash");
   }
   EXPECT_EQ(with_reference, 3);
+  // --max-device-memory's plan counts a reference's tokens at FLUX.2's 1024^2 cap, and says so in run.json.
+  RunResult planned = worker_generate(args("p.jsonl", "planned", {"--max-device-memory", "20"}));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json plan = nlohmann::json::parse(read_file(dir.file("planned/run.json")))["memory_plan"];
+  EXPECT_EQ(plan["shape"]["reference_pixels"], 1024 * 1024) << plan.dump();
+  EXPECT_EQ(png_pixels(dir.file("planned")), pixels);
 
   // diffusers' check_image_input: a 37x23 reference is refused in one line naming the file; a strength too.
   write_file(dir.file("small.jsonl"), "{\"prompt\": \"x\", \"image\": \"small.png\"}\n");

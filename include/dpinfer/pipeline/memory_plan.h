@@ -78,6 +78,8 @@ struct MemoryShape {
   bool guidance = true;            ///< classifier-free guidance: two denoiser rows per image
   int64_t text_tokens = 512;       ///< the longest text sequence the denoiser attends to
   int64_t encode_chunk = 64;       ///< items whose encodings two-phase holds at once
+  /// The largest reference's pixels (FLUX.1 Kontext, FLUX.2), whose tokens join the denoiser's sequence; 0: none.
+  int64_t reference_pixels = 0;
 };
 
 /// Bytes per phase. `weights` are the weights on the device during the phase, `activations` the rest.
@@ -147,6 +149,12 @@ struct MemoryPlanChoice {
   std::string next;           ///< what to try after an out-of-memory error ("--offload blocks:1, ..."), or ""
   nlohmann::ordered_json record;  ///< run.json's "memory_plan"
 };
+
+/// The most pixels a reference image of a `pipeline_class` model may have once sized (0: its images are no
+/// references): FLUX.2 [klein]'s 1024^2 cap, FLUX.1 Kontext's largest preferred resolution with auto_resize on
+/// (`settings`, the run's), else, its reference keeping its own size, `item_pixels` (the largest item's), which the
+/// plan takes as the reference's.
+int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels);
 
 /// Plans the memory of a load of `request` under `memory` (memory_plan.h): reads the model's configs
 /// and weight headers (inspect_model()), estimates each phase at the run's shape, sets in `request` the

@@ -451,6 +451,12 @@ void check_flux_components(const ModelDir& md) {
   check_t5_tokenizer_fits(*find_tokenizer_class(tok2.class_name)->load(tok2.path), t5, "tokenizer_2", "text_encoder_2");
 }
 
+int64_t kontext_reference_max_pixels() {
+  int64_t most = 0;
+  for (const std::array<int, 2>& r : kKontextResolutions) most = std::max(most, int64_t{r[0]} * r[1]);
+  return most;
+}
+
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family) {
   return std::make_unique<FluxPipeline>(model, request, family);
 }

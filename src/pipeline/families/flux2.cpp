@@ -41,7 +41,7 @@ constexpr int64_t kFlux2DefaultSampleSize = 128;
 /// Flux2ImageProcessor.check_image_input's defaults, and __call__'s cap on a reference's pixels.
 constexpr int kReferenceMinSide = 64;
 constexpr int kReferenceMaxAspectRatio = 8;
-constexpr int64_t kReferenceMaxArea = 1024 * 1024;
+constexpr int64_t kReferenceMaxArea = kFlux2ReferenceMaxPixels;
 /// _prepare_image_ids(scale=10): the first reference's tokens have T = 10 (the next would have 20).
 constexpr int64_t kReferenceTimeOffset = 10;
 /// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.

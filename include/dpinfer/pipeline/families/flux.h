@@ -25,6 +25,10 @@ std::array<int64_t, 2> flux_default_size(const ModelDir& model);
 /// mismatch.
 void check_flux_components(const ModelDir& model);
 
+/// The most pixels FLUX.1 Kontext's auto_resize gives a reference: the largest of diffusers'
+/// PREFERRED_KONTEXT_RESOLUTIONS (800 x 1328, about 1 MP).
+int64_t kontext_reference_max_pixels();
+
 /// The family's load function (families.cpp).
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family);
 

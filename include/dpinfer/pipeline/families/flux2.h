@@ -3,8 +3,8 @@
 // Base models, which run CFG on the empty prompt): a Qwen3ForCausalLM whose hidden states 9, 18 and 27 of the
 // chat-formatted prompt are stacked into the text tokens, the Flux2Transformer2DModel on 2x2-patchified
 // latents with RoPE on (T, H, W, L) ids, flow matching with FLUX.2's empirical mu, and AutoencoderKLFlux2,
-// whose batch-norm statistics unnormalise the latents before decoding. [dev] (Flux2Pipeline, Mistral 3) and
-// reference images are not here.
+// whose batch-norm statistics unnormalise the latents before decoding; an item's image is a reference to edit
+// (one per item). [dev] (Flux2Pipeline, Mistral 3) is not here.
 
 #include <array>
 #include <cstdint>
@@ -21,6 +21,10 @@ namespace dpinfer::pipeline {
 /// user turn with add_generation_prompt=True and enable_thinking=False,
 /// "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n".
 std::string flux2_klein_chat_prompt(const std::string& prompt);
+
+/// Flux2KleinPipeline.__call__'s cap on a reference's pixels (_resize_to_target_area's target, 1024^2): a larger
+/// reference is resized to about this many.
+constexpr int64_t kFlux2ReferenceMaxPixels = 1024 * 1024;
 
 /// Flux2KleinPipeline.__call__'s default size {height, width}: default_sample_size 128 times the VAE's scale
 /// factor (1024 for FLUX.2).
