@@ -146,14 +146,14 @@ int GenerateRun::run() {
     m.exact = o_.exact;
     m.width = o_.width.value_or(0);
     m.height = o_.height.value_or(0);
+    m.reference_images = !o_.image.empty();
     for (const io::PromptSpec& s : specs) {
       m.width = std::max<int64_t>(m.width, s.width.value_or(0));
       m.height = std::max<int64_t>(m.height, s.height.value_or(0));
+      m.reference_images = m.reference_images || s.image.has_value();
     }
     m.batch_size = o_.batch_size;
     m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
-    m.reference_images = !o_.image.empty() ||
-                         std::any_of(specs.begin(), specs.end(), [](const io::PromptSpec& s) { return s.image.has_value(); });
     req.memory = m;
   }
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);

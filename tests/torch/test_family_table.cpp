@@ -73,7 +73,7 @@ TEST(FamilyTable, EveryRowHasEveryPart) {
     for (const std::string& c : f.pipeline_classes) EXPECT_TRUE(classes.insert(c).second) << c << " in two rows";
     EXPECT_NE(f.load, nullptr);
     EXPECT_NE(f.default_size, nullptr);
-    ASSERT_NE(f.lora_rules, nullptr) << "name the family's LoRA rules (loading/lora_keys.h), or no_lora_rules";
+    ASSERT_NE(f.lora_rules, nullptr) << "name the family's LoRA rules (loading/lora_keys.h)";
     EXPECT_GE(f.default_steps, 1);
     EXPECT_GE(f.default_guidance_scale, 0.0);
     EXPECT_GE(f.size_multiple, 1);

@@ -41,11 +41,20 @@ constexpr int64_t kFlux2DefaultSampleSize = 128;
 /// Flux2ImageProcessor.check_image_input's defaults, and __call__'s cap on a reference's pixels.
 constexpr int kReferenceMinSide = 64;
 constexpr int kReferenceMaxAspectRatio = 8;
-constexpr int64_t kReferenceMaxArea = kFlux2ReferenceMaxPixels;
 /// _prepare_image_ids(scale=10): the first reference's tokens have T = 10 (the next would have 20).
 constexpr int64_t kReferenceTimeOffset = 10;
 /// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
 const std::vector<int64_t> kTextLayers{9, 18, 27};
+
+/// _prepare_latent_ids / _prepare_image_ids: (t, row, column, 0) for each token of an h x w grid, row-major,
+/// [h w, 4] int64; t is 0 for the image, 10 for the (first) reference.
+at::Tensor grid_ids(int64_t t, int64_t h, int64_t w, const at::TensorOptions& long_options) {
+  at::Tensor ids = at::zeros({h * w, 4}, long_options);
+  ids.select(1, 0).fill_(t);
+  ids.select(1, 1).copy_(at::arange(h, long_options).repeat_interleave(w));
+  ids.select(1, 2).copy_(at::arange(w, long_options).repeat({h}));
+  return ids;
+}
 
 /// check_flux2_components() on parsed configs.
 void check_flux2_fit(const Flux2TransformerConfig& t, const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
@@ -127,8 +136,9 @@ class Flux2KleinPipeline : public LoraPipeline {
                        "check_image_input); crop it");
     // Over 1024^2 pixels: _resize_to_target_area, scale = sqrt(target / (w h)) in double, int() of each side.
     std::array<int, 2> resized{width, height};
-    if (static_cast<int64_t>(width) * height > kReferenceMaxArea) {
-      const double scale = std::sqrt(static_cast<double>(kReferenceMaxArea) / (static_cast<double>(width) * height));
+    if (static_cast<int64_t>(width) * height > kFlux2ReferenceMaxPixels) {
+      const double scale =
+          std::sqrt(static_cast<double>(kFlux2ReferenceMaxPixels) / (static_cast<double>(width) * height));
       resized = {static_cast<int>(width * scale), static_cast<int>(height * scale)};
     }
     // Rounded down to vae_scale_factor * 2, then preprocess(resize_mode="crop"): the middle of the image.
@@ -180,9 +190,7 @@ class Flux2KleinPipeline : public LoraPipeline {
     const int64_t channels = transformer_config_.in_channels;
     BatchNoise noise = batch_noise(batch, channels, h, w, prompt_embeds.scalar_type(), device_);
     at::Tensor latents = noise.noise.reshape({b, channels, h * w}).permute({0, 2, 1});  // [B, h w, 4C]
-    at::Tensor image_ids = at::zeros({h * w, 4}, long_options);
-    image_ids.select(1, 1).copy_(at::arange(h, long_options).repeat_interleave(w));
-    image_ids.select(1, 2).copy_(at::arange(w, long_options).repeat({h}));
+    at::Tensor image_ids = grid_ids(0, h, w, long_options);
     // The references (prepare_image_latents): each encoded alone in the VAE's dtype, the distribution's mean
     // (sample_mode="argmax": nothing drawn from the generator), patchified, normalised by bn's statistics,
     // packed [B, Lr, 4C] to follow the latents in the sequence, with ids (10, row, column, 0).
@@ -196,11 +204,8 @@ class Flux2KleinPipeline : public LoraPipeline {
       }
       denoiser_phase();
       reference_latents = at::cat(packed);
-      const int64_t hr = first.image->height / f2, wr = first.image->width / f2;
-      at::Tensor reference_ids = at::zeros({hr * wr, 4}, long_options);
-      reference_ids.select(1, 0).fill_(kReferenceTimeOffset);
-      reference_ids.select(1, 1).copy_(at::arange(hr, long_options).repeat_interleave(wr));
-      reference_ids.select(1, 2).copy_(at::arange(wr, long_options).repeat({hr}));
+      const at::Tensor reference_ids =
+          grid_ids(kReferenceTimeOffset, first.image->height / f2, first.image->width / f2, long_options);
       image_ids = at::cat({image_ids, reference_ids});  // torch.cat([latent_ids, image_latent_ids], dim=1)
     }
 

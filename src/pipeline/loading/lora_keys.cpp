@@ -366,13 +366,6 @@ LoraKeyRules flux2_lora_rules() {
   return rules;
 }
 
-LoraKeyRules no_lora_rules() {
-  LoraKeyRules rules;
-  rules.components = {};
-  rules.kohya_unet = false;
-  rules.every_key_names_lora = false;
-  return rules;
-}
 
 void check_lora_factors_fit(const std::string& where, const std::string& layer, const std::vector<int64_t>& down,
                             const std::vector<int64_t>& up, const std::string& target,

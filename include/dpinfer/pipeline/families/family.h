@@ -52,7 +52,7 @@ struct Family {
   /// use, Error otherwise.
   std::unique_ptr<TextToImage> (*load)(const ModelDir& model, const LoadRequest& request, const Family& family);
   /// How its LoRA files may name their layers, and which components they change (loading/lora_keys.h: the
-  /// family's diffusers LoRA loader); no_lora_rules for a family that takes none.
+  /// family's diffusers LoRA loader).
   LoraKeyRules (*lora_rules)() = nullptr;
   /// Throws InputError, one line, when the components' configs and tokenizers do not fit one
   /// another (a caption width that is not the text encoder's), reading no weights: what `load`

@@ -161,7 +161,6 @@ LoraKeyRules stable_diffusion_3_lora_rules();   ///< SD3LoraLoaderMixin: diffuse
 LoraKeyRules qwen_image_lora_rules();           ///< QwenImageLoraLoaderMixin: also the original names
 LoraKeyRules z_image_lora_rules();              ///< ZImageLoraLoaderMixin: also the original names
 LoraKeyRules flux2_lora_rules();                ///< Flux2LoraLoaderMixin (diffusers 0.37): the transformer
-LoraKeyRules no_lora_rules();                   ///< a family that takes no LoRA (yet): no component
 
 /// The keys diffusers 0.36 reads of a file's `keys`: all but kohya's DoRA scales ("dora_scale"), which every
 /// lora_state_dict filters out with a warning before it converts the file (loaders/lora_pipeline.py), so that
