@@ -111,9 +111,21 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
         fail_at_line(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
     } else if (k == "image") {
-      s.image = get_string(v, k, name, line);
-      if (s.image->empty()) fail_at_line(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
-      check_no_nul(*s.image, "'image'", name, line);
+      // A path, or a list of paths: the references of a model that edits several (FLUX.2), as diffusers'
+      // `image` takes a list.
+      if (v.is_array() && (v.empty() || v.size() > static_cast<size_t>(kImagesPerItemRange.max)))
+        fail_at_line(name, line, "'image' lists " + std::to_string(v.size()) + " images; expected a path, or a list of " +
+                                     kImagesPerItemRange.text() + " paths");
+      for (size_t i = 0; i < (v.is_array() ? v.size() : 1); ++i) {
+        const json& entry = v.is_array() ? v[i] : v;
+        if (!entry.is_string())
+          fail_at_line(name, line, "'image' must be a path or a list of paths, got " + json_brief(v.is_array() ? entry : v));
+        const std::string path = entry.get<std::string>();
+        if (path.empty()) fail_at_line(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
+        check_no_nul(path, "'image'", name, line);
+        if (i == 0) s.image = path;
+        else s.more_images.push_back(path);
+      }
     } else if (k == "mask") {
       s.mask = get_string(v, k, name, line);
       if (s.mask->empty()) fail_at_line(name, line, "'mask' must be a path to a PNG, JPEG or WebP file, got \"\"");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dpinfer/io/prompt_file.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/lora_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
@@ -47,10 +48,13 @@ std::string number_text(double value) {
 }
 
 /// What a family's items may start from, and the strengths they default to: "text; `image` (0.8); `mask` (1.0)",
-/// or "text; `image` (reference)".
+/// or "text; `image` (reference)", or "text; `image` (up to 16 references)".
 std::string inputs_text(const Family& family) {
   std::string text = "text";
-  if (family.image_is_reference) text += "; `image` (reference)";
+  if (family.image_is_reference && family.several_references)
+    text += "; `image` (up to " + std::to_string(io::kImagesPerItemRange.max) + " references)";
+  else if (family.image_is_reference)
+    text += "; `image` (reference)";
   if (family.default_strength > 0) text += "; `image` (" + number_text(family.default_strength) + ")";
   if (family.default_inpaint_strength > 0) text += "; `mask` (" + number_text(family.default_inpaint_strength) + ")";
   return text;
@@ -90,6 +94,7 @@ nlohmann::json families_json() {
     row["mask_strength"] =
         family.default_inpaint_strength > 0 ? nlohmann::json(family.default_inpaint_strength) : nlohmann::json();
     row["image_is_reference"] = family.image_is_reference;  // an item's image is a reference to edit (FLUX.2)
+    row["several_references"] = family.several_references;  // `image` may be a list of references
   }
   return rows;
 }

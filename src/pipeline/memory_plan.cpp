@@ -419,8 +419,9 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   shape.encode_chunk = memory.encode_chunk;
   if (request.settings.contains("max_sequence_length") && request.settings["max_sequence_length"].is_number_integer())
     shape.text_tokens = request.settings["max_sequence_length"].get<int64_t>();
-  if (memory.reference_images)
-    shape.reference_pixels = reference_pixels_bound(report.pipeline, request.settings, shape.width * shape.height);
+  if (memory.reference_images > 0)
+    shape.reference_pixels =
+        memory.reference_images * reference_pixels_bound(report.pipeline, request.settings, shape.width * shape.height);
   const MemoryPlanner planner(report, shape);
 
   MemoryPlanner::Fixed fixed;

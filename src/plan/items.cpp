@@ -96,6 +96,7 @@ Item ItemList::at(int64_t index) const {
   it.loras = s.loras ? *s.loras : d.loras;
   it.fields = s.fields;
   it.image_path = s.image.value_or(d.image);
+  it.more_image_paths = s.more_images;
   if (!it.image_path.empty()) {
     it.mask_path = s.mask.value_or(d.mask);
     it.strength = s.strength.value_or(it.mask_path.empty() ? d.strength : d.inpaint_strength);

@@ -146,11 +146,11 @@ int GenerateRun::run() {
     m.exact = o_.exact;
     m.width = o_.width.value_or(0);
     m.height = o_.height.value_or(0);
-    m.reference_images = !o_.image.empty();
+    m.reference_images = o_.image.empty() ? 0 : 1;
     for (const io::PromptSpec& s : specs) {
       m.width = std::max<int64_t>(m.width, s.width.value_or(0));
       m.height = std::max<int64_t>(m.height, s.height.value_or(0));
-      m.reference_images = m.reference_images || s.image.has_value();
+      if (s.image) m.reference_images = std::max<int64_t>(m.reference_images, 1 + static_cast<int64_t>(s.more_images.size()));
     }
     m.batch_size = o_.batch_size;
     m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
@@ -329,6 +329,11 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
     if (info.image_is_reference && masked)
       throw UsageError(where + ": a mask for " + info.model_name + " (" + info.pipeline_class +
                        "), which takes its image as a reference to edit, not to inpaint; drop the mask");
+    if (!s.more_images.empty() && !info.several_references)
+      throw UsageError(where + ": 'image' lists " + std::to_string(1 + s.more_images.size()) + " images, and " +
+                       info.model_name + " (" + info.pipeline_class + ") takes one" +
+                       (info.image_is_reference ? " reference" : " input image") +
+                       " per item; give one path (several references are FLUX.2's)");
     if (info.image_is_reference && (s.strength || o_.strength))
       throw UsageError(where + ": a strength for " + info.model_name + " (" + info.pipeline_class +
                        "), which takes its image as a reference to edit and starts from noise; drop the strength");
@@ -392,6 +397,7 @@ std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs)
   const fs::path base = o_.prompts == "-" ? fs::current_path() : fs::absolute(o_.prompts).parent_path();
   for (io::PromptSpec& s : specs) {
     if (s.image) s.image = resolve(*s.image, base, quote(o_.prompts) + " line " + std::to_string(s.line));
+    for (std::string& more : s.more_images) more = resolve(more, base, quote(o_.prompts) + " line " + std::to_string(s.line));
     if (s.mask) {
       if (!s.image && run_image.empty())
         throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
@@ -463,6 +469,10 @@ Item GenerateRun::item_at(int64_t position) const {
 
 void GenerateRun::add_input_hashes(Item& it) const {
   if (!it.image_path.empty() && it.image_sha256.empty()) it.image_sha256 = input_images_.sha256(it.image_path);
+  if (it.more_image_sha256.size() != it.more_image_paths.size()) {
+    it.more_image_sha256.clear();
+    for (const std::string& path : it.more_image_paths) it.more_image_sha256.push_back(input_images_.sha256(path));
+  }
   if (!it.mask_path.empty() && it.mask_sha256.empty()) it.mask_sha256 = input_images_.sha256(it.mask_path);
 }
 
@@ -481,13 +491,17 @@ pipeline::ImageRequest GenerateRun::image_request(const Item& it, bool with_imag
     r.strength = it.strength;
     if (with_image && pipe_->info().image_is_reference) {
       // A reference (FLUX.1 Kontext, FLUX.2) is sized for its own size, not to the item's.
-      r.image = input_images_.load(it.image_path, [&](int width, int height) {
-        try {
-          return pipe_->reference_size(width, height, it.settings);
-        } catch (const InputError& e) {
-          throw InputError(quote(it.image_path) + ": " + e.what());
-        }
-      });
+      const auto load_reference = [&](const std::string& path) {
+        return input_images_.load(path, [&](int width, int height) {
+          try {
+            return pipe_->reference_size(width, height, it.settings);
+          } catch (const InputError& e) {
+            throw InputError(quote(path) + ": " + e.what());
+          }
+        });
+      };
+      r.image = load_reference(it.image_path);
+      for (const std::string& path : it.more_image_paths) r.more_images.push_back(load_reference(path));
     } else if (with_image) {
       r.image = input_images_.load(it.image_path, it.width, it.height);
     }

@@ -30,7 +30,12 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   // A1111's img2img key, and the input's hash (the short form of the record's).
   // A reference image (FLUX.1 Kontext) has no strength.
   if (!item.image_path.empty() && !info.image_is_reference) s += fmt::format(", Denoising strength: {:g}", item.strength);
-  if (!item.image_path.empty()) s += ", Input image hash: " + item.image_sha256.substr(0, 10);
+  if (!item.image_path.empty()) {
+    // Several references (FLUX.2): their short hashes in order, quoted as one value.
+    std::string image_hashes = item.image_sha256.substr(0, 10);
+    for (const std::string& hash : item.more_image_sha256) image_hashes += ", " + hash.substr(0, 10);
+    s += ", Input image hash: " + (item.more_image_sha256.empty() ? image_hashes : a1111_quote(image_hashes));
+  }
   if (!item.mask_path.empty()) s += ", Mask hash: " + item.mask_sha256.substr(0, 10);
   s += pipeline::settings_infotext(info.setting_specs, item.settings);
   // extensions-builtin/Lora/extra_networks_lora.py: "alias: shorthash" joined by ", ", the alias
@@ -80,9 +85,19 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (info.channels_last) j["channels_last"] = true;
   // Only for an item that starts from an image: its path, its SHA-256 (resume compares it, so a
   // changed input is another item) and its strength.
-  if (!item.image_path.empty()) {
+  if (!item.image_path.empty() && item.more_image_paths.empty()) {
     j["input_image"] = item.image_path;
     j["input_image_hash"] = item.image_sha256;
+  } else if (!item.image_path.empty()) {
+    // Several references (FLUX.2): lists in order, as the line's `image` lists them.
+    j["input_image"] = nlohmann::json::array({item.image_path});
+    j["input_image_hash"] = nlohmann::json::array({item.image_sha256});
+    for (size_t k = 0; k < item.more_image_paths.size(); ++k) {
+      j["input_image"].push_back(item.more_image_paths[k]);
+      j["input_image_hash"].push_back(k < item.more_image_sha256.size() ? item.more_image_sha256[k] : "");
+    }
+  }
+  if (!item.image_path.empty()) {
     if (!info.image_is_reference) j["strength"] = item.strength;  // a reference (FLUX.1 Kontext) has none
   }
   if (!item.mask_path.empty()) {

@@ -56,20 +56,27 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pi
         r.strength = c["strength"].get<double>();
       }
       if (c.contains("reference_images")) {
-        // FLUX.1 Kontext and FLUX.2: what the worker does, the file sized as the pipeline's reference_size() of its
-        // own size says.
+        // FLUX.1 Kontext and FLUX.2: what the worker does, each file sized as the pipeline's reference_size() of its
+        // own size says. An entry is a path, or a list of paths (FLUX.2's several references, in order).
         if (!pipe) throw std::runtime_error("a reference-image case needs its pipeline");
-        const json& recorded = c["reference_sizes"].at(batch.size());
-        worker::InputImages references;
-        r.image = references.load(
-            std::string(DPINFER_TEST_DATA_DIR) + "/../../" + c["reference_images"].at(batch.size()).get<std::string>(),
-            [&](int width, int height) {
-              const pipeline::ReferenceSize size = pipe->reference_size(width, height, settings);
-              if (size.size[0] != recorded[0].get<int>() || size.size[1] != recorded[1].get<int>())
-                throw std::runtime_error("reference size " + std::to_string(size.size[0]) + "x" +
-                                         std::to_string(size.size[1]) + ", diffusers made it " + recorded.dump());
-              return size;
-            });
+        const json& files = c["reference_images"].at(batch.size());
+        const json& sizes = c["reference_sizes"].at(batch.size());
+        const bool several = files.is_array();
+        for (size_t k = 0; k < (several ? files.size() : 1); ++k) {
+          const json& recorded = several ? sizes.at(k) : sizes;
+          worker::InputImages references;
+          auto image = references.load(
+              std::string(DPINFER_TEST_DATA_DIR) + "/../../" + (several ? files.at(k) : files).get<std::string>(),
+              [&](int width, int height) {
+                const pipeline::ReferenceSize size = pipe->reference_size(width, height, settings);
+                if (size.size[0] != recorded[0].get<int>() || size.size[1] != recorded[1].get<int>())
+                  throw std::runtime_error("reference size " + std::to_string(size.size[0]) + "x" +
+                                           std::to_string(size.size[1]) + ", diffusers made it " + recorded.dump());
+                return size;
+              });
+          if (k == 0) r.image = std::move(image);
+          else r.more_images.push_back(std::move(image));
+        }
       }
       if (c.contains("input_masks")) {
         // Inpainting (make_inpaint_pipelines.py): the mask as the worker reads it (grayscale, resized).

@@ -182,6 +182,10 @@ TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
   EXPECT_GT(b.denoise.activations, a.denoise.activations);
   EXPECT_DOUBLE_EQ(b.encode.total(), a.encode.total());
   EXPECT_DOUBLE_EQ(b.decode.total(), a.decode.total());
+  // Two references (FLUX.2's image list; the worker multiplies the bound by the most an item has) lengthen it again.
+  MemoryShape two = plain;
+  two.reference_pixels = 2 * 1024 * 1024;
+  EXPECT_GT(MemoryPlanner(round_pipeline(), two).estimate({}).denoise.activations, b.denoise.activations);
   // The bound the plan takes per pipeline class, from the run's settings and the largest item's pixels.
   EXPECT_EQ(reference_pixels_bound("Flux2KleinPipeline", nlohmann::json::object(), 4096), 1024 * 1024);
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", nlohmann::json::object(), 4096), 800 * 1328);

@@ -40,7 +40,8 @@
 // of three, true CFG, no image, bf16; issue 29) and make_flux_fill_pipelines.py's FLUX.1 Fill cases (tiny-flux-fill,
 // FluxFillPipeline: strengths 0.45 to 1, a non-square input resized, soft masks, a batch of three, bf16; issue 29),
 // and make_flux2_reference_goldens.py's FLUX.2 [klein] reference images (tiny-flux2-klein, tiny-flux2-klein-base:
-// <name>.golden/reference/, square, cut to the size multiple and wide references, a batch of three, bf16; issue 30).
+// <name>.golden/reference/, square, cut to the size multiple and wide references, two and three references in one item,
+// a batch of three with one, two and three references, bf16; issue 30).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision

@@ -155,6 +155,34 @@ TEST(PromptFileHardening, TheSharedBoundsAreTheJsonlOnes) {
             "'p.jsonl' line 1: 'num_images' must be in 1..100000, got 100001");
 }
 
+// FLUX.2's several references (issue 30): `image` is a path or a list of 1..16 paths, the first of which is `image`.
+TEST(PromptFileImages, AnImageIsAPathOrAListOfPaths) {
+  auto specs = io::parse_prompts(
+      "{\"prompt\": \"a\", \"image\": \"x.png\"}\n{\"prompt\": \"b\", \"image\": [\"x.png\", \"y.png\", \"z.png\"]}\n"
+      "{\"prompt\": \"c\", \"image\": [\"x.png\"]}\n{\"prompt\": \"d\"}\n",
+      "p.jsonl", true);
+  ASSERT_EQ(specs.size(), 4u);
+  EXPECT_EQ(*specs[0].image, "x.png");
+  EXPECT_TRUE(specs[0].more_images.empty());
+  EXPECT_EQ(*specs[1].image, "x.png");
+  EXPECT_EQ(specs[1].more_images, (std::vector<std::string>{"y.png", "z.png"}));
+  EXPECT_EQ(*specs[2].image, "x.png");  // a list of one is the path
+  EXPECT_TRUE(specs[2].more_images.empty());
+  EXPECT_FALSE(specs[3].image);
+  EXPECT_EQ(error_of("{\"prompt\":\"a\",\"image\":[]}\n"),
+            "'p.jsonl' line 1: 'image' lists 0 images; expected a path, or a list of 1..16 paths");
+  std::string seventeen = "[";
+  for (int k = 0; k < 17; ++k) seventeen += std::string(k ? "," : "") + "\"r.png\"";
+  EXPECT_EQ(error_of("{\"prompt\":\"a\",\"image\":" + seventeen + "]}\n"),
+            "'p.jsonl' line 1: 'image' lists 17 images; expected a path, or a list of 1..16 paths");
+  EXPECT_EQ(error_of("{\"prompt\":\"a\",\"image\":[\"x.png\",3]}\n"),
+            "'p.jsonl' line 1: 'image' must be a path or a list of paths, got 3");
+  EXPECT_EQ(error_of("{\"prompt\":\"a\",\"image\":{\"path\":\"x.png\"}}\n"),
+            "'p.jsonl' line 1: 'image' must be a path or a list of paths, got {\"path\":\"x.png\"}");
+  EXPECT_EQ(error_of("{\"prompt\":\"a\",\"image\":[\"x.png\",\"\"]}\n"),
+            "'p.jsonl' line 1: 'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
+}
+
 TEST(PromptFileLora, ALineNamesItsLorasOrRefusesThemByLine) {
   auto specs = io::parse_prompts(
       "{\"prompt\": \"a\", \"loras\": [{\"path\": \"s.safetensors\", \"scale\": 0.8}, \"t.safetensors:-1\"]}\n"

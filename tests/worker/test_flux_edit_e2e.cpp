@@ -128,6 +128,9 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
   refused("{\"prompt\": \"x\", \"image\": \"square.png\"}\n", {"--strength", "0.5"}, "drop the strength");
   refused("{\"prompt\": \"x\", \"image\": \"square.png\", \"mask\": \"wide.png\"}\n", {},
           "which takes its image as a reference to edit, not to inpaint; drop the mask");
+  refused("{\"prompt\": \"x\", \"image\": [\"square.png\", \"wide.png\"]}\n", {},
+          "bad.jsonl' line 1: 'image' lists 2 images, and tiny-flux-kontext (FluxKontextPipeline) takes one reference "
+          "per item; give one path (several references are FLUX.2's)");
   refused("{\"prompt\": \"x\", \"image\": \"square.png\"}\n", {"--set", "first_block_cache=0.1"},
           "first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache");
   // auto_resize is Kontext's own: a FLUX.1 folder refuses it.
@@ -140,8 +143,8 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
 
 // FLUX.2 [klein] references (issue 30): PipelineParity holds the pixels to diffusers' Flux2KleinPipeline
 // (make_flux2_reference_goldens.py); here, the worker's side. tiny-flux2-klein's size multiple is 4, so the 66x70
-// reference is cut to its middle 64x68; with the 64x64 and 96x64 ones a batch holds three reference sizes and an
-// item without one.
+// reference is cut to its middle 64x68; with the 64x64 and 96x64 ones a batch holds three reference sizes, an
+// item without one, and items with two references in either order.
 TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
   TempDir dir;
   std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("square.png"));
@@ -152,7 +155,10 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
              "{\"prompt\": \"a red cube\", \"image\": \"square.png\"}\n"
              "{\"prompt\": \"a red cube\", \"image\": \"cut.png\"}\n"
              "{\"prompt\": \"a red cube\"}\n"
-             "{\"prompt\": \"a blue sphere\", \"image\": \"wide.png\", \"seed\": 7}\n");
+             "{\"prompt\": \"a blue sphere\", \"image\": \"wide.png\", \"seed\": 7}\n"
+             "{\"prompt\": \"a blue sphere\", \"image\": [\"wide.png\", \"cut.png\"], \"seed\": 7}\n"
+             "{\"prompt\": \"a blue sphere\", \"image\": [\"cut.png\", \"wide.png\"], \"seed\": 7}\n"
+             "{\"prompt\": \"a blue sphere\", \"image\": [\"wide.png\"], \"seed\": 7}\n");
   const auto args = [&](const std::string& prompts, const std::string& out, std::vector<std::string> extra) {
     std::vector<std::string> a = {dir.file(prompts), "--model", kData + "/pipelines/tiny-flux2-klein", "--out",
                                   dir.file(out), "--steps", "2", "--width", "32", "--height", "32"};
@@ -167,27 +173,50 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
                         kEnv, 300s);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.err;
   const auto pixels = png_pixels(dir.file("one"));
-  ASSERT_EQ(pixels.size(), 4u);
+  ASSERT_EQ(pixels.size(), 7u);
   EXPECT_EQ(png_pixels(dir.file("batched")), pixels);
   EXPECT_EQ(png_pixels(dir.file("ranks")), pixels);
   // The reference is what the image is made from: the same prompt and seed with another reference, or none,
-  // is another image.
+  // is another image; a second reference changes it again, and so does their order. A list of one is the path.
   EXPECT_NE(pixels.at("000000.png"), pixels.at("000001.png"));
   EXPECT_NE(pixels.at("000000.png"), pixels.at("000002.png"));
+  EXPECT_NE(pixels.at("000003.png"), pixels.at("000004.png"));
+  EXPECT_NE(pixels.at("000004.png"), pixels.at("000005.png"));
+  EXPECT_EQ(pixels.at("000003.png"), pixels.at("000006.png"));
   const auto rows = read_jsonl(dir.file("one/metadata.jsonl"));
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 7u);
   int with_reference = 0;
   for (const auto& r : rows) {
     EXPECT_FALSE(r.contains("strength")) << r.dump();  // a reference has no strength
     EXPECT_EQ(r["width"], 32) << r.dump();             // the item's size is the output's
     with_reference += r.contains("input_image_hash");
   }
-  EXPECT_EQ(with_reference, 3);
-  // --max-device-memory's plan counts a reference's tokens at FLUX.2's 1024^2 cap, and says so in run.json.
+  EXPECT_EQ(with_reference, 6);
+  // Several references are recorded as lists, in the line's order; one, as a path and a hash.
+  std::map<int, nlohmann::json> by_index;
+  for (const auto& r : rows) by_index[r["index"].get<int>()] = r;
+  const nlohmann::json& two = by_index.at(4);
+  ASSERT_TRUE(two["input_image_hash"].is_array()) << two.dump();
+  ASSERT_EQ(two["input_image_hash"].size(), 2u);
+  EXPECT_EQ(two["input_image_hash"][0], by_index.at(3)["input_image_hash"]);  // wide.png
+  EXPECT_EQ(two["input_image_hash"][1], by_index.at(1)["input_image_hash"]);  // cut.png
+  EXPECT_EQ(by_index.at(5)["input_image_hash"][0], two["input_image_hash"][1]);
+  EXPECT_TRUE(contains(two["input_image"][1].get<std::string>(), "cut.png")) << two.dump();
+  EXPECT_TRUE(by_index.at(6)["input_image_hash"].is_string()) << by_index.at(6).dump();
+  const std::string infotext = read_png(dir.file("one/000004.png")).texts.at("parameters");
+  EXPECT_TRUE(contains(infotext, "Input image hash: \"" + two["input_image_hash"][0].get<std::string>().substr(0, 10) +
+                                     ", " + two["input_image_hash"][1].get<std::string>().substr(0, 10) + "\""))
+      << infotext;
+  // A rerun finds every item made, lists included.
+  RunResult again = worker_generate(args("p.jsonl", "one", {}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out + again.err, "0 generated, 7 skipped")) << again.err;
+  // --max-device-memory's plan counts each reference's tokens at FLUX.2's 1024^2 cap (two for the lines with two),
+  // and says so in run.json.
   RunResult planned = worker_generate(args("p.jsonl", "planned", {"--max-device-memory", "20"}));
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const nlohmann::json plan = nlohmann::json::parse(read_file(dir.file("planned/run.json")))["memory_plan"];
-  EXPECT_EQ(plan["shape"]["reference_pixels"], 1024 * 1024) << plan.dump();
+  EXPECT_EQ(plan["shape"]["reference_pixels"], 2 * 1024 * 1024) << plan.dump();
   EXPECT_EQ(png_pixels(dir.file("planned")), pixels);
 
   // diffusers' check_image_input: a 37x23 reference is refused in one line naming the file; a strength too.

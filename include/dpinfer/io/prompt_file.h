@@ -25,6 +25,9 @@ struct IntRange {
 constexpr IntRange kStepsRange{1, 10000};
 constexpr IntRange kImageSizeRange{8, 16384};  ///< width and height, in pixels
 constexpr IntRange kImagesPerLineRange{1, 100000};
+/// How many input images a line's `image` may list: the references of a model that edits several (FLUX.2). diffusers
+/// sets no bound; this one bounds a line's work (each reference lengthens the denoiser's sequence by its tokens).
+constexpr IntRange kImagesPerItemRange{1, 16};
 
 /// An img2img strength: the share of the denoising schedule run from the noised input image.
 constexpr double kStrengthMin = 0.0;  ///< exclusive: 0 would run no step
@@ -49,6 +52,9 @@ struct PromptSpec {
   /// An img2img item's input image (issue 29): the path as written (the worker resolves a
   /// relative one against the prompts file's folder), and how much of it is repainted, in (0, 1].
   std::optional<std::string> image;
+  /// A reference-editing model's second and later references, in order: `image` given as a list of paths
+  /// ("image": ["a.png", "b.png"]), whose first is `image`. Empty for one image.
+  std::vector<std::string> more_images;
   std::optional<double> strength;
   /// An inpainting item's mask (with an image): white is repainted, black kept, as diffusers reads it.
   std::optional<std::string> mask;
@@ -81,7 +87,8 @@ PromptFormat prompt_format_of(const std::string& path, bool jsonl_stdin);
 
 /// Reads `path` ("-" is stdin), at most kMaxPromptFileBytes. `.jsonl` files hold objects
 /// with the keys `prompt` (required), `negative_prompt`, `seed`, `steps`,
-/// `guidance_scale`, `width`, `height`, `num_images`, `id`, `image` (an input image's path), `strength`
+/// `guidance_scale`, `width`, `height`, `num_images`, `id`, `image` (an input image's path, or a list of up to
+/// 16 references' paths), `strength`
 /// (in (0, 1]), `mask` (an inpainting mask's path), `settings` (an object of
 /// the model family's settings) and `loras` (io/lora_ref.h); anything else is a .txt
 /// file: one prompt per line, UTF-8, CRLF and a BOM accepted, blank lines skipped, and a

@@ -20,9 +20,10 @@ struct MemoryRequest {
   int64_t batch_size = 1;
   bool guidance = true;      ///< classifier-free guidance (a negative side per item)
   int encode_chunk = 64;     ///< the chunk two-phase encodes ahead, when the plan turns two-phase on
-  /// Some item has an input image: where the model takes it as a reference (FLUX.1 Kontext, FLUX.2), its tokens
-  /// join the denoiser's sequence, and the plan counts reference_pixels_bound()'s (memory_plan.h).
-  bool reference_images = false;
+  /// The most input images an item has (0: none): where the model takes them as references (FLUX.1 Kontext,
+  /// FLUX.2), their tokens join the denoiser's sequence, and the plan counts reference_pixels_bound()'s for each
+  /// (memory_plan.h).
+  int64_t reference_images = 0;
 };
 
 /// What a caller asks for when it loads a pipeline.

@@ -78,7 +78,8 @@ struct MemoryShape {
   bool guidance = true;            ///< classifier-free guidance: two denoiser rows per image
   int64_t text_tokens = 512;       ///< the longest text sequence the denoiser attends to
   int64_t encode_chunk = 64;       ///< items whose encodings two-phase holds at once
-  /// The largest reference's pixels (FLUX.1 Kontext, FLUX.2), whose tokens join the denoiser's sequence; 0: none.
+  /// The pixels of an item's references at most, all together (FLUX.1 Kontext, FLUX.2), whose tokens join the
+  /// denoiser's sequence; 0: none.
   int64_t reference_pixels = 0;
 };
 

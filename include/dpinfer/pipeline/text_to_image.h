@@ -53,6 +53,9 @@ struct ImageRequest {
   /// diffusers' VaeImageProcessor does), or null for text-to-image; every request of a batch has
   /// one or none, with the same `strength` in (0, 1]: the share of the schedule run from it.
   std::shared_ptr<const RgbImage> image;
+  /// A pipeline with PipelineInfo::several_references: the item's second and later references, in order, each
+  /// sized as `image` is (reference_size()); empty otherwise. `image` is the first.
+  std::vector<std::shared_ptr<const RgbImage>> more_images;
   double strength = 0;
   /// Inpainting (with `image`): the mask at width x height, resized as diffusers' mask processor
   /// resizes it; null for img2img. Every request of a batch has one or none.
@@ -110,6 +113,9 @@ struct PipelineInfo {
   /// img2img: an item takes no strength and no mask, and the worker sizes its image as
   /// TextToImage::reference_size() says for the image's own size, not to the item's size.
   bool image_is_reference = false;
+  /// With image_is_reference: an item may give several references (FLUX.2: `image` as a list), which the model
+  /// reads in order, each with its own position ids. FLUX.1 Kontext takes one.
+  bool several_references = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;

@@ -95,6 +95,10 @@ struct Item {
   /// The input image's SHA-256 (64 hex digits), filled by the worker (item records, resume); empty
   /// without an image or when the file could not be read.
   std::string image_sha256;
+  /// A reference-editing model's second and later references (its line's `image` list after the first), and
+  /// their SHA-256s once the worker fills them; empty for one image or none.
+  std::vector<std::string> more_image_paths;
+  std::vector<std::string> more_image_sha256;
   /// Inpainting: the mask's path (empty without one) and SHA-256, as for the image.
   std::string mask_path;
   std::string mask_sha256;

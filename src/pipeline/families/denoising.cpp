@@ -44,8 +44,11 @@ int64_t img2img_start(int steps, double strength, StrengthRounding rounding) {
 std::vector<RgbImage> generate_by_reference_size(
     const std::vector<ImageRequest>& batch,
     const std::function<std::vector<RgbImage>(const std::vector<ImageRequest>&)>& one_size) {
-  auto size_of = [](const ImageRequest& r) {
-    return r.image ? std::array<int, 2>{r.image->width, r.image->height} : std::array<int, 2>{0, 0};
+  auto size_of = [](const ImageRequest& r) {  // the sizes of its references in order; none without
+    std::vector<std::array<int, 2>> sizes;
+    if (r.image) sizes.push_back({r.image->width, r.image->height});
+    for (const auto& more : r.more_images) sizes.push_back({more->width, more->height});
+    return sizes;
   };
   std::vector<std::vector<size_t>> groups;  // request indices, one size each, in order of first appearance
   for (size_t i = 0; i < batch.size(); ++i) {

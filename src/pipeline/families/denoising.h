@@ -39,10 +39,10 @@ enum class StrengthRounding { kIntSteps, kFloatSteps };
 /// [0, steps]. Throws InputError when the strength runs no step.
 int64_t img2img_start(int steps, double strength, StrengthRounding rounding);
 
-/// generate() of a batch whose references (PipelineInfo::image_is_reference) may differ in size: references
-/// of different sizes make token sequences of different lengths, which one transformer call cannot hold, so
-/// each size (and the requests without a reference) runs as its own batch through `one_size`, and the images
-/// come back in the batch's order. An image depends on its own request only, so this changes none.
+/// generate() of a batch whose references (PipelineInfo::image_is_reference) may differ in size or number:
+/// references of different sizes make token sequences of different lengths, which one transformer call cannot
+/// hold, so each list of sizes (and the requests without a reference) runs as its own batch through `one_size`,
+/// and the images come back in the batch's order. An image depends on its own request only, so this changes none.
 std::vector<RgbImage> generate_by_reference_size(
     const std::vector<ImageRequest>& batch,
     const std::function<std::vector<RgbImage>(const std::vector<ImageRequest>&)>& one_size);

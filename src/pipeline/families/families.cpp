@@ -368,6 +368,7 @@ const std::vector<Family>& families() {
           /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference
           /*default_inpaint_strength=*/0,
           /*image_is_reference=*/true,
+          /*several_references=*/true,  // Flux2KleinPipeline(image=[...]): each its own ids (10, 20, ...)
       },
       {
           "stable-diffusion-3",

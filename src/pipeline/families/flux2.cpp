@@ -41,19 +41,27 @@ constexpr int64_t kFlux2DefaultSampleSize = 128;
 /// Flux2ImageProcessor.check_image_input's defaults, and __call__'s cap on a reference's pixels.
 constexpr int kReferenceMinSide = 64;
 constexpr int kReferenceMaxAspectRatio = 8;
-/// _prepare_image_ids(scale=10): the first reference's tokens have T = 10 (the next would have 20).
+/// _prepare_image_ids(scale=10): reference k's tokens (from 0) have T = 10 + 10 k.
 constexpr int64_t kReferenceTimeOffset = 10;
 /// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
 const std::vector<int64_t> kTextLayers{9, 18, 27};
 
 /// _prepare_latent_ids / _prepare_image_ids: (t, row, column, 0) for each token of an h x w grid, row-major,
-/// [h w, 4] int64; t is 0 for the image, 10 for the (first) reference.
+/// [h w, 4] int64; t is 0 for the image, 10, 20, ... for the references.
 at::Tensor grid_ids(int64_t t, int64_t h, int64_t w, const at::TensorOptions& long_options) {
   at::Tensor ids = at::zeros({h * w, 4}, long_options);
   ids.select(1, 0).fill_(t);
   ids.select(1, 1).copy_(at::arange(h, long_options).repeat_interleave(w));
   ids.select(1, 2).copy_(at::arange(w, long_options).repeat({h}));
   return ids;
+}
+
+/// A request's references in order: its `image`, then its `more_images`.
+std::vector<const RgbImage*> references_of(const ImageRequest& r) {
+  std::vector<const RgbImage*> out;
+  if (r.image) out.push_back(r.image.get());
+  for (const auto& more : r.more_images) out.push_back(more.get());
+  return out;
 }
 
 /// check_flux2_components() on parsed configs.
@@ -117,6 +125,7 @@ class Flux2KleinPipeline : public LoraPipeline {
     info_.size_multiple = static_cast<int>(2 * vae_config_.kl.scale_factor());
     // __call__'s `image`: references the model edits, not the start of img2img.
     info_.image_is_reference = family_.image_is_reference;
+    info_.several_references = family_.several_references;
   }
 
   const PipelineInfo& info() const override { return info_; }
@@ -193,20 +202,31 @@ class Flux2KleinPipeline : public LoraPipeline {
     at::Tensor image_ids = grid_ids(0, h, w, long_options);
     // The references (prepare_image_latents): each encoded alone in the VAE's dtype, the distribution's mean
     // (sample_mode="argmax": nothing drawn from the generator), patchified, normalised by bn's statistics,
-    // packed [B, Lr, 4C] to follow the latents in the sequence, with ids (10, row, column, 0).
+    // packed [1, hr wr, 4C] and joined in order, [B, Lr, 4C], to follow the latents in the sequence, with ids
+    // (10 + 10 k, row, column, 0) for reference k. Every request of the part has references of the same sizes
+    // (generate_by_reference_size), so the first's make the ids.
     at::Tensor reference_latents;
     if (first.image) {
       vae_phase();  // --offload model: the VAE to the device to encode
-      std::vector<at::Tensor> packed;
+      std::vector<at::Tensor> rows;
       for (const ImageRequest& r : batch) {
-        const at::Tensor z = vae_->normalize(AutoencoderKLFlux2Impl::patchify(vae_->encode(vae_input(*r.image, dtype_, device_)).mean));
-        packed.push_back(z.reshape({1, z.size(1), -1}).permute({0, 2, 1}));  // [1, hr wr, 4C]
+        std::vector<at::Tensor> packed;
+        for (const RgbImage* reference : references_of(r)) {
+          const at::Tensor z =
+              vae_->normalize(AutoencoderKLFlux2Impl::patchify(vae_->encode(vae_input(*reference, dtype_, device_)).mean));
+          packed.push_back(z.reshape({1, z.size(1), -1}).permute({0, 2, 1}));  // [1, hr wr, 4C]
+        }
+        rows.push_back(at::cat(packed, 1));
       }
       denoiser_phase();
-      reference_latents = at::cat(packed);
-      const at::Tensor reference_ids =
-          grid_ids(kReferenceTimeOffset, first.image->height / f2, first.image->width / f2, long_options);
-      image_ids = at::cat({image_ids, reference_ids});  // torch.cat([latent_ids, image_latent_ids], dim=1)
+      reference_latents = at::cat(rows);
+      std::vector<at::Tensor> ids{image_ids};  // torch.cat([latent_ids, image_latent_ids], dim=1)
+      int64_t t = kReferenceTimeOffset;
+      for (const RgbImage* reference : references_of(first)) {
+        ids.push_back(grid_ids(t, reference->height / f2, reference->width / f2, long_options));
+        t += kReferenceTimeOffset;
+      }
+      image_ids = at::cat(ids);
     }
 
     // sigmas np.linspace(1, 1 / N, N) (None with use_flow_sigmas), mu = compute_empirical_mu(h w, N).

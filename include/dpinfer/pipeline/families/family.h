@@ -66,6 +66,9 @@ struct Family {
   /// Every pipeline class of the family takes an item's image as a reference to edit (FLUX.2 [klein]), not as
   /// img2img's start (PipelineInfo::image_is_reference). FLUX.1's Kontext class sets that itself.
   bool image_is_reference = false;
+  /// With image_is_reference: an item may list several references (`image` as a list), as the family's pipelines
+  /// take a list of images (FLUX.2's prepare_image_latents), each with its own position ids.
+  bool several_references = false;
 };
 
 /// Every family dpinfer runs.
