@@ -115,9 +115,10 @@ void jpeg_error_exit(j_common_ptr cinfo) {
 
 void jpeg_no_output(j_common_ptr, int) {}  // warnings (a corrupt marker Pillow also reads past) are not printed
 
-/// Decodes into `out`; returns libjpeg's message on failure, empty on success. No C++ object with
-/// a destructor lives in this frame across setjmp: `out` is the caller's.
-std::string decode_jpeg_into(const std::string& bytes, int64_t max_pixels, RgbImageData& out, std::string& too_big) {
+/// Decodes into `out` (only its width and height with `header_only`); returns libjpeg's message on failure, empty
+/// on success. No C++ object with a destructor lives in this frame across setjmp: `out` is the caller's.
+std::string decode_jpeg_into(const std::string& bytes, int64_t max_pixels, RgbImageData& out, std::string& too_big,
+                             bool header_only = false) {
   jpeg_decompress_struct cinfo;
   JpegErrors errors;
   cinfo.err = jpeg_std_error(&errors.manager);
@@ -139,6 +140,12 @@ std::string decode_jpeg_into(const std::string& bytes, int64_t max_pixels, RgbIm
     jpeg_destroy_decompress(&cinfo);
     return "too big";
   }
+  if (header_only) {
+    out.width = static_cast<int>(cinfo.image_width);  // what jpeg_start_decompress gives at scale 1
+    out.height = static_cast<int>(cinfo.image_height);
+    jpeg_destroy_decompress(&cinfo);
+    return {};
+  }
   cinfo.out_color_space = JCS_RGB;  // YCbCr and grayscale both convert; Pillow's "RGB" rawmode
   jpeg_start_decompress(&cinfo);
   out.width = static_cast<int>(cinfo.output_width);
@@ -153,10 +160,10 @@ std::string decode_jpeg_into(const std::string& bytes, int64_t max_pixels, RgbIm
   return {};
 }
 
-RgbImageData decode_jpeg(const std::string& bytes, const std::string& name, int64_t max_pixels) {
+RgbImageData decode_jpeg(const std::string& bytes, const std::string& name, int64_t max_pixels, bool header_only = false) {
   RgbImageData out;
   std::string too_big;
-  const std::string failure = decode_jpeg_into(bytes, max_pixels, out, too_big);
+  const std::string failure = decode_jpeg_into(bytes, max_pixels, out, too_big, header_only);
   if (!too_big.empty())
     throw InputError(quote(name) + ": the image is " + too_big + ", more than the " + std::to_string(max_pixels) +
                      " pixels dpinfer reads; make it smaller");
@@ -185,6 +192,34 @@ RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
   if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) return decode_jpeg(bytes, name, max_pixels);
   if (starts_with_bytes(bytes, "RIFF", 4) && starts_with_bytes(bytes, "WEBP", 4, 8))
     return decode_webp(bytes, name, max_pixels);
+  throw InputError(quote(name) + ": not a PNG, JPEG or WebP image; convert it to one of those");
+}
+
+ImageDimensions image_dimensions(const std::string& bytes, const std::string& name, int64_t max_pixels) {
+  if (starts_with_bytes(bytes, "\x89PNG\r\n\x1a\n", 8)) {
+    // IHDR, the first chunk: width and height big-endian at bytes 16..23.
+    if (bytes.size() < 24 || bytes.compare(12, 4, "IHDR") != 0)
+      throw InputError(quote(name) + ": not a readable PNG (no IHDR chunk first)");
+    const auto be32 = [&bytes](size_t at) {
+      int64_t v = 0;
+      for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
+      return v;
+    };
+    check_pixels(be32(16), be32(20), name, max_pixels);
+    return {static_cast<int>(be32(16)), static_cast<int>(be32(20))};
+  }
+  if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) {
+    const RgbImageData header = decode_jpeg(bytes, name, max_pixels, /*header_only=*/true);
+    check_pixels(header.width, header.height, name, max_pixels);
+    return {header.width, header.height};
+  }
+  if (starts_with_bytes(bytes, "RIFF", 4) && starts_with_bytes(bytes, "WEBP", 4, 8)) {
+    int w = 0, h = 0;
+    if (!WebPGetInfo(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &w, &h))
+      throw InputError(quote(name) + ": not a readable WebP file");
+    check_pixels(w, h, name, max_pixels);
+    return {w, h};
+  }
   throw InputError(quote(name) + ": not a PNG, JPEG or WebP image; convert it to one of those");
 }
 

@@ -404,6 +404,8 @@ int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann
   return 0;
 }
 
+bool reference_sets_item_size(const std::string& pipeline_class) { return pipeline_class == "Flux2KleinPipeline"; }
+
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {
   SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};
   const InspectReport report = inspect_model(request.model, request.variant, request.scheduler, single_file, {},
@@ -419,6 +421,14 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   shape.encode_chunk = memory.encode_chunk;
   if (request.settings.contains("max_sequence_length") && request.settings["max_sequence_length"].is_number_integer())
     shape.text_tokens = request.settings["max_sequence_length"].get<int64_t>();
+  if (memory.sizes_from_references && reference_sets_item_size(report.pipeline)) {
+    // An image as large as its reference may be: the plan's size has at least those pixels (a square of them).
+    const int64_t bound = reference_pixels_bound(report.pipeline, request.settings, 0);
+    if (shape.width * shape.height < bound) {
+      shape.width = static_cast<int64_t>(std::sqrt(static_cast<double>(bound)));
+      shape.height = (bound + shape.width - 1) / shape.width;
+    }
+  }
   if (memory.reference_images > 0)
     shape.reference_pixels =
         memory.reference_images * reference_pixels_bound(report.pipeline, request.settings, shape.width * shape.height);

@@ -151,6 +151,9 @@ int GenerateRun::run() {
       m.width = std::max<int64_t>(m.width, s.width.value_or(0));
       m.height = std::max<int64_t>(m.height, s.height.value_or(0));
       if (s.image) m.reference_images = std::max<int64_t>(m.reference_images, 1 + static_cast<int64_t>(s.more_images.size()));
+      const bool with_image = s.image || !o_.image.empty();
+      const bool unsized = !(s.width || o_.width) || !(s.height || o_.height);
+      m.sizes_from_references = m.sizes_from_references || (with_image && unsized);
     }
     m.batch_size = o_.batch_size;
     m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
@@ -464,6 +467,22 @@ Item GenerateRun::item_at(int64_t position) const {
   Item it = items_->at(index);
   const nlohmann::json& line = line_settings_[items_->spec_of(index)];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
+  if (pipe_ && pipe_->info().size_from_reference && !it.image_path.empty()) {
+    // FLUX.2: a side that neither the line nor the run sets is the first reference's, as reference_size() sizes
+    // it. A reference that cannot be read or sized leaves the default: making the item then fails, naming why.
+    const io::PromptSpec& spec = items_->specs()[items_->spec_of(index)];
+    const bool width_set = spec.width || o_.width, height_set = spec.height || o_.height;
+    if (!width_set || !height_set) {
+      try {
+        const io::ImageDimensions own = input_images_.dimensions(it.image_path);
+        const pipeline::ReferenceSize sized = pipe_->reference_size(own.width, own.height, it.settings);
+        if (!width_set) it.width = sized.size[0];
+        if (!height_set) it.height = sized.size[1];
+      } catch (const Error&) {
+        // image_request() reads the reference again and records the item as failed, with the file's reason.
+      }
+    }
+  }
   return it;
 }
 
@@ -613,8 +632,9 @@ std::vector<Item> GenerateRun::batch_items(const BatchTodo& todo) const {
   std::vector<Item> batch;
   for (int64_t j = 0; j < todo.span.size; ++j) {
     batch.push_back(item_at(todo.span.first + j - shard_begin_));
-    // The plan groups lines that set the same batch fields, so their completed values agree too.
-    if (!batch.back().batches_with(batch.front()))
+    // The plan groups lines that set the same batch fields, so their completed values agree too, but for a size
+    // taken from each item's reference (FLUX.2), which the pipeline runs one reference size at a time.
+    if (!batch.back().batches_with(batch.front(), /*any_size=*/pipe_->info().size_from_reference))
       throw Error("items " + std::to_string(batch.front().index) + " and " + std::to_string(batch.back().index) +
                   " share a batch but not their size, steps, guidance, settings or LoRAs");
   }

@@ -20,6 +20,18 @@ std::string InputImages::sha256(const std::string& path) {
   return hash;
 }
 
+io::ImageDimensions InputImages::dimensions(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = dimensions_.find(path);
+    if (it != dimensions_.end()) return it->second;
+  }
+  const io::ImageDimensions size = io::image_dimensions(read_and_hash(path), path);
+  std::lock_guard<std::mutex> lock(mutex_);
+  dimensions_.emplace(path, size);
+  return size;
+}
+
 std::string InputImages::read_and_hash(const std::string& path) {
   std::string bytes = io::read_image_file(path);
   const std::string hash = sha256_of_bytes(bytes);

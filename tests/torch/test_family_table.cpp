@@ -48,7 +48,9 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     }
     // Several references per item are references first.
     EXPECT_EQ(row["several_references"], f.several_references) << f.name;
-    if (f.several_references) EXPECT_TRUE(f.image_is_reference) << f.name;
+    if (f.several_references) {
+      EXPECT_TRUE(f.image_is_reference) << f.name;
+    }
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
     for (const SettingSpec& s : f.settings) EXPECT_EQ(row["settings"][s.name], s.default_value) << s.name;
     EXPECT_EQ(row["lora_components"], nlohmann::json(f.lora_rules().components)) << f.name;

@@ -72,6 +72,30 @@ TEST(InputImages, ResizeAsVaeImageProcessorDoes) {
   EXPECT_GE(checked, 15);
 }
 
+// The size from the header alone (FLUX.2 sizes an item by its reference before decoding it) is the decoded size.
+TEST(InputImages, DimensionsFromTheHeaderAreTheDecodedSize) {
+  const nlohmann::json index = goldens();
+  for (const auto& c : index["cases"]) {
+    const std::string file = c["file"];
+    SCOPED_TRACE(file);
+    const dpinfer::io::ImageDimensions size = dpinfer::io::image_dimensions(slurp(kDir + file), file);
+    EXPECT_EQ(size.width, c["width"].get<int>());
+    EXPECT_EQ(size.height, c["height"].get<int>());
+  }
+  // Nothing past the header is read: a PNG cut after IHDR still has its size; a huge one is refused.
+  std::string png = slurp(kDir + "rgb.png").substr(0, 33);
+  const dpinfer::io::ImageDimensions cut = dpinfer::io::image_dimensions(png, "cut.png");
+  EXPECT_GT(cut.width, 0);
+  for (int k = 0; k < 4; ++k) png[16 + k] = png[20 + k] = static_cast<char>(k == 1 ? 0x4E : k == 2 ? 0x20 : 0);
+  EXPECT_THROW(dpinfer::io::image_dimensions(png, "huge.png"), dpinfer::InputError);  // 20000 x 20000
+  try {
+    dpinfer::io::image_dimensions("not an image at all", "text.png");
+    ADD_FAILURE() << "read a size";
+  } catch (const dpinfer::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("text.png"), std::string::npos) << e.what();
+  }
+}
+
 TEST(InputImages, SameSizeIsACopy) {
   const auto image = dpinfer::io::read_rgb_image(kDir + "rgb.png");
   const auto same = dpinfer::io::resize_lanczos(image, image.width, image.height);

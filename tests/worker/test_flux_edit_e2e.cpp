@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/family_e2e.h"
 #include "support/png_reader.h"
 #include "support/run_outputs.h"
 #include "support/subprocess.h"
@@ -230,6 +231,62 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
   RunResult strength = worker_generate(args("strength.jsonl", "strength", {}));
   EXPECT_EQ(strength.exit_code, 2) << strength.err;
   EXPECT_TRUE(contains(strength.err, "which takes its image as a reference to edit and starts from noise")) << strength.err;
+}
+
+// FLUX.2's __call__ takes an unset height and width from the first reference (height = height or image_height):
+// the worker sizes such an item by its reference's header, and the image is diffusers' own call without a size
+// (make_flux2_reference_goldens.py's size_from_reference cases), whatever its batch; a side the line or the run sets
+// stays set, and the memory plan counts an image as large as a reference may be.
+TEST(Flux2ReferenceE2E, AnItemWithoutASizeTakesItsFirstReferences) {
+  TempDir dir;
+  std::filesystem::copy_file(kData + "/input-images/reference-0.png", dir.file("cut.png"));
+  std::filesystem::copy_file(kData + "/input-images/reference-1.png", dir.file("wide.png"));
+  write_file(dir.file("p.jsonl"),
+             "{\"prompt\": \"a red cube on top of a blue sphere, studio lighting\", \"image\": \"cut.png\", \"seed\": 9}\n"
+             "{\"prompt\": \"a photograph of an astronaut riding a horse\", \"image\": [\"wide.png\", \"cut.png\"], "
+             "\"seed\": 10}\n"
+             "{\"prompt\": \"a red cube on top of a blue sphere, studio lighting\", \"image\": \"cut.png\", \"seed\": 9, "
+             "\"width\": 32}\n"
+             "{\"prompt\": \"a red cube\"}\n");
+  const auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {dir.file("p.jsonl"), "--model", kData + "/pipelines/tiny-flux2-klein", "--out",
+                                  dir.file(out), "--steps", "4"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  RunResult one = worker_generate(args("one", {}));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string golden = kData + "/pipelines/tiny-flux2-klein.golden/reference/images.safetensors";
+  expect_png_matches_golden(dir.file("one/000000.png"), golden, "fp32_size_from_reference");        // 64x68
+  expect_png_matches_golden(dir.file("one/000001.png"), golden, "fp32_size_from_first_reference");  // 96x64
+  std::map<int, nlohmann::json> rows;
+  for (const auto& r : read_jsonl(dir.file("one/metadata.jsonl"))) rows[r["index"].get<int>()] = r;
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["width"], 64);
+  EXPECT_EQ(rows[0]["height"], 68);
+  EXPECT_EQ(rows[1]["width"], 96);
+  EXPECT_EQ(rows[1]["height"], 64);
+  EXPECT_EQ(rows[2]["width"], 32);  // the line's
+  EXPECT_EQ(rows[2]["height"], 68);  // the reference's
+  const DecodedPng text_only = read_png(dir.file("one/000003.png"));  // no reference: the model's default size
+  EXPECT_EQ(rows[3]["width"], text_only.width);
+  // One batch of all four (three sizes) makes the same images; a rerun finds them made.
+  RunResult batched = worker_generate(args("batched", {"--batch-size", "4"}));
+  ASSERT_EQ(batched.exit_code, 0) << batched.err;
+  EXPECT_EQ(png_pixels(dir.file("batched")), png_pixels(dir.file("one")));
+  RunResult again = worker_generate(args("one", {}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out + again.err, "0 generated, 4 skipped")) << again.err;
+  // The run's size wins over the reference's.
+  RunResult sized = worker_generate(args("sized", {"--width", "32", "--height", "32"}));
+  ASSERT_EQ(sized.exit_code, 0) << sized.err;
+  for (const auto& r : read_jsonl(dir.file("sized/metadata.jsonl"))) EXPECT_EQ(r["height"], 32) << r.dump();
+  // The plan takes an image as large as FLUX.2's 1024^2 cap on a reference.
+  RunResult planned = worker_generate(args("planned", {"--max-device-memory", "20"}));
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json shape = nlohmann::json::parse(read_file(dir.file("planned/run.json")))["memory_plan"]["shape"];
+  EXPECT_GE(shape["width"].get<int64_t>() * shape["height"].get<int64_t>(), 1024 * 1024) << shape.dump();
+  EXPECT_EQ(png_pixels(dir.file("planned")), png_pixels(dir.file("one")));
 }
 
 // FLUX.1 Fill (tiny-flux-fill, FluxFillPipeline): PipelineParity holds its pixels to diffusers; here, the worker's side.

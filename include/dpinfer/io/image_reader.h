@@ -32,6 +32,16 @@ constexpr int64_t kMaxDecodedPixels = int64_t{16384} * 16384;
 RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
                               int64_t max_pixels = kMaxDecodedPixels);
 
+/// The width and height of the image held in `bytes`, read from its header alone (nothing is decoded), as
+/// decode_rgb_image() would give them. Throws InputError as decode_rgb_image() does for another format, a header
+/// that cannot be read, or more than `max_pixels` pixels.
+struct ImageDimensions {
+  int width = 0;
+  int height = 0;
+};
+ImageDimensions image_dimensions(const std::string& bytes, const std::string& name,
+                                 int64_t max_pixels = kMaxDecodedPixels);
+
 /// The whole content of the image file at `path` (at most 1 GiB), undecoded: for a caller that
 /// hashes the bytes it decodes (worker/input_images.h). Throws Error naming the file.
 std::string read_image_file(const std::string& path);

@@ -24,6 +24,9 @@ struct MemoryRequest {
   /// FLUX.2), their tokens join the denoiser's sequence, and the plan counts reference_pixels_bound()'s for each
   /// (memory_plan.h).
   int64_t reference_images = 0;
+  /// Some item with an input image sets no width or height, so a model that takes an item's size from its reference
+  /// (FLUX.2) may make an image as large as reference_pixels_bound() (memory_plan.h).
+  bool sizes_from_references = false;
 };
 
 /// What a caller asks for when it loads a pipeline.

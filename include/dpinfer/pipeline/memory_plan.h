@@ -157,6 +157,10 @@ struct MemoryPlanChoice {
 /// plan takes as the reference's.
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels);
 
+/// Whether a `pipeline_class` model takes an item's unset width and height from its first reference (FLUX.2
+/// [klein]; PipelineInfo::size_from_reference), which the plan must then bound by reference_pixels_bound().
+bool reference_sets_item_size(const std::string& pipeline_class);
+
 /// Plans the memory of a load of `request` under `memory` (memory_plan.h): reads the model's configs
 /// and weight headers (inspect_model()), estimates each phase at the run's shape, sets in `request` the
 /// first levers in order of cost whose estimate fits (only those `request` left at their defaults), and

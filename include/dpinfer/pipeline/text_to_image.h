@@ -116,6 +116,10 @@ struct PipelineInfo {
   /// With image_is_reference: an item may give several references (FLUX.2: `image` as a list), which the model
   /// reads in order, each with its own position ids. FLUX.1 Kontext takes one.
   bool several_references = false;
+  /// With image_is_reference: an item with a reference and no width or height (neither its line's nor the run's)
+  /// takes that side from its first reference as reference_size() sizes it, as FLUX.2's __call__ does
+  /// (`height = height or image_height`). FLUX.1 Kontext's output keeps the default size.
+  bool size_from_reference = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;

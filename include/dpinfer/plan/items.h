@@ -105,9 +105,10 @@ struct Item {
 
   /// What the items of one batch share (a batch runs on one set of merged weights, so items
   /// with other LoRAs are in another batch): the worker checks every batch of the plan
-  /// (plan/batches.h) with it.
-  bool batches_with(const Item& o) const {
-    return steps == o.steps && guidance_scale == o.guidance_scale && width == o.width && height == o.height &&
+  /// (plan/batches.h) with it. `any_size`: sizes may differ (a pipeline that takes an item's size from its
+  /// reference, and runs each reference size as its own batch).
+  bool batches_with(const Item& o, bool any_size = false) const {
+    return steps == o.steps && guidance_scale == o.guidance_scale && (any_size || (width == o.width && height == o.height)) &&
            settings == o.settings && loras == o.loras && image_path.empty() == o.image_path.empty() &&
            mask_path.empty() == o.mask_path.empty() && strength == o.strength;
   }

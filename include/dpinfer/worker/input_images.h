@@ -33,6 +33,11 @@ class InputImages {
   std::shared_ptr<const pipeline::RgbImage> load(
       const std::string& path, const std::function<pipeline::ReferenceSize(int, int)>& size_for);
 
+  /// The width and height of the image at `path`, from its header (io::image_dimensions), once per path and run:
+  /// what a pipeline that takes its size from a reference (PipelineInfo::size_from_reference) sizes an item by.
+  /// Reading the file keeps its hash for sha256(). Throws Error or InputError naming the file.
+  io::ImageDimensions dimensions(const std::string& path);
+
   /// The inpainting mask at `path` at width x height: decoded, converted to grayscale as PIL's
   /// convert("L") does (ITU-R 601-2 luma in 16-bit fixed point), and resized with Lanczos, as
   /// diffusers' mask processor does. Throws InputError naming the file.
@@ -44,6 +49,7 @@ class InputImages {
 
   std::mutex mutex_;
   std::unordered_map<std::string, std::string> hashes_;
+  std::unordered_map<std::string, io::ImageDimensions> dimensions_;
   std::string last_path_;
   io::RgbImageData last_;
 };

@@ -126,6 +126,7 @@ class Flux2KleinPipeline : public LoraPipeline {
     // __call__'s `image`: references the model edits, not the start of img2img.
     info_.image_is_reference = family_.image_is_reference;
     info_.several_references = family_.several_references;
+    info_.size_from_reference = true;  // __call__ step 4: height = height or image_height (the first reference's)
   }
 
   const PipelineInfo& info() const override { return info_; }
