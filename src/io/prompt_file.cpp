@@ -24,6 +24,7 @@ namespace dpinfer::io {
 namespace {
 
 using prompt_columns::fail_at_line;
+using prompt_columns::read_image_paths;
 
 using nlohmann::json;
 
@@ -61,6 +62,30 @@ std::string get_string(const json& v, const std::string& key, const std::string&
   if (!v.is_string()) fail_at_line(name, line, quote(key) + " must be a string, got " + json_brief(v));
   return v.get<std::string>();
 }
+
+}  // namespace
+
+void prompt_columns::read_image_paths(const json& v, PromptSpec& s, const std::function<void(const std::string&)>& fail) {
+  const auto refuse = [&](const std::string& what) {
+    fail(what);
+    throw InputError("'image' " + what);  // fail() throws; this keeps the promise if it did not
+  };
+  if (v.is_array() && (v.empty() || v.size() > static_cast<size_t>(kImagesPerItemRange.max)))
+    refuse("lists " + std::to_string(v.size()) + " images; expected a path, or a list of " + kImagesPerItemRange.text() +
+           " paths");
+  for (size_t i = 0; i < (v.is_array() ? v.size() : 1); ++i) {
+    const json& entry = v.is_array() ? v[i] : v;
+    if (!entry.is_string()) refuse("must be a path or a list of paths, got " + json_brief(entry));
+    const std::string path = entry.get<std::string>();
+    if (path.empty()) refuse("must be a path to a PNG, JPEG or WebP file, got \"\"");
+    if (path.find('\0') != std::string::npos)
+      refuse("contains a NUL character, which a PNG's text chunk cannot hold; remove it");
+    if (i == 0) s.image = path;
+    else s.more_images.push_back(path);
+  }
+}
+
+namespace {
 
 PromptSpec parse_json_line(const std::string& text, const std::string& name, int line,
                            const PromptFileOptions& options) {
@@ -111,21 +136,7 @@ PromptSpec parse_json_line(const std::string& text, const std::string& name, int
         fail_at_line(name, line, "'guidance_scale' must be a finite number, got " + json_brief(v));
       s.guidance_scale = v.get<double>();
     } else if (k == "image") {
-      // A path, or a list of paths: the references of a model that edits several (FLUX.2), as diffusers'
-      // `image` takes a list.
-      if (v.is_array() && (v.empty() || v.size() > static_cast<size_t>(kImagesPerItemRange.max)))
-        fail_at_line(name, line, "'image' lists " + std::to_string(v.size()) + " images; expected a path, or a list of " +
-                                     kImagesPerItemRange.text() + " paths");
-      for (size_t i = 0; i < (v.is_array() ? v.size() : 1); ++i) {
-        const json& entry = v.is_array() ? v[i] : v;
-        if (!entry.is_string())
-          fail_at_line(name, line, "'image' must be a path or a list of paths, got " + json_brief(v.is_array() ? entry : v));
-        const std::string path = entry.get<std::string>();
-        if (path.empty()) fail_at_line(name, line, "'image' must be a path to a PNG, JPEG or WebP file, got \"\"");
-        check_no_nul(path, "'image'", name, line);
-        if (i == 0) s.image = path;
-        else s.more_images.push_back(path);
-      }
+      read_image_paths(v, s, [&](const std::string& what) { fail_at_line(name, line, "'image' " + what); });
     } else if (k == "mask") {
       s.mask = get_string(v, k, name, line);
       if (s.mask->empty()) fail_at_line(name, line, "'mask' must be a path to a PNG, JPEG or WebP file, got \"\"");

@@ -175,6 +175,12 @@ std::vector<PromptSpec> parquet_prompts(const std::string& path, const PromptFil
         if (auto v = parquet_integer(c, r, path, kImagesPerLineRange)) s.num_images = static_cast<int>(*v);
       } else if (col == "guidance_scale") {
         s.guidance_scale = parquet_number(c, r, path);
+      } else if (col == "image" && c.type == Type::kJson) {
+        // A list of paths (list<string>): several references, as a .jsonl line's `image` list.
+        if (c.valid[r])
+          prompt_columns::read_image_paths(cell_json(c, r, path), s, [&](const std::string& what) {
+            fail(path, static_cast<int64_t>(r), col, what);
+          });
       } else if (col == "image") {
         s.image = cell_text(c, r, path, false);
       } else if (col == "mask") {

@@ -87,7 +87,16 @@ pq.write_table(pa.table({'prompt': ['a', 'b', 'c'], 'seed': ['1', '2', 'x']}), f
 pq.write_table(pa.table({'text': ['a']}), f'{work}/column.parquet')
 data = open(f'{work}/type.parquet', 'rb').read()
 open(f'{work}/corrupt.parquet', 'wb').write(data[:len(data) // 2])
+# An `image` column of lists (FLUX.2's several references): read as a .jsonl line's list. The test worker's fake model
+# takes no image, so it refuses two by their count and one as an input image: both prove the list was read.
+pq.write_table(pa.table({'prompt': ['a'], 'image': pa.array([['r0.png', 'r1.png']], pa.list_(pa.string()))}),
+               f'{work}/refs.parquet')
+pq.write_table(pa.table({'prompt': ['a'], 'image': pa.array([['r0.png']], pa.list_(pa.string()))}),
+               f'{work}/ref.parquet')
+pq.write_table(pa.table({'prompt': ['a'], 'image': pa.array([[]], pa.list_(pa.string()))}), f'{work}/norefs.parquet')
 PY
+cp "$root/tests/data/input-images/reference-0.png" "$work/r0.png"
+cp "$root/tests/data/input-images/reference-1.png" "$work/r1.png"
 expect_refused() {
   local file="$1" want="$2" rc=0
   CUDA_VISIBLE_DEVICES= "$worker" generate "$work/$file" --out "$work/bad-$file" 2> "$work/err.log" || rc=$?
@@ -97,4 +106,7 @@ expect_refused() {
 expect_refused type.parquet "'$work/type.parquet' row 2, column 'seed': must be an integer, got 'x'"
 expect_refused column.parquet "'$work/column.parquet': no column 'prompt' for the prompt (it has 'text')"
 expect_refused corrupt.parquet "'$work/corrupt.parquet': not a parquet file, or a damaged one"
+expect_refused refs.parquet "'image' lists 2 images, and fake-model"
+expect_refused ref.parquet "an input image ('image' or --image) for a Fake model"
+expect_refused norefs.parquet "'$work/norefs.parquet' row 0, column 'image': lists 0 images; expected a path, or a list of 1..16 paths"
 echo "bad parquet input refused with exit 2, naming file, row and column"
