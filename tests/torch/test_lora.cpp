@@ -21,6 +21,7 @@
 #include <string>
 
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
@@ -71,7 +72,8 @@ struct Components {
   std::unique_ptr<pipeline::LoraMerger> merger;
 };
 
-Components load_components(const std::string& pipeline, const std::vector<std::string>& names) {
+Components load_components(const std::string& pipeline, const std::vector<std::string>& names,
+                           const at::Device& device = at::kCPU) {
   const pipeline::ModelDir md = pipeline::resolve_model(kData + "/pipelines/" + pipeline);
   Components out;
   const auto unet = pipeline::UNetConfig::from_json(md.at("unet").config);
@@ -82,7 +84,7 @@ Components load_components(const std::string& pipeline, const std::vector<std::s
       pipeline::LoraModelFacts{"test", unet.layers_per_block.front(), rules});
   c10::InferenceMode guard;
   for (const std::string& n : names) {
-    out.modules[n] = pipeline::load_component(md.at(n), at::TensorOptions().dtype(at::kFloat));
+    out.modules[n] = pipeline::load_component(md.at(n), at::TensorOptions().dtype(at::kFloat).device(device));
     out.merger->add_component(n, *out.modules[n]);
   }
   return out;
@@ -126,6 +128,16 @@ TEST_P(LoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
     }
     EXPECT_EQ(changed, merged.size());
   }
+  // The first case again: its files were dropped when its set went (only the set in place stays read), so they
+  // are read again, to the same merged weights.
+  const json& first = doc["cases"][0];
+  ASSERT_TRUE(c.merger->apply(set_of(first)));
+  const auto again = weights_of(c);
+  for (const json& k : first["merged_keys"]) {
+    const std::string key = k.get<std::string>();
+    ASSERT_NO_FATAL_FAILURE(expect_merged_weight(again.at(key), golden[first["name"].get<std::string>() + "/" + key],
+                                                 original.at(key), key, at::Tensor()));
+  }
   // Back to no LoRA: the original weights, bit for bit.
   ASSERT_TRUE(c.merger->apply({}));
   for (const auto& [key, value] : weights_of(c)) ASSERT_TRUE(at::equal(value, original.at(key))) << key;
@@ -133,6 +145,41 @@ TEST_P(LoraMergeParity, MergedWeightsAreDiffusersBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipelines, LoraMergeParity, ::testing::Values("tiny-sd1", "tiny-sdxl"));
+
+// On a GPU a merge keeps nothing on the device: the touched weights' originals and the merged LoRA's factors wait
+// in host memory (each layer's factors go to the device for its merge only). Before, a LoRA on every attention and
+// MLP layer kept a second copy of most of the denoiser on the device, which no memory plan counted. The merged
+// weights are the CPU merge's within float32 rounding (another matmul). Run by tools/device/gpu_check.sh.
+TEST(LoraMergeCuda, TheOriginalsAndFactorsWaitInHostMemory_CUDA) {
+  const json doc = cases_of("tiny-sd1");
+  const json& cs = doc["cases"][0];
+  const at::Device cuda("cuda:0");
+  Components gpu = load_components("tiny-sd1", {"unet", "text_encoder"}, cuda);
+  Components cpu = load_components("tiny-sd1", {"unet", "text_encoder"});
+  pipeline::DeviceMemory::start_counting("cuda:0");
+  {
+    c10::InferenceMode guard;
+    (void)at::matmul(at::ones({64, 64}, cuda), at::ones({64, 64}, cuda));  // cuBLAS's workspace, before counting
+  }
+  const int64_t before = pipeline::DeviceMemory::allocated_bytes("cuda:0");
+  ASSERT_TRUE(gpu.merger->apply(set_of(cs)));
+  const int64_t after = pipeline::DeviceMemory::allocated_bytes("cuda:0");
+  ASSERT_TRUE(cpu.merger->apply(set_of(cs)));
+  const auto on_gpu = weights_of(gpu), on_cpu = weights_of(cpu);
+  int64_t touched = 0;
+  for (const json& k : cs["merged_keys"]) {
+    const std::string key = k.get<std::string>();
+    touched += on_gpu.at(key).numel() * 4;
+    EXPECT_TRUE(at::allclose(on_gpu.at(key).cpu(), on_cpu.at(key), 1e-5, 1e-6)) << key;
+  }
+  ASSERT_GT(touched, 0);
+  EXPECT_LT(after - before, touched / 2) << "a merge left " << after - before << " bytes on the device; the "
+                                         << "touched weights are " << touched;
+  ASSERT_TRUE(gpu.merger->apply({}));  // the originals come back from host memory, bit for bit
+  const auto restored = weights_of(gpu);
+  Components fresh = load_components("tiny-sd1", {"unet", "text_encoder"});
+  for (const auto& [key, value] : weights_of(fresh)) ASSERT_TRUE(at::equal(restored.at(key).cpu(), value)) << key;
+}
 
 class LoraImageParity : public ::testing::TestWithParam<std::string> {};
 

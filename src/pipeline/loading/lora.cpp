@@ -375,17 +375,18 @@ const LoraMerger::LoadedFile& LoraMerger::load(const std::string& path) {
     auto known = weight_options_.find(key);
     if (known == weight_options_.end())
       throw Error("LoRA: " + f.layer.component + " has no weight " + f.layer.module + ".weight");
-    // With offload (set_offload), the device the run computes on, where merge() computes and where the unfused
-    // adapters stay: they are small, and the layer they serve computes there whenever it runs.
-    const at::Device target = compute_device_.value_or(known->second.device());
     if (unfused_.count(f.layer.component)) {
-      // On the layer's compute device; attach() gives them their dtype.
+      // On the layer's compute device (with offload, set_offload's), where they stay attached: the layer they
+      // serve computes there whenever it runs. attach() gives them their dtype.
+      const at::Device target = compute_device_.value_or(known->second.device());
       f.down = f.down.to(target);
       f.up = f.up.to(target);
       loaded->layers.push_back(std::move(f));
       continue;
     }
-    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(target);
+    // A merged layer's factors wait in host memory, in the weight's dtype (the same values on any device): merge()
+    // moves each layer's to the device it computes on, so a device holds no LoRA but the one layer it merges.
+    const auto options = at::TensorOptions().dtype(known->second.dtype()).device(at::kCPU);
     f.down = f.down.to(options);
     f.up = f.up.to(options);
     if (f.magnitude.defined()) f.magnitude = f.magnitude.to(options);  // loaded into the DoRA layer's parameter
@@ -436,6 +437,17 @@ void LoraMerger::infer_alphas(const std::vector<LoraLayerScaling*>& factors) con
 void LoraMerger::check(const io::LoraSet& set) {
   c10::InferenceMode guard;
   for (const io::LoraRef& ref : set) load(ref.path);
+  keep_files_of(current_);
+}
+
+void LoraMerger::keep_files_of(const io::LoraSet& set) {
+  // A run that sweeps many LoRAs (a set per line) would otherwise hold every file it checked; a set that comes
+  // back is read again, to the same values.
+  for (auto it = files_.begin(); it != files_.end();) {
+    const bool in_set =
+        std::any_of(set.begin(), set.end(), [&](const io::LoraRef& ref) { return ref.path == it->first; });
+    it = in_set ? std::next(it) : files_.erase(it);
+  }
 }
 
 bool LoraMerger::apply(const io::LoraSet& set) {
@@ -450,6 +462,7 @@ bool LoraMerger::apply(const io::LoraSet& set) {
   // A detached component gets the set when reattach() brings it back.
   merge(set, [this](const std::string& component) { return !detached_.count(component); });
   current_ = set;
+  keep_files_of(set);
   return true;
 }
 
@@ -463,17 +476,19 @@ void LoraMerger::merge(const io::LoraSet& set, const std::function<bool(const st
       }
       const at::Tensor stored = weight(f.layer.component, f.layer.module);
       const std::string key = f.layer.component + "/" + f.layer.module;
-      // With offload the originals wait in host memory, not on the device the module leaves.
+      // The originals wait in host memory: a GPU then holds no second copy of the weights a LoRA touches, which
+      // for a LoRA on every attention and MLP layer would be most of the denoiser. Restoring copies them back.
       if (!originals_.count(key))
-        originals_.emplace(key, compute_device_ ? stored.to(at::Device(at::kCPU), stored.scalar_type(), false, true)
-                                                : stored.clone());
+        originals_.emplace(key, stored.is_cpu() ? stored.clone()
+                                                : stored.to(at::Device(at::kCPU), stored.scalar_type(), false, true));
       // With offload the weight may be in host memory between uses: merged on the device the run
       // computes on (the values a run without offload merges), then written back where it is.
       at::Tensor w = compute_device_ && stored.device() != *compute_device_ ? stored.to(*compute_device_) : stored;
-      const at::Tensor delta = delta_weight(f.down, f.up, w, peft_scaling(f, ref.scale));
+      const at::Tensor delta =
+          delta_weight(f.down.to(w.device()), f.up.to(w.device()), w, peft_scaling(f, ref.scale));
       // PEFT merge: base_layer.weight.data += delta; a DoRA layer's weight becomes its own rescaled sum, from the
       // weight the LoRAs before it left (each adapter merges in turn).
-      if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude));
+      if (f.magnitude.defined()) w.copy_(dora_merged(w, delta, f.magnitude.to(w.device())));
       else w.add_(delta);
       if (!w.is_same(stored)) stored.copy_(w);
     }

@@ -93,17 +93,17 @@ class LoraMerger {
   void reattach(const std::string& name, torch::nn::Module& module);
 
   /// --offload (nn/offload.h): the registered weights move between host memory and `device` (the one
-  /// the run computes on). From now on the LoRA factors are kept on `device`, each merge is computed
-  /// there and written back where the weight is, and the originals wait in host memory.
+  /// the run computes on). From now on an unfused component's LoRA factors are kept on `device`, and each merge
+  /// is computed there and written back where the weight is.
   void set_offload(const at::Device& device) { compute_device_ = device; }
 
-  /// Reads each file of `set` once (kept, converted to its weights' dtype and device) and
-  /// checks it against the registered components. Throws InputError naming the file.
+  /// Reads each file of `set` and checks it against the registered components. Throws InputError naming the
+  /// file. Only the files of the set in place stay read (keep_files_of).
   void check(const io::LoraSet& set);
 
   /// Makes the weights those of `set`: nothing when it is the set in place; otherwise the
-  /// touched weights get their original values back and `set` is merged. Returns whether
-  /// any weight changed.
+  /// touched weights get their original values back (kept in host memory) and `set` is merged. Returns whether
+  /// any weight changed. Each file is read when its set comes (again), and dropped when the set goes.
   bool apply(const io::LoraSet& set);
 
   /// The layers of the LoRA `file` (opened from `path`, which messages name) mapped onto the registered
@@ -125,8 +125,8 @@ class LoraMerger {
 
  private:
   struct Factors : LoraLayerScaling {
-    /// in the weight's dtype, on its device; for an unfused component, in the dtype the file and its
-    /// conversion give them (attach() casts them as PEFT does)
+    /// in the weight's dtype, in host memory (merge() moves them); for an unfused component, on its compute
+    /// device in the dtype the file and its conversion give them (attach() casts them as PEFT does)
     at::Tensor down, up;
     at::Tensor magnitude;  ///< DoRA's lora_magnitude_vector (LoraLayer::magnitude_key), likewise; undefined: none
   };
@@ -153,6 +153,8 @@ class LoraMerger {
   void attach(const Factors& f, double scale);
   /// Detaches every adapter attach() attached.
   void detach_adapters();
+  /// Drops the read files that are not in `set`.
+  void keep_files_of(const io::LoraSet& set);
 
   LoraModelFacts facts_;
   /// "<component>/<module>" -> the weight a LoRA may change (Linear and Conv2d weights).
@@ -177,7 +179,7 @@ class LoraMerger {
   std::map<std::string, size_t> module_order_;
   LoraModuleTable table_;
   std::map<std::string, std::unique_ptr<LoadedFile>> files_;
-  /// "<component>/<module>" -> the weight's values before any LoRA, for the weights touched.
+  /// "<component>/<module>" -> the weight's values before any LoRA, for the weights touched, in host memory.
   std::map<std::string, at::Tensor> originals_;
   io::LoraSet current_;
   std::optional<at::Device> compute_device_;  ///< set_offload()
