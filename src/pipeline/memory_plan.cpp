@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/families/flux.h"
 #include "dpinfer/pipeline/families/flux2.h"
@@ -249,6 +251,20 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
     e.decode.weights = all;
   }
   if (blocks) e.decode.weights -= 2 * largest_block * levers.blocks_per_group;  // dropped after the last group
+  // LoRAs (loading/lora.h), in the run dtype, through every phase (the plan does not split them by component): on
+  // a GPU only an unfused component's factors (stored weights: fp8, a GGUF file) are on the device; on the CPU the
+  // host is the device, where the merged factors and the touched weights' originals wait too.
+  const bool stored = levers.weight_storage != "default" ||
+                      std::any_of(components_.begin(), components_.end(),
+                                  [](const ComponentFootprint& c) { return c.gguf_bytes > 0; });
+  double lora = 0;
+  if (!shape_.cuda)
+    lora = static_cast<double>(shape_.lora_factor_elements + shape_.lora_touched_elements) * size;
+  else if (stored)
+    lora = static_cast<double>(shape_.lora_factor_elements) * size;
+  e.encode.weights += lora;
+  e.denoise.weights += lora;
+  e.decode.weights += lora;
   return e;
 }
 
@@ -404,6 +420,25 @@ int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann
   return 0;
 }
 
+LoraFootprint lora_footprint(const std::string& path) {
+  const auto file = io::SafetensorsFile::open(path);
+  LoraFootprint out;
+  static const std::pair<const char*, const char*> kPairs[] = {{"lora_A", "lora_B"}, {"lora_down", "lora_up"},
+                                                               {".down.", ".up."}};
+  for (const io::TensorView& t : file->tensors()) {
+    out.factor_elements += t.numel();
+    if (t.shape.empty() || t.shape[0] <= 0) continue;
+    for (const auto& [down, up] : kPairs) {
+      const size_t at = t.name.find(down);
+      if (at == std::string::npos) continue;
+      const io::TensorView* partner = file->find(t.name.substr(0, at) + up + t.name.substr(at + std::strlen(down)));
+      if (partner && !partner->shape.empty()) out.touched_elements += partner->shape[0] * (t.numel() / t.shape[0]);
+      break;
+    }
+  }
+  return out;
+}
+
 bool reference_sets_item_size(const std::string& pipeline_class) { return pipeline_class == "Flux2KleinPipeline"; }
 
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {
@@ -428,6 +463,16 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
       shape.width = static_cast<int64_t>(std::sqrt(static_cast<double>(bound)));
       shape.height = (bound + shape.width - 1) / shape.width;
     }
+  }
+  for (const io::LoraSet& set : memory.lora_sets) {
+    LoraFootprint sum;
+    for (const io::LoraRef& ref : set) {
+      const LoraFootprint f = lora_footprint(ref.path);
+      sum.factor_elements += f.factor_elements;
+      sum.touched_elements += f.touched_elements;
+    }
+    shape.lora_factor_elements = std::max(shape.lora_factor_elements, sum.factor_elements);
+    shape.lora_touched_elements = std::max(shape.lora_touched_elements, sum.touched_elements);
   }
   if (memory.reference_images > 0)
     shape.reference_pixels =
@@ -465,8 +510,11 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   out.budget = budget;
   out.choice = fmt::format("{}; estimated peak {} in the {} phase, within --max-device-memory {}",
                            chosen.levers.describe(), gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
-  const std::string references =
+  std::string references =
       shape.reference_pixels > 0 ? fmt::format(", references up to {} pixels", shape.reference_pixels) : "";
+  if (shape.lora_factor_elements > 0)
+    references += fmt::format(", LoRAs of up to {} factor values touching {} weight values", shape.lora_factor_elements,
+                              shape.lora_touched_elements);
   out.summary = fmt::format("memory plan for {} at {}x{}, batch {}{}: {}", request.device, shape.width, shape.height,
                             shape.batch_size, references, out.choice);
   if (const auto next = planner.next_after(chosen.levers, fixed, memory.exact)) out.next = next->describe();
@@ -476,6 +524,10 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   out.record["shape"] = {{"width", shape.width}, {"height", shape.height}, {"batch_size", shape.batch_size},
                          {"dtype", shape.dtype}};
   if (shape.reference_pixels > 0) out.record["shape"]["reference_pixels"] = shape.reference_pixels;
+  if (shape.lora_factor_elements > 0) {
+    out.record["shape"]["lora_factor_elements"] = shape.lora_factor_elements;
+    out.record["shape"]["lora_touched_elements"] = shape.lora_touched_elements;
+  }
   return out;
 }
 

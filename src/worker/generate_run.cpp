@@ -157,6 +157,11 @@ int GenerateRun::run() {
     }
     m.batch_size = o_.batch_size;
     m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
+    // The LoRA sets, each once: the plan counts the largest.
+    if (!run_loras.empty()) m.lora_sets.push_back(run_loras);
+    for (const io::PromptSpec& s : specs)
+      if (s.loras && !s.loras->empty() && std::find(m.lora_sets.begin(), m.lora_sets.end(), *s.loras) == m.lora_sets.end())
+        m.lora_sets.push_back(*s.loras);
     req.memory = m;
   }
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);

@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/memory_plan.h"
@@ -191,6 +192,52 @@ TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", nlohmann::json::object(), 4096), 800 * 1328);
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", {{"auto_resize", false}}, 4096), 4096);
   EXPECT_EQ(reference_pixels_bound("FluxPipeline", nlohmann::json::object(), 4096), 0);  // img2img: no tokens added
+}
+
+// LoRAs (loading/lora.h): on a GPU a merged LoRA keeps nothing on the device, an unfused one (fp8 or GGUF weights)
+// its factors; on the CPU, the device being the host, the factors and the touched weights' originals. In the run
+// dtype, through every phase.
+TEST(MemoryPlan, CountsWhatALoraKeepsWhereItKeepsIt) {
+  MemoryShape plain_gpu = shape(true), plain_cpu = shape(false);
+  MemoryShape lora_gpu = plain_gpu, lora_cpu = plain_cpu;
+  for (MemoryShape* s : {&lora_gpu, &lora_cpu}) {
+    s->lora_factor_elements = 10'000'000;
+    s->lora_touched_elements = 300'000'000;
+  }
+  MemoryLevers fp8;
+  fp8.weight_storage = "fp8";
+  const auto weights = [](const MemoryShape& s, const MemoryLevers& levers) {
+    const MemoryEstimate e = MemoryPlanner(round_pipeline(), s).estimate(levers);
+    return std::vector<double>{e.encode.weights, e.denoise.weights, e.decode.weights};
+  };
+  for (size_t phase = 0; phase < 3; ++phase) {
+    SCOPED_TRACE(phase);
+    EXPECT_DOUBLE_EQ(weights(lora_gpu, {})[phase], weights(plain_gpu, {})[phase]);  // merged: host memory
+    EXPECT_DOUBLE_EQ(weights(lora_gpu, fp8)[phase], weights(plain_gpu, fp8)[phase] + 10'000'000 * 2.0);
+    EXPECT_DOUBLE_EQ(weights(lora_cpu, {})[phase], weights(plain_cpu, {})[phase] + 310'000'000 * 2.0);
+  }
+}
+
+// A LoRA file's footprint from its header: the weights its factors touch are the ones diffusers merges
+// (make_lora_fixtures.py's merged keys, in tiny-sd1-lora.golden/merged.safetensors), in PEFT's, kohya's and
+// LoCon's spellings.
+TEST(MemoryPlan, ALorasFootprintIsTheWeightsItMerges) {
+  const std::string loras = std::string(DPINFER_TEST_DATA_DIR) + "/loras/";
+  const auto merged = io::SafetensorsFile::open(loras + "tiny-sd1-lora.golden/merged.safetensors");
+  for (const auto& [file, tag] : std::vector<std::pair<std::string, std::string>>{
+           {"sd1-peft.safetensors", "peft_scaled/"}, {"sd1-kohya.safetensors", "kohya/"}, {"sd1-locon.safetensors", "locon/"}}) {
+    SCOPED_TRACE(file);
+    int64_t touched = 0;
+    for (const io::TensorView& t : merged->tensors())
+      if (t.name.rfind(tag, 0) == 0) touched += t.numel();
+    ASSERT_GT(touched, 0);
+    int64_t factors = 0;
+    const auto lora = io::SafetensorsFile::open(loras + file);
+    for (const io::TensorView& t : lora->tensors()) factors += t.numel();
+    const LoraFootprint f = lora_footprint(loras + file);
+    EXPECT_EQ(f.touched_elements, touched);
+    EXPECT_EQ(f.factor_elements, factors);
+  }
 }
 
 TEST(MemoryPlan, CountsTheWeightsInspectCounts) {

@@ -75,6 +75,29 @@ TEST_F(MemoryPlanE2E, RecordsThePlanAndAMeasuredPeakWithinTheBudget) {
   EXPECT_EQ(png_pixels_in(dir.file("out")).size(), 2u);
 }
 
+// The plan counts the largest LoRA set (here a line's two LoRAs, more than --lora's one): on the CPU its factors
+// and the originals of the weights it touches, which the measured peak holds too.
+TEST_F(MemoryPlanE2E, CountsTheLargestLoraSet) {
+  const std::string loras = std::string(DPINFER_TEST_DATA_DIR) + "/loras/";
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"a red cube\"}\n{\"prompt\": \"a lighthouse\", \"loras\": [\"" + loras +
+                                      "sd1-kohya.safetensors\", \"" + loras + "sd1-locon.safetensors:-0.5\"]}\n");
+  const auto planned = [&](const std::string& out, const std::string& prompts) {
+    RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file(prompts), "--model", kPipelines + "tiny-sd1", "--steps",
+                       "2", "--width", "64", "--height", "64", "--out", dir.file(out), "--max-device-memory", "2",
+                       "--lora", loras + "sd1-peft.safetensors"},
+                      kEnv, 300s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(", LoRAs of up to "), std::string::npos) << r.err;
+    return json::parse(read_file(dir.file(out + "/run.json")))["memory_plan"];
+  };
+  const json one = planned("one", "p.txt"), two = planned("two", "p.jsonl");
+  EXPECT_GT(one["shape"]["lora_touched_elements"].get<int64_t>(), 0) << one.dump();
+  EXPECT_GT(two["shape"]["lora_factor_elements"], one["shape"]["lora_factor_elements"]) << two.dump();
+  EXPECT_GT(two["shape"]["lora_touched_elements"], one["shape"]["lora_touched_elements"]) << two.dump();
+  EXPECT_GT(two["peak_bytes"], one["peak_bytes"]);
+  EXPECT_LE(two["measured_peak_bytes"].get<int64_t>(), 2'000'000'000);
+}
+
 TEST_F(MemoryPlanE2E, ABudgetOnlyTwoPhaseMeetsMakesTheRunTwoPhaseWithTheSamePixels) {
   RunResult inspect = run({DPINFER_WORKER_BINARY, "inspect", kPipelines + "tiny-sd1", "--memory", "--dtype", "fp32",
                            "--device", "cpu", "--width", "64", "--height", "64"},

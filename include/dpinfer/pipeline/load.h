@@ -27,6 +27,9 @@ struct MemoryRequest {
   /// Some item with an input image sets no width or height, so a model that takes an item's size from its reference
   /// (FLUX.2) may make an image as large as reference_pixels_bound() (memory_plan.h).
   bool sizes_from_references = false;
+  /// The run's LoRA sets (--lora's and each line's, resolved to files): the plan counts the largest
+  /// (lora_footprint(), memory_plan.h).
+  std::vector<io::LoraSet> lora_sets;
 };
 
 /// What a caller asks for when it loads a pipeline.

@@ -81,6 +81,10 @@ struct MemoryShape {
   /// The pixels of an item's references at most, all together (FLUX.1 Kontext, FLUX.2), whose tokens join the
   /// denoiser's sequence; 0: none.
   int64_t reference_pixels = 0;
+  /// The largest LoRA set's factors and the weights they touch, in elements (lora_footprint()): on the GPU an
+  /// unfused component's factors (stored weights) stay on the device; merged layers' factors and the touched
+  /// weights' originals wait in host memory, which is the device on the CPU.
+  int64_t lora_factor_elements = 0, lora_touched_elements = 0;
 };
 
 /// Bytes per phase. `weights` are the weights on the device during the phase, `activations` the rest.
@@ -156,6 +160,16 @@ struct MemoryPlanChoice {
 /// (`settings`, the run's), else, its reference keeping its own size, `item_pixels` (the largest item's), which the
 /// plan takes as the reference's.
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels);
+
+/// What a LoRA file holds, from its header: the elements of its tensors, and of the weights its factors touch (a
+/// down factor, "lora_A" / "lora_down" / ".down.", of shape [rank, in...] with its up partner [out, rank...]
+/// touches out x in... elements). The plan's measure of a LoRA, not load()'s mapping: a factor without a partner
+/// touches nothing here. Throws dpinfer::Error naming a file that cannot be read.
+struct LoraFootprint {
+  int64_t factor_elements = 0;
+  int64_t touched_elements = 0;
+};
+LoraFootprint lora_footprint(const std::string& path);
 
 /// Whether a `pipeline_class` model takes an item's unset width and height from its first reference (FLUX.2
 /// [klein]; PipelineInfo::size_from_reference), which the plan must then bound by reference_pixels_bound().
