@@ -163,10 +163,28 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
   const double rows = batch * (shape_.guidance && any_cfg_in_one_call ? 2 : 1);
   const double sides = shape_.guidance ? 2 : 1;  // encodings per item: the prompt and the negative
 
+  double text_outside_blocks = 0, text_largest_block = 0;
   for (const ComponentFootprint& c : components_) {
     const double w = weight_bytes(c, levers.weight_storage);
+    // The bytes outside the component's offloadable blocks and of its largest block (--offload blocks), under this
+    // storage; a GGUF file's in proportion to their elements. No blocks: all of it outside.
+    std::pair<double, double> outside_and_largest{w, 0};
+    if (c.largest_block_elements > 0) {
+      const auto share = [&](int64_t elements) { return w * static_cast<double>(elements) / static_cast<double>(c.elements); };
+      ComponentFootprint blocks = c, largest = c;
+      blocks.elements = c.block_elements;
+      blocks.stored_elements = c.block_stored_elements;
+      largest.elements = c.largest_block_elements;
+      largest.stored_elements = c.largest_block_stored_elements;
+      const double blocks_bytes = c.gguf_bytes > 0 ? share(c.block_elements) : weight_bytes(blocks, levers.weight_storage);
+      const double largest_bytes =
+          c.gguf_bytes > 0 ? share(c.largest_block_elements) : weight_bytes(largest, levers.weight_storage);
+      outside_and_largest = {w - blocks_bytes, largest_bytes};
+    }
     if (c.role == ComponentRole::kTextEncoder) {
       text_weights += w;
+      text_outside_blocks += outside_and_largest.first;
+      text_largest_block = std::max(text_largest_block, outside_and_largest.second);
       const double width = static_cast<double>(int_fact(c.facts, "hidden_size", int_fact(c.facts, "d_model", 0)));
       const double tokens = static_cast<double>(int_fact(c.facts, "max_position_embeddings", shape_.text_tokens));
       const double seq = std::min(tokens, static_cast<double>(shape_.text_tokens));
@@ -174,22 +192,8 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
       encodings_per_item += sides * seq * width * size;
     } else if (c.role == ComponentRole::kDenoiser) {
       denoiser_weights += w;
-      if (c.largest_block_elements > 0) {
-        // The blocks' bytes under this storage; a GGUF file's in proportion to their elements.
-        const auto share = [&](int64_t elements) { return w * static_cast<double>(elements) / static_cast<double>(c.elements); };
-        ComponentFootprint blocks = c, largest = c;
-        blocks.elements = c.block_elements;
-        blocks.stored_elements = c.block_stored_elements;
-        largest.elements = c.largest_block_elements;
-        largest.stored_elements = c.largest_block_stored_elements;
-        const double blocks_bytes = c.gguf_bytes > 0 ? share(c.block_elements) : weight_bytes(blocks, levers.weight_storage);
-        const double largest_bytes =
-            c.gguf_bytes > 0 ? share(c.largest_block_elements) : weight_bytes(largest, levers.weight_storage);
-        denoiser_outside_blocks += w - blocks_bytes;
-        largest_block = std::max(largest_block, largest_bytes);
-      } else {
-        denoiser_outside_blocks += w;
-      }
+      denoiser_outside_blocks += outside_and_largest.first;
+      largest_block = std::max(largest_block, outside_and_largest.second);
       if (c.class_name == "UNet2DConditionModel") {
         const double channels = static_cast<double>(int_fact(c.facts, "block_out_channels", 320));
         denoiser_activations =
@@ -234,6 +238,10 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
   const bool blocks = levers.offload == "blocks" && largest_block > 0;
   const double denoiser_on_device =
       blocks ? denoiser_outside_blocks + 2 * largest_block * levers.blocks_per_group : denoiser_weights;
+  // The text encoders' layers (T5, the Qwen decoders) too, the encoders running one at a time.
+  const bool text_blocks = blocks && text_largest_block > 0;
+  const double text_on_device =
+      text_blocks ? text_outside_blocks + 2 * text_largest_block * levers.blocks_per_group : text_weights;
   if (levers.offload == "model") {
     // One group on the device at a time (component_residency.h).
     e.encode.weights = text_weights;
@@ -241,14 +249,18 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
     e.decode.weights = vae_weights;
   } else if (levers.two_phase) {
     // The text encoders and the denoiser take turns; the VAE stays.
-    e.encode.weights = text_weights + vae_weights;
+    e.encode.weights = text_on_device + vae_weights;
     e.denoise.weights = denoiser_on_device + vae_weights;
     e.decode.weights = denoiser_on_device + vae_weights;
   } else {
-    const double all = text_weights + denoiser_on_device + vae_weights;
+    const double all = text_on_device + denoiser_on_device + vae_weights;
     e.encode.weights = all;
     e.denoise.weights = all;
     e.decode.weights = all;
+    if (text_blocks) {  // the encoders' groups are dropped once they ran
+      e.denoise.weights -= 2 * text_largest_block * levers.blocks_per_group;
+      e.decode.weights -= 2 * text_largest_block * levers.blocks_per_group;
+    }
   }
   if (blocks) e.decode.weights -= 2 * largest_block * levers.blocks_per_group;  // dropped after the last group
   // LoRAs (loading/lora.h), in the run dtype, through every phase (the plan does not split them by component): on

@@ -152,7 +152,8 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--offload", o.offload,
                  "none (every module on the device), model (each component in host memory, moved whole to the "
                  "device while it runs, as diffusers' enable_model_cpu_offload) or blocks[:N] (the denoiser's "
-                 "transformer blocks in host memory, N a group (default 1), each group copied to the device while "
+                 "transformer blocks, and T5's and the Qwen text encoders' layers, in host memory, N a group (default "
+                 "1), each group copied to the device while "
                  "it runs and the next one prefetched on a side CUDA stream, as diffusers' apply_group_offloading "
                  "block_level with use_stream; DiT families only); the pixels are the same")
       ->capture_default_str();

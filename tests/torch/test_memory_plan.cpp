@@ -194,6 +194,25 @@ TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
   EXPECT_EQ(reference_pixels_bound("FluxPipeline", nlohmann::json::object(), 4096), 0);  // img2img: no tokens added
 }
 
+// --offload blocks keeps a text encoder's layers (T5, the Qwen decoders) in host memory too: while it encodes, the
+// device holds what lies outside its layers and two groups of its largest layer, as for the denoiser.
+TEST(MemoryPlan, BlockOffloadTakesTheTextEncodersLayersToo) {
+  std::vector<ComponentFootprint> layered = round_pipeline();
+  layered[0].block_elements = 900'000'000;  // 24 layers, the largest 40 M; 100 M outside (the embedding)
+  layered[0].largest_block_elements = 40'000'000;
+  MemoryLevers blocks;
+  blocks.two_phase = true;
+  blocks.offload = "blocks";
+  const MemoryEstimate with = MemoryPlanner(layered, shape(true)).estimate(blocks);
+  const MemoryEstimate without = MemoryPlanner(round_pipeline(), shape(true)).estimate(blocks);
+  EXPECT_DOUBLE_EQ(with.encode.weights, without.encode.weights - (1e9 - (100e6 + 2 * 40e6)) * 2);  // bf16
+  EXPECT_DOUBLE_EQ(with.denoise.weights, without.denoise.weights);
+  EXPECT_DOUBLE_EQ(with.decode.weights, without.decode.weights);
+  // Everything resident: the text encoder's layers are not offloaded.
+  EXPECT_DOUBLE_EQ(MemoryPlanner(layered, shape(true)).estimate({}).encode.weights,
+                   MemoryPlanner(round_pipeline(), shape(true)).estimate({}).encode.weights);
+}
+
 // LoRAs (loading/lora.h): on a GPU a merged LoRA keeps nothing on the device, an unfused one (fp8 or GGUF weights)
 // its factors; on the CPU, the device being the host, the factors and the touched weights' originals. In the run
 // dtype, through every phase.

@@ -299,6 +299,12 @@ TEST_P(OffloadParity, OffloadedPipelinesMakeTheSameImages) {
     EXPECT_LE(stats["max_resident_groups"].get<int64_t>(), 2) << name;
     EXPECT_GE(stats["max_resident_groups"].get<int64_t>(), 1) << name;
     EXPECT_GT(stats["group_copies"].get<int64_t>(), stats["block_groups"].get<int64_t>()) << name;
+    // Every family here (the UNet ones returned above) has a text encoder with layer lists (T5 or a Qwen decoder),
+    // which keeps them in host memory too and ran them from there (CLIP stays whole). Between forwards none of
+    // their groups is on the device.
+    EXPECT_GT(stats.value("text_encoder_block_groups", int64_t{0}), 0) << name << ": " << stats.dump();
+    EXPECT_GE(stats.value("text_encoder_group_copies", int64_t{0}), 1) << name << ": " << stats.dump();
+    EXPECT_EQ(stats.value("text_encoder_resident_groups", int64_t{-1}), 0) << name << ": " << stats.dump();
   }
 }
 

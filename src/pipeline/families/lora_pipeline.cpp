@@ -48,6 +48,21 @@ nlohmann::json LoraPipeline::offload_statistics() const {
     j["offloaded_bytes"] = b->offloaded_bytes();
     j["largest_group_bytes"] = b->largest_group_bytes();
   }
+  // The text encoders' layers (T5, the Qwen decoders), all of them together; absent while none is loaded.
+  int64_t text_groups = 0, text_copies = 0, text_bytes = 0, text_resident = 0;
+  for (const auto& blocks : text_encoder_blocks_)
+    if (const nn::BlockOffload* b = blocks()) {
+      text_groups += b->groups();
+      text_copies += b->copies_to_device();
+      text_bytes += b->offloaded_bytes();
+      text_resident += b->resident_groups();
+    }
+  if (text_groups > 0) {
+    j["text_encoder_block_groups"] = text_groups;
+    j["text_encoder_group_copies"] = text_copies;
+    j["text_encoder_offloaded_bytes"] = text_bytes;
+    j["text_encoder_resident_groups"] = text_resident;
+  }
   return j;
 }
 

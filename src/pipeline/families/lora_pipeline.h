@@ -102,8 +102,10 @@ class LoraPipeline : public TextToImage {
   void load_slot(Group group, const Component& c, std::shared_ptr<Impl>& member, const at::TensorOptions& options,
                  bool lora, const LoadOptions& load_options = {}) {
     // Offloaded modules load into host memory: model offload moves them whole to the device when they
-    // run (enter()), block offload moves the denoiser's non-block part there at once.
-    const bool blocks = group == Group::kDenoiser && block_offload_ > 0;
+    // run (enter()), block offload moves the non-block part of the denoiser, and of a text encoder with
+    // layer lists (T5, the Qwen decoders; CLIP is small and stays whole), there at once.
+    const bool blocks = block_offload_ > 0 && std::is_base_of_v<nn::OffloadableBlocks, Impl> &&
+                        (group == Group::kDenoiser || group == Group::kTextEncoders);
     const at::TensorOptions load_to =
         residency_.model_offload() || blocks ? options.device(c10::Device(c10::kCPU)) : options;
     const bool channels_last = channels_last_ && group != Group::kTextEncoders;
@@ -121,9 +123,12 @@ class LoraPipeline : public TextToImage {
     // A component with stored weights (float8, GGUF blocks) keeps its LoRAs unfused (loading/lora.h).
     const bool unfused = lora && component_stores_weights(c);
     if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
-      if (blocks) denoiser_blocks_ = [&member]() -> const nn::BlockOffload* {
+      if (blocks && group == Group::kDenoiser) denoiser_blocks_ = [&member]() -> const nn::BlockOffload* {
         return member ? member->block_offload() : nullptr;
       };
+      if (blocks && group == Group::kTextEncoders) text_encoder_blocks_.push_back([&member]() -> const nn::BlockOffload* {
+        return member ? member->block_offload() : nullptr;
+      });
     }
     if (residency_.two_phase() && group == Group::kDenoiser) {
       const std::shared_ptr<torch::nn::Module> shapes = check_component(c, load_to);
@@ -145,6 +150,8 @@ class LoraPipeline : public TextToImage {
   int64_t block_offload_ = 0;  ///< --offload blocks: blocks a group (LoadRequest::offload_blocks_per_group); 0: off
   /// The denoiser's block offload accounting, read by offload_statistics() (null unless --offload blocks).
   std::function<const nn::BlockOffload*()> denoiser_blocks_;
+  /// The same for each text encoder whose layers --offload blocks keeps in host memory.
+  std::vector<std::function<const nn::BlockOffload*()>> text_encoder_blocks_;
 };
 
 }  // namespace dpinfer::pipeline

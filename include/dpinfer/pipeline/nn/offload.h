@@ -54,8 +54,9 @@ int64_t module_bytes(const torch::nn::Module& module);
 /// CPU) the same copies are made synchronously.
 class BlockOffload {
  public:
-  /// Takes the blocks of `model`'s ModuleList children `lists`, `per_group` a group, to the host,
-  /// and the rest of `model` to `device`. Error for a name that is no ModuleList or per_group < 1.
+  /// Takes the blocks of `model`'s ModuleList children `lists` (or descendants, "encoder.block"), `per_group` a
+  /// group, to the host, and the rest of `model` to `device`. Error for a name that is no ModuleList or
+  /// per_group < 1.
   BlockOffload(torch::nn::Module& model, const std::vector<std::string>& lists, const at::Device& device,
                int64_t per_group);
   ~BlockOffload();
@@ -140,7 +141,8 @@ class OffloadableBlocks {
     block_offload_ = std::make_unique<BlockOffload>(model, block_lists(), device, per_group);
   }
   /// The names of the model's block lists, in the order its forward runs them (diffusers'
-  /// transformer_blocks, single_transformer_blocks, ...).
+  /// transformer_blocks, single_transformer_blocks, ...): children of the model, or dotted paths to
+  /// descendants (a text encoder's "encoder.block").
   virtual std::vector<std::string> block_lists() const = 0;
   /// Null unless offload_blocks() was called.
   BlockOffload* block_offload() const { return block_offload_.get(); }

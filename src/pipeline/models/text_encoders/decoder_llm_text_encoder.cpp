@@ -172,6 +172,7 @@ std::vector<at::Tensor> DecoderLLMTextEncoderImpl::hidden_states(const at::Tenso
                 std::to_string(config_.vocab_size) + "; the tokenizer does not belong to this text encoder");
 
   const int64_t deepest = runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end());
+  const nn::OffloadedForward forward_offload(block_offload());  // drops a prefetched layer the run stops before
   at::Tensor h = embed_tokens_(ids.to(embed_tokens_->weight.device()));  // [B, L, D]
   std::map<int64_t, at::Tensor> kept;                                      // the states asked for, by depth
   auto keep = [&](int64_t depth) {
@@ -185,6 +186,7 @@ std::vector<at::Tensor> DecoderLLMTextEncoderImpl::hidden_states(const at::Tenso
     if (attention_mask.defined() && !attention_mask.ne(0).all().item<bool>()) mask = attention_mask.to(h.device());
     const auto [cos, sin] = rotary(mask, h.size(1), h.scalar_type(), h.device());
     for (int64_t i = 0; i < deepest; ++i) {
+      const nn::BlockOnDevice on_device(block_offload(), *layers_[i]);  // --offload blocks: its group on the device
       h = layers_[i](h, cos, sin, mask);
       keep(i + 1);
     }

@@ -181,20 +181,27 @@ at::Tensor T5EncoderModelImpl::forward(const at::Tensor& input_ids, const at::Te
     throw Error("T5 text encoder: token id " + std::to_string(lo < 0 ? lo : hi) + " is outside the vocabulary of " +
                 std::to_string(config_.vocab_size) + "; the tokenizer does not belong to this text encoder");
 
+  const nn::OffloadedForward forward_offload(block_offload());
   at::Tensor h = shared_(ids);  // [B, L, d_model] (T5Stack's embed_tokens is `shared`)
-  // T5Stack: block 0's relative bias plus the extended mask, (1 - mask) * finfo(dtype).min in
-  // the embeddings' dtype, is every block's position_bias. Without a mask transformers adds a
-  // mask of ones, i.e. zeros, which changes nothing, so none is added here.
-  at::Tensor position_bias = blocks_.front()->self_attention()->compute_bias(h.size(1));  // [1, H, L, L]
-  if (attention_mask.defined()) {
-    const at::ScalarType dtype = h.scalar_type();
-    const at::Tensor m = attention_mask.to(h.device()).unsqueeze(1).unsqueeze(1).to(dtype);  // [B, 1, 1, L]
-    double lowest = std::numeric_limits<float>::lowest();
-    if (dtype == at::kHalf) lowest = double(std::numeric_limits<c10::Half>::lowest());
-    if (dtype == at::kBFloat16) lowest = double(std::numeric_limits<c10::BFloat16>::lowest());
-    position_bias = position_bias + (1.0 - m) * lowest;  // [B, H, L, L]
+  at::Tensor position_bias;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const nn::BlockOnDevice on_device(block_offload(), *blocks_[i]);  // --offload blocks: its group on the device
+    if (i == 0) {
+      // T5Stack: block 0's relative bias plus the extended mask, (1 - mask) * finfo(dtype).min in
+      // the embeddings' dtype, is every block's position_bias. Without a mask transformers adds a
+      // mask of ones, i.e. zeros, which changes nothing, so none is added here.
+      position_bias = blocks_.front()->self_attention()->compute_bias(h.size(1));  // [1, H, L, L]
+      if (attention_mask.defined()) {
+        const at::ScalarType dtype = h.scalar_type();
+        const at::Tensor m = attention_mask.to(h.device()).unsqueeze(1).unsqueeze(1).to(dtype);  // [B, 1, 1, L]
+        double lowest = std::numeric_limits<float>::lowest();
+        if (dtype == at::kHalf) lowest = double(std::numeric_limits<c10::Half>::lowest());
+        if (dtype == at::kBFloat16) lowest = double(std::numeric_limits<c10::BFloat16>::lowest());
+        position_bias = position_bias + (1.0 - m) * lowest;  // [B, H, L, L]
+      }
+    }
+    h = blocks_[i](h, position_bias);
   }
-  for (T5Block& block : blocks_) h = block(h, position_bias);
   return final_layer_norm_(h);
 }
 

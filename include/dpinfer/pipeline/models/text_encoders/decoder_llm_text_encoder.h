@@ -13,6 +13,7 @@
 
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
 #include "dpinfer/pipeline/nn/layers.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -65,7 +66,8 @@ TORCH_MODULE(DecoderLLMLayer);
 /// "<prefix>.layers.N.*", "<prefix>.norm", with prefix "model" for Qwen2_5_VLForConditionalGeneration
 /// and none for Qwen3Model. The rotary inv_freq buffers are not parameters (transformers does
 /// not save them either): they are computed per forward, in fp32, as transformers does.
-class DecoderLLMTextEncoderImpl : public torch::nn::Module {
+/// --offload blocks keeps its layers in host memory between uses (nn/offload.h).
+class DecoderLLMTextEncoderImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
   explicit DecoderLLMTextEncoderImpl(const DecoderLLMConfig& config,
                                      const at::TensorOptions& options = nn::default_options());
@@ -87,6 +89,9 @@ class DecoderLLMTextEncoderImpl : public torch::nn::Module {
                                         const std::vector<int64_t>& indices);
 
   const DecoderLLMConfig& config() const { return config_; }
+  std::vector<std::string> block_lists() const override {
+    return {config_.prefix.empty() ? "layers" : config_.prefix + ".layers"};
+  }
 
  private:
   /// cos, sin [B or 1, L, head_dim] in `dtype`, for the positions of `attention_mask`'s rows.

@@ -13,6 +13,7 @@
 
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
 #include "dpinfer/pipeline/nn/layers.h"
+#include "dpinfer/pipeline/nn/offload.h"
 
 namespace dpinfer::pipeline {
 
@@ -89,7 +90,8 @@ TORCH_MODULE(T5Block);
 /// (not for bf16), and the residual stream then runs in fp32 after the first feed-forward.
 /// encoder.embed_tokens is shared (tied): the module has shared.weight only, and the
 /// model-class row loads a file's encoder.embed_tokens.weight into it (KeyRenames::tied).
-class T5EncoderModelImpl : public torch::nn::Module {
+/// --offload blocks keeps its blocks (encoder.block) in host memory between uses (nn/offload.h).
+class T5EncoderModelImpl : public torch::nn::Module, public nn::OffloadableBlocks {
  public:
   explicit T5EncoderModelImpl(const T5Config& config, const at::TensorOptions& options = nn::default_options());
 
@@ -100,6 +102,7 @@ class T5EncoderModelImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {});
 
   const T5Config& config() const { return config_; }
+  std::vector<std::string> block_lists() const override { return {"encoder.block"}; }
 
  private:
   T5Config config_;
