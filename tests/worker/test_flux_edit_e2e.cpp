@@ -46,10 +46,14 @@ RunResult worker_generate(const std::vector<std::string>& a) {
   return run(argv, kEnv, 300s);
 }
 
+/// Copies tests/data/input-images/<from> to <to> in `dir`, for each pair.
+void copy_inputs(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [from, to] : files) std::filesystem::copy_file(kData + "/input-images/" + from, dir.file(to));
+}
+
 /// The prompts file and, beside it, a 64x64 and a 70x52 reference: a batch of two then holds two sizes.
 void write_kontext_inputs(const TempDir& dir) {
-  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("square.png"));
-  std::filesystem::copy_file(kData + "/input-images/img2img-1.png", dir.file("wide.png"));
+  copy_inputs(dir, {{"img2img-0.png", "square.png"}, {"img2img-1.png", "wide.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"make it purple\", \"image\": \"square.png\"}\n"
              "{\"prompt\": \"make it purple\", \"image\": \"wide.png\"}\n"
@@ -148,10 +152,8 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
 // item without one, and items with two references in either order.
 TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
   TempDir dir;
-  std::filesystem::copy_file(kData + "/input-images/img2img-0.png", dir.file("square.png"));
-  std::filesystem::copy_file(kData + "/input-images/reference-0.png", dir.file("cut.png"));
-  std::filesystem::copy_file(kData + "/input-images/reference-1.png", dir.file("wide.png"));
-  std::filesystem::copy_file(kData + "/input-images/rgb.png", dir.file("small.png"));
+  copy_inputs(dir, {{"img2img-0.png", "square.png"}, {"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"},
+                    {"rgb.png", "small.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"a red cube\", \"image\": \"square.png\"}\n"
              "{\"prompt\": \"a red cube\", \"image\": \"cut.png\"}\n"
@@ -239,8 +241,7 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
 // stays set, and the memory plan counts an image as large as a reference may be.
 TEST(Flux2ReferenceE2E, AnItemWithoutASizeTakesItsFirstReferences) {
   TempDir dir;
-  std::filesystem::copy_file(kData + "/input-images/reference-0.png", dir.file("cut.png"));
-  std::filesystem::copy_file(kData + "/input-images/reference-1.png", dir.file("wide.png"));
+  copy_inputs(dir, {{"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"a red cube on top of a blue sphere, studio lighting\", \"image\": \"cut.png\", \"seed\": 9}\n"
              "{\"prompt\": \"a photograph of an astronaut riding a horse\", \"image\": [\"wide.png\", \"cut.png\"], "
