@@ -20,6 +20,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include <jpeglib.h>
 #include <webp/decode.h>
@@ -71,19 +72,24 @@ void check_png_chunks(const std::string& bytes, const std::string& name) {
   throw InputError(quote(name) + ": the PNG is truncated (no IEND chunk)");
 }
 
+/// The width and height in a PNG's IHDR chunk (the first, big-endian at bytes 16..23), checked against
+/// `max_pixels`; nullopt when the chunk is not there.
+std::optional<ImageDimensions> png_header_size(const std::string& bytes, const std::string& name, int64_t max_pixels) {
+  if (bytes.size() < 24 || bytes.compare(12, 4, "IHDR") != 0) return std::nullopt;
+  const auto be32 = [&bytes](size_t at) {
+    int64_t v = 0;
+    for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
+    return v;
+  };
+  check_pixels(be32(16), be32(20), name, max_pixels);
+  return ImageDimensions{static_cast<int>(be32(16)), static_cast<int>(be32(20))};
+}
+
 RgbImageData decode_png(const std::string& bytes, const std::string& name, int64_t max_pixels) {
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int size = static_cast<int>(bytes.size());
-  // The size from the IHDR chunk first (big-endian at bytes 16..23): a huge one is refused by its
-  // own message, before stb_image's generic one.
-  if (bytes.size() >= 24 && bytes.compare(12, 4, "IHDR") == 0) {
-    const auto be32 = [&bytes](size_t at) {
-      int64_t v = 0;
-      for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
-      return v;
-    };
-    check_pixels(be32(16), be32(20), name, max_pixels);
-  }
+  // The size from the IHDR chunk first: a huge one is refused by its own message, before stb_image's generic one.
+  png_header_size(bytes, name, max_pixels);
   check_png_chunks(bytes, name);
   int w = 0, h = 0, channels = 0;
   if (!stbi_info_from_memory(data, size, &w, &h, &channels))
@@ -197,16 +203,8 @@ RgbImageData decode_rgb_image(const std::string& bytes, const std::string& name,
 
 ImageDimensions image_dimensions(const std::string& bytes, const std::string& name, int64_t max_pixels) {
   if (starts_with_bytes(bytes, "\x89PNG\r\n\x1a\n", 8)) {
-    // IHDR, the first chunk: width and height big-endian at bytes 16..23.
-    if (bytes.size() < 24 || bytes.compare(12, 4, "IHDR") != 0)
-      throw InputError(quote(name) + ": not a readable PNG (no IHDR chunk first)");
-    const auto be32 = [&bytes](size_t at) {
-      int64_t v = 0;
-      for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(bytes[at + k]);
-      return v;
-    };
-    check_pixels(be32(16), be32(20), name, max_pixels);
-    return {static_cast<int>(be32(16)), static_cast<int>(be32(20))};
+    if (const std::optional<ImageDimensions> size = png_header_size(bytes, name, max_pixels)) return *size;
+    throw InputError(quote(name) + ": not a readable PNG (no IHDR chunk first)");
   }
   if (starts_with_bytes(bytes, "\xFF\xD8\xFF", 3)) {
     const RgbImageData header = decode_jpeg(bytes, name, max_pixels, /*header_only=*/true);

@@ -266,9 +266,7 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
   // LoRAs (loading/lora.h), in the run dtype, through every phase (the plan does not split them by component): on
   // a GPU only an unfused component's factors (stored weights: fp8, a GGUF file) are on the device; on the CPU the
   // host is the device, where the merged factors and the touched weights' originals wait too.
-  const bool stored = levers.weight_storage != "default" ||
-                      std::any_of(components_.begin(), components_.end(),
-                                  [](const ComponentFootprint& c) { return c.gguf_bytes > 0; });
+  const bool stored = levers.weight_storage != "default" || has_gguf_component();
   double lora = 0;
   if (!shape_.cuda)
     lora = static_cast<double>(shape_.lora_factor_elements + shape_.lora_touched_elements) * size;
@@ -280,11 +278,15 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
   return e;
 }
 
+bool MemoryPlanner::has_gguf_component() const {
+  return std::any_of(components_.begin(), components_.end(), [](const ComponentFootprint& c) { return c.gguf_bytes > 0; });
+}
+
 std::vector<MemoryLevers> MemoryPlanner::candidates(const Fixed& fixed, bool exact) const {
   const bool has_blocks = std::any_of(components_.begin(), components_.end(), [](const ComponentFootprint& c) {
     return c.role == ComponentRole::kDenoiser && c.largest_block_elements > 0 && c.class_name != "UNet2DConditionModel";
   });
-  const bool gguf = std::any_of(components_.begin(), components_.end(), [](const ComponentFootprint& c) { return c.gguf_bytes > 0; });
+  const bool gguf = has_gguf_component();
   std::vector<std::string> storages = {"default"};
   if (!gguf) storages = {"default", "fp8-denoiser", "fp8"};
   if (fixed.weight_storage) storages = {*fixed.weight_storage};

@@ -154,14 +154,14 @@ int GenerateRun::run() {
       const bool with_image = s.image || !o_.image.empty();
       const bool unsized = !(s.width || o_.width) || !(s.height || o_.height);
       m.sizes_from_references = m.sizes_from_references || (with_image && unsized);
-    }
-    m.batch_size = o_.batch_size;
-    m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
-    // The LoRA sets, each once: the plan counts the largest.
-    if (!run_loras.empty()) m.lora_sets.push_back(run_loras);
-    for (const io::PromptSpec& s : specs)
+      // The LoRA sets, each once: the plan counts the largest.
       if (s.loras && !s.loras->empty() && std::find(m.lora_sets.begin(), m.lora_sets.end(), *s.loras) == m.lora_sets.end())
         m.lora_sets.push_back(*s.loras);
+    }
+    if (!run_loras.empty() && std::find(m.lora_sets.begin(), m.lora_sets.end(), run_loras) == m.lora_sets.end())
+      m.lora_sets.push_back(run_loras);
+    m.batch_size = o_.batch_size;
+    m.encode_chunk = encode_chunk_ > 0 ? encode_chunk_ : std::max(64, o_.batch_size);
     req.memory = m;
   }
   log::debug("rank {}/{} ({}) on {}", rank_.rank, rank_.world_size, rank_.source, device);
@@ -404,17 +404,16 @@ std::string GenerateRun::resolve_image_paths(std::vector<io::PromptSpec>& specs)
   // A line's image is relative to the prompts file's folder (the current directory for stdin).
   const fs::path base = o_.prompts == "-" ? fs::current_path() : fs::absolute(o_.prompts).parent_path();
   for (io::PromptSpec& s : specs) {
-    if (s.image) s.image = resolve(*s.image, base, quote(o_.prompts) + " line " + std::to_string(s.line));
-    for (std::string& more : s.more_images) more = resolve(more, base, quote(o_.prompts) + " line " + std::to_string(s.line));
+    const std::string where = quote(o_.prompts) + " line " + std::to_string(s.line);
+    if (s.image) s.image = resolve(*s.image, base, where);
+    for (std::string& more : s.more_images) more = resolve(more, base, where);
     if (s.mask) {
       if (!s.image && run_image.empty())
-        throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
-                         ": 'mask' is for items that start from an image; give the line an 'image' (or --image)");
-      s.mask = resolve(*s.mask, base, quote(o_.prompts) + " line " + std::to_string(s.line));
+        throw UsageError(where + ": 'mask' is for items that start from an image; give the line an 'image' (or --image)");
+      s.mask = resolve(*s.mask, base, where);
     }
     if (!s.image && s.strength && run_image.empty())
-      throw UsageError(quote(o_.prompts) + " line " + std::to_string(s.line) +
-                       ": 'strength' is for items that start from an image; give the line an 'image' (or --image)");
+      throw UsageError(where + ": 'strength' is for items that start from an image; give the line an 'image' (or --image)");
   }
   return run_image;
 }
@@ -470,12 +469,13 @@ void GenerateRun::report_progress(bool force) noexcept {
 Item GenerateRun::item_at(int64_t position) const {
   const int64_t index = shard_begin_ + position;
   Item it = items_->at(index);
-  const nlohmann::json& line = line_settings_[items_->spec_of(index)];
+  const size_t line_index = items_->spec_of(index);
+  const nlohmann::json& line = line_settings_[line_index];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
   if (pipe_ && pipe_->info().size_from_reference && !it.image_path.empty()) {
     // FLUX.2: a side that neither the line nor the run sets is the first reference's, as reference_size() sizes
     // it. A reference that cannot be read or sized leaves the default: making the item then fails, naming why.
-    const io::PromptSpec& spec = items_->specs()[items_->spec_of(index)];
+    const io::PromptSpec& spec = items_->specs()[line_index];
     const bool width_set = spec.width || o_.width, height_set = spec.height || o_.height;
     if (!width_set || !height_set) {
       try {

@@ -85,19 +85,18 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   if (info.channels_last) j["channels_last"] = true;
   // Only for an item that starts from an image: its path, its SHA-256 (resume compares it, so a
   // changed input is another item) and its strength.
-  if (!item.image_path.empty() && item.more_image_paths.empty()) {
+  if (!item.image_path.empty()) {
     j["input_image"] = item.image_path;
     j["input_image_hash"] = item.image_sha256;
-  } else if (!item.image_path.empty()) {
-    // Several references (FLUX.2): lists in order, as the line's `image` lists them.
-    j["input_image"] = nlohmann::json::array({item.image_path});
-    j["input_image_hash"] = nlohmann::json::array({item.image_sha256});
-    for (size_t k = 0; k < item.more_image_paths.size(); ++k) {
-      j["input_image"].push_back(item.more_image_paths[k]);
-      j["input_image_hash"].push_back(k < item.more_image_sha256.size() ? item.more_image_sha256[k] : "");
+    if (!item.more_image_paths.empty()) {
+      // Several references (FLUX.2): lists in order, as the line's `image` lists them.
+      j["input_image"] = nlohmann::json::array({item.image_path});
+      j["input_image_hash"] = nlohmann::json::array({item.image_sha256});
+      for (size_t k = 0; k < item.more_image_paths.size(); ++k) {
+        j["input_image"].push_back(item.more_image_paths[k]);
+        j["input_image_hash"].push_back(k < item.more_image_sha256.size() ? item.more_image_sha256[k] : "");
+      }
     }
-  }
-  if (!item.image_path.empty()) {
     if (!info.image_is_reference) j["strength"] = item.strength;  // a reference (FLUX.1 Kontext) has none
   }
   if (!item.mask_path.empty()) {

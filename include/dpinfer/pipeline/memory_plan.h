@@ -137,6 +137,8 @@ class MemoryPlanner {
 
  private:
   double weight_bytes(const ComponentFootprint& c, const std::string& storage) const;
+  /// Whether a component comes from a GGUF file (kept quantized; no --weight-storage choice).
+  bool has_gguf_component() const;
   std::vector<ComponentFootprint> components_;
   MemoryShape shape_;
 };

@@ -123,12 +123,11 @@ class LoraPipeline : public TextToImage {
     // A component with stored weights (float8, GGUF blocks) keeps its LoRAs unfused (loading/lora.h).
     const bool unfused = lora && component_stores_weights(c);
     if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
-      if (blocks && group == Group::kDenoiser) denoiser_blocks_ = [&member]() -> const nn::BlockOffload* {
+      const auto accounting = [&member]() -> const nn::BlockOffload* {
         return member ? member->block_offload() : nullptr;
       };
-      if (blocks && group == Group::kTextEncoders) text_encoder_blocks_.push_back([&member]() -> const nn::BlockOffload* {
-        return member ? member->block_offload() : nullptr;
-      });
+      if (blocks && group == Group::kDenoiser) denoiser_blocks_ = accounting;
+      if (blocks && group == Group::kTextEncoders) text_encoder_blocks_.push_back(accounting);
     }
     if (residency_.two_phase() && group == Group::kDenoiser) {
       const std::shared_ptr<torch::nn::Module> shapes = check_component(c, load_to);

@@ -366,7 +366,6 @@ LoraKeyRules flux2_lora_rules() {
   return rules;
 }
 
-
 void check_lora_factors_fit(const std::string& where, const std::string& layer, const std::vector<int64_t>& down,
                             const std::vector<int64_t>& up, const std::string& target,
                             const std::vector<int64_t>& w) {

@@ -60,16 +60,10 @@ BlockOffload::BlockOffload(torch::nn::Module& model, const std::vector<std::stri
   if (per_group < 1) throw Error("block offload: expected 1 or more blocks a group, got " + std::to_string(per_group));
   std::unordered_set<const c10::TensorImpl*> in_blocks;
   for (const std::string& name : lists) {
-    // A child of the model, or a dotted path to a descendant (T5's "encoder.block").
-    torch::nn::Module* at = &model;
-    for (size_t begin = 0; at && begin <= name.size();) {
-      const size_t dot = std::min(name.find('.', begin), name.size());
-      const auto children = at->named_children();
-      const std::shared_ptr<torch::nn::Module>* child = children.find(name.substr(begin, dot - begin));
-      at = child ? child->get() : nullptr;
-      begin = dot + 1;
-    }
-    auto* list = dynamic_cast<torch::nn::ModuleListImpl*>(at);
+    // A child of the model, or a dotted path to a descendant (T5's "encoder.block"), as named_modules names it.
+    const auto modules = model.named_modules("", /*include_self=*/false);
+    const std::shared_ptr<torch::nn::Module>* found = modules.find(name);
+    auto* list = found ? dynamic_cast<torch::nn::ModuleListImpl*>(found->get()) : nullptr;
     if (!list) throw Error("block offload: " + name + " is no ModuleList");
     for (size_t first = 0; first < list->size(); first += static_cast<size_t>(per_group)) {
       Group g;
