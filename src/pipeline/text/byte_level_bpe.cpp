@@ -129,4 +129,26 @@ std::vector<AddedTokenFinder::Match> AddedTokenFinder::find(std::string_view tex
   return out;
 }
 
+void encode_piece(const std::string& piece, const std::unordered_map<std::string, int64_t>& vocab,
+                  const Merges& merges, const std::vector<int64_t>& symbol_ids, bool ignore_merges,
+                  const WordCache& cache, std::vector<int64_t>& out) {
+  if (cache.lookup(piece, out)) return;
+  std::vector<int64_t> ids;
+  std::string symbols;
+  if (ignore_merges) {
+    for (char b : piece) symbols += byte_symbols()[static_cast<unsigned char>(b)];
+  }
+  if (auto it = ignore_merges ? vocab.find(symbols) : vocab.end(); it != vocab.end()) {
+    ids.push_back(it->second);
+  } else {
+    std::vector<int32_t> word(piece.size());
+    for (size_t i = 0; i < piece.size(); ++i) word[i] = static_cast<unsigned char>(piece[i]);
+    merges.apply(word);
+    ids.reserve(word.size());
+    for (int32_t s : word) ids.push_back(symbol_ids[size_t(s)]);
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  cache.insert(piece, std::move(ids));
+}
+
 }  // namespace dpinfer::pipeline::bpe

@@ -1,5 +1,5 @@
 #pragma once
-// The byte-level BPE that CLIP's and Qwen2's tokenizers share: GPT-2's byte symbols, merges by
+// The byte-level BPE that CLIP's, Qwen2's and Tekken's tokenizers share: GPT-2's byte symbols, merges by
 // rank over interned symbols, a word cache, and the search for added tokens in a text.
 // What differs (how text becomes pieces, merges.txt's window, CLIP's end-of-word symbols,
 // how added tokens strip their neighbours) stays with each tokenizer.
@@ -67,6 +67,14 @@ class WordCache {
   mutable std::mutex mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> map_;
 };
+
+/// The ids of `piece` (UTF-8 text, one pre-token) under a byte-level BPE model, appended to
+/// `out`. Ref: tokenizers' BPE::tokenize: with `ignore_merges`, a piece whose byte symbols are
+/// a vocabulary entry is that entry; else its bytes are merged by rank. `symbol_ids` maps
+/// `merges`' symbols to ids; `cache` remembers pieces.
+void encode_piece(const std::string& piece, const std::unordered_map<std::string, int64_t>& vocab,
+                  const Merges& merges, const std::vector<int64_t>& symbol_ids, bool ignore_merges,
+                  const WordCache& cache, std::vector<int64_t>& out);
 
 /// Where a text holds added tokens, found as transformers' Trie.split and tokenizers'
 /// leftmost-longest Aho-Corasick find them: scanning left to right, at the first position

@@ -11,6 +11,7 @@
 
 #include "byte_level_bpe.h"
 #include "dpinfer/util/error.h"
+#include "pretokenize_patterns.h"
 #include "qwen2_unicode_tables.h"
 #include "tokenizer_files.h"
 #include "unicode_text.h"
@@ -27,62 +28,7 @@ constexpr std::string_view kPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kFilesHint = "a Qwen2 tokenizer folder needs vocab.json and merges.txt, or tokenizer.json";
 
-using unicode::kQwenLetter;
-using unicode::kQwenNumber;
-using unicode::kQwenOther;
 using unicode::kQwenSpace;
-
-bool is_cr_or_lf(char32_t c) { return c == '\r' || c == '\n'; }
-
-// The length of Qwen2's pattern's match at `i` (never 0: every character is in one of its
-// classes), matched as Oniguruma and Python's `regex` do: the first alternative that
-// matches wins, each greedy with backtracking.
-size_t match_at(std::u32string_view t, size_t i) {
-  const size_t n = t.size();
-  auto cls = [&](size_t k) { return unicode::qwen_class(t[k]); };
-  const char32_t c = t[i];
-  // (?i:'s|'t|'re|'ve|'m|'ll|'d): case-insensitive, and s also matches U+017F (long s).
-  if (c == '\'' && i + 1 < n) {
-    auto is = [&](size_t k, char lower) {
-      return k < n && (t[k] == char32_t(lower) || t[k] == char32_t(lower - 32) || (lower == 's' && t[k] == 0x17F));
-    };
-    if (is(i + 1, 's') || is(i + 1, 't') || is(i + 1, 'm') || is(i + 1, 'd')) return 2;
-    if ((is(i + 1, 'r') || is(i + 1, 'v')) && is(i + 2, 'e')) return 3;
-    if (is(i + 1, 'l') && is(i + 2, 'l')) return 3;
-  }
-  const uint8_t k0 = cls(i);
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  size_t letters_from = n;
-  if (k0 == kQwenLetter) {
-    letters_from = i;
-  } else if (k0 != kQwenNumber && !is_cr_or_lf(c) && i + 1 < n && cls(i + 1) == kQwenLetter) {
-    letters_from = i + 1;
-  }
-  if (letters_from < n) {
-    size_t j = letters_from + 1;
-    while (j < n && cls(j) == kQwenLetter) ++j;
-    return j - i;
-  }
-  // \p{N}
-  if (k0 == kQwenNumber) return 1;
-  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-  size_t others_from = k0 == kQwenOther ? i : (c == ' ' && i + 1 < n && cls(i + 1) == kQwenOther) ? i + 1 : n;
-  if (others_from < n) {
-    size_t j = others_from + 1;
-    while (j < n && cls(j) == kQwenOther) ++j;
-    while (j < n && is_cr_or_lf(t[j])) ++j;
-    return j - i;
-  }
-  // Only whitespace is left. \s*[\r\n]+ ends after the run's last \r or \n.
-  size_t end = i + 1;
-  while (end < n && cls(end) == kQwenSpace) ++end;
-  for (size_t k = end; k > i; --k) {
-    if (is_cr_or_lf(t[k - 1])) return k - i;
-  }
-  // \s+(?!\S), else \s+: the run, less its last character when a non-space follows it.
-  if (end < n && end - i >= 2) return end - 1 - i;
-  return end - i;
-}
 
 // Where the added tokens of `finder` are in `text`, with their lstrip/rstrip applied as
 // tokenizers' AddedVocabulary::find_matches does (Unicode White_Space is eaten): each
@@ -108,23 +54,6 @@ size_t previous_char(std::string_view text, size_t pos) {
   size_t k = pos - 1;
   while (k > 0 && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
   return k;
-}
-
-// tokenizer.json's added_tokens: [{"id": ..., "content": ..., "lstrip": ..., ...}].
-void read_json_added_tokens(const json& doc, const std::string& path, std::vector<std::pair<int64_t, AddedToken>>& out) {
-  auto it = doc.find("added_tokens");
-  if (it == doc.end() || it->is_null()) return;
-  if (!it->is_array()) throw Error("tokenizer file " + path + ": added_tokens must be a list, got " + describe(*it));
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& entry = (*it)[i];
-    const std::string field = "added_tokens[" + std::to_string(i) + "]";
-    std::optional<AddedToken> t = bpe::parse_added_token(entry, path, field);
-    const json id = entry.is_object() ? entry.value("id", json()) : json();
-    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-      throw Error("tokenizer file " + path + ": " + field + ".id must be a token id, got " + describe(id));
-    }
-    if (t) out.emplace_back(id.get<int64_t>(), *t);
-  }
 }
 
 }  // namespace
@@ -155,30 +84,14 @@ struct Qwen2Tokenizer::Impl {
 
   // Ref: BPE::tokenize (tokenizers), Qwen2Tokenizer.bpe: `piece` is UTF-8.
   void bpe(const std::string& piece, std::vector<int64_t>& out) const {
-    if (cache.lookup(piece, out)) return;
-    std::vector<int64_t> ids;
-    std::string symbols;
-    if (ignore_merges) {
-      for (char b : piece) symbols += bpe::byte_symbols()[static_cast<unsigned char>(b)];
-    }
-    if (auto it = ignore_merges ? vocab.find(symbols) : vocab.end(); it != vocab.end()) {
-      ids.push_back(it->second);
-    } else {
-      std::vector<int32_t> word(piece.size());
-      for (size_t i = 0; i < piece.size(); ++i) word[i] = static_cast<unsigned char>(piece[i]);
-      merges.apply(word);
-      ids.reserve(word.size());
-      for (int32_t s : word) ids.push_back(symbol_ids[size_t(s)]);
-    }
-    out.insert(out.end(), ids.begin(), ids.end());
-    cache.insert(piece, std::move(ids));
+    bpe::encode_piece(piece, vocab, merges, symbol_ids, ignore_merges, cache, out);
   }
 
   // Ref: Qwen2Converter's pre_tokenizer (Split on kPattern, isolated; ByteLevel) then BPE.
   void tokenize_text(std::u32string_view text, std::vector<int64_t>& out) const {
     std::string piece;
     for (size_t i = 0; i < text.size();) {
-      size_t len = match_at(text, i);
+      size_t len = unicode::match_gpt4_style(text, i, 1);
       piece.clear();
       for (size_t k = i; k < i + len; ++k) unicode::append_utf8(text[k], piece);
       bpe(piece, out);
@@ -262,16 +175,7 @@ struct Qwen2Tokenizer::Impl {
 
   void add_merge(const std::string& left, const std::string& right, uint32_t rank, const std::string& path,
                  const std::string& where) {
-    for (const std::string* s : {&left, &right}) {
-      if (vocab.count(*s) == 0) {
-        throw Error("tokenizer file " + path + ": " + where + " merges " + describe(json(*s)) +
-                    ", which is not in the vocabulary");
-      }
-    }
-    if (vocab.count(left + right) == 0) {
-      throw Error("tokenizer file " + path + ": " + where + " merges into " + describe(json(left + right)) +
-                  ", which is not in the vocabulary");
-    }
+    bpe::check_merge(vocab, left, right, path, where);
     merges.add(left, right, rank);
   }
 
@@ -287,52 +191,10 @@ struct Qwen2Tokenizer::Impl {
       auto it = obj.find(key);
       return it == obj.end() ? null : *it;
     };
-    const json& model = get(doc, "model");
-    if (!model.is_object()) throw bad("model", "must be an object, got " + describe(model));
-    const json& type = get(model, "type");
-    if (!type.is_null() && type != "BPE") {
-      throw bad("model.type", describe(type) + " is not supported; a Qwen2 tokenizer is \"BPE\"");
-    }
-    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      const json& v = get(model, key);
-      if (!v.is_null() && v != "") throw bad(std::string("model.") + key, describe(v) + " is not supported; Qwen2's is \"\"");
-    }
-    const json& dropout = get(model, "dropout");
-    if (!dropout.is_null() && (!dropout.is_number() || dropout.get<double>() != 0.0)) {
-      throw bad("model.dropout", describe(dropout) + " is not supported; BPE dropout is for training");
-    }
-    const json& fallback = get(model, "byte_fallback");
-    if (!fallback.is_null() && fallback != false) throw bad("model.byte_fallback", "true is not supported");
-    const json& ignore = get(model, "ignore_merges");
-    if (!ignore.is_null() && !ignore.is_boolean()) throw bad("model.ignore_merges", "must be true or false");
-    ignore_merges = ignore.is_boolean() && ignore.get<bool>();
-
-    const json& vocab_json = get(model, "vocab");
-    if (!vocab_json.is_object()) throw bad("model.vocab", "must be an object of token -> id, got " + describe(vocab_json));
-    vocab.reserve(vocab_json.size());
-    for (auto it = vocab_json.begin(); it != vocab_json.end(); ++it) {
-      if (!it->is_number_integer()) {
-        throw bad("model.vocab", "gives token " + describe(json(it.key())) + " the id " + describe(*it) +
-                                     ", which is not an integer");
-      }
-      vocab[it.key()] = it->get<int64_t>();
-    }
-    check_byte_symbols(path);
-    const json& merges_json = get(model, "merges");
-    if (!merges_json.is_array()) throw bad("model.merges", "must be a list, got " + describe(merges_json));
-    for (size_t i = 0; i < merges_json.size(); ++i) {
-      const json& m = merges_json[i];
-      const std::string where = "model.merges[" + std::to_string(i) + "]";
-      std::vector<std::string> parts;
-      if (m.is_string()) {  // "a b", as tokenizers < 0.20 wrote them
-        const std::string line = m.get<std::string>();
-        for (std::string_view p : bpe::split_merge_line(line)) parts.emplace_back(p);
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        parts = {m[0].get<std::string>(), m[1].get<std::string>()};
-      }
-      if (parts.size() != 2) throw bad(where, describe(m) + " is not a merge of two symbols");
-      add_merge(parts[0], parts[1], uint32_t(i), path, where);
-    }
+    bpe::JsonBpeModel model = bpe::read_json_bpe_model(doc, path, "Qwen2");
+    vocab = std::move(model.vocab);
+    ignore_merges = model.ignore_merges;
+    for (size_t i = 0; i < model.merges.size(); ++i) merges.add(model.merges[i].first, model.merges[i].second, uint32_t(i));
 
     const json& normalizer = get(doc, "normalizer");
     auto is_nfc = [](const json& n) { return n.is_object() && n.value("type", "") == "NFC"; };
@@ -365,17 +227,7 @@ struct Qwen2Tokenizer::Impl {
       throw bad("post_processor", describe(post) + " is not supported; Qwen2's is ByteLevel (it adds no tokens)");
     }
 
-    read_json_added_tokens(doc, path, extra);
-  }
-
-  void check_byte_symbols(const std::string& path) const {
-    for (int b = 0; b < 256; ++b) {
-      const std::string& s = bpe::byte_symbols()[size_t(b)];
-      if (vocab.count(s) == 0) {
-        throw Error("tokenizer file " + path + ": the vocabulary lacks " + describe(json(s)) + ", the symbol of byte " +
-                    std::to_string(b) + "; it is not a byte-level BPE vocabulary");
-      }
-    }
+    bpe::read_json_added_tokens(doc, path, extra);
   }
 
   void add_tokens(bpe::TokenizerConfig& config, std::vector<std::pair<int64_t, AddedToken>> extra) {
@@ -481,7 +333,7 @@ Qwen2Tokenizer Qwen2Tokenizer::from_dir(const std::string& tokenizer_dir) {
     // A missing file is reported by read_file, naming it.
     if (!have_vocab) bpe::read_file(dir + "vocab.json", kFilesHint);
     impl->vocab = bpe::read_vocab(dir + "vocab.json");
-    impl->check_byte_symbols(dir + "vocab.json");
+    bpe::check_byte_symbols(impl->vocab, dir + "vocab.json");
     impl->load_merges_txt(dir + "merges.txt");
   } else {
     impl->load_tokenizer_json(dir + "tokenizer.json", extra);
@@ -491,7 +343,7 @@ Qwen2Tokenizer Qwen2Tokenizer::from_dir(const std::string& tokenizer_dir) {
       dir, {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}});
   if (!config.has_decoder && extra.empty() && bpe::file_exists(dir + "tokenizer.json")) {
     // from_pretrained's legacy path reads tokenizer.json's added tokens beside vocab.json too.
-    read_json_added_tokens(bpe::parse_json(dir + "tokenizer.json"), dir + "tokenizer.json", extra);
+    bpe::read_json_added_tokens(bpe::parse_json(dir + "tokenizer.json"), dir + "tokenizer.json", extra);
   }
   impl->add_tokens(config, std::move(extra));
   impl->symbol_ids.reserve(impl->merges.symbols().size());

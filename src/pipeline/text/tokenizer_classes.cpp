@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/text/clip_tokenizer.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
 #include "dpinfer/pipeline/text/t5_tokenizer.h"
+#include "dpinfer/pipeline/text/tekken_tokenizer.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 
 namespace dpinfer::pipeline {
@@ -14,6 +15,10 @@ std::unique_ptr<Tokenizer> load_clip(const std::string& dir) {
 
 std::unique_ptr<Tokenizer> load_qwen2(const std::string& dir) {
   return std::make_unique<Qwen2Tokenizer>(Qwen2Tokenizer::from_dir(dir));
+}
+
+std::unique_ptr<Tokenizer> load_tekken(const std::string& dir) {
+  return std::make_unique<TekkenTokenizer>(TekkenTokenizer::from_dir(dir));
 }
 
 std::unique_ptr<Tokenizer> load_t5(const std::string& dir) {
@@ -30,6 +35,12 @@ const std::vector<TokenizerClass>& tokenizer_classes() {
       {{"Qwen2Tokenizer", "Qwen2TokenizerFast"}, "tokenizer_config.json", {}, load_qwen2},
       // spiece.model; a folder with tokenizer.json alone: the loader says what is missing.
       {{"T5Tokenizer", "T5TokenizerFast"}, "tokenizer_config.json", {}, load_t5},
+      // Mistral's Tekken (FLUX.2 [dev]'s PixtralProcessor folder) as transformers converts it to
+      // tokenizer.json; the loader refuses a tokenizer.json that is not that conversion's.
+      {{"PixtralProcessor", "LlamaTokenizerFast", "PreTrainedTokenizerFast"},
+       "tokenizer_config.json",
+       {"tokenizer.json"},
+       load_tekken},
   };
   return table;
 }

@@ -14,6 +14,7 @@
 #include "dpinfer/io/utf8.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
+#include "byte_level_bpe.h"
 
 namespace dpinfer::pipeline::bpe {
 namespace {
@@ -246,6 +247,114 @@ std::vector<std::pair<int64_t, AddedToken>> resolve_added_tokens(
   }
   all.erase(std::remove_if(all.begin(), all.end(), [](const auto& a) { return a.second.content.empty(); }), all.end());
   return all;
+}
+
+}  // namespace dpinfer::pipeline::bpe
+
+namespace dpinfer::pipeline::bpe {
+
+void read_json_added_tokens(const json& doc, const std::string& path, std::vector<std::pair<int64_t, AddedToken>>& out) {
+  auto it = doc.find("added_tokens");
+  if (it == doc.end() || it->is_null()) return;
+  if (!it->is_array()) throw Error("tokenizer file " + path + ": added_tokens must be a list, got " + describe(*it));
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& entry = (*it)[i];
+    const std::string field = "added_tokens[" + std::to_string(i) + "]";
+    std::optional<AddedToken> t = parse_added_token(entry, path, field);
+    const json id = entry.is_object() ? entry.value("id", json()) : json();
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      throw Error("tokenizer file " + path + ": " + field + ".id must be a token id, got " + describe(id));
+    }
+    if (t) out.emplace_back(id.get<int64_t>(), *t);
+  }
+}
+
+void check_merge(const std::unordered_map<std::string, int64_t>& vocab, const std::string& left,
+                 const std::string& right, const std::string& path, const std::string& where) {
+  for (const std::string* s : {&left, &right}) {
+    if (vocab.count(*s) == 0) {
+      throw Error("tokenizer file " + path + ": " + where + " merges " + describe(json(*s)) +
+                  ", which is not in the vocabulary");
+    }
+  }
+  if (vocab.count(left + right) == 0) {
+    throw Error("tokenizer file " + path + ": " + where + " merges into " + describe(json(left + right)) +
+                ", which is not in the vocabulary");
+  }
+}
+
+void check_byte_symbols(const std::unordered_map<std::string, int64_t>& vocab, const std::string& path) {
+  for (int b = 0; b < 256; ++b) {
+    const std::string& s = byte_symbols()[size_t(b)];
+    if (vocab.count(s) == 0) {
+      throw Error("tokenizer file " + path + ": the vocabulary lacks " + describe(json(s)) + ", the symbol of byte " +
+                  std::to_string(b) + "; it is not a byte-level BPE vocabulary");
+    }
+  }
+}
+
+JsonBpeModel read_json_bpe_model(const json& doc, const std::string& path, const std::string& family) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return Error("tokenizer file " + path + ": " + field + " " + what);
+  };
+  auto get = [](const json& obj, const char* key) -> const json& {
+    static const json null;
+    auto it = obj.find(key);
+    return it == obj.end() ? null : *it;
+  };
+  if (!doc.is_object()) throw bad("the document", "must be a json object, got " + describe(doc));
+  const json& model = get(doc, "model");
+  if (!model.is_object()) throw bad("model", "must be an object, got " + describe(model));
+  const json& type = get(model, "type");
+  if (!type.is_null() && type != "BPE") {
+    throw bad("model.type", describe(type) + " is not supported; a " + family + " tokenizer is \"BPE\"");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json& v = get(model, key);
+    if (!v.is_null() && v != "") {
+      throw bad(std::string("model.") + key, describe(v) + " is not supported; " + family + "'s is \"\"");
+    }
+  }
+  const json& dropout = get(model, "dropout");
+  if (!dropout.is_null() && (!dropout.is_number() || dropout.get<double>() != 0.0)) {
+    throw bad("model.dropout", describe(dropout) + " is not supported; BPE dropout is for training");
+  }
+  const json& fallback = get(model, "byte_fallback");
+  if (!fallback.is_null() && fallback != false) throw bad("model.byte_fallback", "true is not supported");
+  const json& ignore = get(model, "ignore_merges");
+  if (!ignore.is_null() && !ignore.is_boolean()) throw bad("model.ignore_merges", "must be true or false");
+
+  JsonBpeModel out;
+  out.ignore_merges = ignore.is_boolean() && ignore.get<bool>();
+  const json& vocab_json = get(model, "vocab");
+  if (!vocab_json.is_object()) throw bad("model.vocab", "must be an object of token -> id, got " + describe(vocab_json));
+  out.vocab.reserve(vocab_json.size());
+  for (auto it = vocab_json.begin(); it != vocab_json.end(); ++it) {
+    if (!it->is_number_integer()) {
+      throw bad("model.vocab", "gives token " + describe(json(it.key())) + " the id " + describe(*it) +
+                                   ", which is not an integer");
+    }
+    out.vocab[it.key()] = it->get<int64_t>();
+  }
+  check_byte_symbols(out.vocab, path);
+  const json& merges_json = get(model, "merges");
+  if (!merges_json.is_array()) throw bad("model.merges", "must be a list, got " + describe(merges_json));
+  out.merges.reserve(merges_json.size());
+  for (size_t i = 0; i < merges_json.size(); ++i) {
+    const json& m = merges_json[i];
+    const std::string where = "model.merges[" + std::to_string(i) + "]";
+    std::vector<std::string> parts;
+    if (m.is_string()) {  // "a b", as tokenizers < 0.20 wrote them
+      const std::string line = m.get<std::string>();
+      for (std::string_view p : split_merge_line(line)) parts.emplace_back(p);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      parts = {m[0].get<std::string>(), m[1].get<std::string>()};
+    }
+    if (parts.size() != 2) throw bad(where, describe(m) + " is not a merge of two symbols");
+    check_merge(out.vocab, parts[0], parts[1], path, where);
+    out.merges.emplace_back(std::move(parts[0]), std::move(parts[1]));
+  }
+  return out;
 }
 
 }  // namespace dpinfer::pipeline::bpe

@@ -1,5 +1,5 @@
 #pragma once
-// A tokenizer folder's files as transformers reads them, for CLIP's and Qwen2's tokenizers:
+// A tokenizer folder's files as transformers reads them, for CLIP's, Qwen2's and Tekken's tokenizers:
 // json with one-line errors naming the file and field, the special and added tokens of
 // tokenizer_config.json / special_tokens_map.json, and model_max_length.
 
@@ -87,5 +87,31 @@ TokenizerConfig read_tokenizer_config(const std::string& dir,
 /// the vocabulary and the added tokens outside it. Tokens with empty content are left out.
 std::vector<std::pair<int64_t, AddedToken>> resolve_added_tokens(
     const TokenizerConfig& config, const std::unordered_map<std::string, int64_t>& vocab);
+
+/// tokenizer.json's added_tokens ([{"id": ..., "content": ..., "lstrip": ..., ...}]), appended
+/// to `out`; none when absent or null.
+void read_json_added_tokens(const nlohmann::json& doc, const std::string& path,
+                            std::vector<std::pair<int64_t, AddedToken>>& out);
+
+/// Throws naming `path` and `where` unless `left`, `right` and their concatenation are in `vocab`.
+void check_merge(const std::unordered_map<std::string, int64_t>& vocab, const std::string& left,
+                 const std::string& right, const std::string& path, const std::string& where);
+
+/// Throws naming `path` unless `vocab` holds the 256 byte symbols (byte_symbols()).
+void check_byte_symbols(const std::unordered_map<std::string, int64_t>& vocab, const std::string& path);
+
+/// tokenizer.json's byte-level "model", checked.
+struct JsonBpeModel {
+  std::unordered_map<std::string, int64_t> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;  ///< in rank order
+  bool ignore_merges = false;
+};
+
+/// Reads tokenizer.json's (`doc`, read from `path`) model: type BPE, no subword prefix or
+/// suffix, no dropout or byte fallback; the vocabulary (with every byte symbol) and the merges,
+/// as lists of two or as "a b" strings (tokenizers < 0.20), each of whose pieces must be in the
+/// vocabulary. Throws dpinfer::Error naming the file and field; `family` ("Qwen2") names the
+/// tokenizer in messages.
+JsonBpeModel read_json_bpe_model(const nlohmann::json& doc, const std::string& path, const std::string& family);
 
 }  // namespace dpinfer::pipeline::bpe
