@@ -426,7 +426,7 @@ double auto_budget(double free_bytes, bool cuda) {
 }  // namespace
 
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels) {
-  if (pipeline_class == "Flux2KleinPipeline") return kFlux2ReferenceMaxPixels;
+  if (pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline") return kFlux2ReferenceMaxPixels;
   if (pipeline_class == "FluxKontextPipeline") {
     const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
     return auto_resize ? kontext_reference_max_pixels() : item_pixels;
@@ -453,7 +453,9 @@ LoraFootprint lora_footprint(const std::string& path) {
   return out;
 }
 
-bool reference_sets_item_size(const std::string& pipeline_class) { return pipeline_class == "Flux2KleinPipeline"; }
+bool reference_sets_item_size(const std::string& pipeline_class) {
+  return pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline";
+}
 
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {
   SingleFileOptions single_file{request.base, request.text_encoder, request.text_encoder_2, request.vae};

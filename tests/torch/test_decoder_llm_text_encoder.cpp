@@ -132,6 +132,56 @@ TEST(DecoderLLMTextEncoder, ConfigsResolveAsTransformersReadsThem) {
   EXPECT_EQ(DecoderLLMConfig::qwen3_from_json(json::object()).head_dim, 128);
 }
 
+// Mistral3ForConditionalGeneration's text_config as transformers' MistralConfig and MistralAttention read it.
+TEST(DecoderLLMTextEncoder, Mistral3ConfigsResolveAsTransformersReadsThem) {
+  const DecoderLLMConfig dev = DecoderLLMConfig::mistral3_from_json(
+      io::read_json_file(DPINFER_TEST_DATA_DIR "/pipelines/tiny-flux2-dev/text_encoder/config.json", "regenerate it"));
+  EXPECT_EQ(dev.hidden_size, 16);
+  EXPECT_EQ(dev.head_dim, 12);  // given: not hidden_size / heads = 8, as Mistral Small's 128 is not 5120 / 32
+  EXPECT_EQ(dev.num_hidden_layers, 31);
+  EXPECT_EQ(dev.rope_theta, 1e9);
+  EXPECT_EQ(dev.sliding_window, 0);  // null
+  EXPECT_TRUE(!dev.qkv_bias && !dev.o_bias && !dev.qk_norm && !dev.positions_from_mask);
+  EXPECT_EQ(dev.prefix, "language_model.model");
+  // MistralConfig's defaults: head_dim from hidden_size / heads when absent, null or 0; sliding_window 4096
+  // when absent.
+  const DecoderLLMConfig defaults = DecoderLLMConfig::mistral3_from_json(json{{"text_config", json::object()}});
+  EXPECT_EQ(defaults.head_dim, 128);
+  EXPECT_EQ(defaults.sliding_window, 4096);
+  EXPECT_EQ(defaults.num_key_value_heads, 8);
+  EXPECT_EQ(DecoderLLMConfig::mistral3_from_json(
+                json{{"text_config", {{"hidden_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", nullptr}}}})
+                .head_dim,
+            16);
+  for (const json& bad : {json::object(), json{{"text_config", {{"model_type", "llama"}}}},
+                          json{{"text_config", {{"head_dim", -2}}}}, json{{"text_config", {{"sliding_window", 0}}}}}) {
+    try {
+      DecoderLLMConfig::mistral3_from_json(bad);
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("text"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Past Mistral's sliding window the mask would differ from the causal one: refused, not computed wrong.
+TEST(DecoderLLMTextEncoder, RefusesTextsLongerThanTheSlidingWindow) {
+  c10::InferenceMode guard;
+  json config = {{"text_config",
+                  {{"hidden_size", 8}, {"intermediate_size", 8}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+                   {"num_key_value_heads", 1}, {"vocab_size", 16}, {"sliding_window", 4}}}};
+  DecoderLLMTextEncoder model(DecoderLLMConfig::mistral3_from_json(config), at::TensorOptions().dtype(at::kFloat));
+  for (auto& p : model->parameters()) p.normal_(0, 0.1);
+  EXPECT_NO_THROW(model->hidden_state(at::ones({1, 4}, at::kLong), at::Tensor(), 1));
+  try {
+    model->hidden_state(at::ones({1, 5}, at::kLong), at::Tensor(), 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding_window of 4"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DecoderLLMTextEncoder, PenultimateStateSkipsTheLastLayer) {
   c10::InferenceMode guard;
   auto model = load("tiny-qwen3", at::kFloat);

@@ -41,7 +41,10 @@
 // FluxFillPipeline: strengths 0.45 to 1, a non-square input resized, soft masks, a batch of three, bf16; issue 29),
 // and make_flux2_reference_goldens.py's FLUX.2 [klein] reference images (tiny-flux2-klein, tiny-flux2-klein-base:
 // <name>.golden/reference/, square, cut to the size multiple and wide references, two and three references in one item,
-// a batch of three with one, two and three references, bf16; issue 30).
+// a batch of three with one, two and three references, bf16; issue 30), and make_flux2_dev_pipelines.py's FLUX.2 [dev]
+// cases (tiny-flux2-dev, Flux2Pipeline with a Mistral 3 text encoder and the guidance embedding: steps 1 to 50,
+// guidance 1 to 4, sizes, empty, non-ASCII, "[IMG]" and long prompts, max_sequence_length 24 to 96 on the left-padded
+// Tekken tokens, a batch of three, bf16, and references in reference/; issue 30).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -61,7 +64,9 @@
 #include <vector>
 
 #include "dpinfer/io/safetensors.h"
+#include "dpinfer/pipeline/families/flux2.h"
 #include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/text/tekken_tokenizer.h"
 #include "torch/fixture_cpu.h"
 #include "torch/golden_case.h"
 
@@ -449,6 +454,23 @@ TEST(Flux2Reference, SizesAndRefusalsAreDiffusers) {
   EXPECT_EQ(refused, 3);
 }
 
+// FLUX.2 [dev]'s prompt as Flux2Pipeline tokenizes it: format_input's conversation in Mistral Small 3.1's chat
+// template (make_flux2_dev_pipelines.py recorded the rendered text and the processor's ids, left-padded to 512), and
+// "[IMG]" taken out of the prompt as format_input does.
+TEST(Flux2Dev, ChatPromptAndIdsAreDiffusers) {
+  std::ifstream in(kData + "/pipelines/tiny-flux2-dev.golden/cases.json");
+  ASSERT_TRUE(in);
+  const json doc = json::parse(in);
+  const std::string text = pipeline::flux2_dev_chat_prompt("a photograph of an astronaut riding a horse");
+  EXPECT_EQ(text, doc.at("chat_template_example").get<std::string>());
+  const pipeline::TekkenTokenizer tokenizer =
+      pipeline::TekkenTokenizer::from_dir(kData + "/pipelines/tiny-flux2-dev/tokenizer");
+  EXPECT_EQ(tokenizer.encode(text, 512).ids, doc.at("chat_template_example_ids").get<std::vector<int64_t>>());
+  EXPECT_EQ(doc.at("padding_side").get<std::string>(), "left");
+  EXPECT_TRUE(tokenizer.pads_left());
+  EXPECT_EQ(pipeline::flux2_dev_chat_prompt("a [IMG]cat[IMG]"), pipeline::flux2_dev_chat_prompt("a cat"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1", "tiny-sd1-inpaint", "tiny-sd2v", "tiny-3down", "dpinfer-shapes-64",
                                                                       "dpinfer-shapes-dit-64",
                                                                  "tiny-sdxl", "tiny-sdxl-alt", "tiny-z-image",
@@ -457,7 +479,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-flux-schnell", "tiny-flux-kontext", "tiny-flux-fill", "tiny-chroma",
                                                                  "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
                                                                  "tiny-sd3.5-t5", "tiny-flux2-klein",
-                                                                 "tiny-flux2-klein-base"),
+                                                                 "tiny-flux2-klein-base", "tiny-flux2-dev"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

@@ -89,7 +89,8 @@ class Pipelines {
 const std::vector<std::string>& fixtures() {
   static const std::vector<std::string> names = {"tiny-sd1",      "tiny-sd2v",    "tiny-3down",
                                                      "tiny-sdxl",     "tiny-sdxl-alt", "tiny-z-image",
-                                                     "tiny-z-image-alt", "tiny-flux2-klein", "tiny-flux2-klein-base"};
+                                                     "tiny-z-image-alt", "tiny-flux2-klein", "tiny-flux2-klein-base",
+                                                     "tiny-flux2-dev"};
   return names;
 }
 

@@ -376,6 +376,49 @@ TEST_F(Weights, IgnoresKeysLikePositionIds) {
       "1 missing (text_model.embeddings.position_ids)");
 }
 
+// Mistral3ForConditionalGeneration (FLUX.2 [dev]'s text encoder) as transformers 4.x saves it
+// (language_model.model.*, language_model.lm_head) and as transformers 5 does (model.language_model.*, lm_head):
+// the text model loads from either, and the vision tower and projector of either are skipped.
+TEST_F(Weights, LoadsMistral3TextModelsSavedByEitherTransformers) {
+  const nlohmann::json config = {{"text_config",
+                                  {{"hidden_size", 4}, {"intermediate_size", 6}, {"num_hidden_layers", 1},
+                                   {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 2},
+                                   {"vocab_size", 5}, {"sliding_window", nullptr}}}};
+  const ModelClass* row = find_model_class("Mistral3ForConditionalGeneration");
+  ASSERT_NE(row, nullptr);
+  const std::shared_ptr<torch::nn::Module> reference = row->build(config, torch::TensorOptions());
+  Tensors v4, v5;
+  for (const auto& p : reference->named_parameters()) {
+    const std::string key = p.key();  // "language_model.model.layers.0..."
+    ASSERT_EQ(key.rfind("language_model.model.", 0), 0u) << key;
+    const torch::Tensor value = values(key, p.value().sizes().vec());
+    v4.emplace_back(key, value);
+    v5.emplace_back("model.language_model." + key.substr(std::string("language_model.model.").size()), value);
+  }
+  v4.emplace_back("language_model.lm_head.weight", torch::ones({5, 4}));
+  v4.emplace_back("vision_tower.patch_conv.weight", torch::ones({2, 3, 1, 1}));
+  v4.emplace_back("multi_modal_projector.linear_1.weight", torch::ones({2, 2}));
+  v5.emplace_back("lm_head.weight", torch::ones({5, 4}));
+  v5.emplace_back("model.vision_tower.patch_conv.weight", torch::ones({2, 3, 1, 1}));
+  v5.emplace_back("model.multi_modal_projector.linear_1.weight", torch::ones({2, 2}));
+  write_safetensors(file("v4.safetensors"), v4);
+  write_safetensors(file("v5.safetensors"), v5);
+  for (const char* name : {"v4.safetensors", "v5.safetensors"}) {
+    const std::shared_ptr<torch::nn::Module> model = row->build(config, torch::TensorOptions());
+    load_weights(*model, {file(name)}, row->renames, "text_encoder");
+    for (const auto& p : model->named_parameters())
+      EXPECT_TRUE(torch::equal(p.value(), values(p.key(), p.value().sizes().vec()))) << name << " " << p.key();
+  }
+  // Another parent is not guessed at: it is unexpected, and the text model's keys are missing.
+  Tensors other;
+  for (const auto& [key, value] : v4)
+    if (key.rfind("language_model.model.", 0) == 0) other.emplace_back("text." + key, value);
+  write_safetensors(file("other.safetensors"), other);
+  const std::shared_ptr<torch::nn::Module> model = row->build(config, torch::TensorOptions());
+  EXPECT_CONTAINS(error_of([&] { load_weights(*model, {file("other.safetensors")}, row->renames, "text_encoder"); }),
+                  "unexpected (text.language_model.model.");
+}
+
 TEST_F(Weights, RefusesADtypeItCannotLoad) {
   // A hand-made file: fc.bias as 4 F4 values (2 bytes).
   const std::string header = R"({"fc.bias":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})";

@@ -7,7 +7,7 @@
 #   build      dpinfer_bench, and dpinfer_torch_tests when the tests step is wanted
 #   tests      every *_CUDA test: the pipeline on CUDA, fp32 against the diffusers goldens
 #              and fp16/bf16 against the CPU (tests/torch/test_pipeline_parity_cuda.cpp; FLUX.2 [klein]'s
-#              step: tiny-flux2-klein and tiny-flux2-klein-base there), the components, the schedulers,
+#              step: tiny-flux2-klein, tiny-flux2-klein-base and [dev]'s tiny-flux2-dev there), the components, the schedulers,
 #              the weight loader, the toolchain (all but GpuLevers', which the next step runs)
 #   levers     (issue 28 item 3) GpuLevers' *_CUDA tests (tests/torch/test_gpu_levers.cpp), appended to
 #              cuda_tests.log: tiny-flux-dev in bf16 on cuda:0 with --attention-backend auto, flash,

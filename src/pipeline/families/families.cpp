@@ -21,6 +21,8 @@ using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
 const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
+// FLUX.2 [dev]'s tokenizer folder: Mistral Small 3.1's processor (a Tekken tokenizer.json inside).
+const std::vector<std::string> kTekkenTokenizers{"PixtralProcessor", "LlamaTokenizerFast", "PreTrainedTokenizerFast"};
 const std::vector<std::string> kT5Tokenizers{"T5TokenizerFast", "T5Tokenizer"};
 
 // diffusers' clip_skip: CLIP layers skipped from the end. AUTOMATIC1111's "Clip skip" counts
@@ -369,6 +371,32 @@ const std::vector<Family>& families() {
           /*default_inpaint_strength=*/0,
           /*image_is_reference=*/true,
           /*several_references=*/true,  // Flux2KleinPipeline(image=[...]): each its own ids (10, 20, ...)
+      },
+      {
+          "flux2-dev",
+          "FLUX.2 [dev]",
+          {"Flux2Pipeline"},
+          {{"transformer", Role::kDenoiser, {"Flux2Transformer2DModel"}},
+           {"text_encoder", Role::kTextEncoder, {"Mistral3ForConditionalGeneration"}},
+           {"tokenizer", Role::kTokenizer, kTekkenTokenizers},
+           {"vae", Role::kVae, {"AutoencoderKLFlux2"}},
+           {"scheduler", Role::kScheduler, {}}},
+          {max_sequence_length(131072, "tokens of the chat-formatted prompt (system message included) the text "
+                                       "encoder sees, padded to this length (diffusers' max_sequence_length); "
+                                       "longer prompts are cut")},
+          /*default_steps=*/50,            // Flux2Pipeline.__call__'s
+          /*default_guidance_scale=*/4.0,  // the transformer's guidance input (guidance-distilled; no CFG)
+          /*size_multiple=*/16,            // vae_scale_factor * 2 of the real VAE; each model checks its own
+          /*scheduler_rewrite=*/nullptr,
+          Prediction::kFlowVelocity,
+          flux2_default_size,
+          load_flux2,
+          flux2_lora_rules,  // Flux2LoraLoaderMixin, as for [klein]: the transformer
+          check_flux2_components,
+          /*default_strength=*/0,  // no img2img: Flux2Pipeline's `image` is a reference
+          /*default_inpaint_strength=*/0,
+          /*image_is_reference=*/true,
+          /*several_references=*/true,  // Flux2Pipeline(image=[...]): each its own ids (10, 20, ...)
       },
       {
           "stable-diffusion-3",

@@ -1,12 +1,15 @@
-// Ref: diffusers/pipelines/flux2/pipeline_flux2_klein.py Flux2KleinPipeline (diffusers 0.37.0):
-// _get_qwen3_prompt_embeds, _prepare_text_ids, _prepare_latent_ids, _pack_latents, _unpack_latents_with_ids,
+// Ref: diffusers/pipelines/flux2/pipeline_flux2_klein.py Flux2KleinPipeline and pipeline_flux2.py Flux2Pipeline
+// (diffusers 0.37.0; they differ in the text path and in what guidance is, below): _get_qwen3_prompt_embeds,
+// _get_mistral_3_small_prompt_embeds, format_input, _prepare_text_ids, _prepare_latent_ids, _pack_latents, _unpack_latents_with_ids,
 // _unpatchify_latents, prepare_latents, compute_empirical_mu, __call__; with a reference image (`image`, one per
 // item): Flux2ImageProcessor.check_image_input, _resize_to_target_area and _resize_and_crop, _encode_vae_image,
 // _patchify_latents, _prepare_image_ids and prepare_image_latents. tools/fixtures/make_flux2_pipelines.py
-// records its goldens, make_flux2_reference_goldens.py those with a reference.
+// and make_flux2_dev_pipelines.py record their goldens, make_flux2_reference_goldens.py those with a reference.
 #include "dpinfer/pipeline/families/flux2.h"
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +26,7 @@
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
+#include "dpinfer/pipeline/text/tekken_tokenizer.h"
 #include "dpinfer/util/error.h"
 #include "lora_pipeline.h"
 #include "pipeline_info.h"
@@ -31,6 +35,18 @@ namespace dpinfer::pipeline {
 
 std::string flux2_klein_chat_prompt(const std::string& prompt) {
   return "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+}
+
+// Ref: pipeline_flux2.py format_input (the prompt without "[IMG]", one system and one user turn of text) and
+// Mistral Small 3.1's chat template ({{- bos_token }}, the system turn, each user turn's text blocks in
+// [INST]...[/INST]), rendered with add_generation_prompt=False; system_messages.py SYSTEM_MESSAGE.
+std::string flux2_dev_chat_prompt(const std::string& prompt) {
+  static const std::string kSystemMessage =
+      "You are an AI that reasons about image descriptions. You give structured responses focusing on object "
+      "relationships, object\nattribution and actions without speculation.";
+  std::string text = prompt;
+  for (size_t at = text.find("[IMG]"); at != std::string::npos; at = text.find("[IMG]", at)) text.erase(at, 5);
+  return "<s>[SYSTEM_PROMPT]" + kSystemMessage + "[/SYSTEM_PROMPT][INST]" + text + "[/INST]";
 }
 
 namespace {
@@ -43,8 +59,54 @@ constexpr int kReferenceMinSide = 64;
 constexpr int kReferenceMaxAspectRatio = 8;
 /// _prepare_image_ids(scale=10): reference k's tokens (from 0) have T = 10 + 10 k.
 constexpr int64_t kReferenceTimeOffset = 10;
-/// Flux2KleinPipeline's text_encoder_out_layers default: the hidden states stacked into the text tokens.
-const std::vector<int64_t> kTextLayers{9, 18, 27};
+
+/// What [klein] and [dev] do differently before the transformer.
+struct Flux2Model {
+  std::string label;                 ///< for messages
+  std::vector<int64_t> text_layers;  ///< text_encoder_out_layers' default: the hidden states stacked per token
+  std::string encoder_name;          ///< for messages
+  /// The prompt as the tokenizer sees it: the pipeline's chat template applied.
+  std::string (*chat_prompt)(const std::string& prompt);
+  /// The chat tokens the template writes, which the tokenizer must have.
+  std::vector<std::string> chat_tokens;
+  /// [dev]: guidance is the transformer's guidance input (a guidance-distilled model; no CFG). [klein]: CFG on ""
+  /// for the Base models, nothing for the distilled ones.
+  bool embedded_guidance;
+};
+
+// Flux2KleinPipeline: Qwen3, hidden states 9, 18 and 27.
+const Flux2Model kKlein{"FLUX.2 [klein]", {9, 18, 27}, "Qwen3", flux2_klein_chat_prompt,
+                        {"<|im_start|>", "<|im_end|>"}, /*embedded_guidance=*/false};
+// Flux2Pipeline: Mistral Small 3.1, hidden states 10, 20 and 30; __call__ passes guidance to the transformer.
+const Flux2Model kDev{"FLUX.2 [dev]", {10, 20, 30}, "Mistral 3", flux2_dev_chat_prompt,
+                      {"<s>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]"}, /*embedded_guidance=*/true};
+
+const Flux2Model& flux2_model(const ModelDir& md) {
+  return md.model_index.value("_class_name", "") == "Flux2Pipeline" ? kDev : kKlein;
+}
+
+/// The text encoder's config, as its class (the row's) reads it.
+DecoderLLMConfig flux2_text_config(const ModelDir& md) {
+  const json& config = md.at("text_encoder").config;
+  return &flux2_model(md) == &kDev ? DecoderLLMConfig::mistral3_from_json(config)
+                                   : DecoderLLMConfig::qwen3_from_json(config);
+}
+
+/// A tokenizer that answers token_id(): Qwen2's for [klein], Tekken for [dev].
+struct Flux2Tokenizer {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::function<std::optional<int64_t>(const std::string&)> token_id;
+};
+
+Flux2Tokenizer flux2_tokenizer(const ModelDir& md) {
+  const std::string& dir = md.at("tokenizer").path;
+  if (&flux2_model(md) == &kDev) {
+    auto t = std::make_shared<const TekkenTokenizer>(TekkenTokenizer::from_dir(dir));
+    return {t, [t](const std::string& token) { return t->token_id(token); }};
+  }
+  auto t = std::make_shared<const Qwen2Tokenizer>(Qwen2Tokenizer::from_dir(dir));
+  return {t, [t](const std::string& token) { return t->token_id(token); }};
+}
 
 /// _prepare_latent_ids / _prepare_image_ids: (t, row, column, 0) for each token of an h x w grid, row-major,
 /// [h w, 4] int64; t is 0 for the image, 10, 20, ... for the references.
@@ -65,51 +127,60 @@ std::vector<const RgbImage*> references_of(const ImageRequest& r) {
 }
 
 /// check_flux2_components() on parsed configs.
-void check_flux2_fit(const Flux2TransformerConfig& t, const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
-               const Qwen2Tokenizer& tokenizer) {
+void check_flux2_fit(const Flux2Model& model, const Flux2TransformerConfig& t, const DecoderLLMConfig& text,
+                     const AutoencoderKLFlux2Config& vae, const Flux2Tokenizer& tokenizer) {
   auto mismatch = [](const std::string& what) {
     throw InputError(what + "; the components do not belong together");
   };
-  if (t.joint_attention_dim != static_cast<int64_t>(kTextLayers.size()) * text.hidden_size)
+  const std::vector<int64_t>& layers = model.text_layers;
+  const std::string layer_list = std::to_string(layers[0]) + ", " + std::to_string(layers[1]) + " and " +
+                                 std::to_string(layers[2]);
+  if (t.joint_attention_dim != static_cast<int64_t>(layers.size()) * text.hidden_size)
     mismatch("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
-             " is not 3 times the text encoder's hidden_size " + std::to_string(text.hidden_size) +
-             " (Flux2KleinPipeline stacks its hidden states 9, 18 and 27)");
-  if (text.num_hidden_layers < kTextLayers.back())
+             " is not 3 times the text encoder's hidden_size " + std::to_string(text.hidden_size) + " (" + model.label +
+             " stacks its hidden states " + layer_list + ")");
+  if (text.num_hidden_layers < layers.back())
     throw InputError("text_encoder config: num_hidden_layers " + std::to_string(text.num_hidden_layers) +
-                     " is below 27, and Flux2KleinPipeline reads the text encoder's hidden states 9, 18 and 27");
+                     " is below " + std::to_string(layers.back()) + ", and " + model.label +
+                     " reads the text encoder's hidden states " + layer_list);
   if (t.in_channels != 4 * vae.kl.latent_channels || t.out_features() != t.in_channels)
     mismatch("transformer config: in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
              std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
              std::to_string(4 * vae.kl.latent_channels) + ")");
+  if (model.embedded_guidance && !t.guidance_embeds)
+    throw InputError("transformer config: guidance_embeds is false, and " + model.label +
+                     " passes its guidance scale to the transformer's guidance embedding; this transformer is not "
+                     "FLUX.2 [dev]'s");
   const int64_t vocab = text.vocab_size;
-  for (const char* token : {"<|im_start|>", "<|im_end|>"}) {
+  for (const std::string& token : model.chat_tokens) {
     const std::optional<int64_t> id = tokenizer.token_id(token);
     if (!id)
-      throw InputError(std::string("tokenizer: it has no ") + token +
-                       " token, which the chat template of FLUX.2 [klein] needs; the tokenizer is not Qwen3's");
+      throw InputError("tokenizer: it has no " + token + " token, which the chat template of " + model.label +
+                       " needs; the tokenizer is not " + model.encoder_name + "'s");
     if (*id >= vocab)
-      mismatch(std::string("tokenizer: ") + token + " is id " + std::to_string(*id) +
-               ", past the text encoder's vocab_size " + std::to_string(vocab));
+      mismatch("tokenizer: " + token + " is id " + std::to_string(*id) + ", past the text encoder's vocab_size " +
+               std::to_string(vocab));
   }
-  if (tokenizer.pad_id() >= vocab)
-    mismatch("tokenizer: the pad token is id " + std::to_string(tokenizer.pad_id()) +
+  if (tokenizer.tokenizer->pad_id() >= vocab)
+    mismatch("tokenizer: the pad token is id " + std::to_string(tokenizer.tokenizer->pad_id()) +
              ", past the text encoder's vocab_size " + std::to_string(vocab));
 }
 
-class Flux2KleinPipeline : public LoraPipeline {
+class Flux2Pipeline : public LoraPipeline {
  public:
-  Flux2KleinPipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
+  Flux2Pipeline(const ModelDir& md, const LoadRequest& r, const Family& family)
       : family_(family),
+        model_(flux2_model(md)),
         dtype_(parse_dtype(r.dtype)),
         device_(r.device),
         transformer_config_(Flux2TransformerConfig::from_json(md.at("transformer").config)),
-        text_config_(DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config)),
+        text_config_(flux2_text_config(md)),
         vae_config_(AutoencoderKLFlux2Config::from_json(md.at("vae").config)),
-        tokenizer_(Qwen2Tokenizer::from_dir(md.at("tokenizer").path)),
+        tokenizer_(flux2_tokenizer(md)),
         scheduler_config_(md.at("scheduler").config),
-        // register_to_config(is_distilled=...): model_index.json's, False when absent.
+        // Flux2KleinPipeline's register_to_config(is_distilled=...): model_index.json's, False when absent.
         is_distilled_(md.model_index.value("is_distilled", false) == true) {
-    check_flux2_fit(transformer_config_, text_config_, vae_config_, tokenizer_);
+    check_flux2_fit(model_, transformer_config_, text_config_, vae_config_, tokenizer_);
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
                                                                     family_.prediction});
@@ -167,8 +238,7 @@ class Flux2KleinPipeline : public LoraPipeline {
   void encode_prompts(const std::vector<ImageRequest>& batch) override {
     const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
     encode(prompts(batch), max_length);
-    if (batch.front().guidance_scale > 1.0 && !is_distilled_)
-      encode(std::vector<std::string>(batch.size(), ""), max_length);
+    if (uses_cfg(batch.front().guidance_scale)) encode(std::vector<std::string>(batch.size(), ""), max_length);
   }
 
  private:
@@ -179,9 +249,8 @@ class Flux2KleinPipeline : public LoraPipeline {
     use_loras(batch);  // Flux2LoraLoaderMixin: the transformer's (fused, as fuse_lora merges them)
     c10::InferenceMode guard;
     const auto b = static_cast<int64_t>(batch.size());
-    // do_classifier_free_guidance: guidance_scale > 1 and not is_distilled; the negative side is "".
     const double guidance = first.guidance_scale;
-    const bool cfg = guidance > 1.0 && !is_distilled_;
+    const bool cfg = uses_cfg(guidance);
     const at::Tensor prompt_embeds = encode(prompts(batch), max_length);  // [B, L, 3 D]
     at::Tensor negative_embeds;
     if (cfg) negative_embeds = encode(std::vector<std::string>(batch.size(), ""), max_length);
@@ -239,6 +308,9 @@ class Flux2KleinPipeline : public LoraPipeline {
     steps.mu = compute_empirical_mu(h * w, first.steps);
     scheduler_->set_timesteps(steps);
     const at::Tensor timesteps = scheduler_->timesteps();
+    // [dev]: torch.full([1], guidance_scale, dtype=float32).expand(B), the transformer's guidance input.
+    at::Tensor guidance_input;
+    if (model_.embedded_guidance) guidance_input = at::full({b}, guidance, at::TensorOptions().dtype(at::kFloat).device(device_));
 
     for (int64_t i = 0; i < timesteps.size(0); ++i) {
       throw_if_cancelled();
@@ -248,7 +320,8 @@ class Flux2KleinPipeline : public LoraPipeline {
       // latents' tokens only (noise_pred[:, :latents.size(1)]).
       const at::Tensor input = (reference_latents.defined() ? at::cat({latents, reference_latents}, 1) : latents).to(dtype_);
       const int64_t tokens = latents.size(1);
-      at::Tensor pred = transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids).narrow(1, 0, tokens);
+      at::Tensor pred =
+          transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids, guidance_input).narrow(1, 0, tokens);
       if (cfg) {
         const at::Tensor neg =
             transformer_->forward(input, negative_embeds, timestep, image_ids, text_ids).narrow(1, 0, tokens);
@@ -271,13 +344,19 @@ class Flux2KleinPipeline : public LoraPipeline {
     return to_rgb(at::cat(images));  // [B, 3, H, W]
   }
 
+  /// do_classifier_free_guidance: [klein]'s Base models above guidance 1, the negative side "". [dev] never.
+  bool uses_cfg(double guidance) const { return !model_.embedded_guidance && guidance > 1.0 && !is_distilled_; }
+
   /// The batch's settings, after the size and negative-prompt checks.
   json batch_settings(const std::vector<ImageRequest>& batch) const {
     check_image_size(batch.front().width, batch.front().height, info_.size_multiple, vae_config_.kl.scale_factor());
     for (const ImageRequest& r : batch)
       if (!r.negative_prompt.empty())
-        throw InputError("FLUX.2 [klein] takes no negative prompt: Flux2KleinPipeline's CFG (the Base models, "
-                         "guidance above 1) runs on the empty prompt; drop the negative prompt");
+        throw InputError(model_.embedded_guidance
+                             ? "FLUX.2 [dev] takes no negative prompt: Flux2Pipeline has no CFG (its guidance scale "
+                               "goes to the guidance-distilled transformer); drop the negative prompt"
+                             : "FLUX.2 [klein] takes no negative prompt: Flux2KleinPipeline's CFG (the Base models, "
+                               "guidance above 1) runs on the empty prompt; drop the negative prompt");
     return resolve_settings(info_.setting_specs, batch.front().settings, "image settings", family_.label);
   }
 
@@ -287,18 +366,19 @@ class Flux2KleinPipeline : public LoraPipeline {
     return texts;
   }
 
-  /// _get_qwen3_prompt_embeds: each text in the chat template, padded to max_length (truncated past it), the
-  /// text encoder's hidden states 9, 18 and 27 with the attention mask, each token's three states side by
-  /// side: [N, max_length, 3 hidden], every token kept (padding too). The batch's distinct texts in one call, as
-  /// diffusers encodes a batch, through the cache.
+  /// _get_qwen3_prompt_embeds ([klein]) and _get_mistral_3_small_prompt_embeds ([dev]): each text in the chat
+  /// template, padded to max_length (truncated past it) on the tokenizer's padding side, the text encoder's three
+  /// hidden states with the attention mask, each token's three states side by side: [N, max_length, 3 hidden],
+  /// every token kept (padding too). The batch's distinct texts in one call, as diffusers encodes a batch,
+  /// through the cache.
   at::Tensor encode(const std::vector<std::string>& texts, int max_length) {
     const std::string key = "max_sequence_length=" + std::to_string(max_length);
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       encoder_phase();
       std::vector<int64_t> ids, mask;
       for (const std::string& text : distinct) {
-        const Encoding e = tokenizer_.encode(flux2_klein_chat_prompt(text), max_length);
-        warn_truncated(text, /*negative=*/false, e.dropped_tokens, max_length, "Qwen3");
+        const Encoding e = tokenizer_.tokenizer->encode(model_.chat_prompt(text), max_length);
+        warn_truncated(text, /*negative=*/false, e.dropped_tokens, max_length, model_.encoder_name);
         ids.insert(ids.end(), e.ids.begin(), e.ids.end());
         mask.insert(mask.end(), e.attention_mask.begin(), e.attention_mask.end());
       }
@@ -306,17 +386,18 @@ class Flux2KleinPipeline : public LoraPipeline {
       const at::Tensor id_t = at::tensor(ids, at::kLong).view({n, -1}).to(device_);
       const at::Tensor mask_t = at::tensor(mask, at::kLong).view({n, -1}).to(device_);
       // stack(dim=1).permute(0, 2, 1, 3).reshape(N, L, 3 D): per token, the three states one after another
-      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, kTextLayers), -1)};
+      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, model_.text_layers), -1)};
     })[0];  // [B, L, 3 D]
   }
 
   const Family& family_;
+  const Flux2Model& model_;
   at::ScalarType dtype_;
   at::Device device_;
   Flux2TransformerConfig transformer_config_;
   DecoderLLMConfig text_config_;
   AutoencoderKLFlux2Config vae_config_;
-  Qwen2Tokenizer tokenizer_;
+  Flux2Tokenizer tokenizer_;
   json scheduler_config_;
   bool is_distilled_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -335,13 +416,12 @@ std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
 }
 
 void check_flux2_components(const ModelDir& md) {
-  check_flux2_fit(Flux2TransformerConfig::from_json(md.at("transformer").config),
-            DecoderLLMConfig::qwen3_from_json(md.at("text_encoder").config),
-            AutoencoderKLFlux2Config::from_json(md.at("vae").config), Qwen2Tokenizer::from_dir(md.at("tokenizer").path));
+  check_flux2_fit(flux2_model(md), Flux2TransformerConfig::from_json(md.at("transformer").config),
+                  flux2_text_config(md), AutoencoderKLFlux2Config::from_json(md.at("vae").config), flux2_tokenizer(md));
 }
 
 std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family) {
-  return std::make_unique<Flux2KleinPipeline>(model, request, family);
+  return std::make_unique<Flux2Pipeline>(model, request, family);
 }
 
 }  // namespace dpinfer::pipeline

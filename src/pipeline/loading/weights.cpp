@@ -236,7 +236,15 @@ bool is_ignored(const std::string& key, const KeyRenames& renames) {
 /// module has, else itself (then it is unexpected).
 std::string target_key(const std::string& key, const KeyRenames& renames,
                        const std::map<std::string, at::Tensor>& state) {
-  if (state.count(key) || renames.modules.empty()) return key;
+  if (state.count(key)) return key;
+  for (const KeyRename& rename : renames.prefixes) {
+    if (key.size() <= rename.from.size() || key.compare(0, rename.from.size(), rename.from) != 0 ||
+        key[rename.from.size()] != '.')
+      continue;
+    std::string renamed = rename.to + key.substr(rename.from.size());
+    if (state.count(renamed)) return renamed;
+  }
+  if (renames.modules.empty()) return key;
   const size_t leaf_dot = key.rfind('.');
   if (leaf_dot == std::string::npos) return key;
   const size_t module_dot = key.rfind('.', leaf_dot - 1);

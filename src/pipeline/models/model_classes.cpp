@@ -93,6 +93,20 @@ std::shared_ptr<torch::nn::Module> build_qwen3_causal_lm(const nlohmann::json& c
   return std::make_shared<DecoderLLMTextEncoderImpl>(c, options);
 }
 
+nlohmann::ordered_json mistral3_facts(const nlohmann::json& config) {
+  const DecoderLLMConfig c = DecoderLLMConfig::mistral3_from_json(config);
+  nlohmann::ordered_json j = decoder_llm_facts(c);
+  j["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nlohmann::ordered_json();
+  return j;
+}
+
+// Mistral3ForConditionalGeneration (FLUX.2 [dev]'s text encoder): its text model, saved by transformers 4.x as
+// "language_model.model.*" (the reverse of its _checkpoint_conversion_mapping); the vision tower, the
+// multimodal projector and the lm_head, which the text path does not use, are skipped at load.
+std::shared_ptr<torch::nn::Module> build_mistral3(const nlohmann::json& config, const at::TensorOptions& options) {
+  return std::make_shared<DecoderLLMTextEncoderImpl>(DecoderLLMConfig::mistral3_from_json(config), options);
+}
+
 std::shared_ptr<torch::nn::Module> build_flux2_vae(const nlohmann::json& config, const at::TensorOptions& options) {
   return std::make_shared<AutoencoderKLFlux2Impl>(AutoencoderKLFlux2Config::from_json(config), options);
 }
@@ -325,6 +339,15 @@ const KeyRenames kVaeRenames{
 // AutoencoderKLFlux2's bn.num_batches_tracked (an int64 counter of training) is read by nothing.
 const KeyRenames kFlux2VaeRenames{{}, {"bn.num_batches_tracked"}, {}};
 const KeyRenames kQwen3CausalLMRenames{{}, {"lm_head.weight"}, {}};
+// Mistral3ForConditionalGeneration as transformers 4.x saves it (language_model.model.*, language_model.lm_head,
+// vision_tower.*, multi_modal_projector.*) and as transformers 5 does (model.language_model.*, lm_head,
+// model.vision_tower.*, model.multi_modal_projector.*): the text model loads from either, the rest is skipped.
+const KeyRenames kMistral3Renames{{},
+                                  {"lm_head.weight"},
+                                  {"vision_tower", "multi_modal_projector", "model.vision_tower",
+                                   "model.multi_modal_projector"},
+                                  {},
+                                  {{"model.language_model", "language_model.model"}}};
 // The _skip_layerwise_casting_patterns of diffusers 0.36's FLUX.1, Chroma, SD3 and Qwen-Image
 // transformers.
 const std::vector<std::string> kDitSkips{"pos_embed", "norm"};
@@ -342,6 +365,8 @@ const std::vector<ModelClass>& model_classes() {
       {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
       {"Qwen3ForCausalLM", "transformers", ComponentRole::kTextEncoder, build_qwen3_causal_lm, qwen3_facts,
        kQwen3CausalLMRenames},
+      {"Mistral3ForConditionalGeneration", "transformers", ComponentRole::kTextEncoder, build_mistral3,
+       mistral3_facts, kMistral3Renames},
       {"T5EncoderModel", "transformers", ComponentRole::kTextEncoder, build<T5EncoderModelImpl, T5Config>, t5_facts,
        kT5Renames, {"wo"}},
       {"UNet2DConditionModel", "diffusers", ComponentRole::kDenoiser, build<UNet2DConditionModelImpl, UNetConfig>,

@@ -48,6 +48,10 @@ struct KeyRenames {
   /// a file's two copies are one parameter). T5EncoderModel's encoder.embed_tokens.weight is
   /// its shared.weight.
   std::vector<std::pair<std::string, std::string>> tied = {};
+  /// A key "<from>.<rest>" is read as "<to>.<rest>" when the module has that key and not the
+  /// file's: a text model that one transformers version saves under another parent than the
+  /// next (Mistral3ForConditionalGeneration's model.language_model and language_model.model).
+  std::vector<KeyRename> prefixes = {};
 };
 
 /// How the keys of a component's checkpoint meet its module (see match_keys()).

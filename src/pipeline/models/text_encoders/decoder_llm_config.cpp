@@ -128,6 +128,58 @@ DecoderLLMConfig DecoderLLMConfig::qwen3_from_json(const json& j) {
   return c;
 }
 
+// Ref: transformers/models/mistral3/configuration_mistral3.py Mistral3Config (text_config, model_type
+// "mistral" by default); mistral/configuration_mistral.py MistralConfig; modeling_mistral.py MistralAttention
+// (head_dim = config.head_dim or hidden_size // num_attention_heads, no biases), MistralModel.forward
+// (position_ids = cache_position whatever the mask; the sliding-window mask when sliding_window is set).
+DecoderLLMConfig DecoderLLMConfig::mistral3_from_json(const json& j) {
+  ConfigReader top(j, kDecoderLlmConfig);
+  const json* text = top.find("text_config");
+  if (text == nullptr || !text->is_object())
+    throw top.error("text_config", "must be an object (Mistral3Config's text model); this is not a Mistral 3 config");
+  const ConfigReader r(*text, std::string(kDecoderLlmConfig) + " text_config");
+  const std::string type = r.string("model_type", "mistral");
+  if (type != "mistral") throw r.unsupported("model_type", type, "mistral");
+  DecoderLLMConfig c;  // MistralConfig's defaults
+  c.vocab_size = 32000;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_hidden_layers = 32;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 10000.0;
+  c.max_position_embeddings = 4096 * 32;
+  read_common(r, c);
+  // MistralConfig: num_key_value_heads is 8 when the key is absent, the heads when it is null (read_common's rule).
+  if (!text->contains("num_key_value_heads")) {
+    c.num_key_value_heads = 8;
+    check_divisible(r, "num_attention_heads", c.num_attention_heads, "num_key_value_heads", c.num_key_value_heads);
+  }
+  // MistralAttention: getattr(config, "head_dim", None) or hidden_size // heads (a null or 0 falls back).
+  const int64_t head_dim = r.integer("head_dim", 0);
+  if (head_dim < 0) throw r.error("head_dim", "must be a positive integer or null, got " + std::to_string(head_dim));
+  if (head_dim > 0) {
+    c.head_dim = head_dim;
+  } else {
+    check_divisible(r, "hidden_size", c.hidden_size, "num_attention_heads", c.num_attention_heads);
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  check_head_dim(r, c);
+  // MistralConfig's sliding_window is 4096 when the key is absent; null turns it off.
+  if (!text->contains("sliding_window"))
+    c.sliding_window = 4096;
+  else if (!(*text)["sliding_window"].is_null())
+    c.sliding_window = r.positive("sliding_window", 0);
+  c.qkv_bias = false;
+  c.o_bias = false;
+  c.qk_norm = false;
+  c.positions_from_mask = false;
+  c.prefix = "language_model.model";
+  default_rope_scaling(r);
+  return c;
+}
+
 DecoderLLMConfig DecoderLLMConfig::qwen2_5_vl_from_file(const std::string& path) {
   return config_from_file(path, kDecoderLlmConfig, [](const json& j) { return qwen2_5_vl_from_json(j); });
 }

@@ -96,12 +96,13 @@ at::Tensor DecoderLLMLayerImpl::forward(const at::Tensor& x, const at::Tensor& c
 // modeling_qwen3.py Qwen3Model
 DecoderLLMTextEncoderImpl::DecoderLLMTextEncoderImpl(const DecoderLLMConfig& config, const at::TensorOptions& options)
     : config_(config) {
-  // "model" only groups the parameters, as Qwen2_5_VLForConditionalGeneration's checkpoint names them.
+  // The prefix ("model", "language_model.model") only groups the parameters, as the checkpoints name them:
+  // one empty module per dotted part.
   torch::nn::Module* root = this;
-  std::shared_ptr<torch::nn::Module> group;
-  if (!config.prefix.empty()) {
-    group = register_module(config.prefix, std::make_shared<torch::nn::Module>());
-    root = group.get();
+  for (size_t begin = 0; begin < config.prefix.size();) {
+    const size_t dot = std::min(config.prefix.find('.', begin), config.prefix.size());
+    root = root->register_module(config.prefix.substr(begin, dot - begin), std::make_shared<torch::nn::Module>()).get();
+    begin = dot + 1;
   }
   embed_tokens_ = root->register_module("embed_tokens", nn::Embedding(config.vocab_size, config.hidden_size, options));
   auto layers = root->register_module("layers", torch::nn::ModuleList());
@@ -165,6 +166,11 @@ std::vector<at::Tensor> DecoderLLMTextEncoderImpl::hidden_states(const at::Tenso
                   std::to_string(n + 1) + " to " + std::to_string(n) + " (num_hidden_layers + 1 states)");
     runs.push_back(index < 0 ? n + 1 + index : index);
   }
+  // Within Mistral's sliding window the sliding-window mask is the causal mask; past it, another mask.
+  if (config_.sliding_window > 0 && input_ids.size(1) > config_.sliding_window)
+    throw Error("text encoder: " + std::to_string(input_ids.size(1)) + " tokens are more than its sliding_window of " +
+                std::to_string(config_.sliding_window) + ", which dpinfer does not implement; use a shorter "
+                "max_sequence_length");
   at::Tensor ids = input_ids.to(at::kLong);
   const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
   if (lo < 0 || hi >= config_.vocab_size)

@@ -1,6 +1,7 @@
 #pragma once
-// The decoder LLMs used as text encoders (Qwen-Image's Qwen2.5-VL, Z-Image's Qwen3): one
-// config for both, resolved from text_encoder/config.json by the class that wrote it.
+// The decoder LLMs used as text encoders (Qwen-Image's Qwen2.5-VL, Z-Image's and FLUX.2 [klein]'s
+// Qwen3, FLUX.2 [dev]'s Mistral 3): one config for all, resolved from text_encoder/config.json by the
+// class that wrote it.
 
 #include <cstdint>
 #include <string>
@@ -11,7 +12,7 @@
 namespace dpinfer::pipeline {
 
 /// A Llama-style decoder (pre-norm RMSNorm blocks, GQA, rotary positions, SwiGLU MLP) and
-/// the options in which transformers' Qwen2.5-VL text model and Qwen3 differ.
+/// the options in which transformers' Qwen2.5-VL text model, Qwen3 and Mistral differ.
 struct DecoderLLMConfig {
   int64_t vocab_size = 151936;
   int64_t hidden_size = 4096;
@@ -40,8 +41,13 @@ struct DecoderLLMConfig {
   /// Qwen2.5-VL's multimodal RoPE sections (temporal, height, width), summing to head_dim / 2.
   /// For text the three position ids are equal, so M-RoPE is 1D RoPE; kept for `inspect`.
   std::vector<int64_t> mrope_section;
+  /// Mistral's sliding_window: a query sees the keys at most this far behind it (transformers'
+  /// create_sliding_window_causal_mask). 0 for none. Within the window the mask is the causal one,
+  /// so the encoder refuses longer texts rather than build another mask.
+  int64_t sliding_window = 0;
   /// The state_dict prefix of the text model's parameters: "model" in a saved
-  /// Qwen2_5_VLForConditionalGeneration ("model.layers.0..."), empty for Qwen3Model.
+  /// Qwen2_5_VLForConditionalGeneration ("model.layers.0..."), empty for Qwen3Model,
+  /// "language_model.model" in a Mistral3ForConditionalGeneration.
   std::string prefix;
 
   /// transformers' Qwen2_5_VLConfig as Qwen2_5_VLForConditionalGeneration reads it: the
@@ -50,6 +56,9 @@ struct DecoderLLMConfig {
   static DecoderLLMConfig qwen2_5_vl_from_json(const nlohmann::json& json);
   /// transformers' Qwen3Config (Qwen3Model). Throws dpinfer::Error naming the field at fault.
   static DecoderLLMConfig qwen3_from_json(const nlohmann::json& json);
+  /// transformers' Mistral3Config as Mistral3ForConditionalGeneration reads it: its text_config (a
+  /// MistralConfig; the vision tower is not read). Throws dpinfer::Error naming the field at fault.
+  static DecoderLLMConfig mistral3_from_json(const nlohmann::json& json);
   /// Reads `path` (a config.json) and parses it with qwen2_5_vl_from_json or qwen3_from_json.
   /// Throws dpinfer::Error naming the file.
   static DecoderLLMConfig qwen2_5_vl_from_file(const std::string& path);
