@@ -1,8 +1,8 @@
 // libFuzzer: the DiT single-file key conversions (pipeline/single_file/flux_bfl_keys.h, also Chroma's,
-// z_image_keys.h, sd3_keys.h) and the DiT family detection (dit_detection.h) on arbitrary key lists,
+// z_image_keys.h, sd3_keys.h, flux2_bfl_keys.h) and the DiT family detection (dit_detection.h) on arbitrary key lists,
 // as a checkpoint's header gives them. The first byte picks the prefix (bit 0: ComfyUI's
 // "model.diffusion_model." or none), FLUX.1's inner dimension (bits 1-4: 0..15) and the layout
-// (bit 6: SD3's MMDiT, else bit 5: Z-Image's, else FLUX.1's / Chroma's); the rest is one tensor per
+// (bit 7: FLUX.2's, else bit 6: SD3's MMDiT, else bit 5: Z-Image's, else FLUX.1's / Chroma's); the rest is one tensor per
 // line, "name d0 d1 ...", each dimension a byte of the line after the first space. Checked: no
 // crash, one-line messages, every part reads inside its source tensor with as many elements as it
 // fills, under a non-empty name, SD3's dual-attention blocks ascending and inside its block count,
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dpinfer/pipeline/single_file/dit_detection.h"
+#include "dpinfer/pipeline/single_file/flux2_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/z_image_keys.h"
@@ -41,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string prefix = (pick & 1) ? "model.diffusion_model." : "";
   const FluxBflBlocks blocks = count_flux_bfl_blocks(prefix, tensors);
   if (blocks.double_blocks < 0 || blocks.single_blocks < 0 || blocks.approximator_layers < 0) std::abort();
+  const Flux2BflShape flux2 = flux2_bfl_shape(prefix, tensors);
+  if (flux2.double_blocks < 0 || flux2.single_blocks < 0 || flux2.in_channels < 0 || flux2.joint_attention_dim < 0)
+    std::abort();
   const Sd3Blocks sd3 = count_sd3_blocks(prefix, tensors);
   if (sd3.joint_blocks < 0 || sd3.pos_embed_rows < 0) std::abort();
   for (size_t i = 0; i < sd3.dual_attention_layers.size(); ++i)
@@ -48,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (i > 0 && sd3.dual_attention_layers[i] <= sd3.dual_attention_layers[i - 1]))
       std::abort();
   try {
-    const std::vector<TensorPart> parts = (pick & 64)   ? convert_sd3_keys(prefix, tensors)
+    const std::vector<TensorPart> parts = (pick & 128)  ? convert_flux2_bfl_keys(prefix, tensors)
+                                          : (pick & 64) ? convert_sd3_keys(prefix, tensors)
                                           : (pick & 32) ? convert_z_image_keys(prefix, "2-1", tensors)
                                                         : convert_flux_bfl_keys(prefix, (pick >> 1) & 15, tensors);
     std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> pieces;  // target -> (row, rows)

@@ -120,8 +120,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
   // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
-  for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "img2img", "inpaint", "kontext",
-                          "fill", "reference", "lora-storage"}) {
+  for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "single-file", "img2img",
+                          "inpaint", "kontext", "fill", "reference", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -156,7 +156,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
     if (c.contains("model_file")) {
-      EXPECT_EQ(pipe->info().weight_storage, c["weight_storage"].get<std::string>());
+      // A GGUF file's storage ("gguf-Q8_0"); none for a safetensors single file (single-file/).
+      EXPECT_EQ(pipe->info().weight_storage, c.value("weight_storage", std::string()));
     }
     const std::vector<pipeline::ImageRequest> batch = test::golden_case_requests(c, pipe.get());
     ASSERT_EQ(batch.size(), c["generator"]["seeds"].size()) << c["name"];
@@ -329,7 +330,8 @@ TEST(PipelineParityGguf, EachDitFamilyHasGgufGoldens) {
   const std::map<std::string, std::map<std::string, int>> expected = {
       {"tiny-flux-dev", {{"gguf-Q8_0", 2}, {"gguf-Q5_1", 2}}}, {"tiny-chroma", {{"gguf-Q4_0", 2}}},
       {"tiny-qwen-image", {{"gguf-Q8_0", 2}}},                   {"tiny-z-image", {{"gguf-Q4_K", 2}}},
-      {"tiny-sd3.5", {{"gguf-Q4_1", 2}}}};
+      {"tiny-sd3.5", {{"gguf-Q4_1", 2}}},
+      {"tiny-flux2-klein", {{"gguf-Q8_0", 2}, {"gguf-Q4_0", 2}}}, {"tiny-flux2-dev", {{"gguf-Q4_1", 2}}}};
   for (const auto& [name, want] : expected) {
     const std::string dir = kData + "/pipelines/" + name + ".golden/gguf";
     std::ifstream in(dir + "/cases.json");

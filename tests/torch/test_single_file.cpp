@@ -439,8 +439,16 @@ TEST(SingleFile, FluxBflRefusalsAreOneLine) {
   EXPECT_EQ(detect_dit_checkpoint({probe, guidance, out_64, {"img_in.weight", {3072, 384}}}, "f")->kind, "flux-fill");
   EXPECT_CONTAINS(detect({probe, guidance, out_64, {"img_in.weight", {3072, 128}}}),
                   "InputError: 'f.safetensors' is a FLUX.1 Depth transformer (img_in takes 128 channels");
-  EXPECT_CONTAINS(detect({{"model.diffusion_model.single_stream_modulation.lin.weight", {9, 3}}}),
-                  "is a FLUX.2 transformer, which dpinfer does not run");
+  // FLUX.2 (BFL's layout, with ComfyUI's prefix or none): [dev] has the guidance embedder, [klein] not.
+  const auto flux2 = detect_dit_checkpoint({{"model.diffusion_model.single_stream_modulation.lin.weight", {9, 3}}}, "f");
+  ASSERT_TRUE(flux2);
+  EXPECT_EQ(flux2->kind, "flux2-klein");
+  EXPECT_EQ(flux2->prefix, "model.diffusion_model.");
+  EXPECT_EQ(detect_dit_checkpoint({{"single_stream_modulation.lin.weight", {9, 3}},
+                                   {"guidance_in.in_layer.weight", {3, 4}}},
+                                  "f")
+                ->kind,
+            "flux2-dev");
   EXPECT_EQ(detect_dit_checkpoint({probe, guidance, {"img_in.weight", {3072, 64}}}, "f")->kind, "flux-dev");
   EXPECT_EQ(detect_dit_checkpoint({probe, {"img_in.weight", {3072, 64}}}, "f")->kind, "flux-schnell");
   EXPECT_FALSE(detect_dit_checkpoint({{"model.diffusion_model.out.0.weight", {4}}}, "f"));

@@ -2,7 +2,8 @@
 // transformer's guidance input) through the commands a user runs (dpinfer generate, launch, status, merge,
 // inspect) on the tiny-flux2-dev fixture: the images are diffusers' own (tools/fixtures/make_flux2_dev_pipelines.py,
 // diffusers 0.37.0), a line's guidance and settings reach its image and record, an image does not depend on its
-// batch-mates, ranks, shards or a resume, a negative prompt is refused in one line, and inspect reports the family.
+// batch-mates, ranks, shards or a resume, a negative prompt is refused in one line, and inspect reports the family;
+// and FLUX.2's BFL single files and GGUF files run with --base.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "support/family_e2e.h"
+#include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -96,6 +98,47 @@ TEST(Flux2DevE2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["components"]["tokenizer"]["class"], "PixtralProcessor");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKLFlux2");
   EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}}));
+}
+
+// FLUX.2 single files (make_flux2_single_file_fixtures.py): BFL's layout under ComfyUI's prefix with --base makes
+// diffusers' from_single_file image (the folder's own: the same weights); the file alone names the base it needs;
+// [klein]'s GGUF file makes diffusers' GGUF image and says its storage.
+TEST(Flux2DevE2E, BflSingleFilesAndGgufFilesRunWithTheirBase) {
+  TempDir dir;
+  const std::string data = std::string(DPINFER_TEST_DATA_DIR);
+  const std::string file = data + "/single_file/tiny-flux2-dev-comfy.safetensors";
+  write_file(dir.file("p.txt"), std::string(kPrompt) + "\n");
+  RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", file, "--base", kModel, "--steps",
+                     "4", "--width", "32", "--height", "32", "--seed", "0", "--out", dir.file("file")},
+                    kEnv, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_png_matches_golden(dir.file("file/000000.png"), kModel + ".golden/single-file/images.safetensors",
+                            "single_file_fp32_default");
+  RunResult alone = run({DPINFER_BINARY, "inspect", file}, kEnv, 120s);
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_TRUE(contains(alone.err, "is a FLUX.2 [dev] single file, which holds no tokenizers; pass --base")) << alone.err;
+  EXPECT_TRUE(contains(alone.err, "black-forest-labs/FLUX.2-dev")) << alone.err;
+  RunResult with_base = run({DPINFER_BINARY, "inspect", file, "--base", kModel, "--json"}, kEnv, 120s);
+  ASSERT_EQ(with_base.exit_code, 0) << with_base.err;
+  EXPECT_EQ(json::parse(with_base.out)["family"], "flux2-dev");
+  // A [klein] file given a [dev] base: one line naming both.
+  RunResult wrong = run({DPINFER_BINARY, "inspect", data + "/single_file/tiny-flux2-klein-bfl.safetensors", "--base",
+                         kModel},
+                        kEnv, 120s);
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_TRUE(contains(wrong.err, "is a FLUX.2 [klein] checkpoint but --base")) << wrong.err;
+
+  const std::string klein = data + "/pipelines/tiny-flux2-klein";
+  RunResult gguf = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model",
+                        data + "/gguf/tiny-flux2-klein-q8_0.gguf", "--base", klein, "--dtype", "bf16", "--steps", "4",
+                        "--width", "32", "--height", "32", "--seed", "0", "--out", dir.file("gguf")},
+                       kEnv, 300s);
+  ASSERT_EQ(gguf.exit_code, 0) << gguf.err;
+  // Bit for bit on the golden's machine (PipelineParity); any CPU within the cross-CPU bound of a bf16 image.
+  EXPECT_LE(mean_distance_from_golden(read_png(dir.file("gguf/000000.png")).pixels,
+                                      klein + ".golden/gguf/images.safetensors", "tiny_flux2_klein_q8_0_default"),
+            2.0);
+  EXPECT_EQ(read_jsonl(dir.file("gguf/metadata.jsonl")).at(0)["weight_storage"], "gguf-Q8_0");
 }
 
 }  // namespace DPINFER_UNITY_ID

@@ -16,6 +16,7 @@
 #include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
+#include "dpinfer/pipeline/single_file/flux2_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/z_image_keys.h"
@@ -169,6 +170,10 @@ KeyConverter single_file_converter(const Component& c) {
     return [prefix = c.key_prefix](const std::vector<SourceTensor>& tensors) {
       return convert_sd3_keys(prefix, tensors);
     };
+  if (c.layout == CheckpointLayout::kFlux2Bfl)
+    return [prefix = c.key_prefix](const std::vector<SourceTensor>& tensors) {
+      return convert_flux2_bfl_keys(prefix, tensors);
+    };
   LayoutShape shape;
   switch (c.layout) {
     case CheckpointLayout::kLdmUNet: {
@@ -193,6 +198,7 @@ KeyConverter single_file_converter(const Component& c) {
     case CheckpointLayout::kFluxBfl:
     case CheckpointLayout::kZImageOriginal:
     case CheckpointLayout::kSd3Mmdit:
+    case CheckpointLayout::kFlux2Bfl:
       break;  // above
     case CheckpointLayout::kDiffusersNames:
       break;  // the names as they are

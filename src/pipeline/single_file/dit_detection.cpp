@@ -21,10 +21,17 @@ std::optional<std::string> prefix_of(const std::vector<SourceTensor>& tensors, c
 
 std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file) {
   const std::string where = quote(file);
-  // infer_diffusers_model_type checks FLUX.2 before FLUX.1 (CHECKPOINT_KEY_NAMES["flux2"]).
-  if (prefix_of(tensors, "single_stream_modulation.lin.weight"))
-    throw InputError(where + " is a FLUX.2 transformer, which dpinfer does not run; FLUX.1 [dev] and [schnell] "
-                     "files load with --model FILE --base DIR");
+  // infer_diffusers_model_type checks FLUX.2 before FLUX.1 (CHECKPOINT_KEY_NAMES["flux2"]) and calls every such
+  // file "flux-2-dev". The guidance embedder tells [dev] (guidance-distilled) from [klein] (none), whose pipelines
+  // differ; the widths and block counts are the config's, checked against --base's.
+  if (const auto flux2 = prefix_of(tensors, "single_stream_modulation.lin.weight")) {
+    DitDetection d;
+    d.kind = find_source_tensor(tensors, *flux2 + "guidance_in.in_layer.weight") ? "flux2-dev" : "flux2-klein";
+    d.label = single_file_kind_label(d.kind);
+    d.prefix = *flux2;
+    d.layout = CheckpointLayout::kFlux2Bfl;
+    return d;
+  }
   // diffusers 0.36.0 has no probe for Qwen-Image (from_single_file needs the class named): the
   // modulation of its first block and the text input's RMSNorm, which FLUX.1's diffusers names lack.
   if (const auto qwen = prefix_of(tensors, "transformer_blocks.0.img_mod.1.weight");

@@ -6,11 +6,15 @@
 
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
+#include "bfl_block_keys.h"
 #include "key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
+using bfl_block_keys::kDoubleFused;
+using bfl_block_keys::kDoubleNorms;
+using bfl_block_keys::kSingleNorms;
 using key_rules::append_swapped_halves;
 using key_rules::append_thirds;
 using key_rules::exact;
@@ -50,18 +54,6 @@ const Renames kDouble{{"img_mod.lin", "norm1.linear"},
 
 // SingleStreamBlock -> FluxSingleTransformerBlock (single_transformer_blocks.N).
 const Renames kSingle{{"modulation.lin", "norm.linear"}, {"linear2", "proj_out"}};
-
-// The QK norms, whole keys (QKNorm's RMSNorm "scale" -> diffusers' RMSNorm "weight").
-const Renames kDoubleNorms{{"img_attn.norm.query_norm.scale", "attn.norm_q.weight"},
-                           {"img_attn.norm.key_norm.scale", "attn.norm_k.weight"},
-                           {"txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"},
-                           {"txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"}};
-const Renames kSingleNorms{{"norm.query_norm.scale", "attn.norm_q.weight"},
-                           {"norm.key_norm.scale", "attn.norm_k.weight"}};
-
-// A double block's fused projections.
-const FusedThirds kDoubleFused[] = {{"img_attn.qkv", {"attn.to_q", "attn.to_k", "attn.to_v"}},
-                                    {"txt_attn.qkv", {"attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj"}}};
 
 // Chroma's distilled guidance layer (diffusers 0.36.0 convert_chroma_transformer_checkpoint_to_diffusers):
 // the approximator's in_proj / out_proj keep their names; its MLP blocks' in_layer / out_layer become

@@ -141,6 +141,7 @@ const char* layout_name(CheckpointLayout layout) {
     case CheckpointLayout::kZImageOriginal: return "Z-Image original";
     case CheckpointLayout::kSd3Mmdit: return "SD3 MMDiT";
     case CheckpointLayout::kSd3ClipL: return "SD3 CLIP-L";
+    case CheckpointLayout::kFlux2Bfl: return "BFL FLUX.2";
   }
   return "?";
 }
@@ -158,8 +159,10 @@ std::vector<TensorPart> convert_ldm_keys(CheckpointLayout layout, const std::str
       case CheckpointLayout::kFluxBfl:
       case CheckpointLayout::kZImageOriginal:
       case CheckpointLayout::kSd3Mmdit:
+      case CheckpointLayout::kFlux2Bfl:
         throw Error(std::string("convert_ldm_keys: the ") + layout_name(layout) +
-                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h, sd3_keys.h)");
+                    " layout has a conversion of its own (flux_bfl_keys.h, z_image_keys.h, sd3_keys.h, "
+                    "flux2_bfl_keys.h)");
       case CheckpointLayout::kDiffusersNames:
         // diffusers 0.36.0 reads a Qwen-Image file as is (single_file_model.py's mapping for
         // QwenImageTransformer2DModel is the identity); ComfyUI may save the same keys under its prefix.

@@ -131,7 +131,7 @@ ModelDir resolve_single_file(const std::string& path, const SingleFileOptions& o
   const std::optional<DitDetection> dit = detect_dit_checkpoint(tensors, path);
   if (!gguf_storage.empty() && !dit)
     throw InputError(where + " is a GGUF file but not a transformer dpinfer knows (FLUX.1, Chroma, SD3 / SD3.5, "
-                     "Qwen-Image or Z-Image); dpinfer reads GGUF files of those transformers only");
+                     "Qwen-Image, Z-Image or FLUX.2); dpinfer reads GGUF files of those transformers only");
   const LdmDetection detected =
       dit ? LdmDetection{dit->kind, dit->label, dit->variant} : detect_ldm_checkpoint(tensors, path);
 

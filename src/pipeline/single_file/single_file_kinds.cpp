@@ -1,5 +1,6 @@
 #include "single_file_kinds.h"
 
+#include "dpinfer/pipeline/single_file/flux2_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
 #include "dpinfer/pipeline/single_file/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
@@ -78,6 +79,10 @@ std::vector<ComponentSlot> z_image_slots(const std::string& prefix) {
   return dit_slots(prefix, CheckpointLayout::kZImageOriginal);
 }
 
+std::vector<ComponentSlot> flux2_slots(const std::string& prefix) {
+  return dit_slots(prefix, CheckpointLayout::kFlux2Bfl);
+}
+
 // What each DiT file's keys say of its config, as diffusers derives it.
 
 // convert_flux_transformer_checkpoint_to_diffusers: the blocks and the guidance embedder; and the channels in
@@ -116,6 +121,17 @@ ConfigFacts sd3_facts(const std::string& prefix, const std::vector<SourceTensor>
   return facts;
 }
 
+// convert_flux2_transformer_checkpoint_to_diffusers keeps the shapes: the blocks, the guidance embedder, and the
+// channels in (img_in: [width, in]) and of the text (txt_in: [width, joint_attention_dim]).
+ConfigFacts flux2_facts(const std::string& prefix, const std::vector<SourceTensor>& tensors) {
+  const Flux2BflShape s = flux2_bfl_shape(prefix, tensors);
+  ConfigFacts facts{{"num_layers", s.double_blocks}, {"num_single_layers", s.single_blocks},
+                    {"guidance_embeds", s.guidance}};
+  if (s.in_channels > 0) facts.emplace_back("in_channels", s.in_channels);
+  if (s.joint_attention_dim > 0) facts.emplace_back("joint_attention_dim", s.joint_attention_dim);
+  return facts;
+}
+
 // Qwen-Image: its blocks (transformer_blocks.N).
 ConfigFacts qwen_image_facts(const std::string& prefix, const std::vector<SourceTensor>& tensors) {
   return {{"num_layers", key_rules::count_blocks(prefix, "transformer_blocks.", tensors)}};
@@ -144,6 +160,12 @@ const std::vector<Kind>& kinds() {
       {"chroma", "Chroma", "ChromaPipeline", /*shipped_base=*/false, chroma_slots, chroma_facts, "", "", false},
       {"qwen-image", "Qwen-Image", "QwenImagePipeline", true, qwen_image_slots, qwen_image_facts, "", "", false},
       {"z-image-turbo", "Z-Image", "ZImagePipeline", true, z_image_slots, z_image_facts, "", "", false},
+      // FLUX.2: the tokenizers (Qwen's, Mistral's) and the text encoder are not in the file, and dpinfer ships no
+      // configs for it: --base gives them.
+      {"flux2-dev", "FLUX.2 [dev]", "Flux2Pipeline", /*shipped_base=*/false, flux2_slots, flux2_facts, "",
+       " (black-forest-labs/FLUX.2-dev)", false},
+      {"flux2-klein", "FLUX.2 [klein]", "Flux2KleinPipeline", /*shipped_base=*/false, flux2_slots, flux2_facts, "",
+       " (black-forest-labs/FLUX.2-klein-4B, ...)", false},
   };
   return table;
 }

@@ -15,8 +15,8 @@ namespace dpinfer::pipeline {
 
 /// What the probe keys say a DiT transformer file is.
 struct DitDetection {
-  std::string kind;        ///< "flux-dev", "flux-schnell", "chroma", "qwen-image", "z-image-turbo", "sd3"
-  std::string label;       ///< "FLUX.1 [dev]", ..., "Chroma", "Qwen-Image", "Z-Image", "Stable Diffusion 3"
+  std::string kind;        ///< "flux-dev", "flux-schnell", "chroma", "qwen-image", "z-image-turbo", "sd3", "flux2-dev"
+  std::string label;       ///< "FLUX.1 [dev]", ..., "Chroma", "Qwen-Image", "Z-Image", "Stable Diffusion 3", "FLUX.2 [dev]"
   /// SD3: diffusers' model type when its probes tell it ("SD3 medium", "SD3.5 medium", "SD3.5 large"), else empty.
   std::string variant;
   std::string prefix;      ///< where its keys start: "" (as its makers ship it) or "model.diffusion_model." (ComfyUI)
@@ -32,9 +32,9 @@ struct DitDetection {
 /// distilled_guidance_layer.in_proj.weight), and SD3 / SD3.5 MMDiT files (probe
 /// joint_blocks.0.context_block.adaLN_modulation.1.bias; variant from its width 9216 and pos_embed's
 /// 36864 / 147456 rows, or joint_blocks.37, as infer_diffusers_model_type tells sd3 / sd35_medium /
-/// sd35_large). Returns nullopt for a file of none of these families. Throws InputError (one line naming
-/// the file) for the kinds dpinfer refuses: FLUX.1 Fill and Depth (img_in takes 384 / 128
-/// channels) and FLUX.2.
+/// sd35_large), and FLUX.2 in BFL's layout (probe single_stream_modulation.lin.weight; [dev] with
+/// guidance_in, [klein] without). Returns nullopt for a file of none of these families. Throws InputError
+/// (one line naming the file) for the kind dpinfer refuses: FLUX.1 Depth (img_in takes 128 channels).
 std::optional<DitDetection> detect_dit_checkpoint(const std::vector<SourceTensor>& tensors, const std::string& file);
 
 }  // namespace dpinfer::pipeline

@@ -31,10 +31,11 @@ enum class CheckpointLayout {
   /// its text_projection is the identity, as diffusers' create_diffusers_clip_model_from_ldm sets it
   /// for such a file (whatever the file holds there).
   kSd3ClipL,
+  kFlux2Bfl,          ///< Black Forest Labs' FLUX.2 transformer (single_file/flux2_bfl_keys.h)
 };
 
 /// "LDM UNet", "LDM VAE", "transformers CLIP", "OpenCLIP", "BFL FLUX.1", "diffusers names",
-/// "Z-Image original", "SD3 MMDiT", "SD3 CLIP-L".
+/// "Z-Image original", "SD3 MMDiT", "SD3 CLIP-L", "BFL FLUX.2".
 const char* layout_name(CheckpointLayout layout);
 
 /// What the conversion needs to know of the module the keys go to (from its config).
