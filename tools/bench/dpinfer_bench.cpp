@@ -130,15 +130,21 @@ at::Tensor random_parameter(const std::string& name, at::IntArrayRef shape, at::
   return t.fill_(is_bias ? 0.0 : 1.0);
 }
 
-/// Writes random values (random_parameter()) for every parameter of `module`, built on the meta
+/// Writes random values (random_parameter()) for every parameter and floating-point buffer of `module`, built on the meta
 /// device, as `dtype`, under its own name (the checkpoint key: dpinfer's modules are named as
 /// diffusers' and transformers' state_dicts), one tensor at a time in name order: a 7B text
 /// encoder is written with one tensor in memory, not the whole model. Returns the bytes written.
 uint64_t write_random_safetensors(const fs::path& path, torch::nn::Module& module, at::ScalarType dtype) {
   std::map<std::string, std::vector<int64_t>> shapes;  // name order: the order values are drawn in
   for (const auto& p : module.named_parameters(/*recurse=*/true)) shapes.emplace(p.key(), p.value().sizes().vec());
-  if (!module.named_buffers(/*recurse=*/true).is_empty())
-    throw Error("the module has buffers; random weights are written for parameters only");
+  // Saved buffers load like parameters (AutoencoderKLFlux2's bn.running_mean / running_var): 1-D ones get 1, as a
+  // norm weight does, which is a valid variance.
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) {
+    if (!at::isFloatingType(b.value().scalar_type()))
+      throw Error("the module has a buffer '" + b.key() + "' that is not floating point; random weights are written "
+                  "for floating-point tensors only");
+    shapes.emplace(b.key(), b.value().sizes().vec());
+  }
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}, {"generated_by", "tools/bench/dpinfer_bench (random weights)"}};
   const uint64_t element_size = c10::elementSize(dtype);
