@@ -310,7 +310,7 @@ TEST_P(OffloadParity, OffloadedPipelinesMakeTheSameImages) {
 
 INSTANTIATE_TEST_SUITE_P(Families, OffloadParity,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-sd3.5-t5", "tiny-flux-dev", "tiny-chroma",
-                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein"),
+                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)
