@@ -184,6 +184,11 @@ TEST(InspectLora, ALoraAloneIsDescribedByItsNames) {
   const LoraFileReport flux = describe_lora_file(kData + "/loras-dit/flux-kohya.safetensors");
   EXPECT_EQ(flux.names.format, "kohya / ComfyUI FLUX.1 (BFL block names)");
   EXPECT_EQ(flux.names.families.at(0), "FLUX.1 / Chroma (BFL block names)");
+  // ComfyUI's lora_down names are FLUX.1's and FLUX.2's alike; the factor shapes tell them apart (FLUX.2's linear1
+  // up factor is 9 times the width, its MLP's input 6 times; FLUX.1's 7 and 4).
+  const LoraFileReport flux2 = describe_lora_file(kData + "/loras-flux2/flux2-comfy.safetensors");
+  EXPECT_EQ(flux2.names.families.at(0), "FLUX.2 (BFL block names)") << flux2.names.format;
+  EXPECT_EQ(flux2.names.components.at("transformer").layers, 3);
   EXPECT_TRUE(describe_lora_file(kData + "/loras-scaling/flux-metadata.safetensors").has_adapter_metadata);
   EXPECT_TRUE(lora_file_report(kData + "/loras-dit/qwen-peft.safetensors"));
   EXPECT_FALSE(lora_file_report(kPipelines + "tiny-sd1/unet/diffusion_pytorch_model.safetensors"));

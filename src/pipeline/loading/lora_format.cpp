@@ -3,6 +3,7 @@
 #include "dpinfer/pipeline/loading/lora_format.h"
 
 #include <algorithm>
+#include <map>
 
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/pipeline/loading/lora_flux_mixture_keys.h"
@@ -164,6 +165,27 @@ std::string key_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRule
   return kPeft;
 }
 
+/// Whether a BFL-named LoRA's factor shapes say FLUX.2 (its SwiGLU feed-forwards) rather than FLUX.1: a single
+/// block's linear1 gives q, k, v and the MLP's input, 3 + 4 = 7 times the width in FLUX.1 and 3 + 2 x 3 = 9 times in
+/// FLUX.2 (gate and up of an MLP 3 times as wide); a double block's img_mlp.0 / txt_mlp.0 gives 4 times the width in
+/// FLUX.1 and 2 x 3 = 6 times in FLUX.2. The width is the down factor's input (the model's hidden size).
+bool bfl_shapes_say_flux2(const std::vector<LoraTensorKey>& keys) {
+  std::map<std::string, std::pair<int64_t, int64_t>> layers;  // base -> (down's input width, up's rows)
+  for (const LoraTensorKey& k : keys) {
+    std::string base;
+    const Factor f = factor_of(k.key, &base);
+    if (f == Factor::kDown && k.shape.size() == 2) layers[base].first = k.shape[1];
+    if (f == Factor::kUp && k.shape.size() == 2) layers[base].second = k.shape[0];
+  }
+  for (const auto& [base, widths] : layers) {
+    const auto [in, out] = widths;
+    if (in <= 0) continue;
+    if (ends_with(base, ".linear1") && has(base, "single_blocks.") && out == 9 * in) return true;
+    if ((ends_with(base, ".img_mlp.0") || ends_with(base, ".txt_mlp.0")) && out == 6 * in) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string lora_format(const std::vector<LoraTensorKey>& keys, const LoraKeyRules& rules) {
@@ -181,9 +203,11 @@ LoraNameFacts describe_lora_names(const std::vector<LoraTensorKey>& keys) {
   // tests need FLUX.1's names), then the original DiT names, then kohya's, else PEFT's.
   const bool bfl = any_key(keys, is_bfl_name);
   // FLUX.2's own BFL names (its shared modulations), or BFL names with lora_A factors, which FLUX.1's loader reads
-  // nothing from and FLUX.2's converts.
+  // nothing from and FLUX.2's converts, or ComfyUI's lora_down names whose shapes are FLUX.2's.
   const bool flux2 = any_key(keys, [](const std::string& k) { return has(k, "_stream_modulation"); }) ||
-                     (bfl && is_bfl_flux2_lora(keys) && any_key(keys, [](const std::string& k) { return has(k, ".lora_A."); }));
+                     (bfl && is_bfl_flux2_lora(keys) &&
+                      (any_key(keys, [](const std::string& k) { return has(k, ".lora_A."); }) ||
+                       bfl_shapes_say_flux2(keys)));
   LoraKeyRules rules;
   if (flux2) {
     rules = flux2_lora_rules();
