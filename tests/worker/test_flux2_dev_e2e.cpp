@@ -55,7 +55,7 @@ TEST(Flux2DevE2E, GenerateMakesDiffusersImagesWithEachLinesGuidanceAndSettings) 
 }
 
 // Five prompts of very different lengths (left-padded Tekken tokens): generate alone, launch on 2 and 3 ranks,
-// two shards and a resume give the same PNGs byte for byte; one batch of three and three of one the same images.
+// two shards (merged) and a resume give the same PNGs byte for byte; one batch of three and three of one the same images.
 TEST(Flux2DevE2E, AnImageDoesNotDependOnItsBatchRanksShardsOrResume) {
   TempDir dir;
   std::string lines, first_three;
@@ -70,6 +70,10 @@ TEST(Flux2DevE2E, AnImageDoesNotDependOnItsBatchRanksShardsOrResume) {
   const std::vector<std::string> common = {dir.file("p.jsonl"), "--model", kModel, "--steps", "2", "--width", "48",
                                            "--height", "32", "--set", "max_sequence_length=64"};
   expect_same_pngs_whatever_the_ranks(dir, common, kEnv);
+  // The two outer shards' manifests merged: every item once.
+  RunResult merge = run({DPINFER_BINARY, "merge", dir.file("shards")}, kEnv, 60s);
+  ASSERT_EQ(merge.exit_code, 0) << merge.err;
+  EXPECT_EQ(read_jsonl(dir.file("shards/metadata.jsonl")).size(), prompts.size());
   write_file(dir.file("three.jsonl"), first_three);
   std::vector<std::string> three = common;
   three[0] = dir.file("three.jsonl");
