@@ -12,13 +12,9 @@
 namespace dpinfer::pipeline {
 namespace {
 
-using bfl_block_keys::kDoubleFused;
-using bfl_block_keys::kDoubleNorms;
-using bfl_block_keys::kSingleNorms;
+using bfl_block_keys::append_double_block;
+using bfl_block_keys::append_single_block;
 using key_rules::append_swapped_halves;
-using key_rules::append_thirds;
-using key_rules::exact;
-using key_rules::FusedThirds;
 using key_rules::indexed;
 using key_rules::leaf_of;
 using key_rules::rename;
@@ -84,28 +80,11 @@ std::vector<TensorPart> convert_flux2_bfl_keys(const std::string& prefix, const 
       continue;
     }
     if (auto block = indexed(key, "double_blocks.")) {
-      const auto& [n, rest] = *block;
-      const std::string base = "transformer_blocks." + std::to_string(n) + ".";
-      bool fused = false;
-      for (const FusedThirds& f : kDoubleFused) {
-        const std::string leaf = leaf_of(rest, f.from);
-        if (leaf.empty()) continue;
-        const std::string targets[3] = {base + f.to[0], base + f.to[1], base + f.to[2]};
-        append_thirds(parts, s, t, targets, leaf);
-        fused = true;
-      }
-      if (fused) continue;
-      auto r = exact(rest, kDoubleNorms);
-      if (!r) r = rename(rest, kFlux2Double);
-      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      append_double_block(parts, s, t, key, block->first, block->second, kFlux2Double);
       continue;
     }
     if (auto block = indexed(key, "single_blocks.")) {
-      const auto& [n, rest] = *block;
-      const std::string base = "single_transformer_blocks." + std::to_string(n) + ".";
-      auto r = exact(rest, kSingleNorms);
-      if (!r) r = rename(rest, kFlux2Single);
-      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      append_single_block(parts, s, t, key, block->first, block->second, kFlux2Single);
       continue;
     }
     parts.push_back(whole(s, key, t.shape));

@@ -12,13 +12,9 @@
 namespace dpinfer::pipeline {
 namespace {
 
-using bfl_block_keys::kDoubleFused;
-using bfl_block_keys::kDoubleNorms;
-using bfl_block_keys::kSingleNorms;
+using bfl_block_keys::append_double_block;
+using bfl_block_keys::append_single_block;
 using key_rules::append_swapped_halves;
-using key_rules::append_thirds;
-using key_rules::exact;
-using key_rules::FusedThirds;
 using key_rules::indexed;
 using key_rules::leaf_of;
 using key_rules::rename;
@@ -114,20 +110,7 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
       continue;
     }
     if (auto block = indexed(key, "double_blocks.")) {
-      const auto& [n, rest] = *block;
-      const std::string base = "transformer_blocks." + std::to_string(n) + ".";
-      bool fused = false;
-      for (const FusedThirds& f : kDoubleFused) {
-        const std::string leaf = leaf_of(rest, f.from);
-        if (leaf.empty()) continue;
-        const std::string targets[3] = {base + f.to[0], base + f.to[1], base + f.to[2]};
-        append_thirds(parts, s, t, targets, leaf);
-        fused = true;
-      }
-      if (fused) continue;
-      auto r = exact(rest, kDoubleNorms);
-      if (!r) r = rename(rest, kDouble);
-      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      append_double_block(parts, s, t, key, block->first, block->second, kDouble);
       continue;
     }
     if (auto block = indexed(key, "single_blocks.")) {
@@ -144,9 +127,7 @@ std::vector<TensorPart> convert_flux_bfl_keys(const std::string& prefix, int64_t
         parts.push_back(row_range(s, base + "proj_mlp." + leaf, t.shape, 3 * inner_dim, t.shape[0] - 3 * inner_dim));
         continue;
       }
-      auto r = exact(rest, kSingleNorms);
-      if (!r) r = rename(rest, kSingle);
-      parts.push_back(whole(s, r ? base + *r : key, t.shape));
+      append_single_block(parts, s, t, key, n, rest, kSingle);
       continue;
     }
     parts.push_back(whole(s, key, t.shape));

@@ -73,8 +73,7 @@ struct Qwen2Tokenizer::Impl {
   bpe::AddedTokenFinder normalized_finder;  // normalized=true tokens, on NFC'd text
   std::vector<size_t> normalized_index;
 
-  std::optional<int64_t> pad, eos, bos, unk;
-  std::string pad_token, eos_token, bos_token, unk_token;
+  bpe::SpecialTokenIds special;
   std::string dir;
   int max_length = kNoModelMaxLength;
   bool pad_left = false;
@@ -288,20 +287,7 @@ struct Qwen2Tokenizer::Impl {
     raw_finder = bpe::AddedTokenFinder(std::move(raw));
     normalized_finder = bpe::AddedTokenFinder(std::move(normalized));
 
-    auto role = [&](const char* key, std::optional<int64_t>& id, std::string& content) {
-      const AddedToken* t = config.find(key);
-      if (t == nullptr) return;
-      content = t->content;
-      if (auto it = added_by_content.find(content); it != added_by_content.end()) {
-        id = it->second;
-      } else if (auto v = vocab.find(content); v != vocab.end()) {
-        id = v->second;
-      }
-    };
-    role("pad_token", pad, pad_token);
-    role("eos_token", eos, eos_token);
-    role("bos_token", bos, bos_token);
-    role("unk_token", unk, unk_token);
+    special = bpe::SpecialTokenIds::resolve(config, added_by_content, vocab);
 
     auto side = [&](const char* key) {
       auto it = c.find(key);
@@ -311,11 +297,7 @@ struct Qwen2Tokenizer::Impl {
     };
     pad_left = side("padding_side");
     truncate_left = side("truncation_side");
-    if (auto it = c.find("split_special_tokens"); it != c.end() && *it == true) {
-      throw Error("tokenizer file " + config.path +
-                  ": split_special_tokens true is not supported; dpinfer splits the added tokens out, as transformers "
-                  "does by default");
-    }
+    bpe::refuse_split_special_tokens(c, config.path);
     max_length = bpe::parse_model_max_length(c, config.path, kNoModelMaxLength, 1);
   }
 };
@@ -357,20 +339,7 @@ std::vector<int64_t> Qwen2Tokenizer::tokenize(const std::string& text) const {
 }
 
 Encoding Qwen2Tokenizer::encode_unpadded(const std::string& text, int max_length) const {
-  if (max_length < 1) throw Error("tokenizer max_length must be at least 1, got " + std::to_string(max_length));
-  std::vector<int64_t> ids = tokenize(text);
-  Encoding out;
-  if (ids.size() > size_t(max_length)) {
-    out.dropped_tokens = int64_t(ids.size()) - max_length;
-    if (impl_->truncate_left) {
-      ids.erase(ids.begin(), ids.end() - max_length);
-    } else {
-      ids.resize(size_t(max_length));
-    }
-  }
-  out.ids = std::move(ids);
-  out.attention_mask.assign(out.ids.size(), 1);
-  return out;
+  return bpe::truncated_encoding(tokenize(text), max_length, impl_->truncate_left);
 }
 
 Encoding Qwen2Tokenizer::encode(const std::string& text, int max_length) const {
@@ -390,28 +359,18 @@ std::optional<int64_t> Qwen2Tokenizer::token_id(const std::string& token) const 
 }
 
 int64_t Qwen2Tokenizer::pad_id() const {
-  if (!impl_->pad) {
+  if (!impl_->special.pad) {
     throw Error("tokenizer folder " + impl_->dir +
                 " defines no pad_token, which padding needs; set it in tokenizer_config.json (Qwen's is <|endoftext|>)");
   }
-  return *impl_->pad;
+  return *impl_->special.pad;
 }
 
 bool Qwen2Tokenizer::pads_left() const { return impl_->pad_left; }
-std::optional<int64_t> Qwen2Tokenizer::eos_id() const { return impl_->eos; }
+std::optional<int64_t> Qwen2Tokenizer::eos_id() const { return impl_->special.eos; }
 int Qwen2Tokenizer::model_max_length() const { return impl_->max_length; }
 size_t Qwen2Tokenizer::vocab_size() const { return impl_->vocab.size(); }
 
-std::vector<SpecialToken> Qwen2Tokenizer::special_tokens() const {
-  std::vector<SpecialToken> out;
-  auto add = [&](const char* role, const std::optional<int64_t>& id, const std::string& token) {
-    if (id) out.push_back({role, token, *id});
-  };
-  add("bos", impl_->bos, impl_->bos_token);
-  add("eos", impl_->eos, impl_->eos_token);
-  add("pad", impl_->pad, impl_->pad_token);
-  add("unk", impl_->unk, impl_->unk_token);
-  return out;
-}
+std::vector<SpecialToken> Qwen2Tokenizer::special_tokens() const { return impl_->special.list(); }
 
 }  // namespace dpinfer::pipeline

@@ -133,8 +133,7 @@ struct TekkenTokenizer::Impl {
   bpe::AddedTokenFinder normalized_finder;  // the others, in the text between (no normalizer)
   std::vector<size_t> normalized_index;
 
-  std::optional<int64_t> pad, eos, bos, unk;
-  std::string pad_token, eos_token, bos_token, unk_token;
+  bpe::SpecialTokenIds special;
   std::string dir;
   int max_length = kNoModelMaxLength;
   bool pad_left = false;
@@ -272,20 +271,7 @@ struct TekkenTokenizer::Impl {
       t.special = true;
       config.set("pad_token", t);
     }
-    auto role = [&](const char* key, std::optional<int64_t>& id, std::string& content) {
-      const AddedToken* t = config.find(key);
-      if (t == nullptr) return;
-      content = t->content;
-      if (auto it = added_by_content.find(content); it != added_by_content.end()) {
-        id = it->second;
-      } else if (auto v = vocab.find(content); v != vocab.end()) {
-        id = v->second;
-      }
-    };
-    role("pad_token", pad, pad_token);
-    role("eos_token", eos, eos_token);
-    role("bos_token", bos, bos_token);
-    role("unk_token", unk, unk_token);
+    special = bpe::SpecialTokenIds::resolve(config, added_by_content, vocab);
 
     auto side = [&](const char* key, const json& section, bool fallback) {
       auto it = c.find(key);
@@ -308,11 +294,7 @@ struct TekkenTokenizer::Impl {
     const std::string cls = c.value("tokenizer_class", json()).is_string() ? c["tokenizer_class"].get<std::string>() : "";
     pad_left = side("padding_side", padding, cls == "LlamaTokenizerFast" || cls == "LlamaTokenizer");
     truncate_left = side("truncation_side", truncation, false);
-    if (auto it = c.find("split_special_tokens"); it != c.end() && *it == true) {
-      throw Error("tokenizer file " + config.path +
-                  ": split_special_tokens true is not supported; dpinfer splits the added tokens out, as transformers "
-                  "does by default");
-    }
+    bpe::refuse_split_special_tokens(c, config.path);
     max_length = bpe::parse_model_max_length(c, config.path, kNoModelMaxLength, 1);
   }
 };
@@ -343,20 +325,7 @@ std::vector<int64_t> TekkenTokenizer::tokenize(const std::string& text) const {
 }
 
 Encoding TekkenTokenizer::encode_unpadded(const std::string& text, int max_length) const {
-  if (max_length < 1) throw Error("tokenizer max_length must be at least 1, got " + std::to_string(max_length));
-  std::vector<int64_t> ids = tokenize(text);
-  Encoding out;
-  if (ids.size() > size_t(max_length)) {
-    out.dropped_tokens = int64_t(ids.size()) - max_length;
-    if (impl_->truncate_left) {
-      ids.erase(ids.begin(), ids.end() - max_length);
-    } else {
-      ids.resize(size_t(max_length));
-    }
-  }
-  out.ids = std::move(ids);
-  out.attention_mask.assign(out.ids.size(), 1);
-  return out;
+  return bpe::truncated_encoding(tokenize(text), max_length, impl_->truncate_left);
 }
 
 Encoding TekkenTokenizer::encode(const std::string& text, int max_length) const {
@@ -371,11 +340,11 @@ std::optional<int64_t> TekkenTokenizer::token_id(const std::string& token) const
 }
 
 int64_t TekkenTokenizer::pad_id() const {
-  if (!impl_->pad) {
+  if (!impl_->special.pad) {
     throw Error("tokenizer folder " + impl_->dir +
                 " defines no pad_token, which padding needs; set it in tokenizer_config.json (Tekken's is <pad>)");
   }
-  return *impl_->pad;
+  return *impl_->special.pad;
 }
 
 bool TekkenTokenizer::pads_left() const { return impl_->pad_left; }
@@ -383,16 +352,6 @@ bool TekkenTokenizer::tekken_pattern() const { return impl_->tekken; }
 int TekkenTokenizer::model_max_length() const { return impl_->max_length; }
 size_t TekkenTokenizer::vocab_size() const { return impl_->vocab.size(); }
 
-std::vector<SpecialToken> TekkenTokenizer::special_tokens() const {
-  std::vector<SpecialToken> out;
-  auto add = [&](const char* role, const std::optional<int64_t>& id, const std::string& token) {
-    if (id) out.push_back({role, token, *id});
-  };
-  add("bos", impl_->bos, impl_->bos_token);
-  add("eos", impl_->eos, impl_->eos_token);
-  add("pad", impl_->pad, impl_->pad_token);
-  add("unk", impl_->unk, impl_->unk_token);
-  return out;
-}
+std::vector<SpecialToken> TekkenTokenizer::special_tokens() const { return impl_->special.list(); }
 
 }  // namespace dpinfer::pipeline

@@ -357,4 +357,60 @@ JsonBpeModel read_json_bpe_model(const json& doc, const std::string& path, const
   return out;
 }
 
+SpecialTokenIds SpecialTokenIds::resolve(const TokenizerConfig& config,
+                                         const std::unordered_map<std::string, int64_t>& added,
+                                         const std::unordered_map<std::string, int64_t>& vocab) {
+  SpecialTokenIds out;
+  auto role = [&](const char* key, std::optional<int64_t>& id, std::string& content) {
+    const AddedToken* t = config.find(key);
+    if (t == nullptr) return;
+    content = t->content;
+    if (auto it = added.find(content); it != added.end()) {
+      id = it->second;
+    } else if (auto v = vocab.find(content); v != vocab.end()) {
+      id = v->second;
+    }
+  };
+  role("pad_token", out.pad, out.pad_token);
+  role("eos_token", out.eos, out.eos_token);
+  role("bos_token", out.bos, out.bos_token);
+  role("unk_token", out.unk, out.unk_token);
+  return out;
+}
+
+std::vector<SpecialToken> SpecialTokenIds::list() const {
+  std::vector<SpecialToken> out;
+  auto add = [&](const char* role, const std::optional<int64_t>& id, const std::string& token) {
+    if (id) out.push_back({role, token, *id});
+  };
+  add("bos", bos, bos_token);
+  add("eos", eos, eos_token);
+  add("pad", pad, pad_token);
+  add("unk", unk, unk_token);
+  return out;
+}
+
+Encoding truncated_encoding(std::vector<int64_t> ids, int max_length, bool truncate_left) {
+  if (max_length < 1) throw Error("tokenizer max_length must be at least 1, got " + std::to_string(max_length));
+  Encoding out;
+  if (ids.size() > size_t(max_length)) {
+    out.dropped_tokens = int64_t(ids.size()) - max_length;
+    if (truncate_left) {
+      ids.erase(ids.begin(), ids.end() - max_length);
+    } else {
+      ids.resize(size_t(max_length));
+    }
+  }
+  out.ids = std::move(ids);
+  out.attention_mask.assign(out.ids.size(), 1);
+  return out;
+}
+
+void refuse_split_special_tokens(const nlohmann::json& config, const std::string& path) {
+  if (auto it = config.find("split_special_tokens"); it != config.end() && *it == true)
+    throw Error("tokenizer file " + path +
+                ": split_special_tokens true is not supported; dpinfer splits the added tokens out, as transformers "
+                "does by default");
+}
+
 }  // namespace dpinfer::pipeline::bpe

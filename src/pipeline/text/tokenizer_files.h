@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "dpinfer/pipeline/text/tokenizer.h"
+
 namespace dpinfer::pipeline::bpe {
 
 /// The text of `path`. A missing or unreadable file throws dpinfer::Error naming it, then
@@ -113,5 +115,26 @@ struct JsonBpeModel {
 /// vocabulary. Throws dpinfer::Error naming the file and field; `family` ("Qwen2") names the
 /// tokenizer in messages.
 JsonBpeModel read_json_bpe_model(const nlohmann::json& doc, const std::string& path, const std::string& family);
+
+/// The special tokens a folder sets (bos, eos, pad, unk) and their ids: an added token's, else the vocabulary
+/// entry's; an id stays unset for a token the tokenizer has neither of.
+struct SpecialTokenIds {
+  std::optional<int64_t> bos, eos, pad, unk;
+  std::string bos_token, eos_token, pad_token, unk_token;
+
+  /// `config`'s bos_token, eos_token, pad_token and unk_token, looked up in `added` and then in `vocab`.
+  static SpecialTokenIds resolve(const TokenizerConfig& config, const std::unordered_map<std::string, int64_t>& added,
+                                 const std::unordered_map<std::string, int64_t>& vocab);
+  /// Those set, in the order inspect prints them (Tokenizer::special_tokens()).
+  std::vector<SpecialToken> list() const;
+};
+
+/// `ids` truncated to `max_length` (from the left with `truncate_left`), unpadded, the mask all ones, and how
+/// many were dropped: Tokenizer::encode_unpadded(). Throws dpinfer::Error for a max_length below 1.
+Encoding truncated_encoding(std::vector<int64_t> ids, int max_length, bool truncate_left);
+
+/// Throws dpinfer::Error naming `path` when tokenizer_config.json `config` sets split_special_tokens, which the
+/// byte-level BPE tokenizers do not implement (they split the added tokens out, transformers' default).
+void refuse_split_special_tokens(const nlohmann::json& config, const std::string& path);
 
 }  // namespace dpinfer::pipeline::bpe
