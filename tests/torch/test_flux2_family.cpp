@@ -57,9 +57,14 @@ TEST(Flux2Family, RowHasDiffusersDefaultsAndSettings) {
   std::vector<std::string> components;
   for (const ComponentSpec& c : f->components) components.push_back(c.name);
   EXPECT_EQ(components, (std::vector<std::string>{"transformer", "text_encoder", "tokenizer", "vae", "scheduler"}));
-  ASSERT_EQ(f->settings.size(), 1u);
+  ASSERT_EQ(f->settings.size(), 2u);
   EXPECT_EQ(f->settings[0].name, "max_sequence_length");
   EXPECT_EQ(f->settings[0].default_value, 512);
+  EXPECT_EQ(f->settings[1].name, "text_encoder_out_layers");  // Flux2KleinPipeline.__call__'s (9, 18, 27)
+  EXPECT_EQ(f->settings[1].default_value, nlohmann::json({9, 18, 27}));
+  const Family* dev = find_family("Flux2Pipeline");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(dev->settings.at(1).default_value, nlohmann::json({10, 20, 30}));  // Flux2Pipeline.__call__'s
 }
 
 // The string apply_chat_template(enable_thinking=False) rendered for the golden cases (make_flux2_pipelines.py).
@@ -97,7 +102,7 @@ TEST(Flux2Family, LoadedPipelineReportsItsFamilyAndSizes) {
   EXPECT_EQ(info.scheduler_name, "flow_match_euler");
   EXPECT_EQ(info.default_width, 512);  // 128 x the tiny VAE's scale factor 4
   EXPECT_EQ(info.size_multiple, 8);
-  EXPECT_EQ(info.settings, (json{{"max_sequence_length", 64}}));
+  EXPECT_EQ(info.settings, (json{{"max_sequence_length", 64}, {"text_encoder_out_layers", {9, 18, 27}}}));
   EXPECT_THROW(pipe->generate({item(36, 32)}), InputError);  // not a multiple of 8
   ImageRequest negative = item(32, 32);
   negative.negative_prompt = "blurry";

@@ -36,7 +36,8 @@ TEST(Flux2DevE2E, GenerateMakesDiffusersImagesWithEachLinesGuidanceAndSettings) 
   write_file(dir.file("p.jsonl"), "{\"prompt\": \"" + p + "\"}\n" + "{\"prompt\": \"" + p +
                                       "\", \"seed\": 0, \"guidance_scale\": 2.5}\n" + "{\"prompt\": \"" + p +
                                       "\", \"seed\": 0, \"settings\": {\"max_sequence_length\": 96}}\n" +
-                                      "{\"prompt\": \"a [IMG]cat[IMG] on a mat\", \"seed\": 0}\n");
+                                      "{\"prompt\": \"a [IMG]cat[IMG] on a mat\", \"seed\": 0}\n" + "{\"prompt\": \"" + p +
+                                      "\", \"seed\": 0, \"settings\": {\"text_encoder_out_layers\": [0, 15, 31]}}\n");
   RunResult r = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "4",
                      "--width", "32", "--height", "32", "--out", dir.file("out")},
                     kEnv, 300s);
@@ -46,8 +47,11 @@ TEST(Flux2DevE2E, GenerateMakesDiffusersImagesWithEachLinesGuidanceAndSettings) 
   expect_png_matches_golden(dir.file("out/000001.png"), golden, "guidance_2_5");
   expect_png_matches_golden(dir.file("out/000002.png"), golden, "max_sequence_length_96");
   expect_png_matches_golden(dir.file("out/000003.png"), golden, "img_token_removed");
+  expect_png_matches_golden(dir.file("out/000004.png"), golden, "text_encoder_out_layers_0_15_31");
   const std::vector<json> rows = read_jsonl(dir.file("out/metadata.jsonl"));
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[4]["text_encoder_out_layers"], json({0, 15, 31}));
+  EXPECT_EQ(rows[0]["text_encoder_out_layers"], json({10, 20, 30}));
   EXPECT_EQ(rows[0]["guidance_scale"], 4.0);  // the row's default, Flux2Pipeline.__call__'s
   EXPECT_EQ(rows[1]["guidance_scale"], 2.5);
   EXPECT_EQ(rows[0]["max_sequence_length"], 512);
@@ -80,7 +84,7 @@ TEST(Flux2DevE2E, AnImageDoesNotDependOnItsBatchRanksShardsOrResume) {
   expect_batch_and_rank_independence(dir, three, kEnv);
 }
 
-TEST(Flux2DevE2E, ANegativePromptIsRefusedInOneLine) {
+TEST(Flux2DevE2E, ANegativePromptAndLayersTheModelCannotStackAreRefusedInOneLine) {
   TempDir dir;
   write_file(dir.file("p.jsonl"), "{\"prompt\": \"x\", \"negative_prompt\": \"blurry\"}\n");
   RunResult neg = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.jsonl"), "--model", kModel, "--steps", "1",
@@ -88,6 +92,19 @@ TEST(Flux2DevE2E, ANegativePromptIsRefusedInOneLine) {
                       kEnv, 300s);
   EXPECT_NE(neg.exit_code, 0);
   EXPECT_TRUE(contains(neg.err, "FLUX.2 [dev] takes no negative prompt")) << neg.err;
+  // Two hidden states where the transformer takes three; a state the 31-layer text encoder does not have.
+  for (const auto& [layers, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"[10,20]", "transformer config: joint_attention_dim 48 is not 2 times the text encoder's hidden_size 16"},
+           {"[10,20,32]", "text_encoder config: num_hidden_layers 31 is below 32"}}) {
+    write_file(dir.file("p.txt"), "x\n");
+    RunResult bad = run({DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kModel, "--steps", "1",
+                         "--width", "32", "--height", "32", "--set", "text_encoder_out_layers=" + layers, "--out",
+                         dir.file("bad")},
+                        kEnv, 300s);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_TRUE(contains(bad.err, "--set: " + expected)) << bad.err;
+    EXPECT_EQ(occurrences(bad.err, "\n"), 1u) << bad.err;
+  }
 }
 
 TEST(Flux2DevE2E, InspectReportsTheFamilyAndItsComponents) {
@@ -101,7 +118,7 @@ TEST(Flux2DevE2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["components"]["text_encoder"]["class"], "Mistral3ForConditionalGeneration");
   EXPECT_EQ(report["components"]["tokenizer"]["class"], "PixtralProcessor");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKLFlux2");
-  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}}));
+  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"text_encoder_out_layers", {10, 20, 30}}}));
 }
 
 // FLUX.2 single files (make_flux2_single_file_fixtures.py): BFL's layout under ComfyUI's prefix with --base makes

@@ -116,7 +116,7 @@ TEST(Flux2E2E, InspectReportsTheFamilyAndItsComponents) {
   EXPECT_EQ(report["components"]["text_encoder"]["class"], "Qwen3ForCausalLM");
   EXPECT_EQ(report["components"]["vae"]["class"], "AutoencoderKLFlux2");
   EXPECT_EQ(report["components"]["scheduler"]["dpinfer_name"], "flow_match_euler");
-  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}}));
+  EXPECT_EQ(report["settings"], json({{"max_sequence_length", 512}, {"text_encoder_out_layers", {9, 18, 27}}}));
 }
 
 }  // namespace DPINFER_UNITY_ID

@@ -73,6 +73,16 @@ SettingSpec cfg_truncation() {
           "CFG truncation", 0};
 }
 
+// FLUX.2's text_encoder_out_layers (Flux2KleinPipeline.__call__'s and Flux2Pipeline.__call__'s): the text encoder's
+// hidden states stacked per token, as many as the transformer's joint_attention_dim holds. Hidden state 0 is the
+// embeddings, k the output of layer k.
+SettingSpec text_encoder_out_layers(std::vector<int64_t> defaults) {
+  return {"text_encoder_out_layers", Type::kIntegerList, nlohmann::json(defaults), 0, 1000,
+          "the text encoder's hidden states stacked per token (diffusers' text_encoder_out_layers; 0 is the "
+          "embeddings, k the output of layer k), as many as the transformer's joint_attention_dim holds",
+          ""};
+}
+
 // SD3.5's skip-layer guidance: StableDiffusion3Pipeline.__call__'s skip_guidance_layers,
 // skip_layer_guidance_scale, _start and _stop (diffusers' defaults; SD3.5 Medium's model card
 // recommends layers [7, 8, 9]). Off while the layer list is empty. The infotext labels are dpinfer's.
@@ -357,7 +367,8 @@ const std::vector<Family>& families() {
            {"vae", Role::kVae, {"AutoencoderKLFlux2"}},
            {"scheduler", Role::kScheduler, {}}},
           {max_sequence_length(131072, "tokens of the chat-formatted prompt the text encoder sees, padded to this "
-                                       "length (diffusers' max_sequence_length); longer prompts are cut")},
+                                       "length (diffusers' max_sequence_length); longer prompts are cut"),
+           text_encoder_out_layers({9, 18, 27})},
           /*default_steps=*/50,             // Flux2KleinPipeline.__call__'s (the distilled models' cards say 4)
           /*default_guidance_scale=*/4.0,   // CFG on "" for the Base models; ignored by the distilled ones
           /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own
@@ -383,7 +394,8 @@ const std::vector<Family>& families() {
            {"scheduler", Role::kScheduler, {}}},
           {max_sequence_length(131072, "tokens of the chat-formatted prompt (system message included) the text "
                                        "encoder sees, padded to this length (diffusers' max_sequence_length); "
-                                       "longer prompts are cut")},
+                                       "longer prompts are cut"),
+           text_encoder_out_layers({10, 20, 30})},
           /*default_steps=*/50,            // Flux2Pipeline.__call__'s
           /*default_guidance_scale=*/4.0,  // the transformer's guidance input (guidance-distilled; no CFG)
           /*size_multiple=*/16,            // vae_scale_factor * 2 of the real VAE; each model checks its own

@@ -7,6 +7,7 @@
 // and make_flux2_dev_pipelines.py record their goldens, make_flux2_reference_goldens.py those with a reference.
 #include "dpinfer/pipeline/families/flux2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -63,7 +64,6 @@ constexpr int64_t kReferenceTimeOffset = 10;
 /// What [klein] and [dev] do differently before the transformer.
 struct Flux2Model {
   std::string label;                 ///< for messages
-  std::vector<int64_t> text_layers;  ///< text_encoder_out_layers' default: the hidden states stacked per token
   std::string encoder_name;          ///< for messages
   /// The prompt as the tokenizer sees it: the pipeline's chat template applied.
   std::string (*chat_prompt)(const std::string& prompt);
@@ -74,11 +74,11 @@ struct Flux2Model {
   bool embedded_guidance;
 };
 
-// Flux2KleinPipeline: Qwen3, hidden states 9, 18 and 27.
-const Flux2Model kKlein{"FLUX.2 [klein]", {9, 18, 27}, "Qwen3", flux2_klein_chat_prompt,
+// Flux2KleinPipeline: Qwen3 (the family row's text_encoder_out_layers: hidden states 9, 18 and 27).
+const Flux2Model kKlein{"FLUX.2 [klein]", "Qwen3", flux2_klein_chat_prompt,
                         {"<|im_start|>", "<|im_end|>"}, /*embedded_guidance=*/false};
-// Flux2Pipeline: Mistral Small 3.1, hidden states 10, 20 and 30; __call__ passes guidance to the transformer.
-const Flux2Model kDev{"FLUX.2 [dev]", {10, 20, 30}, "Mistral 3", flux2_dev_chat_prompt,
+// Flux2Pipeline: Mistral Small 3.1 (hidden states 10, 20 and 30); __call__ passes guidance to the transformer.
+const Flux2Model kDev{"FLUX.2 [dev]", "Mistral 3", flux2_dev_chat_prompt,
                       {"<s>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]"}, /*embedded_guidance=*/true};
 
 const Flux2Model& flux2_model(const ModelDir& md) {
@@ -126,23 +126,44 @@ std::vector<const RgbImage*> references_of(const ImageRequest& r) {
   return out;
 }
 
-/// check_flux2_components() on parsed configs.
-void check_flux2_fit(const Flux2Model& model, const Flux2TransformerConfig& t, const DecoderLLMConfig& text,
-                     const AutoencoderKLFlux2Config& vae, const Flux2Tokenizer& tokenizer) {
+/// text_encoder_out_layers (`layers`) against the text encoder and the transformer: as many hidden states as
+/// joint_attention_dim holds, each one the text encoder has. `where` starts the message of a setting an item or the
+/// run gave ("image settings"); empty for the model's own default, whose mismatch means foreign components.
+void check_flux2_text_layers(const std::vector<int64_t>& layers, const std::string& where,
+                             const Flux2TransformerConfig& t, const DecoderLLMConfig& text) {
+  std::string list;
+  for (size_t i = 0; i < layers.size(); ++i) list += (i ? ", " : "") + std::to_string(layers[i]);
+  const std::string prefix = where.empty() ? "" : where + ": ";
+  if (layers.empty() || t.joint_attention_dim != static_cast<int64_t>(layers.size()) * text.hidden_size)
+    throw InputError(prefix + "transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
+                     " is not " + std::to_string(layers.size()) + " times the text encoder's hidden_size " +
+                     std::to_string(text.hidden_size) + " (text_encoder_out_layers [" + list + "] stacks " +
+                     std::to_string(layers.size()) + " of its hidden states); " +
+                     (where.empty() ? "the components do not belong together"
+                                    : "give as many layers as joint_attention_dim / hidden_size"));
+  const int64_t deepest = *std::max_element(layers.begin(), layers.end());
+  if (deepest > text.num_hidden_layers)
+    throw InputError(prefix + "text_encoder config: num_hidden_layers " + std::to_string(text.num_hidden_layers) +
+                     " is below " + std::to_string(deepest) + ", and text_encoder_out_layers [" + list +
+                     "] reads hidden state " + std::to_string(deepest) +
+                     (where.empty() ? "; the components do not belong together" : "; give layers it has"));
+}
+
+/// The family row's text_encoder_out_layers default.
+std::vector<int64_t> default_text_layers(const Family& family) {
+  const SettingSpec* spec = find_spec(family.settings, "text_encoder_out_layers");
+  if (spec == nullptr) throw Error("FLUX.2: the family row has no text_encoder_out_layers setting");
+  return spec->default_value.get<std::vector<int64_t>>();
+}
+
+/// check_flux2_components() on parsed configs, with the run's text_encoder_out_layers.
+void check_flux2_fit(const Flux2Model& model, const std::vector<int64_t>& layers, const Flux2TransformerConfig& t,
+                     const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
+                     const Flux2Tokenizer& tokenizer) {
   auto mismatch = [](const std::string& what) {
     throw InputError(what + "; the components do not belong together");
   };
-  const std::vector<int64_t>& layers = model.text_layers;
-  const std::string layer_list = std::to_string(layers[0]) + ", " + std::to_string(layers[1]) + " and " +
-                                 std::to_string(layers[2]);
-  if (t.joint_attention_dim != static_cast<int64_t>(layers.size()) * text.hidden_size)
-    mismatch("transformer config: joint_attention_dim " + std::to_string(t.joint_attention_dim) +
-             " is not 3 times the text encoder's hidden_size " + std::to_string(text.hidden_size) + " (" + model.label +
-             " stacks its hidden states " + layer_list + ")");
-  if (text.num_hidden_layers < layers.back())
-    throw InputError("text_encoder config: num_hidden_layers " + std::to_string(text.num_hidden_layers) +
-                     " is below " + std::to_string(layers.back()) + ", and " + model.label +
-                     " reads the text encoder's hidden states " + layer_list);
+  check_flux2_text_layers(layers, "", t, text);
   if (t.in_channels != 4 * vae.kl.latent_channels || t.out_features() != t.in_channels)
     mismatch("transformer config: in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
              std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
@@ -180,8 +201,12 @@ class Flux2Pipeline : public LoraPipeline {
         scheduler_config_(md.at("scheduler").config),
         // Flux2KleinPipeline's register_to_config(is_distilled=...): model_index.json's, False when absent.
         is_distilled_(md.model_index.value("is_distilled", false) == true) {
-    check_flux2_fit(model_, transformer_config_, text_config_, vae_config_, tokenizer_);
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
+    // The run's text_encoder_out_layers: --set's (named so in a refusal), else the row's default.
+    const std::vector<int64_t> layers = settings["text_encoder_out_layers"].get<std::vector<int64_t>>();
+    if (r.settings.is_object() && r.settings.contains("text_encoder_out_layers"))
+      check_flux2_text_layers(layers, "--set", transformer_config_, text_config_);
+    check_flux2_fit(model_, layers, transformer_config_, text_config_, vae_config_, tokenizer_);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
                                                                     family_.prediction});
     c10::InferenceMode guard;
@@ -236,24 +261,24 @@ class Flux2Pipeline : public LoraPipeline {
 
  protected:
   void encode_prompts(const std::vector<ImageRequest>& batch) override {
-    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
-    encode(prompts(batch), max_length);
-    if (uses_cfg(batch.front().guidance_scale)) encode(std::vector<std::string>(batch.size(), ""), max_length);
+    const TextSettings text = text_settings(batch);
+    encode(prompts(batch), text);
+    if (uses_cfg(batch.front().guidance_scale)) encode(std::vector<std::string>(batch.size(), ""), text);
   }
 
  private:
   /// generate() for a batch whose references, if any, are of one size.
   std::vector<RgbImage> generate_one_size(const std::vector<ImageRequest>& batch) {
     const ImageRequest& first = batch.front();
-    const int max_length = batch_settings(batch)["max_sequence_length"].get<int>();
+    const TextSettings text = text_settings(batch);
     use_loras(batch);  // Flux2LoraLoaderMixin: the transformer's (fused, as fuse_lora merges them)
     c10::InferenceMode guard;
     const auto b = static_cast<int64_t>(batch.size());
     const double guidance = first.guidance_scale;
     const bool cfg = uses_cfg(guidance);
-    const at::Tensor prompt_embeds = encode(prompts(batch), max_length);  // [B, L, 3 D]
+    const at::Tensor prompt_embeds = encode(prompts(batch), text);  // [B, L, 3 D]
     at::Tensor negative_embeds;
-    if (cfg) negative_embeds = encode(std::vector<std::string>(batch.size(), ""), max_length);
+    if (cfg) negative_embeds = encode(std::vector<std::string>(batch.size(), ""), text);
     denoiser_phase();
 
     // _prepare_text_ids: (0, 0, 0, l) per token; the transformer reads the first item's.
@@ -344,6 +369,19 @@ class Flux2Pipeline : public LoraPipeline {
     return to_rgb(at::cat(images));  // [B, 3, H, W]
   }
 
+  /// The settings that reach the text encoder: the chat prompt's length and the hidden states stacked.
+  struct TextSettings {
+    int max_length;
+    std::vector<int64_t> layers;
+  };
+  TextSettings text_settings(const std::vector<ImageRequest>& batch) const {
+    const json settings = batch_settings(batch);
+    TextSettings out{settings["max_sequence_length"].get<int>(),
+                     settings["text_encoder_out_layers"].get<std::vector<int64_t>>()};
+    check_flux2_text_layers(out.layers, "image settings", transformer_config_, text_config_);
+    return out;
+  }
+
   /// do_classifier_free_guidance: [klein]'s Base models above guidance 1, the negative side "". [dev] never.
   bool uses_cfg(double guidance) const { return !model_.embedded_guidance && guidance > 1.0 && !is_distilled_; }
 
@@ -371,8 +409,10 @@ class Flux2Pipeline : public LoraPipeline {
   /// hidden states with the attention mask, each token's three states side by side: [N, max_length, 3 hidden],
   /// every token kept (padding too). The batch's distinct texts in one call, as diffusers encodes a batch,
   /// through the cache.
-  at::Tensor encode(const std::vector<std::string>& texts, int max_length) {
-    const std::string key = "max_sequence_length=" + std::to_string(max_length);
+  at::Tensor encode(const std::vector<std::string>& texts, const TextSettings& text) {
+    const int max_length = text.max_length;
+    std::string key = "max_sequence_length=" + std::to_string(max_length) + " text_encoder_out_layers=";
+    for (int64_t layer : text.layers) key += std::to_string(layer) + ",";
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       encoder_phase();
       std::vector<int64_t> ids, mask;
@@ -386,7 +426,7 @@ class Flux2Pipeline : public LoraPipeline {
       const at::Tensor id_t = at::tensor(ids, at::kLong).view({n, -1}).to(device_);
       const at::Tensor mask_t = at::tensor(mask, at::kLong).view({n, -1}).to(device_);
       // stack(dim=1).permute(0, 2, 1, 3).reshape(N, L, 3 D): per token, the three states one after another
-      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, model_.text_layers), -1)};
+      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, text.layers), -1)};
     })[0];  // [B, L, 3 D]
   }
 
@@ -416,7 +456,8 @@ std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
 }
 
 void check_flux2_components(const ModelDir& md) {
-  check_flux2_fit(flux2_model(md), Flux2TransformerConfig::from_json(md.at("transformer").config),
+  check_flux2_fit(flux2_model(md), default_text_layers(*md.family),
+                  Flux2TransformerConfig::from_json(md.at("transformer").config),
                   flux2_text_config(md), AutoencoderKLFlux2Config::from_json(md.at("vae").config), flux2_tokenizer(md));
 }
 
