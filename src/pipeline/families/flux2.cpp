@@ -156,14 +156,15 @@ std::vector<int64_t> default_text_layers(const Family& family) {
   return spec->default_value.get<std::vector<int64_t>>();
 }
 
-/// check_flux2_components() on parsed configs, with the run's text_encoder_out_layers.
-void check_flux2_fit(const Flux2Model& model, const std::vector<int64_t>& layers, const Flux2TransformerConfig& t,
-                     const DecoderLLMConfig& text, const AutoencoderKLFlux2Config& vae,
-                     const Flux2Tokenizer& tokenizer) {
+/// check_flux2_components() on parsed configs, with the run's text_encoder_out_layers (`layers_from`: "--set"
+/// when the run gave them, empty for the row's default; check_flux2_text_layers()'s `where`).
+void check_flux2_fit(const Flux2Model& model, const std::vector<int64_t>& layers, const std::string& layers_from,
+                     const Flux2TransformerConfig& t, const DecoderLLMConfig& text,
+                     const AutoencoderKLFlux2Config& vae, const Flux2Tokenizer& tokenizer) {
   auto mismatch = [](const std::string& what) {
     throw InputError(what + "; the components do not belong together");
   };
-  check_flux2_text_layers(layers, "", t, text);
+  check_flux2_text_layers(layers, layers_from, t, text);
   if (t.in_channels != 4 * vae.kl.latent_channels || t.out_features() != t.in_channels)
     mismatch("transformer config: in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
              std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
@@ -204,9 +205,9 @@ class Flux2Pipeline : public LoraPipeline {
     const json settings = resolve_settings(family_.settings, r.settings, "--set", family_.label);
     // The run's text_encoder_out_layers: --set's (named so in a refusal), else the row's default.
     const std::vector<int64_t> layers = settings["text_encoder_out_layers"].get<std::vector<int64_t>>();
-    if (r.settings.is_object() && r.settings.contains("text_encoder_out_layers"))
-      check_flux2_text_layers(layers, "--set", transformer_config_, text_config_);
-    check_flux2_fit(model_, layers, transformer_config_, text_config_, vae_config_, tokenizer_);
+    const bool layers_given = r.settings.is_object() && r.settings.contains("text_encoder_out_layers");
+    check_flux2_fit(model_, layers, layers_given ? "--set" : "", transformer_config_, text_config_, vae_config_,
+                    tokenizer_);
     scheduler_ = make_scheduler(scheduler_config_, SchedulerRequest{r.scheduler, 0.0, family_.scheduler_rewrite,
                                                                     family_.prediction});
     c10::InferenceMode guard;
@@ -409,10 +410,10 @@ class Flux2Pipeline : public LoraPipeline {
   /// hidden states with the attention mask, each token's three states side by side: [N, max_length, 3 hidden],
   /// every token kept (padding too). The batch's distinct texts in one call, as diffusers encodes a batch,
   /// through the cache.
-  at::Tensor encode(const std::vector<std::string>& texts, const TextSettings& text) {
-    const int max_length = text.max_length;
+  at::Tensor encode(const std::vector<std::string>& texts, const TextSettings& settings) {
+    const int max_length = settings.max_length;
     std::string key = "max_sequence_length=" + std::to_string(max_length) + " text_encoder_out_layers=";
-    for (int64_t layer : text.layers) key += std::to_string(layer) + ",";
+    for (int64_t layer : settings.layers) key += std::to_string(layer) + ",";
     return embeddings_.rows(texts, key, [&](const std::vector<std::string>& distinct) {
       encoder_phase();
       std::vector<int64_t> ids, mask;
@@ -426,7 +427,7 @@ class Flux2Pipeline : public LoraPipeline {
       const at::Tensor id_t = at::tensor(ids, at::kLong).view({n, -1}).to(device_);
       const at::Tensor mask_t = at::tensor(mask, at::kLong).view({n, -1}).to(device_);
       // stack(dim=1).permute(0, 2, 1, 3).reshape(N, L, 3 D): per token, the three states one after another
-      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, text.layers), -1)};
+      return std::vector<at::Tensor>{at::cat(text_encoder_->hidden_states(id_t, mask_t, settings.layers), -1)};
     })[0];  // [B, L, 3 D]
   }
 
@@ -456,7 +457,7 @@ std::array<int64_t, 2> flux2_default_size(const ModelDir& model) {
 }
 
 void check_flux2_components(const ModelDir& md) {
-  check_flux2_fit(flux2_model(md), default_text_layers(*md.family),
+  check_flux2_fit(flux2_model(md), default_text_layers(*md.family), "",
                   Flux2TransformerConfig::from_json(md.at("transformer").config),
                   flux2_text_config(md), AutoencoderKLFlux2Config::from_json(md.at("vae").config), flux2_tokenizer(md));
 }

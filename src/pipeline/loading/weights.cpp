@@ -223,12 +223,16 @@ std::string tensor_shape_text(at::IntArrayRef shape) {
   return s + "]";
 }
 
+/// Whether `key` is "<prefix>.<rest>".
+bool is_under(const std::string& key, const std::string& prefix) {
+  return key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 && key[prefix.size()] == '.';
+}
+
 bool is_ignored(const std::string& key, const KeyRenames& renames) {
   for (const std::string& pattern : renames.ignored)
     if (key == pattern || ends_with(key, "." + pattern)) return true;
   for (const std::string& prefix : renames.ignored_prefixes)
-    if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 && key[prefix.size()] == '.')
-      return true;
+    if (is_under(key, prefix)) return true;
   return false;
 }
 
@@ -238,9 +242,7 @@ std::string target_key(const std::string& key, const KeyRenames& renames,
                        const std::map<std::string, at::Tensor>& state) {
   if (state.count(key)) return key;
   for (const KeyRename& rename : renames.prefixes) {
-    if (key.size() <= rename.from.size() || key.compare(0, rename.from.size(), rename.from) != 0 ||
-        key[rename.from.size()] != '.')
-      continue;
+    if (!is_under(key, rename.from)) continue;
     std::string renamed = rename.to + key.substr(rename.from.size());
     if (state.count(renamed)) return renamed;
   }

@@ -343,19 +343,12 @@ Encoding Qwen2Tokenizer::encode_unpadded(const std::string& text, int max_length
 }
 
 Encoding Qwen2Tokenizer::encode(const std::string& text, int max_length) const {
-  Encoding out = encode_unpadded(text, max_length);
-  const size_t n = size_t(max_length) - out.ids.size();
-  if (n == 0) return out;
-  const int64_t pad = pad_id();
-  out.ids.insert(impl_->pad_left ? out.ids.begin() : out.ids.end(), n, pad);
-  out.attention_mask.insert(impl_->pad_left ? out.attention_mask.begin() : out.attention_mask.end(), n, 0);
-  return out;
+  std::vector<Encoding> one = encode_batch({text}, max_length, Padding::kMaxLength);
+  return std::move(one[0]);
 }
 
 std::optional<int64_t> Qwen2Tokenizer::token_id(const std::string& token) const {
-  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) return it->second;
-  if (auto it = impl_->vocab.find(token); it != impl_->vocab.end()) return it->second;
-  return std::nullopt;
+  return bpe::token_id_of(token, impl_->added_by_content, impl_->vocab);
 }
 
 int64_t Qwen2Tokenizer::pad_id() const {

@@ -334,9 +334,7 @@ Encoding TekkenTokenizer::encode(const std::string& text, int max_length) const 
 }
 
 std::optional<int64_t> TekkenTokenizer::token_id(const std::string& token) const {
-  if (auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) return it->second;
-  if (auto it = impl_->vocab.find(token); it != impl_->vocab.end()) return it->second;
-  return std::nullopt;
+  return bpe::token_id_of(token, impl_->added_by_content, impl_->vocab);
 }
 
 int64_t TekkenTokenizer::pad_id() const {

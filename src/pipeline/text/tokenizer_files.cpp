@@ -357,6 +357,13 @@ JsonBpeModel read_json_bpe_model(const json& doc, const std::string& path, const
   return out;
 }
 
+std::optional<int64_t> token_id_of(const std::string& token, const std::unordered_map<std::string, int64_t>& added,
+                                   const std::unordered_map<std::string, int64_t>& vocab) {
+  if (auto it = added.find(token); it != added.end()) return it->second;
+  if (auto it = vocab.find(token); it != vocab.end()) return it->second;
+  return std::nullopt;
+}
+
 SpecialTokenIds SpecialTokenIds::resolve(const TokenizerConfig& config,
                                          const std::unordered_map<std::string, int64_t>& added,
                                          const std::unordered_map<std::string, int64_t>& vocab) {
@@ -365,11 +372,7 @@ SpecialTokenIds SpecialTokenIds::resolve(const TokenizerConfig& config,
     const AddedToken* t = config.find(key);
     if (t == nullptr) return;
     content = t->content;
-    if (auto it = added.find(content); it != added.end()) {
-      id = it->second;
-    } else if (auto v = vocab.find(content); v != vocab.end()) {
-      id = v->second;
-    }
+    id = token_id_of(content, added, vocab);
   };
   role("pad_token", out.pad, out.pad_token);
   role("eos_token", out.eos, out.eos_token);

@@ -116,6 +116,10 @@ struct JsonBpeModel {
 /// tokenizer in messages.
 JsonBpeModel read_json_bpe_model(const nlohmann::json& doc, const std::string& path, const std::string& family);
 
+/// The id of `token`: an added token's (`added`, by content), else the vocabulary entry's; nullopt for neither.
+std::optional<int64_t> token_id_of(const std::string& token, const std::unordered_map<std::string, int64_t>& added,
+                                   const std::unordered_map<std::string, int64_t>& vocab);
+
 /// The special tokens a folder sets (bos, eos, pad, unk) and their ids: an added token's, else the vocabulary
 /// entry's; an id stays unset for a token the tokenizer has neither of.
 struct SpecialTokenIds {
