@@ -10,6 +10,7 @@
 #include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/families/flux.h"
 #include "dpinfer/pipeline/families/flux2.h"
+#include "dpinfer/pipeline/families/qwen_image.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/models/model_classes.h"
@@ -427,6 +428,9 @@ double auto_budget(double free_bytes, bool cuda) {
 
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels) {
   if (pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline") return kFlux2ReferenceMaxPixels;
+  // Qwen-Image-Edit(-2509): each reference's VAE image (the Plus pipeline's vision image is smaller).
+  if (pipeline_class == "QwenImageEditPipeline" || pipeline_class == "QwenImageEditPlusPipeline")
+    return kQwenImageEditReferenceMaxPixels;
   if (pipeline_class == "FluxKontextPipeline") {
     const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
     return auto_resize ? kontext_reference_max_pixels() : item_pixels;
@@ -454,7 +458,8 @@ LoraFootprint lora_footprint(const std::string& path) {
 }
 
 bool reference_sets_item_size(const std::string& pipeline_class) {
-  return pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline";
+  return pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline" ||
+         pipeline_class == "QwenImageEditPipeline" || pipeline_class == "QwenImageEditPlusPipeline";
 }
 
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {

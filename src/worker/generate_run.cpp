@@ -331,6 +331,9 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
     if (info.requires_mask && !(s.image || !d.image.empty()))
       throw UsageError(where + ": " + info.model_name + " is an inpainting model (" + info.pipeline_class +
                        "): every item needs an 'image' and a 'mask' (or --image and --mask)");
+    if (info.requires_image && !(s.image || !d.image.empty()))
+      throw UsageError(where + ": " + info.model_name + " is an edit model (" + info.pipeline_class +
+                       "): every item needs an 'image' (or --image), the picture it edits");
     if (info.requires_mask && !masked)
       throw UsageError(where + ": " + info.model_name + " is an inpainting model (" + info.pipeline_class +
                        "): every item needs a 'mask' (or --mask) beside its image");
@@ -341,7 +344,7 @@ void GenerateRun::check_lines(const pipeline::PipelineInfo& info) {
       throw UsageError(where + ": 'image' lists " + std::to_string(1 + s.more_images.size()) + " images, and " +
                        info.model_name + " (" + info.pipeline_class + ") takes one" +
                        (info.image_is_reference ? " reference" : " input image") +
-                       " per item; give one path (several references are FLUX.2's)");
+                       " per item; give one path (several references are FLUX.2's and Qwen-Image-Edit-2509's)");
     if (info.image_is_reference && (s.strength || o_.strength))
       throw UsageError(where + ": a strength for " + info.model_name + " (" + info.pipeline_class +
                        "), which takes its image as a reference to edit and starts from noise; drop the strength");
@@ -473,16 +476,21 @@ Item GenerateRun::item_at(int64_t position) const {
   const nlohmann::json& line = line_settings_[line_index];
   it.settings = line.is_null() ? run_settings_ : line;  // as check_lines() completed them
   if (pipe_ && pipe_->info().size_from_reference && !it.image_path.empty()) {
-    // FLUX.2: a side that neither the line nor the run sets is the first reference's, as reference_size() sizes
-    // it. A reference that cannot be read or sized leaves the default: making the item then fails, naming why.
+    // FLUX.2: a side that neither the line nor the run sets is the first reference's (Qwen-Image-Edit-2509: the
+    // last's), as reference_size() sizes it. A reference that cannot be read or sized leaves the default: making the
+    // item then fails, naming why.
     const io::PromptSpec& spec = items_->specs()[line_index];
     const bool width_set = spec.width || o_.width, height_set = spec.height || o_.height;
     if (!width_set || !height_set) {
       try {
-        const io::ImageDimensions own = input_images_.dimensions(it.image_path);
+        const std::string& path = pipe_->info().size_from_last_reference && !it.more_image_paths.empty()
+                                      ? it.more_image_paths.back()
+                                      : it.image_path;
+        const io::ImageDimensions own = input_images_.dimensions(path);
         const pipeline::ReferenceSize sized = pipe_->reference_size(own.width, own.height, it.settings);
-        if (!width_set) it.width = sized.size[0];
-        if (!height_set) it.height = sized.size[1];
+        const std::array<int, 2> size = sized.item_size.value_or(sized.size);
+        if (!width_set) it.width = size[0];
+        if (!height_set) it.height = size[1];
       } catch (const Error&) {
         // image_request() reads the reference again and records the item as failed, with the file's reason.
       }

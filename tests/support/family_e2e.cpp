@@ -145,4 +145,9 @@ size_t occurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
+void copy_input_images(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [from, to] : files)
+    std::filesystem::copy_file(std::string(DPINFER_TEST_DATA_DIR) + "/input-images/" + from, dir.file(to));
+}
+
 }  // namespace dpinfer::test

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/temp_dir.h"
@@ -49,6 +50,10 @@ void expect_same_pngs_whatever_the_ranks(const TempDir& dir, const std::vector<s
 void expect_bf16_pngs_whatever_the_ranks(const TempDir& dir, const std::string& model,
                                          const std::vector<std::string>& extra,
                                          const std::map<std::string, std::string>& env);
+
+/// Copies tests/data/input-images/<from> to <to> in `dir`, for each {from, to}: an edit test's input images beside its
+/// prompts file.
+void copy_input_images(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& files);
 
 /// How many times `needle` occurs in `text` (e.g. a worker's "pipeline loaded" lines).
 size_t occurrences(const std::string& text, const std::string& needle);

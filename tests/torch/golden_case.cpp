@@ -1,6 +1,7 @@
 #include "torch/golden_case.h"
 
 #include <array>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -92,6 +93,33 @@ std::vector<pipeline::ImageRequest> golden_case_requests(const json& c, const pi
       batch.push_back(r);
     }
   return batch;
+}
+
+json golden_cases_doc(const std::string& fixture) {
+  const size_t slash = fixture.find('/');
+  const std::string name = fixture.substr(0, slash);
+  const std::string sub = slash == std::string::npos ? "" : "/" + fixture.substr(slash + 1);
+  const std::string path = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/" + name + ".golden" + sub + "/cases.json";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return json::parse(in);
+}
+
+std::string golden_model_dir(const json& doc) {
+  return std::string(DPINFER_TEST_DATA_DIR) + "/../../" + doc["model_dir"].get<std::string>();
+}
+
+std::vector<std::vector<pipeline::ImageRequest>> golden_batches(const json& doc, size_t limit,
+                                                                const pipeline::TextToImage* pipe) {
+  std::vector<std::vector<pipeline::ImageRequest>> batches;
+  for (const json& c : doc["cases"]) {
+    if (batches.size() == limit) break;
+    if (c.contains("optional_feature") || !c["scheduler"]["is_pipeline_default"].get<bool>() ||
+        c.value("dtype", std::string("fp32")) != "fp32")
+      continue;
+    batches.push_back(golden_case_requests(c, pipe));
+  }
+  return batches;
 }
 
 }  // namespace dpinfer::test

@@ -1,6 +1,7 @@
 #pragma once
 // A pipeline golden's case (tools/fixtures/make_*_pipelines.py, cases.json) as the batch dpinfer is asked for.
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,5 +20,18 @@ namespace dpinfer::test {
 /// scale], ...]) asks for those LoRAs on each item.
 std::vector<pipeline::ImageRequest> golden_case_requests(const nlohmann::json& c,
                                                          const pipeline::TextToImage* pipe = nullptr);
+
+/// A fixture's cases.json: "<name>" reads tests/data/pipelines/<name>.golden/cases.json, "<name>/<sub>" its
+/// <sub>/cases.json (e.g. "tiny-qwen-image-edit/edit").
+nlohmann::json golden_cases_doc(const std::string& fixture);
+
+/// The model directory a cases.json names (its "model_dir", relative to the repository), as a path.
+std::string golden_model_dir(const nlohmann::json& doc);
+
+/// Up to `limit` float32 cases of `doc` that run with the pipeline's own scheduler, each as the batch
+/// golden_case_requests() makes of it (`pipe` for the cases with references): what the suites that compare one
+/// load of a pipeline with another (two-phase chunks, offload) run.
+std::vector<std::vector<pipeline::ImageRequest>> golden_batches(const nlohmann::json& doc, size_t limit,
+                                                                const pipeline::TextToImage* pipe = nullptr);
 
 }  // namespace dpinfer::test

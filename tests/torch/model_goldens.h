@@ -105,13 +105,17 @@ inline double relative_error(const at::Tensor& actual, const at::Tensor& expecte
 /// The parity bound of the issue: fp32 on CPU within 1e-4 relative L2 of the reference.
 constexpr double kParityTolerance = 1e-4;
 
-/// EXPECTs `actual` to match `expected` in shape and within `tolerance`, and reports the error.
+/// EXPECTs `actual` to match `expected` in shape, to be finite and to lie within `tolerance`, and reports the
+/// relative error, the largest |difference| and whether the two are bit-identical.
 inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,
                          double tolerance = kParityTolerance) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  double err = relative_error(actual, expected);
+  const at::Tensor a = actual.detach().to(at::kCPU, at::kDouble), e = expected.detach().to(at::kCPU, at::kDouble);
+  ASSERT_TRUE(a.isfinite().all().item<bool>()) << what;
+  const double err = relative_error(a, e);
   EXPECT_LE(err, tolerance) << what;
-  std::printf("  %-58s rel err %.3e\n", what.c_str(), err);
+  std::printf("  %-52s rel err %.3e  max |d| %.3e%s\n", what.c_str(), err, (a - e).abs().max().item<double>(),
+              at::equal(a, e) ? "  (bit-identical)" : "");
 }
 
 }  // namespace dpinfer::test

@@ -59,17 +59,7 @@ std::shared_ptr<DecoderLLMTextEncoderImpl> load(const std::string& name, at::Sca
   return model;
 }
 
-// Compares and prints the relative L2 error and the max |difference|.
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what, double tolerance) {
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor a = actual.to(at::kDouble), e = expected.to(at::kDouble);
-  ASSERT_TRUE(a.isfinite().all().item<bool>()) << what;
-  const double rel = test::relative_error(a, e);
-  const double max_abs = (a - e).abs().max().item<double>();
-  EXPECT_LE(rel, tolerance) << what;
-  std::printf("  %-48s rel err %.3e  max |d| %.3e  (|ref| max %.2f)\n", what.c_str(), rel, max_abs,
-              e.abs().max().item<double>());
-}
+using test::expect_close;
 
 class DecoderLLMGoldens : public ::testing::TestWithParam<std::string> {};
 

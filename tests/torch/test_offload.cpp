@@ -203,21 +203,13 @@ TEST(MoveModule, HandlesFollowTheMovedData) {
 // ---------------------------------------------------------------------------------------------------
 // Pipelines.
 
-/// Up to `limit` float32 golden cases of `name` that run with its own scheduler, each a batch.
+/// Up to `limit` float32 golden cases of `name` (test::golden_cases_doc) that run with its own scheduler, each a
+/// batch; `model` gets its model directory.
 std::vector<std::vector<pipeline::ImageRequest>> offload_batches(const std::string& name, size_t limit,
                                                                  std::string& model) {
-  std::ifstream in(kData + "/pipelines/" + name + ".golden/cases.json");
-  const json doc = json::parse(in);
-  model = kRoot + "/" + doc["model_dir"].get<std::string>();
-  std::vector<std::vector<pipeline::ImageRequest>> batches;
-  for (const json& c : doc["cases"]) {
-    if (batches.size() == limit) break;
-    if (c.contains("optional_feature") || !c["scheduler"]["is_pipeline_default"].get<bool>() ||
-        c.value("dtype", std::string("fp32")) != "fp32")
-      continue;
-    batches.push_back(test::golden_case_requests(c));
-  }
-  return batches;
+  const json doc = test::golden_cases_doc(name);
+  model = test::golden_model_dir(doc);
+  return test::golden_batches(doc, limit);
 }
 
 std::unique_ptr<pipeline::TextToImage> load_offloaded(const std::string& model, const std::string& offload,
@@ -249,10 +241,11 @@ class OffloadParity : public ::testing::TestWithParam<std::string> {};
 // the denoiser alone on the device under model offload.
 TEST_P(OffloadParity, OffloadedPipelinesMakeTheSameImages) {
   const std::string name = GetParam();
-  std::string model;
-  const auto batches = offload_batches(name, 3, model);
-  ASSERT_GE(batches.size(), 1u) << name;
+  const json doc = test::golden_cases_doc(name);
+  const std::string model = test::golden_model_dir(doc);
   auto plain = load_offloaded(model, "none");
+  const auto batches = test::golden_batches(doc, 3, plain.get());  // the plain pipeline sizes references
+  ASSERT_GE(batches.size(), 1u) << name;
   const std::vector<std::string> all = plain->components_on_device();
   EXPECT_NE(std::find(all.begin(), all.end(), "vae"), all.end()) << name << ": without offload, all on the device";
   EXPECT_TRUE(plain->offload_statistics().empty());
@@ -310,11 +303,12 @@ TEST_P(OffloadParity, OffloadedPipelinesMakeTheSameImages) {
 
 INSTANTIATE_TEST_SUITE_P(Families, OffloadParity,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-sd3.5-t5", "tiny-flux-dev", "tiny-chroma",
-                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev"),
+                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev",
+                                           "tiny-qwen-image-edit/edit"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
+                             if (ch == '-' || ch == '.' || ch == '/') ch = '_';
                            return s;
                          });
 

@@ -44,7 +44,11 @@
 // a batch of three with one, two and three references, bf16; issue 30), and make_flux2_dev_pipelines.py's FLUX.2 [dev]
 // cases (tiny-flux2-dev, Flux2Pipeline with a Mistral 3 text encoder and the guidance embedding: steps 1 to 50,
 // guidance 1 to 4, sizes, empty, non-ASCII, "[IMG]" and long prompts, max_sequence_length 24 to 96 on the left-padded
-// Tekken tokens, a batch of three, bf16, and references in reference/; issue 30).
+// Tekken tokens, a batch of three, bf16, and references in reference/; issue 30), and make_qwen_image_edit_pipelines.py's
+// Qwen-Image-Edit cases (tiny-qwen-image-edit: QwenImageEditPipeline with a vision tower of the real structure, the
+// output sized from the reference and not, a non-square reference, true CFG, a batch of three, bf16; and
+// tiny-qwen-image-edit-plus, QwenImageEditPlusPipeline: one to three input images per item in either order, true CFG,
+// the output sized from the last image, bf16: <name>.golden/edit/; issue 29).
 // CPU. Acceptance (issue 4, and issue 35 for bf16 and fp16 on the CPU that recorded them): max |Δ| <= 1
 // and >= 99% of the uint8 values exact. Measured for Z-Image (both fixtures, 27 fp32 cases each) and
 // Qwen-Image (11 and 12 cases): bit-identical but one case, max |Δ| 1 on 0.02%; every half-precision
@@ -121,7 +125,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
   // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
   for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "single-file", "img2img",
-                          "inpaint", "kontext", "fill", "reference", "lora-storage"}) {
+                          "inpaint", "kontext", "fill", "reference", "edit", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
       goldens.push_back({json::parse(sub_in)["cases"], io::SafetensorsFile::open(gdir + "/" + sub + "/images.safetensors"),
@@ -481,7 +485,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-flux-schnell", "tiny-flux-kontext", "tiny-flux-fill", "tiny-chroma",
                                                                  "tiny-chroma-alt", "tiny-sd3", "tiny-sd3.5",
                                                                  "tiny-sd3.5-t5", "tiny-flux2-klein",
-                                                                 "tiny-flux2-klein-base", "tiny-flux2-dev"),
+                                                                 "tiny-flux2-klein-base", "tiny-flux2-dev",
+                                                                 "tiny-qwen-image-edit", "tiny-qwen-image-edit-plus"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)

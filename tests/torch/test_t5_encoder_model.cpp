@@ -55,16 +55,7 @@ std::shared_ptr<T5EncoderModelImpl> load(const std::string& name, at::ScalarType
   return model;
 }
 
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what, double tolerance) {
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor a = actual.to(at::kDouble), e = expected.to(at::kDouble);
-  ASSERT_TRUE(a.isfinite().all().item<bool>()) << what;
-  const double rel = test::relative_error(a, e);
-  const double max_abs = (a - e).abs().max().item<double>();
-  EXPECT_LE(rel, tolerance) << what;
-  std::printf("  %-40s rel err %.3e  max |d| %.3e  (|ref| max %.2f)\n", what.c_str(), rel, max_abs,
-              e.abs().max().item<double>());
-}
+using test::expect_close;
 
 class T5Goldens : public ::testing::TestWithParam<std::string> {};
 

@@ -28,26 +28,7 @@ namespace {
 namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/UnityBuild.cmake)
 
 const std::string kData = DPINFER_TEST_DATA_DIR;
-const std::string kRoot = kData + "/../..";  // cases.json names its model directory relative to it
 const std::string kLoras = kData + "/loras/";
-
-/// Up to `limit` float32 cases of `name`'s goldens that run with the pipeline's own scheduler, each
-/// as the batch test_pipeline_parity.cpp makes of it; `model` gets the model directory.
-std::vector<std::vector<pipeline::ImageRequest>> golden_batches(const std::string& name, size_t limit,
-                                                                std::string& model) {
-  std::ifstream in(kData + "/pipelines/" + name + ".golden/cases.json");
-  const json doc = json::parse(in);
-  model = kRoot + "/" + doc["model_dir"].get<std::string>();
-  std::vector<std::vector<pipeline::ImageRequest>> batches;
-  for (const json& c : doc["cases"]) {
-    if (batches.size() == limit) break;
-    if (c.contains("optional_feature") || !c["scheduler"]["is_pipeline_default"].get<bool>() ||
-        c.value("dtype", std::string("fp32")) != "fp32")
-      continue;
-    batches.push_back(test::golden_case_requests(c));
-  }
-  return batches;
-}
 
 std::unique_ptr<pipeline::TextToImage> load(const std::string& model, bool two_phase) {
   pipeline::LoadRequest r;
@@ -81,10 +62,11 @@ class TwoPhaseParity : public ::testing::TestWithParam<std::string> {};
 // denoising steps, sees what is resident.
 TEST_P(TwoPhaseParity, ChunksEncodedAheadMakeTheImagesOfAPipelineWithoutThem) {
   const std::string name = GetParam();
-  std::string model;
-  const auto batches = golden_batches(name, 30, model);
-  ASSERT_GE(batches.size(), 2u) << name;
+  const json doc = test::golden_cases_doc(name);
+  const std::string model = test::golden_model_dir(doc);
   auto plain = load(model, false);
+  const auto batches = test::golden_batches(doc, 30, plain.get());
+  ASSERT_GE(batches.size(), 2u) << name;
   auto two = load(model, true);
   const Residency loaded = residency(two->resident_components());
   EXPECT_TRUE(loaded.encoders && !loaded.denoiser) << name << ": after the load, the text encoders alone";
@@ -115,11 +97,12 @@ TEST_P(TwoPhaseParity, ChunksEncodedAheadMakeTheImagesOfAPipelineWithoutThem) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TwoPhaseParity,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-sd3.5-t5", "tiny-flux-dev", "tiny-chroma",
-                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev"),
+                                           "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev",
+                                           "tiny-qwen-image-edit/edit"),
                          [](const auto& param_info) {
                            std::string s = param_info.param;
                            for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
+                             if (ch == '-' || ch == '.' || ch == '/') ch = '_';
                            return s;
                          });
 

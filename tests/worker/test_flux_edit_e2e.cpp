@@ -46,14 +46,9 @@ RunResult worker_generate(const std::vector<std::string>& a) {
   return run(argv, kEnv, 300s);
 }
 
-/// Copies tests/data/input-images/<from> to <to> in `dir`, for each pair.
-void copy_inputs(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& files) {
-  for (const auto& [from, to] : files) std::filesystem::copy_file(kData + "/input-images/" + from, dir.file(to));
-}
-
 /// The prompts file and, beside it, a 64x64 and a 70x52 reference: a batch of two then holds two sizes.
 void write_kontext_inputs(const TempDir& dir) {
-  copy_inputs(dir, {{"img2img-0.png", "square.png"}, {"img2img-1.png", "wide.png"}});
+  copy_input_images(dir, {{"img2img-0.png", "square.png"}, {"img2img-1.png", "wide.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"make it purple\", \"image\": \"square.png\"}\n"
              "{\"prompt\": \"make it purple\", \"image\": \"wide.png\"}\n"
@@ -135,7 +130,7 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
           "which takes its image as a reference to edit, not to inpaint; drop the mask");
   refused("{\"prompt\": \"x\", \"image\": [\"square.png\", \"wide.png\"]}\n", {},
           "bad.jsonl' line 1: 'image' lists 2 images, and tiny-flux-kontext (FluxKontextPipeline) takes one reference "
-          "per item; give one path (several references are FLUX.2's)");
+          "per item; give one path (several references are FLUX.2's and Qwen-Image-Edit-2509's)");
   refused("{\"prompt\": \"x\", \"image\": \"square.png\"}\n", {"--set", "first_block_cache=0.1"},
           "first_block_cache: FLUX.1 Kontext models (FluxKontextPipeline) run without First Block Cache");
   // auto_resize is Kontext's own: a FLUX.1 folder refuses it.
@@ -152,7 +147,7 @@ TEST(KontextE2E, BadInputsAreOneLineEach) {
 // item without one, and items with two references in either order.
 TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
   TempDir dir;
-  copy_inputs(dir, {{"img2img-0.png", "square.png"}, {"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"},
+  copy_input_images(dir, {{"img2img-0.png", "square.png"}, {"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"},
                     {"rgb.png", "small.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"a red cube\", \"image\": \"square.png\"}\n"
@@ -241,7 +236,7 @@ TEST(Flux2ReferenceE2E, ReferencesOfThreeSizesWhateverTheBatchOrRanks) {
 // stays set, and the memory plan counts an image as large as a reference may be.
 TEST(Flux2ReferenceE2E, AnItemWithoutASizeTakesItsFirstReferences) {
   TempDir dir;
-  copy_inputs(dir, {{"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"}});
+  copy_input_images(dir, {{"reference-0.png", "cut.png"}, {"reference-1.png", "wide.png"}});
   write_file(dir.file("p.jsonl"),
              "{\"prompt\": \"a red cube on top of a blue sphere, studio lighting\", \"image\": \"cut.png\", \"seed\": 9}\n"
              "{\"prompt\": \"a photograph of an astronaut riding a horse\", \"image\": [\"wide.png\", \"cut.png\"], "

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -109,6 +110,8 @@ struct PipelineInfo {
   double default_inpaint_strength = 0;
   /// An inpainting checkpoint (a 9-channel UNet): every item needs an image and a mask.
   bool requires_mask = false;
+  /// An edit model that cannot run without its reference (Qwen-Image-Edit): every item needs an image.
+  bool requires_image = false;
   /// The input image is a reference the model edits (FLUX.1 Kontext, FLUX.2 [klein]), not the start of
   /// img2img: an item takes no strength and no mask, and the worker sizes its image as
   /// TextToImage::reference_size() says for the image's own size, not to the item's size.
@@ -120,6 +123,9 @@ struct PipelineInfo {
   /// takes that side from its first reference as reference_size() sizes it, as FLUX.2's __call__ does
   /// (`height = height or image_height`). FLUX.1 Kontext's output keeps the default size.
   bool size_from_reference = false;
+  /// With size_from_reference: the item's last reference sizes it, not its first (QwenImageEditPlusPipeline's
+  /// `image[-1].size`).
+  bool size_from_last_reference = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;
@@ -142,6 +148,10 @@ struct Cancelled : std::runtime_error {
 struct ReferenceSize {
   std::array<int, 2> resized;
   std::array<int, 2> size;
+  /// With PipelineInfo::size_from_reference: the size of an item this reference sizes, when it is not `size`
+  /// (Qwen-Image-Edit-2509 takes each reference at its own size and resizes it twice itself, while an item's unset
+  /// size is the reference's at about 1024^2 pixels).
+  std::optional<std::array<int, 2>> item_size = std::nullopt;
 };
 
 class TextToImage {

@@ -68,6 +68,13 @@ std::vector<RgbImage> generate_by_reference_size(
   return out;
 }
 
+std::vector<const RgbImage*> references_of(const ImageRequest& r) {
+  std::vector<const RgbImage*> out;
+  if (r.image) out.push_back(r.image.get());
+  for (const auto& more : r.more_images) out.push_back(more.get());
+  return out;
+}
+
 at::Tensor vae_input(const RgbImage& image, at::ScalarType dtype, const at::Device& device) {
   // numpy: np.array(images).astype(np.float32) / 255.0, a float32 division per value.
   std::array<float, 256> level{};

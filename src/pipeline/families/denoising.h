@@ -47,6 +47,10 @@ std::vector<RgbImage> generate_by_reference_size(
     const std::vector<ImageRequest>& batch,
     const std::function<std::vector<RgbImage>(const std::vector<ImageRequest>&)>& one_size);
 
+/// A request's references in order (PipelineInfo::image_is_reference): its image, then its more_images; none
+/// without an image.
+std::vector<const RgbImage*> references_of(const ImageRequest& r);
+
 /// VaeImageProcessor.preprocess of an image already at its size: uint8 to float32 / 255 (numpy's
 /// float32 division), then 2x - 1, as [1, 3, H, W] in `dtype` on `device`, channels-last in memory as
 /// diffusers' tensor is (a transposed view of the HWC array).

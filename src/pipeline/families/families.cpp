@@ -21,6 +21,8 @@ using Type = SettingSpec::Type;
 
 const std::vector<std::string> kClipTokenizers{"CLIPTokenizer", "CLIPTokenizerFast"};
 const std::vector<std::string> kQwen2Tokenizers{"Qwen2Tokenizer", "Qwen2TokenizerFast"};
+// Qwen-Image-Edit's processor folder: Qwen's tokenizer beside the Qwen2-VL image processor's preprocessor_config.json.
+const std::vector<std::string> kQwen2VLProcessors{"Qwen2VLProcessor", "Qwen2_5_VLProcessor"};
 // FLUX.2 [dev]'s tokenizer folder: Mistral Small 3.1's processor (a Tekken tokenizer.json inside).
 const std::vector<std::string> kTekkenTokenizers{"PixtralProcessor", "LlamaTokenizerFast", "PreTrainedTokenizerFast"};
 const std::vector<std::string> kT5Tokenizers{"T5TokenizerFast", "T5Tokenizer"};
@@ -264,10 +266,12 @@ const std::vector<Family>& families() {
       {
           "qwen-image",
           "Qwen-Image",
-          {"QwenImagePipeline"},
+          {"QwenImagePipeline", "QwenImageEditPipeline", "QwenImageEditPlusPipeline"},
           {{"transformer", Role::kDenoiser, {"QwenImageTransformer2DModel"}},
            {"text_encoder", Role::kTextEncoder, {"Qwen2_5_VLForConditionalGeneration"}},
            {"tokenizer", Role::kTokenizer, kQwen2Tokenizers},
+           // The Edit pipelines': the tokenizer they encode with, and the vision tower's image processor.
+           {"processor", Role::kTokenizer, kQwen2VLProcessors, /*optional=*/true},
            {"vae", Role::kVae, {"AutoencoderKLQwenImage"}},
            {"scheduler", Role::kScheduler, {}}},
           with_block_caches({max_sequence_length(1024, "prompt text states the transformer sees, after the template "

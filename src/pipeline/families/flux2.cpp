@@ -119,13 +119,6 @@ at::Tensor grid_ids(int64_t t, int64_t h, int64_t w, const at::TensorOptions& lo
 }
 
 /// A request's references in order: its `image`, then its `more_images`.
-std::vector<const RgbImage*> references_of(const ImageRequest& r) {
-  std::vector<const RgbImage*> out;
-  if (r.image) out.push_back(r.image.get());
-  for (const auto& more : r.more_images) out.push_back(more.get());
-  return out;
-}
-
 /// text_encoder_out_layers (`layers`) against the text encoder and the transformer: as many hidden states as
 /// joint_attention_dim holds, each one the text encoder has. `where` starts the message of a setting an item or the
 /// run gave ("image settings"); empty for the model's own default, whose mismatch means foreign components.

@@ -54,6 +54,12 @@ class LoraPipeline : public TextToImage {
                          const at::TensorOptions& options, bool lora) {
     load_slot(Group::kTextEncoders, md.at(name), member, options, lora);
   }
+  /// A text encoder the family reads under a class of its choosing from `c` (a component's folder, e.g. Qwen-Image-
+  /// Edit's vision tower from the text_encoder's files), released and brought back with the text encoders; no LoRA.
+  template <typename Impl>
+  void load_text_encoder(const Component& c, std::shared_ptr<Impl>& member, const at::TensorOptions& options) {
+    load_slot(Group::kTextEncoders, c, member, options, /*lora=*/false);
+  }
   /// The same for the denoiser. With two-phase, its files are checked (check_component) but it loads
   /// when first needed, once the text encoders are released: a chunk's encoding comes first. With
   /// --offload blocks it loads into host memory and its blocks stay there between uses (nn/offload.h);

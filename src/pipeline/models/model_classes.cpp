@@ -13,6 +13,7 @@
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+#include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -70,6 +71,22 @@ nlohmann::ordered_json decoder_llm_facts(const DecoderLLMConfig& c) {
 
 nlohmann::ordered_json qwen2_5_vl_facts(const nlohmann::json& config) {
   return decoder_llm_facts(DecoderLLMConfig::qwen2_5_vl_from_json(config));
+}
+
+nlohmann::ordered_json qwen2_5_vl_vision_facts(const nlohmann::json& config) {
+  if (!config.is_object() || !config.contains("vision_config") || !config["vision_config"].is_object())
+    throw Error("config.json has no vision_config object; it is not a Qwen2.5-VL model with a vision tower");
+  const Qwen2_5_VLVisionConfig c = Qwen2_5_VLVisionConfig::from_json(config["vision_config"]);
+  nlohmann::ordered_json j;
+  j["depth"] = c.depth;
+  j["hidden_size"] = c.hidden_size;
+  j["num_heads"] = c.num_heads;
+  j["out_hidden_size"] = c.out_hidden_size;
+  j["patch_size"] = c.patch_size;
+  j["spatial_merge_size"] = c.spatial_merge_size;
+  j["window_size"] = c.window_size;
+  j["fullatt_block_indexes"] = c.fullatt_block_indexes;
+  return j;
 }
 
 nlohmann::ordered_json qwen3_facts(const nlohmann::json& config) {
@@ -362,6 +379,10 @@ const std::vector<ModelClass>& model_classes() {
        build<CLIPTextModelWithProjectionImpl, CLIPTextConfig>, clip_projection_facts, kClipRenames},
       {"Qwen2_5_VLForConditionalGeneration", "transformers", ComponentRole::kTextEncoder, build_qwen2_5_vl,
        qwen2_5_vl_facts, kQwen2_5_VLRenames},
+      // Qwen-Image-Edit's vision tower, read from the Qwen2_5_VLForConditionalGeneration folder's visual.* keys: no
+      // model_index.json names it, the family does (models/vision/qwen2_5_vl_vision.h).
+      {kQwen2_5_VLVisionClass, "transformers", ComponentRole::kTextEncoder, build_qwen2_5_vl_vision,
+       qwen2_5_vl_vision_facts, qwen2_5_vl_vision_renames()},
       {"Qwen3Model", "transformers", ComponentRole::kTextEncoder, build_qwen3, qwen3_facts, {}},
       {"Qwen3ForCausalLM", "transformers", ComponentRole::kTextEncoder, build_qwen3_causal_lm, qwen3_facts,
        kQwen3CausalLMRenames},

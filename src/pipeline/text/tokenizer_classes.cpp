@@ -33,6 +33,9 @@ const std::vector<TokenizerClass>& tokenizer_classes() {
       {{"CLIPTokenizer", "CLIPTokenizerFast"}, "tokenizer_config.json", {"vocab.json", "merges.txt"}, load_clip},
       // vocab.json + merges.txt, or tokenizer.json alone: the loader says which is missing.
       {{"Qwen2Tokenizer", "Qwen2TokenizerFast"}, "tokenizer_config.json", {}, load_qwen2},
+      // Qwen-Image-Edit's processor folder holds the same tokenizer's files (and the image processor's config,
+      // which the family reads).
+      {{"Qwen2VLProcessor", "Qwen2_5_VLProcessor"}, "tokenizer_config.json", {}, load_qwen2},
       // spiece.model; a folder with tokenizer.json alone: the loader says what is missing.
       {{"T5Tokenizer", "T5TokenizerFast"}, "tokenizer_config.json", {}, load_t5},
       // Mistral's Tekken (FLUX.2 [dev]'s PixtralProcessor folder) as transformers converts it to

@@ -14,6 +14,12 @@
 
 namespace dpinfer::pipeline {
 
+/// The most pixels QwenImageEditPipeline gives its reference (the memory plan's bound):
+/// calculate_dimensions(1024 * 1024, ratio) rounds each side to a multiple of 32, so a reference has
+/// (sqrt(A r) + e_w)(sqrt(A / r) + e_h) pixels with |e| <= 16, at most 1024^2 + 16 (4096 + 256) + 256 for
+/// aspect ratios up to 16:1; 1088^2 bounds that.
+constexpr int64_t kQwenImageEditReferenceMaxPixels = 1088 * 1088;
+
 /// The family's load function (families.cpp).
 std::unique_ptr<TextToImage> load_qwen_image(const ModelDir& model, const LoadRequest& request, const Family& family);
 

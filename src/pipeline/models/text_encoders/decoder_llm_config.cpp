@@ -1,6 +1,7 @@
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_config.h"
 
 #include <cmath>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "../config_parsing.h"
@@ -104,6 +105,25 @@ DecoderLLMConfig DecoderLLMConfig::qwen2_5_vl_from_json(const json& j) {
     throw r.error("rope_scaling.mrope_section", "must be 3 sections summing to head_dim / 2 = " +
                                                     std::to_string(c.head_dim / 2) + ", got " +
                                                     ConfigReader::show(json(c.mrope_section)));
+  // The image tokens are Qwen2_5_VLConfig's own arguments, at the top level in both layouts: its __setattr__
+  // writes them into text_config when that has the key too, so the top-level value (or the default) is what
+  // get_rope_index reads. vision_config is also a top-level argument (absent or null: Qwen2_5_VLVisionConfig()).
+  c.image_token_id = top.integer("image_token_id", c.image_token_id);
+  c.video_token_id = top.integer("video_token_id", c.video_token_id);
+  c.vision_start_token_id = top.integer("vision_start_token_id", c.vision_start_token_id);
+  for (const auto& [key, id] : {std::pair{"image_token_id", c.image_token_id},
+                                std::pair{"vision_start_token_id", c.vision_start_token_id}})
+    if (id < 0) throw top.error(key, "must be >= 0, got " + std::to_string(id));
+  if (c.image_token_id == c.vision_start_token_id)
+    throw top.error("image_token_id", "= " + std::to_string(c.image_token_id) + " is also vision_start_token_id");
+  if (const json* vision = top.find("vision_config"); vision != nullptr) {
+    const ConfigReader v(*vision, top.where() + " vision_config");
+    c.spatial_merge_size = v.positive("spatial_merge_size", c.spatial_merge_size);
+    c.tokens_per_second = v.number("tokens_per_second", c.tokens_per_second);
+    // get_rope_index multiplies an image's frame index 0 by it: 0 only while it is finite.
+    if (!std::isfinite(c.tokens_per_second))
+      throw v.error("tokens_per_second", "must be a finite number, got " + ConfigReader::show(c.tokens_per_second));
+  }
   return c;
 }
 

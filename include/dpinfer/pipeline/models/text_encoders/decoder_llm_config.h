@@ -39,8 +39,19 @@ struct DecoderLLMConfig {
   /// The two agree for right padding; they differ at left-padded sequences.
   bool positions_from_mask = false;
   /// Qwen2.5-VL's multimodal RoPE sections (temporal, height, width), summing to head_dim / 2.
-  /// For text the three position ids are equal, so M-RoPE is 1D RoPE; kept for `inspect`.
+  /// For text the three position ids are equal, so M-RoPE is 1D RoPE; a prompt with images
+  /// (DecoderLLMTextEncoder::hidden_state_with_images) rotates each section by its own position.
   std::vector<int64_t> mrope_section;
+  /// Qwen2.5-VL's image tokens and vision settings, for prompts that hold images (Qwen-Image-Edit):
+  /// Qwen2_5_VLConfig's top-level token ids and its vision_config's spatial_merge_size and
+  /// tokens_per_second, with its defaults. The other models leave them at these defaults, unused.
+  int64_t image_token_id = 151655;         ///< <|image_pad|>
+  int64_t video_token_id = 151656;         ///< <|video_pad|> (refused after <|vision_start|>)
+  int64_t vision_start_token_id = 151652;  ///< <|vision_start|>
+  /// The vision tower merges spatial_merge_size x spatial_merge_size patches into one image token.
+  int64_t spatial_merge_size = 2;
+  /// Temporal positions per second of video; an image's temporal positions are 0 whatever it is.
+  double tokens_per_second = 4.0;
   /// Mistral's sliding_window: a query sees the keys at most this far behind it (transformers'
   /// create_sliding_window_causal_mask). 0 for none. Within the window the mask is the causal one,
   /// so the encoder refuses longer texts rather than build another mask.
@@ -52,7 +63,8 @@ struct DecoderLLMConfig {
 
   /// transformers' Qwen2_5_VLConfig as Qwen2_5_VLForConditionalGeneration reads it: the
   /// text fields from "text_config" when that is an object, else from the top level (the
-  /// layout of checkpoints saved by older transformers). Throws dpinfer::Error naming the field at fault.
+  /// layout of checkpoints saved by older transformers); the image token ids and vision_config
+  /// from the top level in both layouts. Throws dpinfer::Error naming the field at fault.
   static DecoderLLMConfig qwen2_5_vl_from_json(const nlohmann::json& json);
   /// transformers' Qwen3Config (Qwen3Model). Throws dpinfer::Error naming the field at fault.
   static DecoderLLMConfig qwen3_from_json(const nlohmann::json& json);

@@ -3,7 +3,9 @@
 // Qwen2_5_VLForConditionalGeneration without its vision tower and lm_head) and Qwen3Model
 // (Z-Image), one module whose DecoderLLMConfig carries their differences.
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -88,6 +90,27 @@ class DecoderLLMTextEncoderImpl : public torch::nn::Module, public nn::Offloadab
   std::vector<at::Tensor> hidden_states(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                                         const std::vector<int64_t>& indices);
 
+  /// hidden_state() of a Qwen2.5-VL prompt that holds images (Qwen-Image-Edit), as transformers'
+  /// Qwen2_5_VLModel.forward runs it with pixel_values: the ids' embeddings with image_embeds' rows
+  /// written, in order, over the config's image_token_id tokens (masked_scatter, every such token of the
+  /// batch, padding included), 3D positions from qwen2_5_vl_rope_index() and multimodal RoPE (each of the
+  /// mrope_section's temporal, height and width channel groups rotated by its own position).
+  /// image_embeds [N, hidden_size] floating (undefined for none): the vision tower's output, N the number
+  /// of image tokens in input_ids, cast to the module's dtype; image_grid_thw the {t, h, w} of each image
+  /// (h, w multiples of spatial_merge_size), in the order the images appear row after row, their
+  /// t * h * w / merge^2 adding up to N. With no image tokens and no grids it equals hidden_state().
+  /// Throws dpinfer::Error when the counts differ (as transformers raises), on a bad grid, on
+  /// qwen2_5_vl_rope_index()'s errors and on hidden_state()'s.
+  at::Tensor hidden_state_with_images(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                      const at::Tensor& image_embeds,
+                                      const std::vector<std::array<int64_t, 3>>& image_grid_thw, int64_t index = -1);
+
+  /// hidden_state_with_images() at each of `indices`, from one forward, as hidden_states().
+  std::vector<at::Tensor> hidden_states_with_images(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                                    const at::Tensor& image_embeds,
+                                                    const std::vector<std::array<int64_t, 3>>& image_grid_thw,
+                                                    const std::vector<int64_t>& indices);
+
   const DecoderLLMConfig& config() const { return config_; }
   std::vector<std::string> block_lists() const override {
     return {config_.prefix.empty() ? "layers" : config_.prefix + ".layers"};
@@ -97,6 +120,21 @@ class DecoderLLMTextEncoderImpl : public torch::nn::Module, public nn::Offloadab
   /// cos, sin [B or 1, L, head_dim] in `dtype`, for the positions of `attention_mask`'s rows.
   std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& attention_mask, int64_t length, at::ScalarType dtype,
                                            const at::Device& device) const;
+  /// cos, sin [B, L, head_dim] in `dtype` for 3D positions [3, B, L]: multimodal RoPE's channels taken from
+  /// the temporal, height or width position by mrope_section.
+  std::pair<at::Tensor, at::Tensor> multimodal_rotary(const at::Tensor& position_ids, at::ScalarType dtype,
+                                                      const at::Device& device) const;
+  /// inv_freq [head_dim / 2] on `device`, as transformers' buffer holds it.
+  at::Tensor inv_freq(const at::Device& device) const;
+  /// Checks input_ids, attention_mask and indices as hidden_states() does; returns the ids as int64 and
+  /// the number of layers each index runs.
+  std::pair<at::Tensor, std::vector<int64_t>> check_inputs(const at::Tensor& input_ids,
+                                                           const at::Tensor& attention_mask,
+                                                           const std::vector<int64_t>& indices) const;
+  /// The layers from the embeddings `h` [B, L, hidden_size]: the states after runs[i] layers (the last
+  /// normed), with 3D positions [3, B, L] when `position_ids` is defined, else the text positions.
+  std::vector<at::Tensor> run_layers(at::Tensor h, const at::Tensor& attention_mask, const at::Tensor& position_ids,
+                                     const std::vector<int64_t>& runs);
 
   DecoderLLMConfig config_;
   nn::Embedding embed_tokens_{nullptr};
