@@ -668,7 +668,10 @@ void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>&
   std::vector<std::vector<pipeline::ImageRequest>> requests;
   for (const BatchTodo& todo : chunk) {
     std::vector<pipeline::ImageRequest> batch;
-    for (const Item& it : batch_items(todo)) batch.push_back(image_request(it, /*with_image=*/false));
+    // A reference may be part of the prompt (Qwen-Image-Edit's vision tower reads it), so the encoders get it;
+    // an img2img start matters only to denoising.
+    const bool with_image = pipe_->info().image_is_reference;
+    for (const Item& it : batch_items(todo)) batch.push_back(image_request(it, with_image));
     requests.push_back(std::move(batch));
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -89,6 +89,16 @@ TEST(QwenImageEditE2E, AnImageDoesNotDependOnItsBatchRanksShardsOrResume) {
   RunResult merge = run({DPINFER_BINARY, "merge", dir.file("shards")}, kEnv, 60s);
   ASSERT_EQ(merge.exit_code, 0) << merge.err;
   EXPECT_EQ(read_jsonl(dir.file("shards/metadata.jsonl")).size(), 5u);
+  // Two-phase chunks encode each prompt with its image ahead (the vision tower reads the reference), then denoise:
+  // the same pixels, and no batch had to encode its own.
+  std::vector<std::string> chunked = {DPINFER_WORKER_BINARY, "generate"};
+  chunked.insert(chunked.end(), common.begin(), common.end());
+  chunked.insert(chunked.end(), {"--encode-chunk", "4", "--out", dir.file("chunked"), "--verbose"});
+  RunResult two_phase = run(chunked, kEnv, 600s);
+  ASSERT_EQ(two_phase.exit_code, 0) << two_phase.err;
+  EXPECT_EQ(png_pixels(dir.file("chunked")), png_pixels(dir.file("shards")));
+  EXPECT_FALSE(contains(two_phase.err, "ahead failed")) << two_phase.err;
+  EXPECT_TRUE(contains(two_phase.err, "encoded 2 batch(es) of 4 item(s) ahead")) << two_phase.err;
 }
 
 TEST(QwenImageEditE2E, BadInputsAreOneLineEach) {

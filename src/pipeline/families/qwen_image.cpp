@@ -261,6 +261,8 @@ class QwenImagePipeline : public LoraPipeline {
 
  protected:
   void encode_prompts(const std::vector<ImageRequest>& batch) override {
+    // An Edit item without its image is generate()'s to refuse, item by item: nothing to encode ahead for it.
+    if (edit_ && std::any_of(batch.begin(), batch.end(), [](const ImageRequest& r) { return !r.image; })) return;
     embeds(batch, batch_max_sequence_length(batch));
   }
 
