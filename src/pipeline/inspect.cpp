@@ -350,11 +350,15 @@ InspectReport inspect_model(const std::string& spec, const std::string& variant,
   report.ignored_components = md.ignored_components;
   report.settings = family.settings;
 
-  // The report's slots, from what resolve_model() read of each component.
+  // The report's slots, from what resolve_model() read of each component, and the modules the family reads from
+  // another's files (Family::derived_components).
   std::vector<const Component*> with_weights;
   for (const Component& c : md.components) {
     if (has_weights(c.role)) with_weights.push_back(&c);
   }
+  const std::vector<Component> derived =
+      family.derived_components ? family.derived_components(md) : std::vector<Component>{};
+  for (const Component& c : derived) with_weights.push_back(&c);
   std::stable_sort(with_weights.begin(), with_weights.end(),
                    [](const Component* a, const Component* b) { return load_rank(a->role) < load_rank(b->role); });
   for (const Component* c : with_weights) {

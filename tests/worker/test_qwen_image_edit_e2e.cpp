@@ -191,6 +191,13 @@ TEST(QwenImageEditE2E, InspectReportsTheFamilyTheProcessorAndTheVisionTower) {
   EXPECT_EQ(report["ok"], true) << report.dump();
   EXPECT_EQ(report["components"]["processor"]["class"], "Qwen2VLProcessor");
   EXPECT_EQ(report["components"]["text_encoder"]["class"], "Qwen2_5_VLForConditionalGeneration");
+  // The vision tower, read from the text encoder's visual.* keys: its own key check and module size, which the memory
+  // plan counts.
+  const json& vision = report["components"]["text_encoder.visual"];
+  EXPECT_EQ(vision["class"], "Qwen2_5_VisionTransformerPretrainedModel") << report.dump();
+  EXPECT_EQ(vision["keys"]["ok"], true) << vision.dump();
+  EXPECT_GT(vision["module"]["elements"].get<int64_t>(), 0) << vision.dump();
+  EXPECT_EQ(vision["config"]["patch_size"], 14) << vision.dump();
 }
 
 }  // namespace DPINFER_UNITY_ID

@@ -288,6 +288,9 @@ const std::vector<Family>& families() {
           check_qwen_image_components,
           /*default_strength=*/0.6,          // QwenImageImg2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline
+          /*image_is_reference=*/false,      // the Edit classes set it (and the rest) themselves
+          /*several_references=*/false,
+          qwen_image_derived_components,     // the Edit classes' vision tower
       },
       {
           "z-image",

@@ -190,13 +190,11 @@ class QwenImagePipeline : public LoraPipeline {
     // The Edit pipeline's vision tower: Qwen2_5_VLForConditionalGeneration's visual.* weights, an encoder beside the
     // text path (released and brought back with it).
     if (edit_) {
-      Component vision = md.at("text_encoder");
-      if (!vision.single_file.empty())
+      const std::vector<Component> vision = qwen_image_derived_components(md);
+      if (vision.empty())
         throw InputError("the Qwen-Image-Edit vision tower is read from the text_encoder folder, not from the "
-                         "single-file checkpoint " + vision.single_file + "; give the model's folder");
-      vision.name = "text_encoder.visual";
-      vision.class_name = kQwen2_5_VLVisionClass;
-      load_text_encoder(vision, visual_, options);
+                         "single-file checkpoint " + md.at("text_encoder").single_file + "; give the model's folder");
+      load_text_encoder(vision.front(), visual_, options);
     }
     load_denoiser(md, "transformer", transformer_, options);
     load_vae(md, "vae", vae_, options);
@@ -574,6 +572,17 @@ class QwenImagePipeline : public LoraPipeline {
 };
 
 }  // namespace
+
+std::vector<Component> qwen_image_derived_components(const ModelDir& model) {
+  const std::string pipeline_class = model.model_index.value("_class_name", std::string());
+  if (pipeline_class != "QwenImageEditPipeline" && pipeline_class != "QwenImageEditPlusPipeline") return {};
+  const Component* text_encoder = model.find("text_encoder");
+  if (!text_encoder || !text_encoder->single_file.empty()) return {};
+  Component vision = *text_encoder;
+  vision.name = "text_encoder.visual";
+  vision.class_name = kQwen2_5_VLVisionClass;
+  return {vision};
+}
 
 std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model) {
   const int64_t side = kQwenImageDefaultSampleSize * AutoencoderKLQwenImageConfig::from_json(model.at("vae").config).scale_factor();

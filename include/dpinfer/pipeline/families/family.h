@@ -21,6 +21,7 @@
 
 namespace dpinfer::pipeline {
 
+struct Component;
 struct ModelDir;
 struct LoadRequest;
 
@@ -69,6 +70,10 @@ struct Family {
   /// With image_is_reference: an item may list several references (`image` as a list), as the family's pipelines
   /// take a list of images (FLUX.2's prepare_image_latents), each with its own position ids.
   bool several_references = false;
+  /// Modules the family reads from another component's files under a model class of its own (Qwen-Image-Edit's
+  /// vision tower, from the text_encoder folder's visual.* keys), as its load reads them: inspect checks their keys
+  /// and the memory plan counts them. Null: none.
+  std::vector<Component> (*derived_components)(const ModelDir& model) = nullptr;
 };
 
 /// Every family dpinfer runs.

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/load.h"
@@ -26,6 +27,11 @@ std::unique_ptr<TextToImage> load_qwen_image(const ModelDir& model, const LoadRe
 /// Throws InputError when the transformer, text encoder and VAE configs do not fit one another
 /// (the family's check_components; the load runs it too).
 void check_qwen_image_components(const ModelDir& model);
+
+/// The Edit classes' vision tower (QwenImageEditPipeline, QwenImageEditPlusPipeline): the text_encoder component
+/// read as Qwen2_5_VisionTransformerPretrainedModel under the name "text_encoder.visual" (the family's
+/// derived_components); none for the other classes, or a text encoder from a single file.
+std::vector<Component> qwen_image_derived_components(const ModelDir& model);
 
 /// QwenImagePipeline's default size {height, width}: default_sample_size 128 times the VAE's
 /// scale factor (1024 for Qwen-Image).
