@@ -75,4 +75,10 @@ at::Tensor apply_rotary_emb_real(const at::Tensor& x, const RotaryCosSin& freqs)
   return (x.to(at::kFloat) * cos + rotated.to(at::kFloat) * sin).to(x.scalar_type());
 }
 
+// Ref: transformers/models/qwen3/modeling_qwen3.py and qwen2_5_vl/modeling_qwen2_5_vl.py rotate_half.
+at::Tensor rotate_half(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
 }  // namespace dpinfer::pipeline::nn

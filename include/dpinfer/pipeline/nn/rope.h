@@ -43,6 +43,10 @@ class AxialRope {
 /// diffusers' ZSingleStreamAttnProcessor.
 at::Tensor apply_rotary_emb_complex(const at::Tensor& x, const at::Tensor& freqs);
 
+/// transformers' rotate_half (Llama-style RoPE, the two halves of the last dimension as the pairs):
+/// [x1, x2] -> [-x2, x1]. In x's dtype; Qwen3's and Qwen2.5-VL's text and vision attention use it.
+at::Tensor rotate_half(const at::Tensor& x);
+
 /// Real RoPE tables over a sequence: cos and sin, float32 [N, sum(axes_dims)], each angle's value
 /// repeated for the two members of its pair.
 struct RotaryCosSin {

@@ -12,6 +12,7 @@
 
 #include "dpinfer/pipeline/models/text_encoders/qwen2_5_vl_rope_index.h"
 #include "dpinfer/pipeline/nn/attention.h"
+#include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -21,15 +22,9 @@ nn::LlamaRMSNorm rms_norm(int64_t dim, const DecoderLLMConfig& config, const at:
   return nn::LlamaRMSNorm(dim, config.rms_norm_eps, options);
 }
 
-// Ref: transformers/models/qwen3/modeling_qwen3.py rotate_half: [x1, x2] -> [-x2, x1] over the last dimension.
-at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
 // Ref: modeling_qwen3.py apply_rotary_pos_emb. x [B, H, L, D]; cos, sin [B or 1, 1, L, D].
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + rotate_half(x) * sin;
+  return x * cos + nn::rotate_half(x) * sin;
 }
 
 }  // namespace

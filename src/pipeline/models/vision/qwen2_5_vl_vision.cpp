@@ -9,24 +9,19 @@
 #include <nlohmann/json.hpp>
 
 #include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {
 
-// Ref: modeling_qwen2_5_vl.py rotate_half: [x1, x2] -> [-x2, x1] over the last dimension.
-at::Tensor qwen_vision_rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
 // Ref: modeling_qwen2_5_vl.py apply_rotary_pos_emb_vision: in float32 whatever x's dtype, then back.
 // x [L, H, D]; cos, sin [L, D] float32.
 at::Tensor qwen_vision_apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor c = cos.unsqueeze(-2), s = sin.unsqueeze(-2);  // [L, 1, D]
-  return ((xf * c) + (qwen_vision_rotate_half(xf) * s)).to(x.scalar_type());
+  return ((xf * c) + (nn::rotate_half(xf) * s)).to(x.scalar_type());
 }
 
 std::string qwen_vision_shape_text(at::IntArrayRef shape) {
