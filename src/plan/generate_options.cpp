@@ -10,6 +10,7 @@
 
 #include "dpinfer/io/json_file.h"
 #include "dpinfer/io/prompt_file.h"
+#include "dpinfer/pipeline/families/family_spec.h"
 #include "dpinfer/plan/items.h"
 #include "dpinfer/util/cli_extras.h"
 #include "dpinfer/util/cli_reference.h"
@@ -64,20 +65,26 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--num-images,--num-images-per-prompt", o.num_images,
                  "images per prompt line that sets no num_images, 1..100000 (default: 1; diffusers' "
                  "num_images_per_prompt); each is an item of its own, with its own seed and file");
-  // The defaults and size multiples are the family rows' (pipeline/families/families.cpp), which this
-  // torch-free parser cannot read; `dpinfer inspect --families` prints them, and the README's model table.
+  // The defaults and size multiples are the family rows' (pipeline/families/family_spec.h, torch-free), so the
+  // help cannot go stale; `dpinfer inspect --families` and the README's model table print the same rows.
+  using pipeline::FamilySpec;
+  using pipeline::values_by_family;
+  const auto number = [](double v) { return fmt::format("{}", v); };
   app.add_option("--steps", o.steps,
-                 "denoising steps, 1..10000 (default: the model family's; `dpinfer inspect --families` lists them)");
+                 "denoising steps, 1..10000 (default: the model family's: " +
+                     values_by_family([&](const FamilySpec& f) { return number(f.default_steps); }) + ")");
   app.add_option("--guidance-scale,--cfg", o.guidance_scale,
                  "guidance scale: classifier-free guidance, or the family's own kind (FLUX.1's distilled guidance "
-                 "input, Qwen-Image's true_cfg_scale) (default: the model family's; `dpinfer inspect --families` "
-                 "lists them)");
+                 "input, Qwen-Image's true_cfg_scale) (default: the model family's: " +
+                     values_by_family([&](const FamilySpec& f) { return number(f.default_guidance_scale); }) + ")");
+  const std::string multiples =
+      values_by_family([&](const FamilySpec& f) { return number(f.size_multiple); });
   app.add_option("--width", o.width,
-                 "image width up to 16384, a multiple of the model family's size multiple (8 or more; `dpinfer "
-                 "inspect --families` lists them) (default: the model's)");
+                 "image width up to 16384, a multiple of the model family's size multiple (" + multiples +
+                     ") (default: the model's)");
   app.add_option("--height", o.height,
-                 "image height up to 16384, a multiple of the model family's size multiple (8 or more; `dpinfer "
-                 "inspect --families` lists them) (default: the model's)");
+                 "image height up to 16384, a multiple of the model family's size multiple (" + multiples +
+                     ") (default: the model's)");
   app.add_option("--negative-prompt", o.negative_prompt, "negative prompt for lines that set none");
   app.add_option("--image", o.image,
                  "input image (PNG, JPEG or WebP) for lines that set no `image`: each such item starts from it "
@@ -88,7 +95,15 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_option("--strength", o.strength,
                  "img2img strength in (0, 1] for items with an input image whose line sets none: the share of the "
                  "denoising steps run from the noised image (default: the model family's, as its diffusers "
-                 "img2img pipeline has it)");
+                 "img2img pipeline has it: " +
+                     values_by_family([&](const FamilySpec& f) {
+                       return f.default_strength > 0 ? number(f.default_strength) : std::string();
+                     }) +
+                     "; an inpainting item's: " +
+                     values_by_family([&](const FamilySpec& f) {
+                       return f.default_inpaint_strength > 0 ? number(f.default_inpaint_strength) : std::string();
+                     }) +
+                     ")");
   app.add_option("--scheduler", o.scheduler,
                  "pndm, ddim, euler, euler_a, dpm++2m, dpm++2m-karras, lms or unipc for a UNet model (SD, SDXL); "
                  "flow_match_euler for a flow-matching one (default: the model's)");

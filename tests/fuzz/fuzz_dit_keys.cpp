@@ -1,4 +1,4 @@
-// libFuzzer: the DiT single-file key conversions (pipeline/single_file/flux_bfl_keys.h, also Chroma's,
+// libFuzzer: the DiT single-file key conversions (pipeline/conversion/flux_bfl_keys.h, also Chroma's,
 // z_image_keys.h, sd3_keys.h, flux2_bfl_keys.h) and the DiT family detection (dit_detection.h) on arbitrary key lists,
 // as a checkpoint's header gives them. The first byte picks the prefix (bit 0: ComfyUI's
 // "model.diffusion_model." or none), FLUX.1's inner dimension (bits 1-4: 0..15) and the layout
@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "dpinfer/pipeline/single_file/dit_detection.h"
-#include "dpinfer/pipeline/single_file/flux2_bfl_keys.h"
-#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
-#include "dpinfer/pipeline/single_file/sd3_keys.h"
-#include "dpinfer/pipeline/single_file/z_image_keys.h"
+#include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/sd3_keys.h"
+#include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_key_list.h"
 #include "fuzz_support.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 
 namespace dpinfer::fuzz {
 

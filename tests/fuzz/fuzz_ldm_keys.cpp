@@ -1,4 +1,4 @@
-// libFuzzer: the single-file key conversion (pipeline/single_file/ldm_keys.h) and family
+// libFuzzer: the single-file key conversion (pipeline/conversion/ldm_keys.h) and family
 // detection (ldm_detection.h) on arbitrary key lists, as a checkpoint's header gives them. The
 // first byte picks the layout (bits 0-1), the prefix (bit 2: the layout's LDM prefix or none)
 // and the module facts (bits 3-5: layers_per_block 0..3 / levels / text layers; bit 6: a text
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dpinfer/pipeline/single_file/ldm_detection.h"
-#include "dpinfer/pipeline/single_file/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/ldm_keys.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_key_list.h"
 #include "fuzz_support.h"

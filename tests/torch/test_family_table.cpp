@@ -62,6 +62,26 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
   }
 }
 
+// The torch side's rows are the torch-free spec rows (family_spec.h), in their order, each with its functions: the
+// join throws for a spec without functions or functions without a spec, and copies every fact.
+TEST(FamilyTable, EachFamilyIsItsSpecRowWithItsFunctions) {
+  ASSERT_EQ(families().size(), family_specs().size());
+  for (size_t i = 0; i < families().size(); ++i) {
+    const Family& f = families()[i];
+    const FamilySpec& spec = family_specs()[i];
+    EXPECT_EQ(f.name, spec.name);
+    EXPECT_EQ(f.pipeline_classes, spec.pipeline_classes);
+    EXPECT_EQ(f.settings.size(), spec.settings.size());
+    EXPECT_EQ(f.default_strength, spec.default_strength);
+    EXPECT_EQ(f.lora_rules, spec.lora_rules);
+    for (const std::string& c : spec.pipeline_classes) {
+      EXPECT_EQ(find_family_spec(c), &spec) << c;
+      EXPECT_EQ(find_family(c), &f) << c;
+    }
+  }
+  EXPECT_EQ(find_family_spec("NoSuchPipeline"), nullptr);
+}
+
 // The rows are the only registry (issue 29), so a row that lacks a part fails here, as llama.cpp's
 // test-llama-archs fails for an architecture that lacks one: its load and default size, its LoRA rules (which
 // name only its own components, and its denoiser whenever they name any), one denoiser, a VAE, a scheduler,

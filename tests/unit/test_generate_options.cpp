@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "dpinfer/pipeline/families/family_spec.h"
 #include "dpinfer/plan/generate_options.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
@@ -159,6 +160,44 @@ TEST(GenerateOptionsLora, ConfigSettingsAndLorasLeaveThePromptsPathAlone) {
   EXPECT_EQ(o.prompts, "p.txt");
   EXPECT_EQ(o.settings["clip_skip"], 1);
   ASSERT_EQ(o.loras.size(), 1u);
+}
+
+}  // namespace DPINFER_UNITY_ID
+}  // namespace
+
+namespace {
+namespace DPINFER_UNITY_ID {
+
+// Issue 29: the help's defaults and size multiples are the family rows' (pipeline/families/family_spec.h), read by
+// this torch-free layer, so a new row or a changed default shows there without an edit to the options.
+TEST(GenerateOptionsHelp, DefaultsAndSizeMultiplesAreTheFamilyRows) {
+  const std::string md = plan::generate_options_markdown();
+  const auto line_of = [&](const std::string& option) {
+    const size_t at = md.find("| `" + option);
+    EXPECT_NE(at, std::string::npos) << option;
+    return md.substr(at, md.find('\n', at) - at);
+  };
+  const std::string steps = line_of("--steps");
+  const std::string guidance = line_of("--guidance-scale");
+  const std::string width = line_of("--width");
+  const std::string strength = line_of("--strength");
+  ASSERT_FALSE(pipeline::family_specs().empty());
+  for (const pipeline::FamilySpec& f : pipeline::family_specs()) {
+    SCOPED_TRACE(f.name);
+    EXPECT_NE(steps.find(f.label), std::string::npos) << steps;
+    EXPECT_NE(guidance.find(f.label), std::string::npos) << guidance;
+    EXPECT_NE(width.find(f.label), std::string::npos) << width;
+    EXPECT_EQ(strength.find(f.label) != std::string::npos, f.default_strength > 0) << strength;
+  }
+  // Grouped by value in row order: the first row's value leads, with every family that shares it.
+  const pipeline::FamilySpec& first = pipeline::family_specs().front();
+  EXPECT_NE(steps.find("default: the model family's: " + std::to_string(first.default_steps) + " for " + first.label),
+            std::string::npos)
+      << steps;
+  EXPECT_NE(width.find("multiple of the model family's size multiple (" + std::to_string(first.size_multiple) +
+                       " for " + first.label),
+            std::string::npos)
+      << width;
 }
 
 }  // namespace DPINFER_UNITY_ID

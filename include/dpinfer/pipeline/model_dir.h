@@ -11,7 +11,7 @@
 
 #include "dpinfer/pipeline/component_role.h"
 #include "dpinfer/pipeline/hub/model_index.h"
-#include "dpinfer/pipeline/single_file/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/ldm_keys.h"
 
 namespace dpinfer::pipeline {
 

@@ -1,7 +1,7 @@
 #pragma once
 // A model family's settings: the knobs beyond prompt, seed, steps, guidance and size that
 // change an image (SD's clip_skip and guidance_rescale, later max_sequence_length or
-// true_cfg_scale). Each family declares them as data (families/family.h); they travel
+// true_cfg_scale). Each family declares them as data (families/family_spec.h); they travel
 // from the command line, --config and each JSONL line to the pipeline, into every
 // image's record and infotext, and into resume's identity check, without the worker
 // knowing any of them by name. Free of LibTorch: the worker's side of the seam.

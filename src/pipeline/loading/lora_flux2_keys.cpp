@@ -8,7 +8,7 @@
 #include <optional>
 #include <tuple>
 
-#include "../single_file/key_rules.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 #include "dpinfer/pipeline/loading/lora_flux_keys.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"

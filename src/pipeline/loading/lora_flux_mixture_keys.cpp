@@ -7,7 +7,7 @@
 #include <map>
 #include <optional>
 
-#include "../single_file/key_rules.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dpinfer/pipeline/single_file/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/ldm_keys.h"
 
 namespace dpinfer::pipeline::single_file_table {
 

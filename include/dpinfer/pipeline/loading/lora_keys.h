@@ -152,7 +152,7 @@ struct LoraKeyRules {
 };
 
 /// Each LoRA loader's rules, as diffusers 0.36's <Family>LoraLoaderMixin reads files; each family's row
-/// (families.cpp, Family::lora_rules) names its own.
+/// (family_specs.cpp, FamilySpec::lora_rules) names its own.
 LoraKeyRules stable_diffusion_lora_rules();     ///< StableDiffusionLoraLoaderMixin (SD 1.x/2.x): the defaults
 LoraKeyRules stable_diffusion_xl_lora_rules();  ///< StableDiffusionXLLoraLoaderMixin: SGM block names, two CLIPs
 LoraKeyRules flux_lora_rules();                 ///< FluxLoraLoaderMixin: kohya, XLabs; transformer and CLIP

@@ -7,7 +7,7 @@
 #include <c10/core/ScalarType.h>
 
 #include "dpinfer/io/gguf_file.h"
-#include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 
 #include <cstdint>
 #include <functional>

@@ -11,6 +11,8 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include "dpinfer/pipeline/schedulers/prediction.h"
+
 namespace dpinfer::pipeline {
 
 /// What set_timesteps() is asked for. The schedulers of the UNet families take only the
@@ -98,19 +100,6 @@ class Scheduler {
   /// dpm++2m with algorithm_type sde-dpmsolver++).
   virtual bool needs_generator() const = 0;
 };
-
-/// A pipeline's own edits of its scheduler config, as diffusers' StableDiffusionPipeline
-/// __init__ rewrites old configs (steps_offset -> 1, clip_sample -> false). It gets the
-/// file's keys (those _use_default_values does not list) and whether the config's own
-/// class is built (`own_class`) or another one by name, which from_config fills with its
-/// own defaults wherever the file has no key.
-using SchedulerConfigRewrite = void (*)(nlohmann::json& keys, bool own_class);
-
-/// What a denoiser predicts, and so which schedulers can step with it: the UNet families
-/// predict noise (epsilon or v) on a noise schedule; the DiT families of FLUX, SD3,
-/// Qwen-Image and Z-Image predict a flow velocity. A scheduler of the other kind runs
-/// without error and makes noise, so make_scheduler() refuses the pairing.
-enum class Prediction { kNoise, kFlowVelocity };
 
 /// Which scheduler make_scheduler() builds, and how.
 struct SchedulerRequest {

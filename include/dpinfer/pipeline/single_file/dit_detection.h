@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/loading/tensor_parts.h"
-#include "dpinfer/pipeline/single_file/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/ldm_keys.h"
 
 namespace dpinfer::pipeline {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 
 namespace dpinfer::pipeline {
 
@@ -21,17 +21,17 @@ enum class CheckpointLayout {
   kLdmVae,            ///< ldm AutoencoderKL: encoder.down.N.block.M, mid.attn_1 as 1x1 convs
   kTransformersClip,  ///< a transformers CLIPTextModel under a prefix (SD 1.x, SDXL's first)
   kOpenClip,          ///< open_clip's text tower: resblocks, fused attn.in_proj, text_projection [in, out]
-  kFluxBfl,           ///< Black Forest Labs' FLUX.1 transformer (single_file/flux_bfl_keys.h)
+  kFluxBfl,           ///< Black Forest Labs' FLUX.1 transformer (conversion/flux_bfl_keys.h)
   /// the module's own diffusers/transformers names, under a prefix or none (ComfyUI's Qwen-Image
   /// files, an SD3 file's T5)
   kDiffusersNames,
-  kZImageOriginal,    ///< Z-Image's original transformer (single_file/z_image_keys.h)
-  kSd3Mmdit,          ///< Stability AI's SD3 / SD3.5 MMDiT (single_file/sd3_keys.h)
+  kZImageOriginal,    ///< Z-Image's original transformer (conversion/z_image_keys.h)
+  kSd3Mmdit,          ///< Stability AI's SD3 / SD3.5 MMDiT (conversion/sd3_keys.h)
   /// SD3's CLIP-L in a Stability file (text_encoders.clip_l.transformer.*): transformers names, but
   /// its text_projection is the identity, as diffusers' create_diffusers_clip_model_from_ldm sets it
   /// for such a file (whatever the file holds there).
   kSd3ClipL,
-  kFlux2Bfl,          ///< Black Forest Labs' FLUX.2 transformer (single_file/flux2_bfl_keys.h)
+  kFlux2Bfl,          ///< Black Forest Labs' FLUX.2 transformer (conversion/flux2_bfl_keys.h)
 };
 
 /// "LDM UNet", "LDM VAE", "transformers CLIP", "OpenCLIP", "BFL FLUX.1", "diffusers names",

@@ -1,7 +1,11 @@
 #pragma once
 // Tensors of a checkpoint file read under other names, in parts or reshaped: what a
-// single-file checkpoint's key conversion (single_file/ldm_keys.h) gives load_weights().
+// single-file checkpoint's key conversion (conversion/ldm_keys.h) gives load_weights().
 // Free of LibTorch types, so that the conversion can be fuzzed without it.
+//
+// conversion/ is the one room of checkpoint key conversion: names and shapes in, TensorParts out. It includes no
+// other room of the pipeline (tests/layering/check_layering.sh checks it); loading/ and single_file/ both read
+// through it, and loading/ never reaches into single_file/.
 
 #include <cstddef>
 #include <cstdint>
@@ -44,7 +48,7 @@ struct TensorPart {
   int64_t target_row = -1;      ///< >= 0: a piece, at this row of the module tensor (needs rows >= 0)
 };
 
-/// Maps the tensors of one checkpoint file to the module's keys (single_file/ldm_keys.h).
+/// Maps the tensors of one checkpoint file to the module's keys (conversion/ldm_keys.h).
 /// Tensors it gives no part for are not loaded and not reported (other components'
 /// tensors of a single-file checkpoint). Throws InputError for a file it cannot convert.
 using KeyConverter = std::function<std::vector<TensorPart>(const std::vector<SourceTensor>&)>;

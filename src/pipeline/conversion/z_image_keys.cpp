@@ -1,11 +1,11 @@
-#include "dpinfer/pipeline/single_file/z_image_keys.h"
+#include "dpinfer/pipeline/conversion/z_image_keys.h"
 
 #include <optional>
 #include <utility>
 
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
-#include "key_rules.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {

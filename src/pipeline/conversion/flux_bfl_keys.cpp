@@ -1,4 +1,4 @@
-#include "dpinfer/pipeline/single_file/flux_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,8 +6,8 @@
 
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
-#include "bfl_block_keys.h"
-#include "key_rules.h"
+#include "dpinfer/pipeline/conversion/bfl_block_keys.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {

@@ -1,8 +1,8 @@
 #pragma once
-// Pieces shared by the single-file key conversions (ldm_keys.cpp, flux_bfl_keys.cpp, sd3_keys.cpp): rename
-// tables of module paths, block indices in key names, whole-tensor parts, fused q/k/v thirds and
-// the (shift, scale) -> (scale, shift) swap of final AdaLN modulations. Names and shapes
-// only; free of LibTorch, as the conversions are.
+// Pieces shared by the checkpoint key conversions: the single-file ones in this folder (ldm_keys.cpp,
+// flux_bfl_keys.cpp, sd3_keys.cpp, ...) and the LoRA key rules of loading/lora_*_keys.cpp: rename tables of
+// module paths, block indices in key names, whole-tensor parts, fused q/k/v thirds and the (shift, scale) ->
+// (scale, shift) swap of final AdaLN modulations. Names and shapes only; free of LibTorch, as the conversions are.
 
 #include <algorithm>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
 

@@ -1,13 +1,13 @@
 // Ref: diffusers 0.37.0 loaders/single_file_utils.py convert_flux2_transformer_checkpoint_to_diffusers
 // (FLUX2_TRANSFORMER_KEYS_RENAME_DICT, _ADA_LAYER_NORM_KEY_MAP, _DOUBLE_BLOCK_KEY_MAP, _SINGLE_BLOCK_KEY_MAP).
-#include "dpinfer/pipeline/single_file/flux2_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
 
 #include <algorithm>
 #include <optional>
 
 #include "dpinfer/util/strings.h"
-#include "bfl_block_keys.h"
-#include "key_rules.h"
+#include "dpinfer/pipeline/conversion/bfl_block_keys.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {

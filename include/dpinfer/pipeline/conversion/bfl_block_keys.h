@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "key_rules.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline::bfl_block_keys {
 

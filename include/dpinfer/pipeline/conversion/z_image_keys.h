@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/loading/tensor_parts.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 
 namespace dpinfer::pipeline {
 

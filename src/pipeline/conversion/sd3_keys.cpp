@@ -1,4 +1,4 @@
-#include "dpinfer/pipeline/single_file/sd3_keys.h"
+#include "dpinfer/pipeline/conversion/sd3_keys.h"
 
 #include <algorithm>
 #include <optional>
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "dpinfer/util/strings.h"
-#include "key_rules.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {
