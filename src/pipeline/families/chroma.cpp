@@ -13,8 +13,8 @@
 
 #include "block_caches.h"
 #include "denoising.h"
-#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/families/flux.h"
+#include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
@@ -42,13 +42,8 @@ void check_chroma_fit(const ChromaTransformerConfig& t, const T5Config& t5, cons
   if (t.joint_attention_dim != t5.d_model)
     mismatch("joint_attention_dim " + std::to_string(t.joint_attention_dim) + " is not text_encoder's (T5) d_model " +
              std::to_string(t5.d_model));
-  if (t.in_channels != 4 * vae.latent_channels || t.out_features() != t.in_channels)
-    mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
-             std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
-             std::to_string(4 * vae.latent_channels) + ")");
-  if (!vae.shift_factor)
-    throw InputError("vae config: shift_factor is missing or null, and ChromaPipeline decodes latents / "
-                     "scaling_factor + shift_factor; the VAE is not FLUX.1's");
+  check_packed_channels(t.in_channels, t.out_features(), vae);
+  check_vae_shift_factor(vae, "ChromaPipeline");
 }
 
 class ChromaPipeline : public LoraPipeline {
@@ -165,9 +160,7 @@ class ChromaPipeline : public LoraPipeline {
     caches.count_into(statistics_);  // the images of this batch, for the run summary
     throw_if_cancelled();
 
-    // latents / scaling_factor + shift_factor, in the VAE's dtype
-    at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
-    z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    const at::Tensor z = packed_latents_for_decode(latents, h, w, vae_config_, dtype_);
     vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }

@@ -81,13 +81,8 @@ void check_flux_fit(const FluxTransformerConfig& t, const CLIPTextConfig& clip, 
     mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
              std::to_string(t.out_features()) + " must be " + std::to_string(fill_in) + " and " + std::to_string(packed) +
              " for FluxFillPipeline (the packed latents, masked-image latents and mask in, the latents out)");
-  if (!fill && (t.in_channels != packed || t.out_features() != t.in_channels))
-    mismatch("in_channels " + std::to_string(t.in_channels) + " and patch_size^2 * out_channels " +
-             std::to_string(t.out_features()) + " must both be 4 * the VAE's latent_channels (" +
-             std::to_string(4 * vae.latent_channels) + ")");
-  if (!vae.shift_factor)
-    throw InputError("vae config: shift_factor is missing or null, and FluxPipeline decodes latents / "
-                     "scaling_factor + shift_factor; the VAE is not FLUX.1's");
+  if (!fill) check_packed_channels(t.in_channels, t.out_features(), vae);
+  check_vae_shift_factor(vae, "FluxPipeline");
 }
 
 class FluxPipeline : public LoraPipeline {
@@ -315,9 +310,7 @@ class FluxPipeline : public LoraPipeline {
     caches.count_into(statistics_);  // the images of this batch, for the run summary
     throw_if_cancelled();
 
-    // latents / scaling_factor + shift_factor, in the VAE's dtype
-    at::Tensor z = unpack_latents(latents, h, w).to(dtype_);
-    z = z / vae_config_.scaling_factor + *vae_config_.shift_factor;
+    const at::Tensor z = packed_latents_for_decode(latents, h, w, vae_config_, dtype_);
     vae_phase();  // --offload model: the VAE to the device to decode
     return to_rgb(vae_->decode(z));  // [B, 3, H, W] in about [-1, 1]
   }

@@ -5,12 +5,13 @@
 // inpainting pipelines of those layouts blend back after every step.
 
 #include <cstdint>
-
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "denoising.h"
+#include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
 
 namespace dpinfer::pipeline {
 
@@ -33,5 +34,19 @@ struct PackedInpainting {
 };
 PackedInpainting packed_inpainting(const std::vector<ImageRequest>& batch, const ImageStart& start, int64_t h,
                                    int64_t w, const at::TensorOptions& options);
+
+/// FluxPipeline's and ChromaPipeline's fit of transformer and VAE: the transformer's in_channels and
+/// patch_size^2 * out_channels (`out_features`) both 4 * the VAE's latent_channels, the packed latents. Throws
+/// InputError naming them.
+void check_packed_channels(int64_t in_channels, int64_t out_features, const AutoencoderKLConfig& vae);
+
+/// The VAE has a shift_factor, which FLUX.1's latents need both ways (`pipeline_class`, for the message, decodes
+/// latents / scaling_factor + shift_factor). Throws InputError.
+void check_vae_shift_factor(const AutoencoderKLConfig& vae, const std::string& pipeline_class);
+
+/// Packed latents [B, (h/2)(w/2), 4C] as FluxPipeline and ChromaPipeline hand them to the VAE's decode: unpacked to
+/// [B, C, h, w] in `dtype`, then latents / scaling_factor + shift_factor.
+at::Tensor packed_latents_for_decode(const at::Tensor& latents, int64_t h, int64_t w, const AutoencoderKLConfig& vae,
+                                     at::ScalarType dtype);
 
 }  // namespace dpinfer::pipeline
