@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
 #include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
 #include "dpinfer/pipeline/conversion/sd3_keys.h"
 #include "dpinfer/pipeline/conversion/z_image_keys.h"
+#include "dpinfer/pipeline/single_file/dit_detection.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_key_list.h"
 #include "fuzz_support.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/single_file/ldm_detection.h"
 #include "dpinfer/pipeline/conversion/ldm_keys.h"
+#include "dpinfer/pipeline/single_file/ldm_detection.h"
 #include "dpinfer/util/error.h"
 #include "fuzz_key_list.h"
 #include "fuzz_support.h"

@@ -17,17 +17,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/sd3_keys.h"
+#include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/single_file/dit_detection.h"
-#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
-#include "dpinfer/pipeline/conversion/ldm_keys.h"
-#include "dpinfer/pipeline/conversion/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
-#include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/util/error.h"
 #include "support/temp_dir.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "dpinfer/pipeline/component_role.h"
-#include "dpinfer/pipeline/hub/model_index.h"
 #include "dpinfer/pipeline/conversion/ldm_keys.h"
+#include "dpinfer/pipeline/hub/model_index.h"
 
 namespace dpinfer::pipeline {
 

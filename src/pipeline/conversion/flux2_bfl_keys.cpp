@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "dpinfer/util/strings.h"
 #include "dpinfer/pipeline/conversion/bfl_block_keys.h"
 #include "dpinfer/pipeline/conversion/key_rules.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {

@@ -4,10 +4,10 @@
 #include <optional>
 #include <utility>
 
-#include "dpinfer/util/error.h"
-#include "dpinfer/util/strings.h"
 #include "dpinfer/pipeline/conversion/bfl_block_keys.h"
 #include "dpinfer/pipeline/conversion/key_rules.h"
+#include "dpinfer/util/error.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {

@@ -3,9 +3,9 @@
 #include <optional>
 #include <utility>
 
+#include "dpinfer/pipeline/conversion/key_rules.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
-#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline {
 namespace {

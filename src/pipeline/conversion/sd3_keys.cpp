@@ -5,8 +5,8 @@
 #include <set>
 #include <utility>
 
-#include "dpinfer/util/strings.h"
 #include "dpinfer/pipeline/conversion/key_rules.h"
+#include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
 namespace {

@@ -7,6 +7,10 @@
 #include <algorithm>
 
 #include "dpinfer/io/gguf_file.h"
+#include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/sd3_keys.h"
+#include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
 #include "dpinfer/pipeline/loading/gguf_storage.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
@@ -16,10 +20,6 @@
 #include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer_config.h"
-#include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
-#include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
-#include "dpinfer/pipeline/conversion/sd3_keys.h"
-#include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition_config.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"

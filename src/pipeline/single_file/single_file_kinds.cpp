@@ -2,10 +2,10 @@
 
 #include "dpinfer/pipeline/conversion/flux2_bfl_keys.h"
 #include "dpinfer/pipeline/conversion/flux_bfl_keys.h"
+#include "dpinfer/pipeline/conversion/key_rules.h"
 #include "dpinfer/pipeline/conversion/sd3_keys.h"
 #include "dpinfer/pipeline/single_file/single_file.h"
 #include "dpinfer/util/error.h"
-#include "dpinfer/pipeline/conversion/key_rules.h"
 
 namespace dpinfer::pipeline::single_file_table {
 namespace {

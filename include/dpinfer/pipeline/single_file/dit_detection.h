@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dpinfer/pipeline/conversion/tensor_parts.h"
 #include "dpinfer/pipeline/conversion/ldm_keys.h"
+#include "dpinfer/pipeline/conversion/tensor_parts.h"
 
 namespace dpinfer::pipeline {
 
