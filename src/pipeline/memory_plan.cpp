@@ -14,6 +14,7 @@
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline {
@@ -39,6 +40,12 @@ constexpr double kQwenVaeChannels = 20;
 // - a text encoder per token of the batch's prompts: 61 widths for T5-XXL at 512 tokens, whose 64 heads' fp32
 //   position bias and scores (64 x 512 x 512 each) beside its gated 10240-wide feed-forward outweigh the width.
 constexpr double kTextEncoderWidths = 64;
+// - a vision tower per patch of the batch's references (Qwen-Image-Edit's Qwen2.5-VL tower, whose patches are read
+//   as image tokens by the text path after its 2x2 merger): 45.7 widths of its hidden size in bf16 on the real
+//   shape's 1036^2 image (5,476 patches; tools/bench/vision_tower_memory.sh, 0.64 GB above its weights), windowed
+//   and full attention over the patches beside its SwiGLU's 3420-wide hidden state. It runs before the text path,
+//   so the encode phase holds the larger of the two.
+constexpr double kVisionTowerWidths = 48;
 
 int64_t int_fact(const nlohmann::ordered_json& facts, const char* key, int64_t fallback) {
   auto it = facts.find(key);
@@ -164,6 +171,18 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
   const double rows = batch * (shape_.guidance && any_cfg_in_one_call ? 2 : 1);
   const double sides = shape_.guidance ? 2 : 1;  // encodings per item: the prompt and the negative
 
+  // A vision tower (a derived component: Qwen-Image-Edit's) reads each reference in patches of patch_size^2 pixels
+  // and gives the text path one token per spatial_merge_size^2 of them, beside the prompt's.
+  double vision_patches = 0, image_tokens = 0;
+  for (const ComponentFootprint& c : components_)
+    if (c.class_name == kQwen2_5_VLVisionClass && shape_.reference_pixels > 0) {
+      const double patch = static_cast<double>(int_fact(c.facts, "patch_size", 14));
+      const double merge = static_cast<double>(int_fact(c.facts, "spatial_merge_size", 2));
+      vision_patches = static_cast<double>(shape_.reference_pixels) / (patch * patch);
+      image_tokens = vision_patches / (merge * merge);
+    }
+  double vision_activations = 0;
+
   double text_outside_blocks = 0, text_largest_block = 0;
   for (const ComponentFootprint& c : components_) {
     const double w = weight_bytes(c, levers.weight_storage);
@@ -182,13 +201,19 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
           c.gguf_bytes > 0 ? share(c.largest_block_elements) : weight_bytes(largest, levers.weight_storage);
       outside_and_largest = {w - blocks_bytes, largest_bytes};
     }
-    if (c.role == ComponentRole::kTextEncoder) {
+    if (c.role == ComponentRole::kTextEncoder && c.class_name == kQwen2_5_VLVisionClass) {
+      text_weights += w;
+      text_outside_blocks += outside_and_largest.first;
+      text_largest_block = std::max(text_largest_block, outside_and_largest.second);
+      const double width = static_cast<double>(int_fact(c.facts, "hidden_size", 0));
+      vision_activations = kVisionTowerWidths * batch * vision_patches * width * size;
+    } else if (c.role == ComponentRole::kTextEncoder) {
       text_weights += w;
       text_outside_blocks += outside_and_largest.first;
       text_largest_block = std::max(text_largest_block, outside_and_largest.second);
       const double width = static_cast<double>(int_fact(c.facts, "hidden_size", int_fact(c.facts, "d_model", 0)));
       const double tokens = static_cast<double>(int_fact(c.facts, "max_position_embeddings", shape_.text_tokens));
-      const double seq = std::min(tokens, static_cast<double>(shape_.text_tokens));
+      const double seq = std::min(tokens, static_cast<double>(shape_.text_tokens) + image_tokens);
       text_activations = std::max(text_activations, kTextEncoderWidths * batch * seq * width * size);
       encodings_per_item += sides * seq * width * size;
     } else if (c.role == ComponentRole::kDenoiser) {
@@ -233,7 +258,7 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
                                                        : encodings_per_item * batch;
   MemoryEstimate e;
   e.levers = levers;
-  e.encode.activations = text_activations + held;
+  e.encode.activations = std::max(text_activations, vision_activations) + held;
   e.denoise.activations = denoiser_activations + held;
   e.decode.activations = decode_activations + held;
   const bool blocks = levers.offload == "blocks" && largest_block > 0;

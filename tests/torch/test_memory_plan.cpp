@@ -16,6 +16,7 @@
 #include "dpinfer/pipeline/device_memory.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/memory_plan.h"
+#include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
 #include "dpinfer/util/error.h"
 
 using namespace dpinfer;
@@ -192,6 +193,41 @@ TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", nlohmann::json::object(), 4096), 800 * 1328);
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", {{"auto_resize", false}}, 4096), 4096);
   EXPECT_EQ(reference_pixels_bound("FluxPipeline", nlohmann::json::object(), 4096), 0);  // img2img: no tokens added
+}
+
+// Qwen-Image-Edit's vision tower (a derived component) reads each reference in 14x14 patches before the text path,
+// which reads one token per 2x2 of them beside the prompt: the encode phase holds the larger of the two working
+// memories, the tower's weights count with the text encoders', and without references nothing is added.
+TEST(MemoryPlan, AVisionTowerWorksOnTheReferencesPatches) {
+  std::vector<ComponentFootprint> edit = round_pipeline();
+  edit[0].class_name = "Qwen2_5_VLForConditionalGeneration";
+  edit[0].facts = {{"hidden_size", 3584}, {"max_position_embeddings", 128000}};
+  ComponentFootprint tower;
+  tower.name = "text_encoder.visual";
+  tower.class_name = kQwen2_5_VLVisionClass;
+  tower.role = ComponentRole::kTextEncoder;
+  tower.elements = 676'550'144;
+  tower.facts = {{"hidden_size", 1280}, {"patch_size", 14}, {"spatial_merge_size", 2}};
+  edit.push_back(tower);
+  MemoryShape plain = shape(true);
+  plain.text_tokens = 0;  // the references' tokens alone, so that the sums are exact
+  MemoryShape referenced = plain;
+  referenced.reference_pixels = 1036 * 1036;  // the real shape's measured image: 5476 patches, 1369 image tokens
+  const MemoryEstimate without_tower = MemoryPlanner(round_pipeline(), referenced).estimate({});
+  const MemoryEstimate a = MemoryPlanner(edit, plain).estimate({});
+  const MemoryEstimate b = MemoryPlanner(edit, referenced).estimate({});
+  EXPECT_DOUBLE_EQ(b.encode.weights, a.encode.weights);
+  EXPECT_DOUBLE_EQ(b.encode.weights - without_tower.encode.weights, 676'550'144.0 * 2);  // bf16
+  EXPECT_DOUBLE_EQ(a.encode.activations, 0);  // no reference, no prompt tokens: nothing to work on
+  // Each item's two encodings (prompt and negative) of 1369 image tokens wait beside every phase.
+  const double held = 2.0 * 1369 * 3584 * 2;
+  // The tower's 48 widths of 1280 per patch (0.67 GB) outweigh the text path's 64 of 3584 per image token (0.63 GB).
+  EXPECT_DOUBLE_EQ(b.encode.activations, 48.0 * 5476 * 1280 * 2 + held);
+  // With a long prompt the text path's is the larger.
+  MemoryShape long_prompt = referenced;
+  long_prompt.text_tokens = 1024;
+  const MemoryEstimate c = MemoryPlanner(edit, long_prompt).estimate({});
+  EXPECT_DOUBLE_EQ(c.encode.activations, 64.0 * (1024 + 1369) * 3584 * 2 + 2.0 * (1024 + 1369) * 3584 * 2);
 }
 
 // --offload blocks keeps a text encoder's layers (T5, the Qwen decoders) in host memory too: while it encodes, the

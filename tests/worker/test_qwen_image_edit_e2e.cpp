@@ -72,6 +72,23 @@ TEST(QwenImageEditE2E, GenerateMakesDiffusersImagesAndTakesTheSizeFromTheReferen
   EXPECT_FALSE(contains(infotext, "Denoising strength")) << infotext;
 }
 
+// A Qwen-Image-Edit transformer file (ComfyUI's qwen_image_edit_*.safetensors hold diffusers' names) has Qwen-Image's
+// architecture, so nothing in it says Edit: with --base an Edit pipeline, the base's class runs it, with the vision
+// tower from the base's text encoder, and the image is the folder's ("fp32_reference_non_square").
+TEST(QwenImageEditE2E, ASingleTransformerFileRunsAsItsBasesEditPipeline) {
+  TempDir dir;
+  copy_input_images(dir, {{"img2img-1.png", "wide.png"}});
+  write_file(dir.file("p.jsonl"), "{\"prompt\": \"turn it into a painting\", \"image\": \"wide.png\", \"seed\": 5, "
+                                  "\"steps\": 3, \"width\": 32, \"height\": 48}\n");
+  const std::string file = kModel + "/transformer/diffusion_pytorch_model.safetensors";
+  RunResult r = worker_generate({dir.file("p.jsonl"), "--model", file, "--base", kModel, "--out", dir.file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_png_matches_golden(dir.file("out/000000.png"), kGolden, "fp32_reference_non_square");
+  const json run_json = json::parse(read_file(dir.file("out/run.json")));
+  EXPECT_EQ(run_json["pipeline"]["pipeline_class"], "QwenImageEditPipeline") << run_json.dump();
+  EXPECT_EQ(run_json["pipeline"]["single_file"]["kind"], "qwen-image") << run_json.dump();
+}
+
 // Five items (two reference sizes, a negative prompt): generate alone, launch on 2 and 3 ranks, two shards (merged)
 // and a resume give the same PNGs byte for byte; status finds the runs complete.
 TEST(QwenImageEditE2E, AnImageDoesNotDependOnItsBatchRanksShardsOrResume) {

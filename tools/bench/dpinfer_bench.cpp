@@ -46,7 +46,10 @@
 
 #include "dpinfer/io/png_writer.h"
 #include "dpinfer/pipeline/load.h"
+#include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
+#include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
+#include "dpinfer/pipeline/models/vision/qwen2_vl_image_processor.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/version.h"
@@ -78,6 +81,8 @@ struct Options {
   uint64_t weights_seed = 1234;
   std::string json_path;
   std::string images_dir;
+  bool vision_tower = false;               // --vision-tower: the Qwen2.5-VL vision tower alone (run_vision_tower)
+  std::vector<int> vision_sizes = {384, 1024};
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -510,6 +515,103 @@ int run(const Options& o_in) {
 
 }  // namespace
 
+/// This process's resident set size now, in GB (/proc/self/statm's second field).
+double current_rss_gb() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1e9;
+}
+
+/// --vision-tower: Qwen-Image-Edit's vision tower alone (issue 29: its load and peak memory at the real shape), the
+/// tower of --shape's text_encoder/config.json ("vision_config": Qwen2.5-VL 7B's in configs/models/qwen-image-shape)
+/// with random weights under its checkpoint keys ("visual.*", in --model-dir, written when missing and kept),
+/// loaded through the pipeline's own load_qwen2_5_vl_vision() and run on one square image per --vision-sizes edge,
+/// smallest first, processed as --shape's processor/preprocessor_config.json says (Qwen-Image-Edit's: 384 is
+/// the Plus pipeline's condition image, 1024 the Edit pipeline's). Prints the RSS before and after the load, the load
+/// time, and per size the tokens, the forward's time and the peak RSS so far, as one JSON line each for
+/// tools/bench/vision_tower_memory.sh.
+int run_vision_tower(const Options& o) {
+  const fs::path shape = fs::weakly_canonical(fs::absolute(o.shape));
+  const json config = read_json(shape / "text_encoder" / "config.json");
+  if (!config.contains("vision_config"))
+    throw UsageError("--shape " + shape.string() + ": text_encoder/config.json has no vision_config");
+  if (!fs::exists(shape / "processor" / "preprocessor_config.json"))
+    throw UsageError("--shape " + shape.string() + ": no processor/preprocessor_config.json");
+  if (o.model_dir.empty()) throw UsageError("--vision-tower needs --model-dir (where the tower's weights are kept)");
+  const fs::path dir = fs::absolute(o.model_dir);
+  const json stamp = {{"shape", shape.string()}, {"weights_seed", o.weights_seed}, {"weights_dtype", o.weights_dtype},
+                      {"vision_tower", true}};
+  if (!(fs::exists(dir / "dpinfer_bench.json") && read_json(dir / "dpinfer_bench.json") == stamp)) {
+    c10::InferenceMode guard;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(shape / "text_encoder" / "config.json", dir / "config.json");
+    at::manual_seed(o.weights_seed);
+    const pipeline::ModelClass* tower_class = pipeline::find_model_class(pipeline::kQwen2_5_VLVisionClass);
+    if (tower_class == nullptr) throw Error("the model-class table has no vision tower row");
+    auto module = tower_class->build(config, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+    const uint64_t bytes = write_random_safetensors(dir / "model.safetensors", *module, parse_dtype(o.weights_dtype));
+    write_text(dir / "dpinfer_bench.json", stamp.dump(1));
+    std::printf("dpinfer_bench: wrote the vision tower's random %s weights to %s: %.2f GB\n", o.weights_dtype.c_str(),
+                dir.string().c_str(), static_cast<double>(bytes) / 1e9);
+    std::fflush(stdout);
+    // The measurement runs in a fresh process (tools/bench/vision_tower_memory.sh runs this twice), so that writing
+    // leaves nothing in its peak.
+    return 0;
+  }
+  const std::string device = o.device == "auto" ? "cpu" : o.device;
+  const std::string dtype = o.dtype == "auto" ? "bf16" : o.dtype;
+  c10::InferenceMode guard;
+  const double rss_before = current_rss_gb();
+  pipeline::Component text_encoder;
+  text_encoder.name = "text_encoder";
+  text_encoder.role = pipeline::ComponentRole::kTextEncoder;
+  text_encoder.library = "transformers";
+  text_encoder.class_name = "Qwen2_5_VLForConditionalGeneration";
+  text_encoder.path = dir.string();
+  text_encoder.config = config;
+  const at::TensorOptions options = at::TensorOptions().dtype(parse_dtype(dtype)).device(at::Device(device));
+  auto t0 = std::chrono::steady_clock::now();
+  const auto tower = pipeline::load_qwen2_5_vl_vision(text_encoder, options);
+  const double load_s = seconds_since(t0);
+  int64_t params = 0;
+  for (const auto& p : tower->parameters(/*recurse=*/true)) params += p.numel();
+  std::printf("%s\n", json({{"event", "load"}, {"dtype", dtype}, {"device", device}, {"parameters", params},
+                            {"rss_before_gb", rss_before}, {"rss_after_gb", current_rss_gb()},
+                            {"peak_rss_gb", peak_rss_gb()}, {"load_s", load_s}, {"threads", at::get_num_threads()}})
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+  const pipeline::Qwen2VLImageProcessor processor(
+      pipeline::Qwen2VLImageProcessorConfig::from_dir((shape / "processor").string()));
+  std::vector<int> sizes = o.vision_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  for (int edge : sizes) {
+    // A smooth gradient: the pixels do not change the tower's cost.
+    io::RgbImageData image;
+    image.width = edge;
+    image.height = edge;
+    image.pixels.resize(static_cast<size_t>(edge) * edge * 3);
+    for (int y = 0; y < edge; ++y)
+      for (int x = 0; x < edge; ++x)
+        for (int ch = 0; ch < 3; ++ch)
+          image.pixels[(static_cast<size_t>(y) * edge + x) * 3 + ch] = static_cast<uint8_t>((x + 2 * y + 85 * ch) % 256);
+    const pipeline::Qwen2VLImageInput input = processor.preprocess(image);
+    t0 = std::chrono::steady_clock::now();
+    const at::Tensor out = tower->forward(input.pixel_values.to(options), {input.grid_thw});
+    const double forward_s = seconds_since(t0);
+    std::printf("%s\n", json({{"event", "forward"}, {"edge", edge}, {"resized", {input.resized_height, input.resized_width}},
+                              {"patches", input.pixel_values.size(0)}, {"tokens", out.size(0)},
+                              {"finite", at::isfinite(out).all().item<bool>()}, {"forward_s", forward_s},
+                              {"rss_after_gb", current_rss_gb()}, {"peak_rss_gb", peak_rss_gb()}})
+                            .dump()
+                            .c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"dpinfer_bench: time dpinfer's pipeline on a model shape with random weights (images are noise)"};
@@ -542,6 +644,12 @@ int main(int argc, char** argv) {
   app.add_option("--weights-seed", o.weights_seed, "seed of the random weights")->capture_default_str();
   app.add_option("--json", o.json_path, "write the results here (tools/bench/diffusers_peer.py reads it)");
   app.add_option("--images", o.images_dir, "write the last timed run's images here as PNGs");
+  app.add_flag("--vision-tower", o.vision_tower,
+               "instead: Qwen-Image-Edit's vision tower alone, from --shape's text_encoder config with random weights "
+               "kept in --model-dir; its load and per image its forward time and peak RSS (run_vision_tower)");
+  app.add_option("--vision-sizes", o.vision_sizes, "with --vision-tower: the square images' edges, e.g. 384,1024")
+      ->delimiter(',')
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (guidance_opt->count() > 0) o.guidance_scale = guidance_scale;
   if (o.repeats < 1 || o.warmup < 0 || o.batch_sizes.empty()) {
@@ -549,6 +657,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (o.vision_tower) return run_vision_tower(o);
     return run(o);
   } catch (const InputError& e) {
     std::cerr << "dpinfer_bench: " << e.what() << "\n";
