@@ -8,9 +8,7 @@
 
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/device_memory.h"
-#include "dpinfer/pipeline/families/flux.h"
-#include "dpinfer/pipeline/families/flux2.h"
-#include "dpinfer/pipeline/families/qwen_image.h"
+#include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/inspect.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/models/model_classes.h"
@@ -451,16 +449,20 @@ double auto_budget(double free_bytes, bool cuda) {
 
 }  // namespace
 
+namespace {
+
+/// The family row's facts of `pipeline_class`'s references; none for a class no row serves.
+ReferenceFacts reference_facts_of(const std::string& pipeline_class, const nlohmann::json& settings,
+                                  int64_t item_pixels) {
+  const Family* family = find_family(pipeline_class);
+  if (family == nullptr || family->reference_facts == nullptr) return {};
+  return family->reference_facts(pipeline_class, settings, item_pixels);
+}
+
+}  // namespace
+
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels) {
-  if (pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline") return kFlux2ReferenceMaxPixels;
-  // Qwen-Image-Edit(-2509): each reference's VAE image (the Plus pipeline's vision image is smaller).
-  if (pipeline_class == "QwenImageEditPipeline" || pipeline_class == "QwenImageEditPlusPipeline")
-    return kQwenImageEditReferenceMaxPixels;
-  if (pipeline_class == "FluxKontextPipeline") {
-    const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
-    return auto_resize ? kontext_reference_max_pixels() : item_pixels;
-  }
-  return 0;
+  return reference_facts_of(pipeline_class, settings, item_pixels).max_pixels;
 }
 
 LoraFootprint lora_footprint(const std::string& path) {
@@ -483,8 +485,7 @@ LoraFootprint lora_footprint(const std::string& path) {
 }
 
 bool reference_sets_item_size(const std::string& pipeline_class) {
-  return pipeline_class == "Flux2KleinPipeline" || pipeline_class == "Flux2Pipeline" ||
-         pipeline_class == "QwenImageEditPipeline" || pipeline_class == "QwenImageEditPlusPipeline";
+  return reference_facts_of(pipeline_class, nlohmann::json::object(), 0).sets_item_size;
 }
 
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {

@@ -193,6 +193,14 @@ TEST(MemoryPlan, AReferenceLengthensTheDenoisersSequence) {
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", nlohmann::json::object(), 4096), 800 * 1328);
   EXPECT_EQ(reference_pixels_bound("FluxKontextPipeline", {{"auto_resize", false}}, 4096), 4096);
   EXPECT_EQ(reference_pixels_bound("FluxPipeline", nlohmann::json::object(), 4096), 0);  // img2img: no tokens added
+  EXPECT_EQ(reference_pixels_bound("QwenImageEditPlusPipeline", nlohmann::json::object(), 4096), 1088 * 1088);
+  EXPECT_EQ(reference_pixels_bound("QwenImagePipeline", nlohmann::json::object(), 4096), 0);
+  EXPECT_EQ(reference_pixels_bound("NoSuchPipeline", nlohmann::json::object(), 4096), 0);
+  // Which classes' references size an item that sets no size: the family rows' reference_facts.
+  EXPECT_TRUE(reference_sets_item_size("Flux2Pipeline"));
+  EXPECT_TRUE(reference_sets_item_size("QwenImageEditPipeline"));
+  EXPECT_FALSE(reference_sets_item_size("FluxKontextPipeline"));
+  EXPECT_FALSE(reference_sets_item_size("StableDiffusionPipeline"));
 }
 
 // Qwen-Image-Edit's vision tower (a derived component) reads each reference in 14x14 patches before the text path,

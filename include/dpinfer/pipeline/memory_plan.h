@@ -158,9 +158,9 @@ struct MemoryPlanChoice {
 };
 
 /// The most pixels a reference image of a `pipeline_class` model may have once sized (0: its images are no
-/// references): FLUX.2 [klein]'s 1024^2 cap, FLUX.1 Kontext's largest preferred resolution with auto_resize on
-/// (`settings`, the run's), else, its reference keeping its own size, `item_pixels` (the largest item's), which the
-/// plan takes as the reference's.
+/// references), as its family row's reference_facts says (families/family.h): FLUX.2's 1024^2 cap, Qwen-Image-Edit's
+/// 1088^2, FLUX.1 Kontext's largest preferred resolution with auto_resize on (`settings`, the run's), else, its
+/// reference keeping its own size, `item_pixels` (the largest item's), which the plan takes as the reference's.
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels);
 
 /// What a LoRA file holds, from its header: the elements of its tensors, and of the weights its factors touch (a
@@ -173,8 +173,9 @@ struct LoraFootprint {
 };
 LoraFootprint lora_footprint(const std::string& path);
 
-/// Whether a `pipeline_class` model takes an item's unset width and height from its first reference (FLUX.2
-/// [klein]; PipelineInfo::size_from_reference), which the plan must then bound by reference_pixels_bound().
+/// Whether a `pipeline_class` model takes an item's unset width and height from a reference (FLUX.2, Qwen-Image-Edit;
+/// PipelineInfo::size_from_reference), as its family row's reference_facts says, which the plan must then bound by
+/// reference_pixels_bound().
 bool reference_sets_item_size(const std::string& pipeline_class);
 
 /// Plans the memory of a load of `request` under `memory` (memory_plan.h): reads the model's configs

@@ -38,10 +38,12 @@ struct FamilyFunctions {
       nullptr;
   void (*check_components)(const ModelDir& model) = nullptr;
   std::vector<Component> (*derived_components)(const ModelDir& model) = nullptr;
+  ReferenceFacts (*reference_facts)(const std::string& pipeline_class, const nlohmann::json& settings,
+                                    int64_t item_pixels) = nullptr;
 };
 
 const std::vector<FamilyFunctions>& family_functions() {
-  // One row per family spec: its scheduler rewrite, default size, load, check and derived components.
+  // One row per family spec: its scheduler rewrite, default size, load, check, derived components and references.
   static const std::vector<FamilyFunctions> table{
       {
           "stable-diffusion",
@@ -64,6 +66,7 @@ const std::vector<FamilyFunctions>& family_functions() {
           load_qwen_image,
           check_qwen_image_components,
           qwen_image_derived_components,     // the Edit classes' vision tower
+          qwen_image_reference_facts,        // the Edit classes' references
       },
       {
           "z-image",
@@ -78,6 +81,8 @@ const std::vector<FamilyFunctions>& family_functions() {
           flux_default_size,
           load_flux,
           check_flux_components,
+          /*derived_components=*/nullptr,
+          flux_reference_facts,  // Kontext's reference
       },
       {
           "chroma",
@@ -92,6 +97,8 @@ const std::vector<FamilyFunctions>& family_functions() {
           flux2_default_size,
           load_flux2,
           check_flux2_components,
+          /*derived_components=*/nullptr,
+          flux2_reference_facts,
       },
       {
           "flux2-dev",
@@ -99,6 +106,8 @@ const std::vector<FamilyFunctions>& family_functions() {
           flux2_default_size,
           load_flux2,
           check_flux2_components,
+          /*derived_components=*/nullptr,
+          flux2_reference_facts,
       },
       {
           "stable-diffusion-3",
@@ -124,6 +133,7 @@ std::vector<Family> join_specs_and_functions() {
     row.load = it->load;
     row.check_components = it->check_components;
     row.derived_components = it->derived_components;
+    row.reference_facts = it->reference_facts;
     rows.push_back(std::move(row));
   }
   for (const FamilyFunctions& f : family_functions())

@@ -450,6 +450,13 @@ int64_t kontext_reference_max_pixels() {
   return most;
 }
 
+ReferenceFacts flux_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
+                                    int64_t item_pixels) {
+  if (pipeline_class != "FluxKontextPipeline") return {};
+  const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
+  return {auto_resize ? kontext_reference_max_pixels() : item_pixels, /*sets_item_size=*/false};
+}
+
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family) {
   return std::make_unique<FluxPipeline>(model, request, family);
 }

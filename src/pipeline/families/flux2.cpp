@@ -455,6 +455,10 @@ void check_flux2_components(const ModelDir& md) {
                   flux2_text_config(md), AutoencoderKLFlux2Config::from_json(md.at("vae").config), flux2_tokenizer(md));
 }
 
+ReferenceFacts flux2_reference_facts(const std::string&, const nlohmann::json&, int64_t) {
+  return {kFlux2ReferenceMaxPixels, /*sets_item_size=*/true};
+}
+
 std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family) {
   return std::make_unique<Flux2Pipeline>(model, request, family);
 }

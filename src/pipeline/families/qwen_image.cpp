@@ -573,6 +573,11 @@ class QwenImagePipeline : public LoraPipeline {
 
 }  // namespace
 
+ReferenceFacts qwen_image_reference_facts(const std::string& pipeline_class, const nlohmann::json&, int64_t) {
+  if (pipeline_class != "QwenImageEditPipeline" && pipeline_class != "QwenImageEditPlusPipeline") return {};
+  return {kQwenImageEditReferenceMaxPixels, /*sets_item_size=*/true};
+}
+
 std::vector<Component> qwen_image_derived_components(const ModelDir& model) {
   const std::string pipeline_class = model.model_index.value("_class_name", std::string());
   if (pipeline_class != "QwenImageEditPipeline" && pipeline_class != "QwenImageEditPlusPipeline") return {};

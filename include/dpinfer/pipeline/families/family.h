@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ namespace dpinfer::pipeline {
 struct Component;
 struct ModelDir;
 struct LoadRequest;
+
+/// How a pipeline class's references weigh on memory (the memory plan): the most pixels one reference may have after
+/// the pipeline's own resize, and whether a reference sets an item's unset size.
+struct ReferenceFacts {
+  int64_t max_pixels = 0;       ///< 0: the class takes no references (an img2img start adds no tokens)
+  bool sets_item_size = false;  ///< FLUX.2's and the Qwen-Image-Edit classes' (PipelineInfo::size_from_reference)
+};
 
 struct Family : FamilySpec {
   /// diffusers' own edits of the scheduler config in this pipeline's __init__, if any.
@@ -37,6 +45,11 @@ struct Family : FamilySpec {
   /// vision tower, from the text_encoder folder's visual.* keys), as its load reads them: inspect checks their keys
   /// and the memory plan counts them. Null: none.
   std::vector<Component> (*derived_components)(const ModelDir& model) = nullptr;
+  /// The references of `pipeline_class`, one of the row's, under the run's `settings`, for an item of `item_pixels`
+  /// (FLUX.1 Kontext without auto_resize keeps a reference's size, bounded by the item's). Null: the family's classes
+  /// take no references.
+  ReferenceFacts (*reference_facts)(const std::string& pipeline_class, const nlohmann::json& settings,
+                                    int64_t item_pixels) = nullptr;
 };
 
 /// Every family dpinfer runs: family_specs(), in its order, each with its functions. Throws dpinfer::Error (an

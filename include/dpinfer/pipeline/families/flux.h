@@ -29,6 +29,11 @@ void check_flux_components(const ModelDir& model);
 /// PREFERRED_KONTEXT_RESOLUTIONS (800 x 1328, about 1 MP).
 int64_t kontext_reference_max_pixels();
 
+/// The family's reference_facts: FluxKontextPipeline's reference, at most kontext_reference_max_pixels() with
+/// auto_resize (its default), else the item's own pixels; none for the other classes.
+ReferenceFacts flux_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
+                                    int64_t item_pixels);
+
 /// The family's load function (families.cpp).
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family);
 

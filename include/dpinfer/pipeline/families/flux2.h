@@ -44,6 +44,11 @@ std::array<int64_t, 2> flux2_default_size(const ModelDir& model);
 void check_flux2_components(const ModelDir& model);
 
 /// The families' load function (families.cpp): [klein] or [dev] by model_index.json's class.
+/// The families' reference_facts ([klein] and [dev]): each reference at most kFlux2ReferenceMaxPixels, and the first
+/// sizes an item that sets no size.
+ReferenceFacts flux2_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
+                                     int64_t item_pixels);
+
 std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family);
 
 }  // namespace dpinfer::pipeline

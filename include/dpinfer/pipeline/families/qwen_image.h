@@ -33,6 +33,12 @@ void check_qwen_image_components(const ModelDir& model);
 /// derived_components); none for the other classes, or a text encoder from a single file.
 std::vector<Component> qwen_image_derived_components(const ModelDir& model);
 
+/// The family's reference_facts: the Edit classes' each reference's VAE image at most
+/// kQwenImageEditReferenceMaxPixels (the Plus pipeline's vision image is smaller), which sets an item's unset size;
+/// none for the other classes (img2img's start adds no tokens).
+ReferenceFacts qwen_image_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
+                                          int64_t item_pixels);
+
 /// QwenImagePipeline's default size {height, width}: default_sample_size 128 times the VAE's
 /// scale factor (1024 for Qwen-Image).
 std::array<int64_t, 2> qwen_image_default_size(const ModelDir& model);
