@@ -668,9 +668,9 @@ void GenerateRun::prepare_chunk(const std::function<std::optional<BatchTodo>()>&
   std::vector<std::vector<pipeline::ImageRequest>> requests;
   for (const BatchTodo& todo : chunk) {
     std::vector<pipeline::ImageRequest> batch;
-    // A reference may be part of the prompt (Qwen-Image-Edit's vision tower reads it), so the encoders get it;
-    // an img2img start matters only to denoising.
-    const bool with_image = pipe_->info().image_is_reference;
+    // An image the prompt reads (Qwen-Image-Edit's vision tower) goes to the encoders; an img2img start and a
+    // reference that only joins the denoiser's sequence (Kontext, FLUX.2) matter only to denoising.
+    const bool with_image = pipe_->info().prompt_reads_image;
     for (const Item& it : batch_items(todo)) batch.push_back(image_request(it, with_image));
     requests.push_back(std::move(batch));
   }

@@ -419,7 +419,20 @@ ReferenceFixture reference_fixture(const std::string& name, const std::string& s
   o.model = kData + "/pipelines/" + name;
   ReferenceFixture f{json::parse(in), pipeline::load_text_to_image(o)};
   EXPECT_TRUE(f.pipe->info().image_is_reference) << name;
+  // Only Qwen-Image-Edit's prompt reads its image (the vision tower): two-phase chunks hand the encoders the images
+  // of such a pipeline alone.
+  EXPECT_EQ(f.pipe->info().prompt_reads_image, name.rfind("tiny-qwen-image-edit", 0) == 0) << name;
   return f;
+}
+
+// Qwen-Image-Edit's prompt reads its image (the vision tower), Qwen-Image's img2img start does not.
+TEST(EditReference, OnlyTheEditPromptReadsItsImage) {
+  for (const auto& [name, reads] : std::vector<std::pair<std::string, bool>>{{"tiny-qwen-image-edit", true},
+                                                                             {"tiny-qwen-image", false}}) {
+    pipeline::LoadRequest o;
+    o.model = kData + "/pipelines/" + name;
+    EXPECT_EQ(pipeline::load_text_to_image(o)->info().prompt_reads_image, reads) << name;
+  }
 }
 
 // FLUX.1 Kontext's reference size with auto_resize on (the default): for each input size, the preferred resolution

@@ -126,6 +126,10 @@ struct PipelineInfo {
   /// With size_from_reference: the item's last reference sizes it, not its first (QwenImageEditPlusPipeline's
   /// `image[-1].size`).
   bool size_from_last_reference = false;
+  /// The prompt's encoding reads the item's images (Qwen-Image-Edit: its vision tower writes them into the prompt),
+  /// so TextToImage::prepare() needs them; otherwise only denoising does (an img2img start, FLUX.1 Kontext's and
+  /// FLUX.2's references), and the worker decodes them then.
+  bool prompt_reads_image = false;
   /// Components model_index.json names that this family does not run, e.g.
   /// "safety_checker (StableDiffusionSafetyChecker)".
   std::vector<std::string> ignored_components;

@@ -208,6 +208,7 @@ class QwenImagePipeline : public LoraPipeline {
       info_.image_is_reference = true;
       info_.size_from_reference = true;
       info_.requires_image = true;  // __call__ reads image.size first: diffusers cannot run without one either
+      info_.prompt_reads_image = true;  // encode_prompt(image=...): the vision tower's tokens are in the prompt
       // Edit Plus (Qwen-Image-Edit-2509): several references, each its own "Picture N" in the prompt and its own
       // latents in the sequence; the last one sizes an item (image[-1].size).
       info_.several_references = plus_;
