@@ -1,6 +1,7 @@
 #include "dpinfer/pipeline/families/family.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "dpinfer/pipeline/families/chroma.h"
 #include "dpinfer/pipeline/families/flux.h"
@@ -29,93 +30,81 @@ std::array<int64_t, 2> unet_default_size(const ModelDir& model) {
   return {sample[0] * factor, sample[1] * factor};
 }
 
-/// A family's functions: what the torch side adds to its spec row (family_specs.cpp), by the row's name.
-struct FamilyFunctions {
-  std::string name;
-  SchedulerConfigRewrite scheduler_rewrite = nullptr;
-  std::array<int64_t, 2> (*default_size)(const ModelDir& model) = nullptr;
-  std::unique_ptr<TextToImage> (*load)(const ModelDir& model, const LoadRequest& request, const Family& family) =
-      nullptr;
-  void (*check_components)(const ModelDir& model) = nullptr;
-  std::vector<Component> (*derived_components)(const ModelDir& model) = nullptr;
-  ReferenceFacts (*reference_facts)(const std::string& pipeline_class, const nlohmann::json& settings,
-                                    int64_t item_pixels) = nullptr;
-};
-
-const std::vector<FamilyFunctions>& family_functions() {
+/// Each family's functions, by its spec row's name (family_specs.cpp).
+const std::vector<std::pair<std::string, FamilyFunctions>>& family_functions() {
   // One row per family spec: its scheduler rewrite, default size, load, check, derived components and references.
-  static const std::vector<FamilyFunctions> table{
-      {
-          "stable-diffusion",
-          stable_diffusion_scheduler_rewrite,
-          unet_default_size<64>,
-          load_stable_diffusion,
-          /*check_components=*/nullptr,
-      },
-      {
-          "stable-diffusion-xl",
-          /*scheduler_rewrite=*/nullptr,
-          unet_default_size<128>,
-          load_stable_diffusion_xl,
-          /*check_components=*/nullptr,
-      },
-      {
-          "qwen-image",
-          /*scheduler_rewrite=*/nullptr,
-          qwen_image_default_size,
-          load_qwen_image,
-          check_qwen_image_components,
-          qwen_image_derived_components,     // the Edit classes' vision tower
-          qwen_image_reference_facts,        // the Edit classes' references
-      },
-      {
-          "z-image",
-          /*scheduler_rewrite=*/nullptr,
-          z_image_default_size,
-          load_z_image,
-          check_z_image_components,
-      },
-      {
-          "flux",
-          /*scheduler_rewrite=*/nullptr,
-          flux_default_size,
-          load_flux,
-          check_flux_components,
-          /*derived_components=*/nullptr,
-          flux_reference_facts,  // Kontext's reference
-      },
-      {
-          "chroma",
-          /*scheduler_rewrite=*/nullptr,
-          flux_default_size,
-          load_chroma,
-          check_chroma_components,
-      },
-      {
-          "flux2",
-          /*scheduler_rewrite=*/nullptr,
-          flux2_default_size,
-          load_flux2,
-          check_flux2_components,
-          /*derived_components=*/nullptr,
-          flux2_reference_facts,
-      },
-      {
-          "flux2-dev",
-          /*scheduler_rewrite=*/nullptr,
-          flux2_default_size,
-          load_flux2,
-          check_flux2_components,
-          /*derived_components=*/nullptr,
-          flux2_reference_facts,
-      },
-      {
-          "stable-diffusion-3",
-          /*scheduler_rewrite=*/nullptr,
-          stable_diffusion_3_default_size,
-          load_stable_diffusion_3,
-          check_stable_diffusion_3_components,
-      },
+  static const std::vector<std::pair<std::string, FamilyFunctions>> table{
+      {"stable-diffusion",
+       {
+           stable_diffusion_scheduler_rewrite,
+           unet_default_size<64>,
+           load_stable_diffusion,
+           /*check_components=*/nullptr,
+       }},
+      {"stable-diffusion-xl",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           unet_default_size<128>,
+           load_stable_diffusion_xl,
+           /*check_components=*/nullptr,
+       }},
+      {"qwen-image",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           qwen_image_default_size,
+           load_qwen_image,
+           check_qwen_image_components,
+           qwen_image_derived_components,     // the Edit classes' vision tower
+           qwen_image_reference_facts,        // the Edit classes' references
+       }},
+      {"z-image",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           z_image_default_size,
+           load_z_image,
+           check_z_image_components,
+       }},
+      {"flux",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           flux_default_size,
+           load_flux,
+           check_flux_components,
+           /*derived_components=*/nullptr,
+           flux_reference_facts,  // Kontext's reference
+       }},
+      {"chroma",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           flux_default_size,
+           load_chroma,
+           check_chroma_components,
+       }},
+      {"flux2",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           flux2_default_size,
+           load_flux2,
+           check_flux2_components,
+           /*derived_components=*/nullptr,
+           flux2_reference_facts,
+       }},
+      {"flux2-dev",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           flux2_default_size,
+           load_flux2,
+           check_flux2_components,
+           /*derived_components=*/nullptr,
+           flux2_reference_facts,
+       }},
+      {"stable-diffusion-3",
+       {
+           /*scheduler_rewrite=*/nullptr,
+           stable_diffusion_3_default_size,
+           load_stable_diffusion_3,
+           check_stable_diffusion_3_components,
+       }},
   };
   return table;
 }
@@ -124,21 +113,16 @@ std::vector<Family> join_specs_and_functions() {
   std::vector<Family> rows;
   for (const FamilySpec& spec : family_specs()) {
     const auto& fns = family_functions();
-    const auto it = std::find_if(fns.begin(), fns.end(), [&](const FamilyFunctions& f) { return f.name == spec.name; });
+    const auto it = std::find_if(fns.begin(), fns.end(), [&](const auto& f) { return f.first == spec.name; });
     if (it == fns.end()) throw Error("family '" + spec.name + "' has no functions' row in families.cpp");
     Family row;
     static_cast<FamilySpec&>(row) = spec;
-    row.scheduler_rewrite = it->scheduler_rewrite;
-    row.default_size = it->default_size;
-    row.load = it->load;
-    row.check_components = it->check_components;
-    row.derived_components = it->derived_components;
-    row.reference_facts = it->reference_facts;
+    static_cast<FamilyFunctions&>(row) = it->second;
     rows.push_back(std::move(row));
   }
-  for (const FamilyFunctions& f : family_functions())
-    if (std::none_of(family_specs().begin(), family_specs().end(), [&](const FamilySpec& s) { return s.name == f.name; }))
-      throw Error("families.cpp has functions for '" + f.name + "', which family_specs.cpp has no row of");
+  for (const auto& [name, functions] : family_functions())
+    if (std::none_of(family_specs().begin(), family_specs().end(), [&](const FamilySpec& s) { return s.name == name; }))
+      throw Error("families.cpp has functions for '" + name + "', which family_specs.cpp has no row of");
   return rows;
 }
 

@@ -27,7 +27,11 @@ struct ReferenceFacts {
   bool sets_item_size = false;  ///< FLUX.2's and the Qwen-Image-Edit classes' (PipelineInfo::size_from_reference)
 };
 
-struct Family : FamilySpec {
+struct Family;
+
+/// What the torch side adds to a spec row: the functions that read a family's models and build its pipelines
+/// (families.cpp, by the row's name).
+struct FamilyFunctions {
   /// diffusers' own edits of the scheduler config in this pipeline's __init__, if any.
   SchedulerConfigRewrite scheduler_rewrite = nullptr;
   /// The default image size {height, width}, from the components' configs. Throws
@@ -51,6 +55,8 @@ struct Family : FamilySpec {
   ReferenceFacts (*reference_facts)(const std::string& pipeline_class, const nlohmann::json& settings,
                                     int64_t item_pixels) = nullptr;
 };
+
+struct Family : FamilySpec, FamilyFunctions {};
 
 /// Every family dpinfer runs: family_specs(), in its order, each with its functions. Throws dpinfer::Error (an
 /// internal error) when a spec row has no functions' row or a functions' row no spec.
