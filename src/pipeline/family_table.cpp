@@ -47,16 +47,34 @@ std::string number_text(double value) {
   return text;
 }
 
+/// What a class's references are, for people: "reference", "up to 16 references, required".
+std::string references_text(const ReferenceFacts& refs) {
+  std::string text = refs.several ? "up to " + std::to_string(io::kImagesPerItemRange.max) + " references" : "reference";
+  if (refs.required) text += ", required";
+  return text;
+}
+
+/// Whether every pipeline class of `family` takes references (FLUX.2), and which of its classes take references
+/// where the others take img2img's start (FLUX.1 Kontext, Qwen-Image-Edit).
+bool all_classes_take_references(const Family& family) {
+  for (const std::string& c : family.pipeline_classes)
+    if (!class_reference_facts(c).references) return false;
+  return true;
+}
+
 /// What a family's items may start from, and the strengths they default to: "text; `image` (0.8); `mask` (1.0)",
-/// or "text; `image` (reference)", or "text; `image` (up to 16 references)".
+/// "text; `image` (up to 16 references)", and a class's own where it takes references:
+/// "...; `FluxKontextPipeline`: `image` (reference)".
 std::string inputs_text(const Family& family) {
   std::string text = "text";
-  if (family.image_is_reference && family.several_references)
-    text += "; `image` (up to " + std::to_string(io::kImagesPerItemRange.max) + " references)";
-  else if (family.image_is_reference)
-    text += "; `image` (reference)";
+  if (all_classes_take_references(family))
+    return text + "; `image` (" + references_text(class_reference_facts(family.pipeline_classes.front())) + ")";
   if (family.default_strength > 0) text += "; `image` (" + number_text(family.default_strength) + ")";
   if (family.default_inpaint_strength > 0) text += "; `mask` (" + number_text(family.default_inpaint_strength) + ")";
+  for (const std::string& c : family.pipeline_classes) {
+    const ReferenceFacts refs = class_reference_facts(c);
+    if (refs.references) text += "; `" + c + "`: `image` (" + references_text(refs) + ")";
+  }
   return text;
 }
 
@@ -93,8 +111,15 @@ nlohmann::json families_json() {
     row["image_strength"] = family.default_strength > 0 ? nlohmann::json(family.default_strength) : nlohmann::json();
     row["mask_strength"] =
         family.default_inpaint_strength > 0 ? nlohmann::json(family.default_inpaint_strength) : nlohmann::json();
-    row["image_is_reference"] = family.image_is_reference;  // an item's image is a reference to edit (FLUX.2)
-    row["several_references"] = family.several_references;  // `image` may be a list of references
+    // The classes whose images are references to edit (FLUX.1 Kontext, FLUX.2, Qwen-Image-Edit), not img2img's start.
+    nlohmann::json references = nlohmann::json::object();
+    for (const std::string& c : family.pipeline_classes) {
+      const ReferenceFacts refs = class_reference_facts(c);
+      if (refs.references)
+        references[c] = {{"several", refs.several}, {"required", refs.required}, {"sets_item_size", refs.sets_item_size},
+                         {"prompt_reads", refs.prompt_reads}};
+    }
+    row["references"] = references;
   }
   return rows;
 }

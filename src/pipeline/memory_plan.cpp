@@ -449,20 +449,8 @@ double auto_budget(double free_bytes, bool cuda) {
 
 }  // namespace
 
-namespace {
-
-/// The family row's facts of `pipeline_class`'s references; none for a class no row serves.
-ReferenceFacts reference_facts_of(const std::string& pipeline_class, const nlohmann::json& settings,
-                                  int64_t item_pixels) {
-  const Family* family = find_family(pipeline_class);
-  if (family == nullptr || family->reference_facts == nullptr) return {};
-  return family->reference_facts(pipeline_class, settings, item_pixels);
-}
-
-}  // namespace
-
 int64_t reference_pixels_bound(const std::string& pipeline_class, const nlohmann::json& settings, int64_t item_pixels) {
-  return reference_facts_of(pipeline_class, settings, item_pixels).max_pixels;
+  return class_reference_facts(pipeline_class, settings, item_pixels).max_pixels;
 }
 
 LoraFootprint lora_footprint(const std::string& path) {
@@ -485,7 +473,7 @@ LoraFootprint lora_footprint(const std::string& path) {
 }
 
 bool reference_sets_item_size(const std::string& pipeline_class) {
-  return reference_facts_of(pipeline_class, nlohmann::json::object(), 0).sets_item_size;
+  return class_reference_facts(pipeline_class).sets_item_size;
 }
 
 MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) {

@@ -40,16 +40,25 @@ TEST(FamilyTable, EachRowIsItsFamilysRow) {
     }
     EXPECT_EQ(row["image_strength"].is_null(), f.default_strength <= 0) << f.name;
     EXPECT_EQ(row["mask_strength"].is_null(), f.default_inpaint_strength <= 0) << f.name;
-    // A reference to edit is no img2img start: no strength.
-    EXPECT_EQ(row["image_is_reference"], f.image_is_reference) << f.name;
-    if (f.image_is_reference) {
+    // A class whose images are references to edit (its row's reference_facts) is listed with them; a family whose
+    // every class takes references has no img2img strength. Several references per item, or a required one, are
+    // references first.
+    bool every_class_references = true;
+    for (const std::string& c : f.pipeline_classes) {
+      const ReferenceFacts refs = class_reference_facts(c);
+      EXPECT_EQ(row["references"].contains(c), refs.references) << c;
+      every_class_references = every_class_references && refs.references;
+      if (!refs.references) {
+        EXPECT_FALSE(refs.several || refs.required || refs.sets_item_size || refs.prompt_reads) << c;
+        EXPECT_EQ(refs.max_pixels, 0) << c;
+      } else {
+        EXPECT_EQ(row["references"][c]["several"], refs.several) << c;
+        EXPECT_EQ(row["references"][c]["required"], refs.required) << c;
+      }
+    }
+    if (every_class_references) {
       EXPECT_EQ(f.default_strength, 0) << f.name;
       EXPECT_EQ(f.default_inpaint_strength, 0) << f.name;
-    }
-    // Several references per item are references first.
-    EXPECT_EQ(row["several_references"], f.several_references) << f.name;
-    if (f.several_references) {
-      EXPECT_TRUE(f.image_is_reference) << f.name;
     }
     ASSERT_EQ(row["settings"].size(), f.settings.size()) << f.name;
     for (const SettingSpec& s : f.settings) EXPECT_EQ(row["settings"][s.name], s.default_value) << s.name;

@@ -140,4 +140,11 @@ const Family* find_family(const std::string& pipeline_class) {
   return nullptr;
 }
 
+ReferenceFacts class_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
+                                     int64_t item_pixels) {
+  const Family* family = find_family(pipeline_class);
+  if (family == nullptr || family->reference_facts == nullptr) return {};
+  return family->reference_facts(pipeline_class, settings, item_pixels);
+}
+
 }  // namespace dpinfer::pipeline

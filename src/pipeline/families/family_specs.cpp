@@ -260,9 +260,7 @@ const std::vector<FamilySpec>& family_specs() {
           Prediction::kFlowVelocity,
           qwen_image_lora_rules,
           /*default_strength=*/0.6,          // QwenImageImg2ImgPipeline
-          /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline
-          /*image_is_reference=*/false,      // the Edit classes set it (and the rest) themselves
-          /*several_references=*/false,
+          /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline; the Edit classes' references: neither
       },
       {
           "z-image",
@@ -341,10 +339,8 @@ const std::vector<FamilySpec>& family_specs() {
           /*size_multiple=*/16,  // vae_scale_factor * 2 of the real VAE; each model checks its own
           Prediction::kFlowVelocity,
           flux2_lora_rules,  // Flux2LoraLoaderMixin: the transformer
-          /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference
+          /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference (flux2_reference_facts)
           /*default_inpaint_strength=*/0,
-          /*image_is_reference=*/true,
-          /*several_references=*/true,  // Flux2KleinPipeline(image=[...]): each its own ids (10, 20, ...)
       },
       {
           "flux2-dev",
@@ -364,10 +360,8 @@ const std::vector<FamilySpec>& family_specs() {
           /*size_multiple=*/16,            // vae_scale_factor * 2 of the real VAE; each model checks its own
           Prediction::kFlowVelocity,
           flux2_lora_rules,  // Flux2LoraLoaderMixin, as for [klein]: the transformer
-          /*default_strength=*/0,  // no img2img: Flux2Pipeline's `image` is a reference
+          /*default_strength=*/0,  // no img2img: Flux2Pipeline's `image` is a reference (flux2_reference_facts)
           /*default_inpaint_strength=*/0,
-          /*image_is_reference=*/true,
-          /*several_references=*/true,  // Flux2Pipeline(image=[...]): each its own ids (10, 20, ...)
       },
       {
           "stable-diffusion-3",

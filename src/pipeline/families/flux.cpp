@@ -122,13 +122,6 @@ class FluxPipeline : public LoraPipeline {
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     info_.setting_specs = specs;
-    if (kontext_) {
-      // An input image is the reference Kontext edits: no strength, no mask (FluxKontextInpaintPipeline is
-      // another pipeline, which dpinfer does not run).
-      info_.image_is_reference = true;
-      info_.default_strength = 0;
-      info_.default_inpaint_strength = 0;
-    }
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
     // A transformer without guidance embeds is FLUX.1-schnell-like: timestep-distilled for 1 to 4 steps,
@@ -453,8 +446,13 @@ int64_t kontext_reference_max_pixels() {
 ReferenceFacts flux_reference_facts(const std::string& pipeline_class, const nlohmann::json& settings,
                                     int64_t item_pixels) {
   if (pipeline_class != "FluxKontextPipeline") return {};
+  // An input image is the reference Kontext edits: no strength, no mask (FluxKontextInpaintPipeline is another
+  // pipeline, which dpinfer does not run). Its output keeps the default size, and the prompt is T5's and CLIP's alone.
+  ReferenceFacts facts;
+  facts.references = true;
   const bool auto_resize = !settings.contains("auto_resize") || settings["auto_resize"] != false;
-  return {auto_resize ? kontext_reference_max_pixels() : item_pixels, /*sets_item_size=*/false};
+  facts.max_pixels = auto_resize ? kontext_reference_max_pixels() : item_pixels;
+  return facts;
 }
 
 std::unique_ptr<TextToImage> load_flux(const ModelDir& model, const LoadRequest& request, const Family& family) {

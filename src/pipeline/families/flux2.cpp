@@ -213,10 +213,6 @@ class Flux2Pipeline : public LoraPipeline {
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux2_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.2).
     info_.size_multiple = static_cast<int>(2 * vae_config_.kl.scale_factor());
-    // __call__'s `image`: references the model edits, not the start of img2img.
-    info_.image_is_reference = family_.image_is_reference;
-    info_.several_references = family_.several_references;
-    info_.size_from_reference = true;  // __call__ step 4: height = height or image_height (the first reference's)
   }
 
   const PipelineInfo& info() const override { return info_; }
@@ -456,7 +452,14 @@ void check_flux2_components(const ModelDir& md) {
 }
 
 ReferenceFacts flux2_reference_facts(const std::string&, const nlohmann::json&, int64_t) {
-  return {kFlux2ReferenceMaxPixels, /*sets_item_size=*/true};
+  // __call__'s `image`: references the model edits, not the start of img2img, a list of them each with its own ids
+  // (10, 20, ...), resized to at most 1024^2; step 4: height = height or image_height (the first reference's).
+  ReferenceFacts facts;
+  facts.references = true;
+  facts.max_pixels = kFlux2ReferenceMaxPixels;
+  facts.sets_item_size = true;
+  facts.several = true;
+  return facts;
 }
 
 std::unique_ptr<TextToImage> load_flux2(const ModelDir& model, const LoadRequest& request, const Family& family) {

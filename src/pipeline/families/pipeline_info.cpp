@@ -45,6 +45,20 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   info.size_multiple = family.size_multiple;
   info.default_strength = family.default_strength;
   info.default_inpaint_strength = family.default_inpaint_strength;
+  // A class whose images are references to edit (its row's reference_facts) takes no strength and no mask.
+  if (family.reference_facts != nullptr) {
+    const ReferenceFacts refs = family.reference_facts(info.pipeline_class, settings, 0);
+    if (refs.references) {
+      info.image_is_reference = true;
+      info.size_from_reference = refs.sets_item_size;
+      info.size_from_last_reference = refs.sized_by_last;
+      info.several_references = refs.several;
+      info.requires_image = refs.required;
+      info.prompt_reads_image = refs.prompt_reads;
+      info.default_strength = 0;
+      info.default_inpaint_strength = 0;
+    }
+  }
   info.ignored_components = model.ignored_components;
   // The files of `Model hash` (worker/model_hashes.h): a single-file checkpoint itself, else
   // the denoiser's weight files, as this run loads them.

@@ -203,18 +203,6 @@ class QwenImagePipeline : public LoraPipeline {
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
     if (edit_) {
-      // The input image is the reference the model edits: no strength, no mask (QwenImageEditInpaintPipeline is
-      // another pipeline). An item's unset size is the reference's (`height = height or calculated_height`).
-      info_.image_is_reference = true;
-      info_.size_from_reference = true;
-      info_.requires_image = true;  // __call__ reads image.size first: diffusers cannot run without one either
-      info_.prompt_reads_image = true;  // encode_prompt(image=...): the vision tower's tokens are in the prompt
-      // Edit Plus (Qwen-Image-Edit-2509): several references, each its own "Picture N" in the prompt and its own
-      // latents in the sequence; the last one sizes an item (image[-1].size).
-      info_.several_references = plus_;
-      info_.size_from_last_reference = plus_;
-      info_.default_strength = 0;
-      info_.default_inpaint_strength = 0;
       // No max_sequence_length: the Edit pipeline cuts nothing (below), so it is no setting of these models, neither in
       // a line nor in the record.
       std::vector<SettingSpec>& specs = info_.setting_specs;
@@ -223,8 +211,9 @@ class QwenImagePipeline : public LoraPipeline {
                   specs.end());
       info_.settings.erase("max_sequence_length");
       if (r.settings.contains("max_sequence_length"))
-        throw InputError("--set max_sequence_length: QwenImageEditPipeline does not cut the prompt's states (diffusers "
-                         "0.36 ignores the argument), so neither does dpinfer; drop the setting");
+        throw InputError("--set max_sequence_length: " + info_.pipeline_class +
+                         " does not cut the prompt's states (diffusers 0.36 ignores the argument), so neither does "
+                         "dpinfer; drop the setting");
     }
   }
 
@@ -575,8 +564,22 @@ class QwenImagePipeline : public LoraPipeline {
 }  // namespace
 
 ReferenceFacts qwen_image_reference_facts(const std::string& pipeline_class, const nlohmann::json&, int64_t) {
-  if (pipeline_class != "QwenImageEditPipeline" && pipeline_class != "QwenImageEditPlusPipeline") return {};
-  return {kQwenImageEditReferenceMaxPixels, /*sets_item_size=*/true};
+  const bool plus = pipeline_class == "QwenImageEditPlusPipeline";
+  if (!plus && pipeline_class != "QwenImageEditPipeline") return {};
+  // The input image is the reference the model edits: no strength, no mask (QwenImageEditInpaintPipeline is another
+  // pipeline). An item's unset size is the reference's (`height = height or calculated_height`); __call__ reads
+  // image.size first, so diffusers cannot run without one either; encode_prompt(image=...) writes the vision
+  // tower's tokens into the prompt. Edit Plus (Qwen-Image-Edit-2509): several references, each its own "Picture N"
+  // in the prompt and its own latents in the sequence; the last one sizes an item (image[-1].size).
+  ReferenceFacts facts;
+  facts.references = true;
+  facts.max_pixels = kQwenImageEditReferenceMaxPixels;
+  facts.sets_item_size = true;
+  facts.sized_by_last = plus;
+  facts.several = plus;
+  facts.required = true;
+  facts.prompt_reads = true;
+  return facts;
 }
 
 std::vector<Component> qwen_image_derived_components(const ModelDir& model) {

@@ -20,11 +20,17 @@ struct Component;
 struct ModelDir;
 struct LoadRequest;
 
-/// How a pipeline class's references weigh on memory (the memory plan): the most pixels one reference may have after
-/// the pipeline's own resize, and whether a reference sets an item's unset size.
+/// What a pipeline class does with an item's images when they are references to edit (FLUX.1 Kontext, FLUX.2,
+/// Qwen-Image-Edit), not img2img's start: the PipelineInfo flags pipeline_info() sets from them, the memory plan's
+/// bound, and the inputs of the README's model table.
 struct ReferenceFacts {
-  int64_t max_pixels = 0;       ///< 0: the class takes no references (an img2img start adds no tokens)
-  bool sets_item_size = false;  ///< FLUX.2's and the Qwen-Image-Edit classes' (PipelineInfo::size_from_reference)
+  bool references = false;       ///< the class's images are references (PipelineInfo::image_is_reference)
+  int64_t max_pixels = 0;        ///< the most pixels one may have after the pipeline's own resize (the plan's bound)
+  bool sets_item_size = false;   ///< a reference sizes an item that sets no size (PipelineInfo::size_from_reference)
+  bool sized_by_last = false;    ///< ... the last reference, not the first (PipelineInfo::size_from_last_reference)
+  bool several = false;          ///< an item may list several (PipelineInfo::several_references)
+  bool required = false;         ///< every item needs one (PipelineInfo::requires_image)
+  bool prompt_reads = false;     ///< the prompt's encoding reads them (PipelineInfo::prompt_reads_image)
 };
 
 struct Family;
@@ -51,7 +57,7 @@ struct FamilyFunctions {
   std::vector<Component> (*derived_components)(const ModelDir& model) = nullptr;
   /// The references of `pipeline_class`, one of the row's, under the run's `settings`, for an item of `item_pixels`
   /// (FLUX.1 Kontext without auto_resize keeps a reference's size, bounded by the item's). Null: the family's classes
-  /// take no references.
+  /// take no references (their images start img2img).
   ReferenceFacts (*reference_facts)(const std::string& pipeline_class, const nlohmann::json& settings,
                                     int64_t item_pixels) = nullptr;
 };
@@ -64,5 +70,10 @@ const std::vector<Family>& families();
 
 /// The family that serves `pipeline_class`, or nullptr.
 const Family* find_family(const std::string& pipeline_class);
+
+/// The references of `pipeline_class` as its family row says (Family::reference_facts); none for a class no row
+/// serves or whose row takes no references.
+ReferenceFacts class_reference_facts(const std::string& pipeline_class,
+                                     const nlohmann::json& settings = nlohmann::json::object(), int64_t item_pixels = 0);
 
 }  // namespace dpinfer::pipeline

@@ -43,14 +43,9 @@ struct FamilySpec {
   /// img2img (issue 29): the strength of an item with an input image that sets none, as the
   /// family's diffusers img2img pipeline defaults it; 0 when the family takes no input image.
   double default_strength = 0;
-  /// Inpainting: the strength of an item with a mask that sets none; 0 when the family takes no mask.
+  /// Inpainting: the strength of an item with a mask that sets none; 0 when the family takes no mask. (A class whose
+  /// images are references to edit takes neither: Family::reference_facts.)
   double default_inpaint_strength = 0;
-  /// Every pipeline class of the family takes an item's image as a reference to edit (FLUX.2 [klein]), not as
-  /// img2img's start (PipelineInfo::image_is_reference). FLUX.1's Kontext class sets that itself.
-  bool image_is_reference = false;
-  /// With image_is_reference: an item may list several references (`image` as a list), as the family's pipelines
-  /// take a list of images (FLUX.2's prepare_image_latents), each with its own position ids.
-  bool several_references = false;
 };
 
 /// Every family's facts, in the order inspect and the README list them.
