@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -173,12 +174,7 @@ TEST_P(QwenImageVae, ModelClassRowLoadsEncoderAndDecoderStrictly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QwenImageVae, ::testing::ValuesIn(test_models()),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(QwenImageVaeParts, CausalConvOnOneFrameIsTheConv3dOfItsZeroPaddedInput) {
   c10::InferenceMode guard;

@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -118,12 +119,7 @@ TEST_P(ChromaTransformer, ModelClassRowBuildsAndDescribesIt) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChromaTransformer,
                          ::testing::Values("tiny-chroma-transformer", "tiny-chroma-transformer-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(ChromaTransformerConfigTest, DefaultsAreDiffusers) {
   const ChromaTransformerConfig c = ChromaTransformerConfig::from_json(json::object());

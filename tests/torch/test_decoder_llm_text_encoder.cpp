@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -89,12 +90,7 @@ TEST_P(DecoderLLMGoldens, HiddenStatesMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, DecoderLLMGoldens,
                          ::testing::Values("tiny-qwen2.5-vl", "tiny-qwen2.5-vl-alt", "tiny-qwen3", "tiny-qwen3-alt"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string s = param.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(DecoderLLMTextEncoder, ConfigsResolveAsTransformersReadsThem) {
   const DecoderLLMConfig vl =

@@ -20,6 +20,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -112,12 +113,7 @@ TEST_P(Flux2Transformer, ModelClassRowBuildsItWithDiffusersNames) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Flux2Transformer,
                          ::testing::Values("tiny-flux2-transformer", "tiny-flux2-transformer-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(Flux2TransformerConfigTest, DefaultsAreDiffusers) {
   const Flux2TransformerConfig c = Flux2TransformerConfig::from_json(json::object());

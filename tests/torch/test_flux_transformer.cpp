@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -149,12 +150,7 @@ TEST_P(FluxTransformer, ModelClassRowBuildsAndDescribesIt) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FluxTransformer,
                          ::testing::Values("tiny-flux-transformer", "tiny-flux-transformer-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(FluxTransformerConfigTest, DefaultsAreDiffusers) {
   const FluxTransformerConfig c = FluxTransformerConfig::from_json(json::object());

@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/strings.h"
+#include "support/param_names.h"
 
 namespace dpinfer::pipeline {
 namespace {
@@ -60,12 +61,7 @@ TEST_P(LayerwiseStorage, StoresTheLayersDiffusersHooksStore) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, LayerwiseStorage,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-z-image", "tiny-qwen-image", "tiny-flux-dev",
                                            "tiny-chroma", "tiny-sd3", "tiny-sd3.5-t5"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 // `dpinfer inspect --memory` counts, per component, the elements the fp8 layers hold: those of the weights and
 // biases of the layers diffusers' hooks store, as the component's weight file has them.

@@ -19,6 +19,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "support/temp_dir.h"
 
 namespace dpinfer::test {
@@ -445,12 +446,7 @@ INSTANTIATE_TEST_SUITE_P(ModelDir, ModelDirPipelines,
                          ::testing::Values("tiny-sd1", "tiny-sd2v", "tiny-3down", "tiny-sdxl", "tiny-sdxl-alt",
                                            "tiny-z-image", "tiny-z-image-alt", "tiny-sd3", "tiny-sd3.5",
                                            "tiny-sd3.5-t5"),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param;
-                           for (char& ch : name)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return name;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 }  // namespace DPINFER_UNITY_ID
 }  // namespace

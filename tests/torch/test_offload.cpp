@@ -22,6 +22,7 @@
 #include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/pipeline/nn/offload.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/golden_case.h"
 
 using namespace dpinfer;
@@ -305,12 +306,7 @@ INSTANTIATE_TEST_SUITE_P(Families, OffloadParity,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-sd3.5-t5", "tiny-flux-dev", "tiny-chroma",
                                            "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev",
                                            "tiny-qwen-image-edit/edit"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.' || ch == '/') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 // Offload, two-phase chunks and fp8 storage at once: the text encoders released and loaded again into
 // host memory, the denoiser's float8 blocks moved as stored; the images of fp8 storage without either.

@@ -71,6 +71,7 @@
 #include "dpinfer/pipeline/families/flux2.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/text/tekken_tokenizer.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/golden_case.h"
 
@@ -350,9 +351,7 @@ TEST(PipelineParityGguf, EachDitFamilyHasGgufGoldens) {
       // "<file stem, '-' and '.' as '_'>_<case>" and half/'s "bf16_<case>": the same call, from the file and not.
       std::string tag = c.at("model_file").get<std::string>();
       tag = tag.substr(tag.rfind('/') + 1);
-      tag = tag.substr(0, tag.size() - 5);  // ".gguf"
-      for (char& ch : tag)
-        if (ch == '-' || ch == '.') ch = '_';
+      tag = dpinfer::test::identifier_of(tag.substr(0, tag.size() - 5));  // less ".gguf"
       const std::string image = c.at("image_tensor").get<std::string>();
       ASSERT_EQ(image.rfind(tag + "_", 0), 0u) << image;
       EXPECT_NE(golden_image(*gguf, image).bytes, golden_image(*bf16, "bf16_" + image.substr(tag.size() + 1)).bytes)
@@ -500,12 +499,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParity, ::testing::Values("tiny-sd1",
                                                                  "tiny-sd3.5-t5", "tiny-flux2-klein",
                                                                  "tiny-flux2-klein-base", "tiny-flux2-dev",
                                                                  "tiny-qwen-image-edit", "tiny-qwen-image-edit-plus"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 }  // namespace DPINFER_UNITY_ID
 }  // namespace

@@ -23,6 +23,7 @@
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/text_encoders/qwen2_5_vl_rope_index.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -178,12 +179,7 @@ TEST_P(Qwen2_5_VLMropeGoldens, RowsDoNotDependOnBatchMates) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Qwen2_5_VLMropeGoldens,
                          ::testing::Values("tiny-qwen2.5-vl", "tiny-qwen2.5-vl-alt", "tiny-qwen2.5-vl-merge2"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string s = param.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 // With no image the 3D positions are the text ones (three equal rows, cumsum(mask) - 1 with padding at 1)
 // and M-RoPE is 1D RoPE: the image entry point gives hidden_state()'s values bit for bit.

@@ -23,6 +23,7 @@
 #include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision_config.h"
 #include "dpinfer/pipeline/models/vision/qwen2_vl_image_processor.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -222,12 +223,7 @@ TEST_P(Qwen2_5_VLVisionGoldens, OutputsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Qwen2_5_VLVisionGoldens, ::testing::ValuesIn(vision_fixtures()),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string s = param.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(Qwen2_5_VLVision, ParametersAreTheCheckpointKeysLessVisual) {
   for (const std::string& name : vision_fixtures()) {

@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/nn/embeddings.h"
 #include "dpinfer/pipeline/nn/ms_rope.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -214,12 +215,7 @@ TEST_P(QwenImageTransformer, ModelClassRowBuildsAndDescribesIt) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QwenImageTransformer,
                          ::testing::Values("tiny-qwen-image-transformer", "tiny-qwen-image-transformer-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(QwenImageTransformerConfigTest, DefaultsAreDiffusers) {
   const QwenImageTransformerConfig c = QwenImageTransformerConfig::from_json(json::object());

@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer_config.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -104,12 +105,7 @@ TEST_P(SD3Components, ClipEncodersAndPromptLayoutMatchDiffusers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SD3Components, ::testing::Values("tiny-sd3", "tiny-sd3.5", "tiny-sd3.5-t5"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 }  // namespace DPINFER_UNITY_ID
 }  // namespace

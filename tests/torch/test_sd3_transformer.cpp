@@ -20,6 +20,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -101,12 +102,7 @@ TEST_P(SD3Transformer, ModelClassRowBuildsAndDescribesIt) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, SD3Transformer,
                          ::testing::Values("tiny-sd3-transformer", "tiny-sd3-transformer-alt", "tiny-sd3.5-transformer",
                                            "tiny-sd3.5-transformer-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(SD3TransformerConfig, RefusesWhatDiffusersCannotRunInOneLine) {
   json base = test::fixture_component("tiny-sd3.5-transformer", "transformer", ComponentRole::kDenoiser,

@@ -16,6 +16,7 @@
 #include "dpinfer/pipeline/models/text_encoders/clip_text_model.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -98,12 +99,7 @@ TEST_P(SdxlComponents, UnetWithAddedConditioningMatchesDiffusers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SdxlComponents, ::testing::Values("tiny-sdxl", "tiny-sdxl-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 }  // namespace DPINFER_UNITY_ID
 }  // namespace

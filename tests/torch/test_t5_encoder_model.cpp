@@ -20,6 +20,7 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/text/t5_tokenizer.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/model_goldens.h"
 
 namespace dpinfer::pipeline {
@@ -79,12 +80,7 @@ TEST_P(T5Goldens, LastHiddenStateMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, T5Goldens, ::testing::Values("tiny-t5", "tiny-t5-alt", "tiny-t5-both-embeddings"),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string s = param.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 // The fixture's ids are the test tokenizer's: a pipeline's path from text to embeddings.
 TEST(T5EncoderModel, TokenizerGivesTheGoldenIds) {

@@ -19,6 +19,7 @@
 #include "dpinfer/io/safetensors.h"
 #include "dpinfer/pipeline/load.h"
 #include "support/image_compare.h"
+#include "support/param_names.h"
 #include "torch/golden_case.h"
 
 using namespace dpinfer;
@@ -99,12 +100,7 @@ INSTANTIATE_TEST_SUITE_P(Families, TwoPhaseParity,
                          ::testing::Values("tiny-sd1", "tiny-sdxl", "tiny-sd3.5-t5", "tiny-flux-dev", "tiny-chroma",
                                            "tiny-qwen-image", "tiny-z-image", "tiny-flux2-klein", "tiny-flux2-dev",
                                            "tiny-qwen-image-edit/edit"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.' || ch == '/') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(TwoPhase, WithoutItEveryModuleStaysResident) {
   auto pipe = load(kData + "/pipelines/tiny-sd1", false);

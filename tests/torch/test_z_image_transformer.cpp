@@ -23,6 +23,7 @@
 #include "dpinfer/pipeline/nn/patchify.h"
 #include "dpinfer/pipeline/nn/rope.h"
 #include "dpinfer/util/error.h"
+#include "support/param_names.h"
 #include "torch/fixture_cpu.h"
 #include "torch/model_goldens.h"
 
@@ -154,12 +155,7 @@ TEST_P(ZImageTransformer, ModelClassRowBuildsAndDescribesIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ZImageTransformer, ::testing::Values("tiny-z-image", "tiny-z-image-alt"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 TEST(ZImageKit, RotaryEmbeddingRotatesInterleavedPairsInFloat32) {
   c10::InferenceMode guard;

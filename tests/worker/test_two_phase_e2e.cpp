@@ -11,6 +11,7 @@
 
 #include "support/family_e2e.h"
 #include "support/image_compare.h"
+#include "support/param_names.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -74,12 +75,7 @@ TEST_P(TwoPhaseE2e, TheChunkFlagWritesThePixelsOfARunWithoutIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TwoPhaseE2e, ::testing::Values("tiny-sd1", "tiny-flux-dev"),
-                         [](const auto& param_info) {
-                           std::string s = param_info.param;
-                           for (char& ch : s)
-                             if (ch == '-' || ch == '.') ch = '_';
-                           return s;
-                         });
+                         dpinfer::test::FixtureParamName());
 
 // A SIGTERM while a chunk is half made (its prompts encoded, its first batch written), then a run
 // with the same flag: the resumed run makes the rest of the chunk and after, and every image is
