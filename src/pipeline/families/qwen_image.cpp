@@ -167,8 +167,10 @@ class QwenImagePipeline : public LoraPipeline {
         scheduler_config_(md.at("scheduler").config) {
     check_qwen_image_fit(transformer_config_, DecoderLLMConfig::qwen2_5_vl_from_json(md.at("text_encoder").config), vae_config_);
     const std::string pipeline_class = md.model_index.value("_class_name", std::string());
-    plus_ = pipeline_class == "QwenImageEditPlusPipeline";
-    edit_ = plus_ || pipeline_class == "QwenImageEditPipeline";
+    // The Edit classes are those whose images are references (qwen_image_reference_facts); Plus takes several.
+    const ReferenceFacts references = qwen_image_reference_facts(pipeline_class, json::object(), 0);
+    edit_ = references.references;
+    plus_ = references.several;
     // The Edit pipeline tokenizes with its processor's tokenizer (self.processor(text=..., images=...)).
     if (edit_ && !md.find("processor"))
       throw InputError(md.root + "/model_index.json: " + pipeline_class + " without a processor component (the "
@@ -584,7 +586,8 @@ ReferenceFacts qwen_image_reference_facts(const std::string& pipeline_class, con
 
 std::vector<Component> qwen_image_derived_components(const ModelDir& model) {
   const std::string pipeline_class = model.model_index.value("_class_name", std::string());
-  if (pipeline_class != "QwenImageEditPipeline" && pipeline_class != "QwenImageEditPlusPipeline") return {};
+  // The vision tower is what reads an Edit class's images into its prompt.
+  if (!qwen_image_reference_facts(pipeline_class, nlohmann::json::object(), 0).prompt_reads) return {};
   const Component* text_encoder = model.find("text_encoder");
   if (!text_encoder || !text_encoder->single_file.empty()) return {};
   Component vision = *text_encoder;
