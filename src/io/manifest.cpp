@@ -58,7 +58,7 @@ constexpr const char* kIdentityFields[] = {"prompt", "negative_prompt", "seed", 
                                            "guidance_scale", "width",  "height",    "model",
                                            "scheduler",      "clip_skip", "guidance_rescale", "seed_from", "loras",
                                            "scheduler_settings", "vae_tiling", "weight_storage", "dtype",
-                                           "attention_backend", "channels_last", "input_image_hash", "strength", "input_mask_hash"};
+                                           "attention_backend", "channels_last", "fp8_compute", "input_image_hash", "strength", "input_mask_hash"};
 
 /// A manifest line as JSON, or a discarded value for a torn or foreign line. Depth-limited
 /// (json_file.h): a record is copied and compared, which nlohmann does recursively.
@@ -252,6 +252,8 @@ ManifestSet read_manifests(const std::string& dir) {
           // Nor attention_backend and channels_last, at their defaults (--attention-backend auto, no --channels-last).
           if (!rec.contains("attention_backend")) l->second.identity["attention_backend"] = "auto";
           if (!rec.contains("channels_last")) l->second.identity["channels_last"] = false;
+          // Nor fp8_compute, when the matrix products ran in the run dtype (--fp8-compute off).
+          if (!rec.contains("fp8_compute")) l->second.identity["fp8_compute"] = "off";
           if (rec.contains("settings")) l->second.identity["settings"] = rec["settings"];
         },
         /*count_torn=*/false);

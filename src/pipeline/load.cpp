@@ -4,6 +4,7 @@
 
 #include "dpinfer/pipeline/families/family.h"
 #include "dpinfer/pipeline/loading/component_loading.h"
+#include "dpinfer/pipeline/loading/fp8_compute.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/nn/sdpa_backend.h"
@@ -51,6 +52,20 @@ std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
         if (c.role == ComponentRole::kDenoiser ||
             (c.role == ComponentRole::kTextEncoder && request.weight_storage == "fp8"))
           c.weight_storage = "fp8";
+    // --fp8-compute: the denoiser's blocks (refused here where the device cannot run it, and beside another
+    // quantization of the same weights).
+    check_fp8_compute(request.fp8_compute, request.device, request.dtype);
+    if (request.fp8_compute != "off") {
+      if (request.weight_storage == "fp8" || request.weight_storage == "fp8-denoiser")
+        throw InputError("--fp8-compute " + request.fp8_compute + " with --weight-storage " + request.weight_storage +
+                         ": both keep the denoiser's weights in float8, each its own way; drop one (--fp8-compute "
+                         "keeps the blocks' weights in float8 already)");
+      if (model.single_file && !model.single_file->weight_storage.empty())
+        throw InputError("--fp8-compute " + request.fp8_compute + ": " + quote(model.single_file->path) +
+                         " is a GGUF file, whose transformer keeps its own quantized storage; drop --fp8-compute");
+      for (Component& c : model.components)
+        if (c.role == ComponentRole::kDenoiser) c.fp8_compute = request.fp8_compute;
+    }
     // --attention-backend: refused here, before any weight is read, when the device cannot run it.
     const nn::SdpaBackend attention = nn::parse_sdpa_backend(request.attention_backend);
     nn::check_sdpa_backend(attention, request.device, parse_dtype(request.dtype));

@@ -516,6 +516,10 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
 
   MemoryPlanner::Fixed fixed;
   if (request.weight_storage != "default") fixed.weight_storage = request.weight_storage;
+  // --fp8-compute keeps the denoiser's block weights in float8 (one byte each), as fp8-denoiser storage keeps
+  // them and a little more (its embedders too): the plan counts it so and chooses no storage of its own.
+  const bool fp8_compute = request.fp8_compute != "off";
+  if (fp8_compute) fixed.weight_storage = "fp8-denoiser";
   if (request.offload != "none") fixed.offload = request.offload;
   fixed.blocks_per_group = request.offload_blocks_per_group;
   if (request.vae_tiling) fixed.vae_tiling = true;
@@ -533,7 +537,9 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
                         gigabytes(static_cast<double>(*free)) + " free, no more than its margin; free the device or "
                         "give a number of GB");
   }
-  const MemoryEstimate chosen = planner.choose(budget, fixed, memory.exact);
+  MemoryEstimate chosen = planner.choose(budget, fixed, memory.exact);
+  const std::optional<MemoryLevers> next = planner.next_after(chosen.levers, fixed, memory.exact);
+  if (fp8_compute) chosen.levers.weight_storage = "default";  // the float8 is --fp8-compute's, not a storage
   request.two_phase = chosen.levers.two_phase;
   request.offload = chosen.levers.offload;
   request.offload_blocks_per_group = chosen.levers.blocks_per_group;
@@ -543,8 +549,8 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
 
   MemoryPlanChoice out;
   out.budget = budget;
-  out.choice = fmt::format("{}; estimated peak {} in the {} phase, within --max-device-memory {}",
-                           chosen.levers.describe(), gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
+  out.choice = fmt::format("{}{}; estimated peak {} in the {} phase, within --max-device-memory {}",
+                           chosen.levers.describe(), fp8_compute ? ", --fp8-compute " + request.fp8_compute : "", gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
   std::string references =
       shape.reference_pixels > 0 ? fmt::format(", references up to {} pixels", shape.reference_pixels) : "";
   if (shape.lora_factor_elements > 0)
@@ -552,7 +558,7 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
                               shape.lora_touched_elements);
   out.summary = fmt::format("memory plan for {} at {}x{}, batch {}{}: {}", request.device, shape.width, shape.height,
                             shape.batch_size, references, out.choice);
-  if (const auto next = planner.next_after(chosen.levers, fixed, memory.exact)) out.next = next->describe();
+  if (next) out.next = next->describe();
   out.record = chosen.to_json();
   out.record["budget_bytes"] = std::llround(budget);
   out.record["exact"] = memory.exact;

@@ -133,6 +133,13 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
                "keep the denoiser's and the VAE's convolution weights, and so their activations, in channels-last "
                "memory format, as diffusers' pipe.unet.to(memory_format=torch.channels_last): faster convolutions "
                "on some GPUs; other kernels round differently, so it is recorded and a resumed run must match it");
+  app.add_option("--fp8-compute", o.fp8_compute,
+                 "off, tensorwise or rowwise: the Linear layers of a DiT denoiser's blocks multiply in float8 "
+                 "(torch._scaled_mm), their weights quantized once and each input per call with a scale per "
+                 "tensor or per row, as torchao's Float8DynamicActivationFloat8WeightConfig: faster on Hopper and "
+                 "Ada GPUs, half the blocks' weight memory, other pixels (recorded, and a resumed run must match). "
+                 "rowwise needs CUDA and --dtype bf16")
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "images per forward pass")->capture_default_str();
   app.add_option("--shard-mode", o.shard_mode, "contiguous, strided or dynamic")->capture_default_str();
   app.add_option("--shard", o.shard, "take only outer shard I of N (I/N), before splitting across ranks");
@@ -336,7 +343,7 @@ nlohmann::json GenerateOptions::to_json() const {
                       {"scheduler", scheduler}, {"scheduler_settings", scheduler_settings},
                       {"dtype", dtype}, {"vae_tiling", vae_tiling}, {"device", device}, {"weight_storage", weight_storage},
                       {"attention_backend", attention_backend}, {"channels_last", channels_last},
-                      {"batch_size", batch_size},
+                      {"fp8_compute", fp8_compute}, {"batch_size", batch_size},
                       {"shard_mode", shard_mode}, {"shard", shard}, {"overwrite", overwrite},
                       {"settings", settings},
                       {"loras", lora_set_json(loras)},
@@ -510,6 +517,8 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args, std::s
       o.attention_backend != "cudnn" && o.attention_backend != "math")
     throw UsageError("--attention-backend: expected auto, flash, efficient, cudnn or math, got " +
                      quote(o.attention_backend, 60));
+  if (o.fp8_compute != "off" && o.fp8_compute != "tensorwise" && o.fp8_compute != "rowwise")
+    throw UsageError("--fp8-compute: expected off, tensorwise or rowwise, got " + quote(o.fp8_compute, 60));
   if (o.device != "auto" && o.device != "cuda" && o.device != "cpu")
     throw UsageError("--device: expected auto, cuda or cpu, got " + quote(o.device, 60));
   return o;

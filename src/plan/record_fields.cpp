@@ -14,7 +14,7 @@ bool is_record_field(const std::string& key) {
   for (const char* k : {"index", "file_name", "prompt", "negative_prompt", "seed", "seed_from", "steps",
                         "guidance_scale", "width", "height", "scheduler", "scheduler_settings", "vae_tiling",
                         "model", "model_revision", "model_hash", "line", "image_index", "loras", "lora_paths", "id",
-                        "settings", "sampler", "dtype", "weight_storage", "attention_backend", "channels_last", "input_image", "input_image_hash", "strength", "input_mask",
+                        "settings", "sampler", "dtype", "weight_storage", "attention_backend", "channels_last", "fp8_compute", "input_image", "input_image_hash", "strength", "input_mask",
                         "input_mask_hash",
                         "dpinfer_version", "rank", "seconds", "status",
                         "error",

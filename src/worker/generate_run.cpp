@@ -134,6 +134,7 @@ int GenerateRun::run() {
   req.vae_tiling = o_.vae_tiling;
   req.attention_backend = o_.attention_backend;
   req.channels_last = o_.channels_last;
+  req.fp8_compute = o_.fp8_compute;
   const plan::OffloadChoice offload = plan::parse_offload(o_.offload);
   req.offload = offload.mode;
   req.offload_blocks_per_group = offload.blocks_per_group;
@@ -986,6 +987,7 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"weight_storage", info.weight_storage.empty() ? "default" : info.weight_storage},
                         {"attention_backend", info.attention_backend.empty() ? "auto" : info.attention_backend},
                         {"channels_last", info.channels_last},
+                        {"fp8_compute", info.fp8_compute.empty() ? "off" : info.fp8_compute},
                         {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",

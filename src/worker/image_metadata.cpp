@@ -27,6 +27,7 @@ std::string a1111_infotext(const plan::Item& item, const pipeline::PipelineInfo&
   if (hashes && !hashes->model.empty()) s += "Model hash: " + model_short_hash(hashes->model) + ", ";
   s += "Model: " + info.model_name;
   if (!info.weight_storage.empty()) s += ", Weight storage: " + info.weight_storage;
+  if (!info.fp8_compute.empty()) s += ", FP8 compute: " + info.fp8_compute;
   // A1111's img2img key, and the input's hash (the short form of the record's).
   // A reference image (FLUX.1 Kontext) has no strength.
   if (!item.image_path.empty() && !info.image_is_reference) s += fmt::format(", Denoising strength: {:g}", item.strength);
@@ -83,6 +84,8 @@ nlohmann::json item_record(const plan::Item& item, const pipeline::PipelineInfo&
   // of math and auto differ by rounding too), so they are part of what an image is.
   if (!info.attention_backend.empty()) j["attention_backend"] = info.attention_backend;
   if (info.channels_last) j["channels_last"] = true;
+  // Only when on: the blocks' matrix products in float8 give other pixels.
+  if (!info.fp8_compute.empty()) j["fp8_compute"] = info.fp8_compute;
   // Only for an item that starts from an image: its path, its SHA-256 (resume compares it, so a
   // changed input is another item) and its strength.
   if (!item.image_path.empty()) {
@@ -143,6 +146,7 @@ std::vector<std::pair<std::string, nlohmann::json>> identity_fields(const pipeli
       {"weight_storage", "default"},  // absent: the weights in the run dtype
       {"attention_backend", "auto"},  // absent: LibTorch's own choice per call
       {"channels_last", false},  // absent: contiguous (NCHW) convolutions
+      {"fp8_compute", "off"},  // absent: the run dtype's matrix products
       {"input_image_hash", nullptr},  // absent: text-to-image
       {"strength", nullptr},
       {"input_mask_hash", nullptr},  // absent: no mask

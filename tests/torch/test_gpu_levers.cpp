@@ -1,5 +1,5 @@
-// The GPU levers of issue 28 item 3, built behind flags: --attention-backend (nn/sdpa_backend.h) and
-// --channels-last (nn::to_channels_last). On the CPU: the SDPA switches are those sdpa_kernel sets and come
+// The GPU levers of issue 28 item 3, built behind flags: --attention-backend (nn/sdpa_backend.h),
+// --channels-last (nn::to_channels_last) and --fp8-compute (loading/fp8_compute.h; its CPU checks are test_fp8_compute.cpp's). On the CPU: the SDPA switches are those sdpa_kernel sets and come
 // back when the pipeline ends; a backend the CPU lacks is refused in one line before any weight is read;
 // math and flash attention, and channels-last convolutions, give tiny pipelines' images within issue 4's
 // fp32 bound (‖Δ‖/‖ref‖ <= 1e-3, PipelineParityCuda's) of the defaults'. Named *_CUDA: the same on cuda:0,
@@ -43,13 +43,14 @@ struct Switches {
 
 std::unique_ptr<pipeline::TextToImage> load(const std::string& name, const std::string& dtype,
                                             const std::string& device, const std::string& attention = "auto",
-                                            bool channels_last = false) {
+                                            bool channels_last = false, const std::string& fp8_compute = "off") {
   pipeline::LoadRequest r;
   r.model = kPipelines + name;
   r.dtype = dtype;
   r.device = device;
   r.attention_backend = attention;
   r.channels_last = channels_last;
+  r.fp8_compute = fp8_compute;
   return pipeline::load_text_to_image(r);
 }
 
@@ -243,6 +244,41 @@ TEST(GpuLevers, ChannelsLastOnCuda_CUDA) {
       std::printf("[ gpu-levers ] cuda fp16 %-13s %-13s vs cpu fp16: rel %.3e (bound %.0e)\n", name.c_str(),
                   channels_last ? "channels-last" : "contiguous", rel, kHalfBound);
     }
+  }
+}
+
+// --fp8-compute on cuda:0 (Hopper or Ada; below 8.9 the load refuses, and this test fails saying so): tensorwise
+// against the CPU's tensorwise image (the same float8 values; the GPU's _scaled_mm accumulates otherwise, with
+// torchao's fast accumulation), rowwise against the CPU's bf16 image without float8. On the CPU, float8 compute
+// moves these tiny images by ‖Δ‖/‖ref‖ 0.7e-2 to 5.4e-2 from bf16's (make_fp8_compute_pipelines.py's goldens
+// against half/'s), hence the wider bound; the first GPU run prints what it is there.
+TEST(GpuLevers, Fp8ComputeOnCuda_CUDA) {
+  constexpr double kFp8Bound = 1e-1;
+  std::vector<uint8_t> cpu_bf16, cpu_fp8;
+  {
+    auto pipe = load("tiny-flux-dev", "bf16", "cpu");
+    cpu_bf16 = image(*pipe);
+  }
+  {
+    auto pipe = load("tiny-flux-dev", "bf16", "cpu", "auto", false, "tensorwise");
+    cpu_fp8 = image(*pipe);
+  }
+  for (const std::string mode : {"tensorwise", "rowwise"}) {
+    std::vector<uint8_t> got;
+    try {
+      auto pipe = load("tiny-flux-dev", "bf16", "cuda:0", "auto", false, mode);
+      EXPECT_EQ(pipe->info().fp8_compute, mode);
+      got = image(*pipe);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << mode << ": " << e.what();
+      std::printf("[ gpu-levers ] cuda bf16 tiny-flux-dev fp8-compute %-10s FAILED: %.200s\n", mode.c_str(), e.what());
+      continue;
+    }
+    const std::vector<uint8_t>& reference = mode == "tensorwise" ? cpu_fp8 : cpu_bf16;
+    const double rel = relative_distance(got, reference);
+    EXPECT_LE(rel, kFp8Bound) << mode;
+    std::printf("[ gpu-levers ] cuda bf16 tiny-flux-dev fp8-compute %-10s vs cpu %s: rel %.3e (bound %.0e)\n",
+                mode.c_str(), mode == "tensorwise" ? "fp8-compute tensorwise" : "bf16", rel, kFp8Bound);
   }
 }
 

@@ -125,7 +125,9 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
   // lora-storage/'s (make_lora_storage_fixtures.py: LoRAs on fp8-stored weights and on GGUF transformer files,
   // unfused as PEFT computes them) come last: their pipelines are fp8/'s and gguf/'s, which then switch LoRA sets.
   // deepcache/'s (make_deep_cache_pipelines.py: SD and SDXL under DeepCache 0.1.1's helper, issue 28) likewise.
-  for (const char* sub : {"half", "fp8", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "single-file", "img2img",
+  // fp8-compute/'s (make_fp8_compute_pipelines.py: the DiT blocks' Linear layers in float8 as torchao's
+  // Float8DynamicActivationFloat8WeightConfig computes them, issue 28) likewise.
+  for (const char* sub : {"half", "fp8", "fp8-compute", "fbcache", "dbcache", "deepcache", "tiling", "gguf", "single-file", "img2img",
                           "inpaint", "kontext", "fill", "reference", "edit", "lora-storage"}) {
     std::ifstream sub_in(gdir + "/" + sub + "/cases.json");
     if (sub_in)
@@ -150,6 +152,7 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
     o.dtype = c.value("dtype", std::string("fp32"));
     o.weight_storage = c.value("weight_storage", std::string("default"));
     o.vae_tiling = c.value("vae_tiling", false);
+    o.fp8_compute = c.value("fp8_compute", std::string("off"));
     if (c.contains("model_file")) {
       // A GGUF transformer file (gguf/): the file as the model, the pipeline directory as its --base; the
       // storage it records is the file's own, not an option.
@@ -158,7 +161,8 @@ TEST_P(PipelineParity, EveryRecordedCaseMatchesDiffusers) {
       o.weight_storage = "default";
     }
     // One pipeline per model, scheduler, dtype, weight storage and tiling; the family settings travel with each image.
-    auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "")];
+    auto& pipe = pipes[o.model + "/" + o.scheduler + "/" + o.dtype + "/" + o.weight_storage + (o.vae_tiling ? "/tiled" : "") +
+                       "/" + o.fp8_compute];
     if (!pipe) pipe = pipeline::load_text_to_image(o);
     if (c.contains("model_file")) {
       // A GGUF file's storage ("gguf-Q8_0"); none for a safetensors single file (single-file/).
@@ -297,6 +301,31 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
   }
   EXPECT_GE(modes["fp8"], 32);
   EXPECT_GE(modes["fp8-denoiser"], 2);
+}
+
+// Issue 28: a tiny pipeline of each DiT family has goldens with its blocks' Linear layers computing in float8
+// (make_fp8_compute_pipelines.py, torchao's per-tensor float8), each case visibly apart from its bf16 twin so that a
+// float8 compute that did nothing would fail.
+TEST(PipelineParityFp8Compute, EachDitFamilyHasFp8ComputeGoldens) {
+  for (const char* name : {"tiny-flux-dev", "tiny-qwen-image", "tiny-chroma", "tiny-sd3", "tiny-z-image"}) {
+    const std::string dir = kData + "/pipelines/" + name + ".golden/fp8-compute";
+    std::ifstream in(dir + "/cases.json");
+    ASSERT_TRUE(in) << name << ": no " << dir << "/cases.json";
+    const json doc = json::parse(in);
+    EXPECT_FALSE(doc.at("fp8_layers").empty()) << name;
+    EXPECT_GE(doc.at("cases").size(), 1u) << name;
+    auto fp8 = io::SafetensorsFile::open(dir + "/images.safetensors");
+    auto bf16 = io::SafetensorsFile::open(kData + "/pipelines/" + name + ".golden/half/images.safetensors");
+    for (const json& c : doc.at("cases")) {
+      EXPECT_EQ(c.at("dtype"), "bf16") << name;
+      EXPECT_EQ(c.at("fp8_compute"), "tensorwise") << name;
+      const std::string image = c.at("image_tensor").get<std::string>();
+      const std::string tag = "fp8_compute_";
+      ASSERT_EQ(image.rfind(tag, 0), 0u) << name << ": " << image;
+      EXPECT_NE(golden_image(*fp8, image).bytes, golden_image(*bf16, "bf16_" + image.substr(tag.size())).bytes)
+          << name << ": " << image << " is its bf16 twin";
+    }
+  }
 }
 
 // Issue 28: the UNet families have DeepCache goldens (make_deep_cache_pipelines.py) in float32 and bf16 for tiny-sd1

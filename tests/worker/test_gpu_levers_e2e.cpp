@@ -1,13 +1,15 @@
 // --attention-backend and --channels-last end to end on the CPU (issue 28 item 3; the pixels are
 // GpuLevers' in the torch tests): a backend the CPU lacks is refused in one line (exit 2) before any
 // weight is read; a run with math attention and channels-last convolutions records both in every
-// record and in run.json, and resume refuses to mix its images with those of a run without them.
+// record and in run.json, and resume refuses to mix its images with those of a run without them; likewise
+// --fp8-compute, which a UNet refuses.
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "support/png_reader.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -76,6 +78,43 @@ TEST(GpuLeversE2E, TheLeversAreRecordedAndResumeComparesThem) {
   EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
   EXPECT_TRUE(contains(mixed.err, "made with channels_last true")) << mixed.err;
   EXPECT_EQ(generate(dir, dir.file("levers"), {"--attention-backend", "math", "--channels-last"}).exit_code, 0);
+}
+
+// --fp8-compute: refused in one line for a UNet (exit 2, no image), recorded in every record, the infotext and
+// run.json of a DiT run, and compared by resume.
+TEST(GpuLeversE2E, Fp8ComputeIsRecordedAndResumeComparesIt) {
+  TempDir dir;
+  write_file(dir.file("p.txt"), "a red cube\n");
+  RunResult unet = generate(dir, dir.file("unet"), {"--fp8-compute", "tensorwise", "--dtype", "bf16"});
+  EXPECT_EQ(unet.exit_code, 2) << unet.err;
+  EXPECT_TRUE(contains(unet.err, "--fp8-compute tensorwise: the unet has no transformer blocks (a UNet)")) << unet.err;
+  EXPECT_FALSE(contains(unet.err, "Exception raised from")) << unet.err;
+
+  const std::string flux = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-flux-dev";
+  const auto flux_run = [&](const std::string& out, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", flux, "--steps",
+                                     "2", "--width", "16", "--height", "16", "--dtype", "bf16", "--out", out};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv, kEnv, 300s);
+  };
+  RunResult fp8 = flux_run(dir.file("fp8"), {"--fp8-compute", "tensorwise"});
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.err;
+  const nlohmann::json record = read_jsonl(dir.file("fp8/metadata.jsonl")).at(0);
+  EXPECT_EQ(record["fp8_compute"], "tensorwise") << record.dump();
+  const nlohmann::json run_json = nlohmann::json::parse(read_file(dir.file("fp8/run.json")));
+  EXPECT_EQ(run_json["options"]["fp8_compute"], "tensorwise");
+  EXPECT_EQ(run_json["pipeline"]["fp8_compute"], "tensorwise");
+  EXPECT_TRUE(contains(read_png(dir.file("fp8/000000.png")).texts.at("parameters"), "FP8 compute: tensorwise"));
+
+  RunResult plain = flux_run(dir.file("plain"), {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(read_jsonl(dir.file("plain/metadata.jsonl")).at(0).contains("fp8_compute"));
+  EXPECT_NE(read_file(dir.file("fp8/000000.png")), read_file(dir.file("plain/000000.png")));
+
+  RunResult mixed = flux_run(dir.file("plain"), {"--fp8-compute", "tensorwise"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.err;
+  EXPECT_TRUE(contains(mixed.err, "made with fp8_compute \"off\"")) << mixed.err;
+  EXPECT_EQ(flux_run(dir.file("fp8"), {"--fp8-compute", "tensorwise"}).exit_code, 0);
 }
 
 }  // namespace DPINFER_UNITY_ID

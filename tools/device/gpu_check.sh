@@ -13,7 +13,8 @@
 #              cuda_tests.log: tiny-flux-dev in bf16 on cuda:0 with --attention-backend auto, flash,
 #              efficient, cudnn and math, and tiny-sd1 and tiny-sdxl in fp16 with and without
 #              --channels-last, each image against the CPU's in the same dtype (||d||/||ref|| <= 2e-2);
-#              one "[ gpu-levers ]" line each in the summary
+#              and tiny-flux-dev in bf16 with --fp8-compute tensorwise (against the CPU's tensorwise image)
+#              and rowwise (against the CPU's bf16 image; <= 1e-1); one "[ gpu-levers ]" line each in the summary
 #   bench      dpinfer_bench: SD1.5-shaped pipeline (configs/models/sd15-shape), random
 #              weights, 512x512, 25 PNDM steps, CFG 7.5, batch 1 and 8, fp16 on cuda:0
 #   peer       tools/bench/diffusers_peer.py on the same files and settings, when the

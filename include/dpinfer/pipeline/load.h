@@ -65,6 +65,11 @@ struct LoadRequest {
   /// memory format, as pipe.unet.to(memory_format=torch.channels_last) and the same for pipe.vae; the
   /// convolutions then give channels-last activations. Other kernels: recorded, part of resume's identity.
   bool channels_last = false;
+  /// --fp8-compute: "off"; "tensorwise" or "rowwise", the Linear layers of the denoiser's blocks (a DiT's
+  /// block lists) multiplying in float8_e4m3fn with torch._scaled_mm, as torchao 0.18's
+  /// Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor() or PerRow()) computes them
+  /// (nn::LinearImpl::compute_in_fp8). Other pixels: recorded, part of resume's identity.
+  std::string fp8_compute = "off";
   /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
   /// are never on the device together, and the encodings of a chunk wait in host memory.
   bool two_phase = false;

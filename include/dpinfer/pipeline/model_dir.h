@@ -43,6 +43,9 @@ struct Component {
   /// (float8_e4m3fn, layerwise casting; loading/layerwise_storage.h). load_text_to_image()
   /// sets it from --weight-storage for the components that value stores.
   std::string weight_storage;
+  /// "" or --fp8-compute's "tensorwise" / "rowwise", for the denoiser: its blocks' Linear layers
+  /// multiply in float8 (loading/fp8_compute.h).
+  std::string fp8_compute;
 };
 
 /// What a single-file checkpoint was found to be (single_file/single_file.h).

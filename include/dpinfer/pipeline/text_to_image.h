@@ -90,6 +90,9 @@ struct PipelineInfo {
   /// which round differently: recorded with every image and compared by resume.
   std::string attention_backend;
   bool channels_last = false;
+  /// --fp8-compute when not "off" ("tensorwise", "rowwise"), else empty: other pixels, so recorded with
+  /// every image and compared by resume.
+  std::string fp8_compute;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;

@@ -61,6 +61,8 @@ struct GenerateOptions {
   std::string attention_backend = "auto";
   /// --channels-last: the denoiser's and the VAE's convolutions in channels-last memory format.
   bool channels_last = false;
+  /// --fp8-compute: off, tensorwise or rowwise (pipeline::LoadRequest, nn::LinearImpl::compute_in_fp8).
+  std::string fp8_compute = "off";
   int batch_size = 1;
   std::string shard_mode = "contiguous";
   std::string shard;             ///< "I/N"; empty: the whole file

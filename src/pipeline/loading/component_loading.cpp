@@ -12,6 +12,7 @@
 #include "dpinfer/pipeline/conversion/sd3_keys.h"
 #include "dpinfer/pipeline/conversion/z_image_keys.h"
 #include "dpinfer/pipeline/hub/weight_files.h"
+#include "dpinfer/pipeline/loading/fp8_compute.h"
 #include "dpinfer/pipeline/loading/gguf_storage.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_config.h"
@@ -70,7 +71,7 @@ std::shared_ptr<torch::nn::Module> check_keys(const Component& c, const ModelCla
 }  // namespace
 
 bool component_stores_weights(const Component& c) {
-  return parse_weight_storage(c.weight_storage) != at::ScalarType::Undefined ||
+  return parse_weight_storage(c.weight_storage) != at::ScalarType::Undefined || !c.fp8_compute.empty() ||
          (!c.single_file.empty() && io::GgufFile::has_magic(c.single_file));
 }
 
@@ -121,6 +122,10 @@ std::shared_ptr<torch::nn::Module> load_component(const Component& c, const at::
     for (at::Tensor t : module->buffers()) t.set_data(at::empty(t.sizes(), t.options().device(options.device())));
   }
   load_weights(*module, files, renames, c.name, load);
+  if (!c.fp8_compute.empty()) {
+    const std::vector<std::string> changed = compute_blocks_in_fp8(*module, c.name, c.fp8_compute);
+    log::debug("{}: {} of its blocks' Linear layers compute in float8 ({})", c.name, changed.size(), c.fp8_compute);
+  }
   if (gets_identity_projection(c)) {
     at::NoGradGuard no_grad;
     at::Tensor projection;  // a handle on the module's parameter

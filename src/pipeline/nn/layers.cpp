@@ -68,11 +68,77 @@ at::Tensor layers_linear_of_parameter(const at::Tensor& x, const at::Tensor& w, 
 
 }  // namespace
 
+namespace {
+
+/// torch.finfo(torch.float8_e4m3fn).max.
+constexpr double kFloat8E4m3Max = 448.0;
+
+/// `t` [..., n] in float8_e4m3fn and its float32 scale, as torchao 0.15 quantizes a tensor (quant_primitives.py
+/// _choose_scale_float8, then _quantize_affine_float8): the scale is amax(|t|) over the whole tensor (0-d) or over
+/// its last dimension ([..., 1]) divided by 448 in t's own dtype (so a bf16 tensor's scale is rounded to bf16),
+/// then cast to float32; the values are t in float32 divided by the scale, clamped to ±448 and cast.
+std::pair<at::Tensor, at::Tensor> quantize_float8(const at::Tensor& t, bool rowwise) {
+  const at::Tensor amax = rowwise ? t.abs().amax({-1}, /*keepdim=*/true) : t.abs().amax();
+  const at::Tensor scale = (amax / kFloat8E4m3Max).to(at::kFloat);
+  at::Tensor values = (t.to(at::kFloat) / scale).clamp(-kFloat8E4m3Max, kFloat8E4m3Max).to(at::kFloat8_e4m3fn);
+  return {std::move(values), scale};
+}
+
+}  // namespace
+
+void LinearImpl::compute_in_fp8(bool rowwise) {
+  if (stored() || computes_in_fp8())
+    throw Error("a Linear whose weight is stored (float8 or GGUF blocks) cannot also compute in float8");
+  const at::ScalarType compute = weight.scalar_type();
+  auto [values, scale] = quantize_float8(weight, rowwise);  // [out, in], [out, 1] or 0-d
+  weight.set_data(values);
+  // torchao's per-tensor weight scale is [1, 1] (the block is the whole [out, in] weight).
+  fp8_weight_scale_ = register_buffer("fp8_weight_scale", rowwise ? scale : scale.reshape({1, 1}));
+  fp8_rowwise_ = rowwise;
+  set_compute_dtype(compute);
+}
+
+// Ref: torchao 0.15 float8_tensor.py _float8_addmm_impl (kernel "torch") and float8/inference.py
+// addmm_float8_unwrapped_inference: the input quantized in its own shape, its values as a row-major
+// [rows, in] matrix (preprocess_data) and a per-row scale as [rows, 1] (preprocess_scale), the weight as
+// its transpose [in, out] (column-major, as _scaled_mm wants it) with its scale transposed ([1, out] per
+// row); torch._scaled_mm with torchao's default use_fast_accum=True and the bias, into the input's dtype,
+// except that a float32 output adds the bias after (_scaled_mm takes none there).
+at::Tensor LinearImpl::fp8_forward(const at::Tensor& x) const {
+  const auto one = [this](const at::Tensor& part) {  // [..., in] -> [..., out]
+    const int64_t in = part.size(-1);
+    auto [values, scale] = quantize_float8(part, fp8_rowwise_);
+    values = values.reshape({-1, in}).contiguous();
+    scale = fp8_rowwise_ ? scale.reshape({-1, 1}) : scale.reshape({1, 1});
+    const at::ScalarType out_dtype = part.scalar_type();
+    const bool bias_after = bias.defined() && out_dtype == at::kFloat;
+    at::Tensor out = at::_scaled_mm(values, weight.t(), scale, fp8_rowwise_ ? fp8_weight_scale_.t() : fp8_weight_scale_,
+                                    bias.defined() && !bias_after ? std::optional<at::Tensor>(bias) : std::nullopt,
+                                    std::nullopt, out_dtype, /*use_fast_accum=*/true);
+    if (bias_after) out = out + bias;
+    std::vector<int64_t> shape(part.sizes().begin(), part.sizes().end());
+    shape.back() = weight.size(0);
+    return out.reshape(shape);
+  };
+  // Per row the scales never span two images; per tensor, one scale per image (the first dimension).
+  if (fp8_rowwise_ || x.dim() < 2 || x.size(0) == 1) return one(x);
+  std::vector<at::Tensor> images;
+  images.reserve(static_cast<size_t>(x.size(0)));
+  for (int64_t i = 0; i < x.size(0); ++i) images.push_back(one(x.narrow(0, i, 1)));
+  return at::cat(images, 0);
+}
+
 at::Tensor LinearImpl::forward(const at::Tensor& x) const {
-  const auto [w, b] = for_compute();
-  at::Tensor out = gguf_type() ? at::linear(x, w, b) : layers_linear_of_parameter(x, w, b);
+  at::Tensor out;
+  if (computes_in_fp8()) {
+    out = fp8_forward(x);
+  } else {
+    const auto [w, b] = for_compute();
+    out = gguf_type() ? at::linear(x, w, b) : layers_linear_of_parameter(x, w, b);
+  }
   // PEFT's lora_A and lora_B are nn.Linear layers without bias whose weights are Parameters that require grad
-  // (inject_adapter_in_model makes them trainable): [..., in] -> [..., r] -> [..., out].
+  // (inject_adapter_in_model makes them trainable): [..., in] -> [..., r] -> [..., out]. On a float8-computing
+  // layer they run beside it in the run dtype, as PEFT's adapters on a torchao-quantized base layer do.
   return with_loras(x, std::move(out), [](const at::Tensor& in, const LoraAdapter& a) {
     return layers_linear_of_parameter(layers_linear_of_parameter(in, a.down, {}), a.up, {});
   });

@@ -66,6 +66,9 @@ class WeightedLayer : public torch::nn::Module {
   at::Tensor weight, bias;
 
  protected:
+  /// For a layer that keeps its weight otherwise than store_as() and store_gguf() do (LinearImpl::compute_in_fp8):
+  /// the dtype its forward computes in and its LoRA adapters take.
+  void set_compute_dtype(at::ScalarType compute) { compute_dtype_ = compute; }
   /// weight and bias in the compute dtype, for one forward.
   std::pair<at::Tensor, at::Tensor> for_compute() const;
   /// `result` (the base layer's output for `x`) plus each attached adapter's, as PEFT's lora.Linear.forward and
@@ -99,6 +102,24 @@ class LinearImpl : public WeightedLayer {
   /// and transformers' modules, whose weights are Parameters that require grad even under no_grad
   /// (see layers.cpp).
   at::Tensor forward(const at::Tensor& x) const;
+
+  /// --fp8-compute (issue 28): from now on the layer multiplies in float8_e4m3fn with torch._scaled_mm, as a
+  /// Linear that torchao 0.15's quantize_(model, Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()
+  /// or PerRow())) replaced computes (quantization/quantize_/workflows/float8/float8_tensor.py _float8_addmm_impl,
+  /// kernel "torch"): its loaded weight is quantized once, here, with a scale per tensor (`rowwise` false, [1, 1])
+  /// or per output row ([out, 1]), and each input for each call with a scale per tensor or per row (token); the
+  /// bias stays in the run dtype. The weight tensor becomes the float8 values (half of bf16's memory), the scales
+  /// a float32 buffer "fp8_weight_scale" (so that a module move takes it along).
+  /// Per tensor, an input's scale spans one image, not the batch: the first dimension (a DiT's batch) is cut
+  /// into single images, each with its own scale, so that an image does not depend on its batch-mates (torchao
+  /// scales the whole call; the two agree for a call of one image).
+  void compute_in_fp8(bool rowwise);
+  bool computes_in_fp8() const { return fp8_weight_scale_.defined(); }
+
+ private:
+  at::Tensor fp8_forward(const at::Tensor& x) const;
+  at::Tensor fp8_weight_scale_;
+  bool fp8_rowwise_ = false;
 };
 TORCH_MODULE(Linear);
 
