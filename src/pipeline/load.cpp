@@ -7,6 +7,7 @@
 #include "dpinfer/pipeline/loading/fp8_compute.h"
 #include "dpinfer/pipeline/loading/layerwise_storage.h"
 #include "dpinfer/pipeline/model_dir.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/nn/sdpa_backend.h"
 #include "dpinfer/pipeline/scheduler_settings.h"
 #include "dpinfer/util/error.h"
@@ -65,6 +66,16 @@ std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
                          " is a GGUF file, whose transformer keeps its own quantized storage; drop --fp8-compute");
       for (Component& c : model.components)
         if (c.role == ComponentRole::kDenoiser) c.fp8_compute = request.fp8_compute;
+    }
+    // --cuda-graphs: FLUX.1's denoiser calls, on CUDA, with its weights where they stay.
+    if (request.cuda_graphs) {
+      nn::check_cuda_graphs(request.device);
+      if (model.family->name != "flux")
+        throw InputError("--cuda-graphs: captured for FLUX.1 models so far, and this is a " + model.family->label +
+                         " model; drop --cuda-graphs");
+      if (request.offload != "none")
+        throw InputError("--cuda-graphs with --offload " + request.offload + ": a graph replays its kernels on the "
+                         "weights' addresses at capture, and offload moves the weights for every call; drop one");
     }
     // --attention-backend: refused here, before any weight is read, when the device cannot run it.
     const nn::SdpaBackend attention = nn::parse_sdpa_backend(request.attention_backend);

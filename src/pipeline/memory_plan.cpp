@@ -521,6 +521,7 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   const bool fp8_compute = request.fp8_compute != "off";
   if (fp8_compute) fixed.weight_storage = "fp8-denoiser";
   if (request.offload != "none") fixed.offload = request.offload;
+  if (request.cuda_graphs) fixed.offload = "none";  // a graph holds the weights' addresses (nn/cuda_graphs.h)
   fixed.blocks_per_group = request.offload_blocks_per_group;
   if (request.vae_tiling) fixed.vae_tiling = true;
   if (request.two_phase) fixed.two_phase = true;

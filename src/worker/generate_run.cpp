@@ -135,6 +135,7 @@ int GenerateRun::run() {
   req.attention_backend = o_.attention_backend;
   req.channels_last = o_.channels_last;
   req.fp8_compute = o_.fp8_compute;
+  req.cuda_graphs = o_.cuda_graphs;
   const plan::OffloadChoice offload = plan::parse_offload(o_.offload);
   req.offload = offload.mode;
   req.offload_blocks_per_group = offload.blocks_per_group;
@@ -988,6 +989,7 @@ void GenerateRun::write_run_json(const pipeline::PipelineInfo& info, const plan:
                         {"attention_backend", info.attention_backend.empty() ? "auto" : info.attention_backend},
                         {"channels_last", info.channels_last},
                         {"fp8_compute", info.fp8_compute.empty() ? "off" : info.fp8_compute},
+                        {"cuda_graphs", info.cuda_graphs},
                         {"model_hash", hashes_.model.empty() ? nlohmann::json() : nlohmann::json(hashes_.model)}}},
                       // What a prompts line that sets none gets: the options, else the model's defaults.
                       {"item_defaults",

@@ -42,6 +42,42 @@ SCHEDULERS = {
     "flow_match_euler": ("FlowMatchEulerDiscreteScheduler", {}),
 }
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+# dpinfer's DBCache settings -> cache-dit 1.5.3's DBCacheConfig fields (tools/fixtures/make_dbcache_pipelines.py).
+DBCACHE_KEYS = {"dbcache": "residual_diff_threshold", "dbcache_fn": "Fn_compute_blocks",
+                "dbcache_bn": "Bn_compute_blocks", "dbcache_warmup": "max_warmup_steps",
+                "dbcache_max_cached": "max_cached_steps", "dbcache_max_continuous": "max_continuous_cached_steps"}
+# dpinfer settings that are pipeline call arguments of the same name.
+CALL_KEYS = ("max_sequence_length", "true_cfg_scale")
+
+
+def step_cache(pipe, settings, true_cfg):
+    """The step cache dpinfer_bench's --set asked for, applied as its reference applies it: First Block Cache by
+    diffusers' own pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold)), DBCache (with TaylorSeer) by
+    cache_dit.enable_cache, as the parity goldens apply them. Returns (name, the index of the first block a skipped
+    call does not run) or (None, None)."""
+    if settings.get("first_block_cache", 0) > 0:
+        from diffusers.hooks import FirstBlockCacheConfig
+        pipe.transformer.enable_cache(FirstBlockCacheConfig(threshold=settings["first_block_cache"]))
+        return "first_block_cache", 1
+    if settings.get("dbcache", 0) > 0:
+        import cache_dit
+        from cache_dit import DBCacheConfig, TaylorSeerCalibratorConfig
+        options = {DBCACHE_KEYS[k]: v for k, v in settings.items() if k in DBCACHE_KEYS}
+        order = settings.get("taylorseer_order", 0)
+        cache_dit.enable_cache(pipe, cache_config=DBCacheConfig(enable_separate_cfg=true_cfg, **options),
+                               calibrator_config=TaylorSeerCalibratorConfig(taylorseer_order=order) if order else None)
+        return "dbcache", options.get("Fn_compute_blocks", 8)
+    return None, None
+
+
+def call_counters(transformer, middle):
+    """Forward hooks on the first submodule of block 0 and of block `middle` (the first that a cached call skips), in
+    the order the transformer runs its blocks: the calls, and the calls that skipped."""
+    blocks = list(transformer.transformer_blocks) + list(getattr(transformer, "single_transformer_blocks", []))
+    count = {"head": 0, "middle": 0}
+    for key, block in (("head", blocks[0]), ("middle", blocks[middle])):
+        next(block.children()).register_forward_hook(lambda *_, key=key: count.__setitem__(key, count[key] + 1))
+    return count
 
 
 def machine_name():
@@ -111,6 +147,15 @@ def main():
         pipe.scheduler = getattr(diffusers, cls_name).from_config(pipe.scheduler.config, **extra)
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
+    settings = dp.get("set", {})
+    unknown = set(settings) - set(DBCACHE_KEYS) - set(CALL_KEYS) - {"first_block_cache", "taylorseer_order"}
+    if unknown:
+        sys.exit(f"diffusers_peer: no peer for dpinfer's --set {sorted(unknown)}")
+    call_extra = {k: settings[k] for k in CALL_KEYS if k in settings}
+    true_cfg = any(r["negative_prompt"] for d in dp["runs"] for r in d["requests"]) and \
+        settings.get("true_cfg_scale", dp["guidance_scale"] if pipeline_class == "QwenImagePipeline" else 1.0) > 1
+    cache, middle = step_cache(pipe, settings, true_cfg)
+    counts = call_counters(pipe.transformer, middle) if cache else None
     sync()
     load_s = time.perf_counter() - t0
 
@@ -123,7 +168,8 @@ def main():
                     else {"guidance_scale": dp["guidance_scale"]})
         images = pipe(prompt=prompts, negative_prompt=negatives if any(negatives) else None,
                       num_inference_steps=dp["steps"], **guidance,
-                      height=dp["height"], width=dp["width"], generator=generators, output_type="np").images
+                      height=dp["height"], width=dp["width"], generator=generators, output_type="np",
+                      **call_extra).images
         finite = int(np.isfinite(images).all(axis=(1, 2, 3)).sum())
         return (images * 255).round().astype(np.uint8), finite  # uint8: what dpinfer's generate() returns too
 
@@ -140,6 +186,7 @@ def main():
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             secs = []
+            counted = dict(counts) if counts else None
             for _ in range(repeats):
                 sync()
                 t0 = time.perf_counter()
@@ -154,6 +201,9 @@ def main():
                 "peak_reserved_gib": torch.cuda.max_memory_reserved(device) / 2**30 if cuda else 0.0,
                 "finite_images": finite,
             }
+            if counts:  # per run, as dpinfer_bench reports them
+                run["denoiser_calls"] = (counts["head"] - counted["head"]) / repeats
+                run["denoiser_calls_cached"] = (counts["head"] - counted["head"] - counts["middle"] + counted["middle"]) / repeats
             if args.images and d.get("images"):
                 from PIL import Image
                 ours = np.stack([np.asarray(Image.open(os.path.join(args.images, n)).convert("RGB"))
@@ -169,6 +219,7 @@ def main():
         "diffusers_version": diffusers.__version__,
         "transformers_version": transformers.__version__,
         "pipeline_class": type(pipe).__name__,
+        "step_cache": cache, "set": settings,
         "device": device, "dtype": dp["dtype"], "scheduler": dp["scheduler"],
         "width": dp["width"], "height": dp["height"], "steps": dp["steps"], "guidance_scale": dp["guidance_scale"],
         "warmup": warmup, "repeats": repeats,

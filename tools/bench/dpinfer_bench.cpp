@@ -74,6 +74,8 @@ struct Options {
   int steps = 25;
   std::optional<double> guidance_scale;  // unset: the model's default (7.5 SD, 5.0 SDXL)
   std::string negative_prompt;  // Qwen-Image's true CFG runs only with one
+  std::vector<std::string> set;  // --set KEY=VALUE: the family's settings (a step cache, max_sequence_length)
+  bool cuda_graphs = false;      // --cuda-graphs, as dpinfer generate's
   std::vector<int> batch_sizes = {1, 8};
   int warmup = 1;
   int repeats = 3;
@@ -385,6 +387,14 @@ int run(const Options& o_in) {
   // --offload as dpinfer generate takes it (plan::parse_offload, which this tool does not link).
   po.offload = o.offload.substr(0, o.offload.find(':'));
   if (o.offload.find(':') != std::string::npos) po.offload_blocks_per_group = std::stoi(o.offload.substr(7));
+  po.cuda_graphs = o.cuda_graphs;
+  // --set KEY=VALUE as dpinfer generate reads it: the value as JSON (0.12, 64, true), else as a string.
+  for (const std::string& kv : o.set) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("--set: expected KEY=VALUE, got '" + kv + "'");
+    const std::string value = kv.substr(eq + 1);
+    po.settings[kv.substr(0, eq)] = json::accept(value) ? json::parse(value) : json(value);
+  }
   auto t0 = std::chrono::steady_clock::now();
   auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);
@@ -411,6 +421,9 @@ int run(const Options& o_in) {
   report["steps"] = o.steps;
   report["pipeline_class"] = info.pipeline_class;
   report["guidance_scale"] = guidance_scale;
+  report["settings"] = info.settings;  // every setting of the family, --set's over the defaults
+  report["set"] = po.settings;         // what --set gave (diffusers_peer.py applies a step cache from it)
+  report["cuda_graphs"] = o.cuda_graphs;
   report["warmup"] = o.warmup;
   report["repeats"] = o.repeats;
   report["load_seconds"] = load_s;
@@ -433,6 +446,7 @@ int run(const Options& o_in) {
       r.guidance_scale = guidance_scale;
       r.width = o.width;
       r.height = o.height;
+      r.settings = info.settings;
       batch.push_back(r);
     }
     std::vector<double> warm;
@@ -443,6 +457,7 @@ int run(const Options& o_in) {
     }
     reset_peak_memory(o.device);
     const json offload_before = pipe->offload_statistics();
+    const json statistics_before = pipe->statistics();
     std::vector<double> secs;
     std::vector<pipeline::RgbImage> images;
     for (int r = 0; r < o.repeats; ++r) {
@@ -451,6 +466,12 @@ int run(const Options& o_in) {
       secs.push_back(seconds_since(t0));
     }
     const MemoryStats mem = peak_memory(o.device);
+    // A step cache's counts over the timed runs, per run: the denoiser calls and those that skipped the cached blocks.
+    const json statistics_after = pipe->statistics();
+    const auto per_run = [&](const char* key) {
+      return static_cast<double>(statistics_after.value(key, int64_t{0}) - statistics_before.value(key, int64_t{0})) /
+             o.repeats;
+    };
     const double m = median(secs);
     int finite = 0;
     for (const auto& img : images) finite += img.finite;
@@ -466,6 +487,8 @@ int run(const Options& o_in) {
                   {"peak_allocated_gib", mem.peak_allocated_gib},
                   {"peak_reserved_gib", mem.peak_reserved_gib},
                   {"finite_images", finite},
+                  {"denoiser_calls", per_run("denoiser_calls")},
+                  {"denoiser_calls_cached", per_run("denoiser_calls_cached")},
                   {"requests", requests}};
     // --offload: what the timed runs moved, per run, and the host-to-device bandwidth a copy of
     // that size gets alone, so that the time the copies would take unhidden can be set against
@@ -637,6 +660,10 @@ int main(int argc, char** argv) {
       app.add_option("--guidance-scale", guidance_scale, "CFG scale (default: the model's, 7.5 SD, 5.0 SDXL)");
   app.add_option("--negative-prompt", o.negative_prompt,
                  "every image's negative prompt (default none; Qwen-Image guides only with one, e.g. \" \")");
+  app.add_option("--set", o.set,
+                 "a family setting KEY=VALUE (repeatable), as dpinfer generate's: e.g. --set dbcache=0.08 --set "
+                 "dbcache_fn=1, --set first_block_cache=0.2, --set max_sequence_length=64");
+  app.add_flag("--cuda-graphs", o.cuda_graphs, "replay the denoiser's calls from CUDA graphs, as dpinfer generate's");
   app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
   app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();

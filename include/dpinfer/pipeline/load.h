@@ -70,6 +70,9 @@ struct LoadRequest {
   /// Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor() or PerRow()) computes them
   /// (nn::LinearImpl::compute_in_fp8). Other pixels: recorded, part of resume's identity.
   std::string fp8_compute = "off";
+  /// --cuda-graphs: the denoiser's calls captured once per key and replayed (nn/cuda_graphs.h). The same kernels
+  /// and values, so not part of an image's identity. FLUX.1 models on CUDA only; not with --offload.
+  bool cuda_graphs = false;
   /// Two-phase chunks (TextToImage::prepare, --encode-chunk): the text encoders and the denoiser
   /// are never on the device together, and the encodings of a chunk wait in host memory.
   bool two_phase = false;

@@ -93,6 +93,8 @@ struct PipelineInfo {
   /// --fp8-compute when not "off" ("tensorwise", "rowwise"), else empty: other pixels, so recorded with
   /// every image and compared by resume.
   std::string fp8_compute;
+  /// --cuda-graphs: the denoiser's calls replayed from CUDA graphs (the same values; run.json only).
+  bool cuda_graphs = false;
   /// The family's settings, in order, and their values for this run (the load's settings
   /// over the defaults): what an item that sets none gets.
   std::vector<SettingSpec> setting_specs;

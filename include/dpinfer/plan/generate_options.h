@@ -63,6 +63,8 @@ struct GenerateOptions {
   bool channels_last = false;
   /// --fp8-compute: off, tensorwise or rowwise (pipeline::LoadRequest, nn::LinearImpl::compute_in_fp8).
   std::string fp8_compute = "off";
+  /// --cuda-graphs: the denoiser's calls captured and replayed as CUDA graphs (pipeline::LoadRequest).
+  bool cuda_graphs = false;
   int batch_size = 1;
   std::string shard_mode = "contiguous";
   std::string shard;             ///< "I/N"; empty: the whole file

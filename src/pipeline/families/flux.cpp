@@ -29,6 +29,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer.h"
 #include "dpinfer/pipeline/models/transformers/flux_transformer_config.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
@@ -118,6 +119,7 @@ class FluxPipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/true);
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
     load_vae(md, "vae", vae_, options);
     vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
@@ -207,6 +209,9 @@ class FluxPipeline : public LoraPipeline {
     // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a step cache
     // state each, for this batch (diffusers and cache-dit reset theirs at every call).
     const BlockCaches caches(settings);
+    if (graphs_ && (caches.cond() || caches.uncond()))
+      throw InputError("--cuda-graphs with a step cache (first_block_cache or dbcache): a cache decides on the host, "
+                       "per step, which blocks run, and a graph replays the ones it captured; drop one");
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -283,15 +288,22 @@ class FluxPipeline : public LoraPipeline {
                                : fill_condition.defined() ? at::cat({latents, fill_condition}, 2)
                                                           : latents;
       const int64_t length = latents.size(1);
-      at::Tensor pred = transformer_->forward(input, cond.t5, cond.pooled, timestep, image_ids, text_ids, guidance,
-                                              caches.cond())
-                            .slice(1, 0, length);
+      // One transformer call: eager, or replayed from its CUDA graph (--cuda-graphs; the same kernels).
+      const auto transformer = [&](const at::Tensor& in, const auto& embeds, const at::Tensor& t, const at::Tensor& g,
+                                   nn::BlockCache* cache, const char* context) {
+        if (!graphs_) return transformer_->forward(in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g, cache);
+        return graphs_->run({in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g},
+                            std::string(context) + "/" + lora_key("transformer"),
+                            transformer_->parameters().front().data_ptr(), [&](const std::vector<at::Tensor>& v) {
+                              return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+                            });
+      };
+      at::Tensor pred = transformer(input, cond, timestep, guidance, caches.cond(), "cond").slice(1, 0, length);
       if (!cfg_rows.empty()) {
         auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
-        const at::Tensor neg =
-            transformer_->forward(pick(input), uncond.t5, uncond.pooled, pick(timestep), image_ids, text_ids,
-                                  guidance.defined() ? pick(guidance) : guidance, caches.uncond())
-                .slice(1, 0, length);
+        const at::Tensor neg = transformer(pick(input), uncond, pick(timestep), guidance.defined() ? pick(guidance) : guidance,
+                                           caches.uncond(), "uncond")
+                                   .slice(1, 0, length);
         const at::Tensor pos = pick(pred);
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);
         pred = rows.defined() ? pred.index_copy(0, rows, guided_pred) : guided_pred;
@@ -301,6 +313,10 @@ class FluxPipeline : public LoraPipeline {
         latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
     caches.count_into(statistics_);  // the images of this batch, for the run summary
+    if (graphs_) {
+      statistics_["cuda_graph_captures"] = graphs_->captures();
+      statistics_["cuda_graph_replays"] = graphs_->replays();
+    }
     throw_if_cancelled();
 
     const at::Tensor z = packed_latents_for_decode(latents, h, w, vae_config_, dtype_);
@@ -416,6 +432,7 @@ class FluxPipeline : public LoraPipeline {
   std::shared_ptr<T5EncoderModelImpl> text_encoder_2_;
   std::shared_ptr<FluxTransformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   PipelineInfo info_;
   json statistics_ = json::object();  ///< statistics(): First Block Cache's counts over the run
 };

@@ -35,6 +35,7 @@ PipelineInfo pipeline_info(const ModelDir& model, const LoadRequest& request, co
   if (request.attention_backend != "auto") info.attention_backend = request.attention_backend;
   info.channels_last = request.channels_last;
   if (request.fp8_compute != "off") info.fp8_compute = request.fp8_compute;
+  info.cuda_graphs = request.cuda_graphs;
   if (model.single_file && !model.single_file->weight_storage.empty())
     info.weight_storage = model.single_file->weight_storage;  // a GGUF file (load.cpp refuses it with fp8)
   info.setting_specs = family.settings;

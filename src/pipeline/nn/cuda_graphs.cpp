@@ -1,0 +1,100 @@
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
+
+#ifdef DPINFER_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "dpinfer/util/error.h"
+
+namespace dpinfer::pipeline::nn {
+
+std::string graph_key(const std::vector<at::Tensor>& inputs, const std::string& context) {
+  std::string key = context;
+  for (const at::Tensor& t : inputs) {
+    key += '|';
+    if (!t.defined()) {
+      key += '-';
+      continue;
+    }
+    key += c10::toString(t.scalar_type());
+    for (int64_t s : t.sizes()) key += ' ' + std::to_string(s);
+  }
+  return key;
+}
+
+void check_cuda_graphs(const std::string& device) {
+  if (device.rfind("cuda", 0) != 0)
+    throw InputError("--cuda-graphs: CUDA graphs replay GPU kernels, and the run is on " + device +
+                     "; drop --cuda-graphs, or run on a CUDA device");
+#ifndef DPINFER_WITH_CUDA
+  throw InputError("--cuda-graphs: this dpinfer was built with a LibTorch without CUDA; drop --cuda-graphs");
+#endif
+}
+
+#ifdef DPINFER_WITH_CUDA
+
+struct DenoiserGraphs::Graph {
+  at::cuda::CUDAGraph graph;
+  std::vector<at::Tensor> inputs;  ///< the static inputs the graph reads: each call copies into them
+  at::Tensor output;               ///< what the graph writes
+};
+
+DenoiserGraphs::DenoiserGraphs() = default;
+DenoiserGraphs::~DenoiserGraphs() = default;
+
+at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>& inputs, const std::string& context, const void* weights,
+                               const Call& call) {
+  if (weights != weights_) {
+    graphs_.clear();  // the graphs read the weights' old addresses
+    weights_ = weights;
+  }
+  const std::string key = graph_key(inputs, context);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    auto g = std::make_unique<Graph>();
+    // Contiguous copies: an expanded input (a timestep or guidance broadcast over the batch) cannot be copied into.
+    for (const at::Tensor& t : inputs) g->inputs.push_back(t.defined() ? t.contiguous().clone() : at::Tensor());
+    // Ref: torch/cuda/graphs.py graph.__enter__ and the "whole network capture" recipe of PyTorch's CUDA
+    // semantics notes: warm up on a side stream (lazy initialisations, cuBLAS workspaces), then capture there.
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream();
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    current.synchronize();
+    {
+      c10::cuda::CUDAStreamGuard on_side(side);
+      for (int warm = 0; warm < 2; ++warm) call(g->inputs);
+      side.synchronize();
+      g->graph.capture_begin();
+      g->output = call(g->inputs);
+      g->graph.capture_end();
+    }
+    side.synchronize();
+    ++captures_;
+    it = graphs_.emplace(key, std::move(g)).first;
+  } else {
+    Graph& g = *it->second;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined()) g.inputs[i].copy_(inputs[i]);
+  }
+  // The capture itself computed nothing; its first replay does (with the inputs it was captured from).
+  it->second->graph.replay();
+  ++replays_;
+  return it->second->output.clone();
+}
+
+#else
+
+struct DenoiserGraphs::Graph {};
+
+DenoiserGraphs::DenoiserGraphs() {
+  throw InputError("--cuda-graphs: this dpinfer was built with a LibTorch without CUDA; drop --cuda-graphs");
+}
+DenoiserGraphs::~DenoiserGraphs() = default;
+at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>&, const std::string&, const void*, const Call&) {
+  throw Error("DenoiserGraphs::run without CUDA");
+}
+
+#endif
+
+}  // namespace dpinfer::pipeline::nn

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Step caches at a real shape, against their references, in one run (issue 28): FLUX.1-dev's shape with its real
+# widths (T5-XXL, CLIP-L, the VAE, and the transformer's 3072-wide blocks) cut to 2 double- and 4 single-stream
+# blocks, random bf16 weights, on this machine's CPU. For each row, dpinfer_bench times dpinfer and
+# diffusers_peer.py times diffusers on the very same model directory, prompt, seed and settings, with the same
+# cache applied as its reference applies it:
+#   uncached                    both plain;
+#   First Block Cache T         dpinfer --set first_block_cache=T, diffusers' FirstBlockCacheConfig(threshold=T);
+#   DBCache T (F1B0)            dpinfer --set dbcache=T --set dbcache_fn=1, cache-dit 1.5.3's DBCacheConfig(
+#                               residual_diff_threshold=T, Fn_compute_blocks=1) (Fn 8, cache-dit's default, needs
+#                               more than the cut's 6 blocks);
+#   DBCache T + TaylorSeer 1    the same with --set taylorseer_order=1 / TaylorSeerCalibratorConfig(1).
+# It prints, per row: the share of transformer calls that skipped the cached blocks on each side, each side's
+# images/s, dpinfer against dpinfer uncached, dpinfer against its reference with the same cache, and dpinfer against
+# diffusers uncached. Nothing is asserted; run it on an idle machine (images/s compare within one run only).
+#
+#   tools/bench/cache_speed.sh [--steps 28] [--size 64] [--max-sequence-length 64] [--model-dir DIR] [--rows a,b,...]
+#
+# --model-dir (default /tmp/dpinfer-cache-speed-flux-dev-L2S4) keeps the 12.6 GB of random weights for the next run.
+# Rows: uncached,fbcache,dbcache,dbcache_taylor (default all). Needs the build and tools/fixtures/.venv (diffusers,
+# cache-dit).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+steps=28
+size=64
+msl=64
+model_dir=/tmp/dpinfer-cache-speed-flux-dev-L2S4
+rows=uncached,fbcache,dbcache,dbcache_taylor
+fbcache=0.2     # diffusers' First Block Cache example threshold for FLUX.1 (docs: api/cache)
+dbcache=0.08    # cache-dit 1.5.3's default residual_diff_threshold
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps="$2"; shift 2 ;;
+    --size) size="$2"; shift 2 ;;
+    --max-sequence-length) msl="$2"; shift 2 ;;
+    --model-dir) model_dir="$2"; shift 2 ;;
+    --rows) rows="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "cache_speed: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+bench="$root/build/default/tools/bench/dpinfer_bench"
+python="$root/tools/fixtures/.venv/bin/python"
+[ -x "$bench" ] || { echo "cache_speed: $bench is missing; build first" >&2; exit 2; }
+[ -x "$python" ] || { echo "cache_speed: $python is missing; run tools/fixtures/setup_venv.sh" >&2; exit 2; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# The cut shape: flux-dev-shape with its transformer's block counts lowered.
+cp -r "$root/configs/models/flux-dev-shape" "$work/shape"
+python3 - "$work/shape/transformer/config.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+c.update(num_layers=2, num_single_layers=4)
+json.dump(c, open(p, "w"), indent=2)
+PY
+
+echo "machine: $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load $(cut -d' ' -f1 /proc/loadavg)"
+echo "shape: FLUX.1-dev cut to 2 + 4 blocks, random bf16 weights, ${size}x${size}, $steps steps, max_sequence_length $msl, batch 1"
+common=(--device cpu --dtype bf16 --weights-dtype bf16 --shape "$work/shape" --model-dir "$model_dir" --width "$size"
+        --height "$size" --steps "$steps" --batch-sizes 1 --warmup 1 --repeats 1 --set "max_sequence_length=$msl")
+declare -A args=(
+  [uncached]=""
+  [fbcache]="--set first_block_cache=$fbcache"
+  [dbcache]="--set dbcache=$dbcache --set dbcache_fn=1"
+  [dbcache_taylor]="--set dbcache=$dbcache --set dbcache_fn=1 --set taylorseer_order=1"
+)
+declare -A label=(
+  [uncached]="uncached"
+  [fbcache]="First Block Cache $fbcache"
+  [dbcache]="DBCache $dbcache (F1B0)"
+  [dbcache_taylor]="DBCache $dbcache + TaylorSeer 1"
+)
+IFS=, read -r -a names <<<"$rows"
+for name in "${names[@]}"; do
+  [ -n "${label[$name]+x}" ] || { echo "cache_speed: unknown row '$name'" >&2; exit 2; }
+  echo "== $name"
+  # shellcheck disable=SC2086
+  "$bench" "${common[@]}" ${args[$name]} --json "$work/$name.dpinfer.json" >"$work/$name.dpinfer.log"
+  "$python" "$root/tools/bench/diffusers_peer.py" --dpinfer-json "$work/$name.dpinfer.json" \
+    --out "$work/$name.peer.json" >"$work/$name.peer.log" 2>&1 || { cat "$work/$name.peer.log" >&2; exit 1; }
+done
+
+"$python" - "$work" "${names[@]}" <<'PY'
+import json, os, sys
+work, names = sys.argv[1], sys.argv[2:]
+labels = {"uncached": "uncached", "fbcache": "First Block Cache", "dbcache": "DBCache F1B0",
+          "dbcache_taylor": "DBCache F1B0 + TaylorSeer 1"}
+rows = {}
+for n in names:
+    dp = json.load(open(os.path.join(work, n + ".dpinfer.json")))["runs"][0]
+    peer = json.load(open(os.path.join(work, n + ".peer.json")))
+    rows[n] = (dp, peer["runs"][0], peer)
+def skipped(r):
+    return f"{r['denoiser_calls_cached'] / r['denoiser_calls']:.0%}" if r.get("denoiser_calls") else "-"
+base = rows.get("uncached")
+print("\n| setting | skipped (dpinfer) | skipped (reference) | dpinfer images/s | reference images/s | "
+      "dpinfer / dpinfer uncached | dpinfer / reference | dpinfer / diffusers uncached |")
+print("|---|---|---|---|---|---|---|---|")
+for n, (dp, pr, peer) in rows.items():
+    ref = {"uncached": "diffusers", "fbcache": "diffusers", "dbcache": "cache-dit", "dbcache_taylor": "cache-dit"}[n]
+    own = f"{dp['images_per_second'] / base[0]['images_per_second']:.2f}x" if base else "-"
+    vs_plain = f"{dp['images_per_second'] / base[1]['images_per_second']:.2f}x" if base else "-"
+    print(f"| {labels[n]} | {skipped(dp)} | {skipped(pr)} | {dp['images_per_second']:.4f} | "
+          f"{pr['images_per_second']:.4f} ({ref}) | {own} | {dp['images_per_second'] / pr['images_per_second']:.2f}x | "
+          f"{vs_plain} |")
+print(f"\n(diffusers {peer['diffusers_version']}, torch {peer['torch_version']}; each images/s is one timed call "
+      "after one warm-up call, model load excluded)")
+PY
