@@ -57,7 +57,7 @@ TEST_P(Fp8Compute, ComputesTheLayersTorchaoQuantizes) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Compute,
                          ::testing::Values("tiny-flux-dev", "tiny-qwen-image", "tiny-chroma", "tiny-sd3",
-                                           "tiny-z-image"),
+                                           "tiny-z-image", "tiny-flux2-klein"),
                          dpinfer::test::FixtureParamName());
 
 // Per tensor, torchao's input scale spans the call; dpinfer's spans one image, so that an image's products are the

@@ -304,10 +304,11 @@ TEST(PipelineParityFp8Storage, EveryTinyPipelineHasFp8StorageGoldens) {
 }
 
 // Issue 28: a tiny pipeline of each DiT family has goldens with its blocks' Linear layers computing in float8
-// (make_fp8_compute_pipelines.py, torchao's per-tensor float8), each case visibly apart from its bf16 twin so that a
+// (make_fp8_compute_pipelines.py; FLUX.2's make_flux2_fp8_compute_goldens.py: torchao's per-tensor float8), each case visibly apart from its bf16 twin so that a
 // float8 compute that did nothing would fail.
 TEST(PipelineParityFp8Compute, EachDitFamilyHasFp8ComputeGoldens) {
-  for (const char* name : {"tiny-flux-dev", "tiny-qwen-image", "tiny-chroma", "tiny-sd3", "tiny-z-image"}) {
+  for (const char* name :
+       {"tiny-flux-dev", "tiny-qwen-image", "tiny-chroma", "tiny-sd3", "tiny-z-image", "tiny-flux2-klein"}) {
     const std::string dir = kData + "/pipelines/" + name + ".golden/fp8-compute";
     std::ifstream in(dir + "/cases.json");
     ASSERT_TRUE(in) << name << ": no " << dir << "/cases.json";

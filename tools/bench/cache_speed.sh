@@ -15,8 +15,12 @@
 # diffusers uncached. Nothing is asserted; run it on an idle machine (images/s compare within one run only).
 #
 #   tools/bench/cache_speed.sh [--steps 28] [--size 64] [--max-sequence-length 64] [--model-dir DIR] [--rows a,b,...]
+#                              [--fbcache T] [--dbcache T]
 #
-# --model-dir (default /tmp/dpinfer-cache-speed-flux-dev-L2S4) keeps the 12.6 GB of random weights for the next run.
+# --model-dir (default /tmp/dpinfer-cache-speed-flux-dev-L2S4) keeps the 12.6 GB of random weights for the next run
+# (the cut shape's configs beside it, in DIR.shape, so that every row reuses them). --fbcache (default 0.2, diffusers'
+# example for FLUX.1) and --dbcache (default 0.08, cache-dit's default) set the thresholds: random weights change more
+# from step to step than trained ones, so a threshold that skips steps of a real model may skip none here.
 # Rows: uncached,fbcache,dbcache,dbcache_taylor (default all). Needs the build and tools/fixtures/.venv (diffusers,
 # cache-dit).
 set -euo pipefail
@@ -36,6 +40,8 @@ while [ $# -gt 0 ]; do
     --max-sequence-length) msl="$2"; shift 2 ;;
     --model-dir) model_dir="$2"; shift 2 ;;
     --rows) rows="$2"; shift 2 ;;
+    --fbcache) fbcache="$2"; shift 2 ;;
+    --dbcache) dbcache="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cache_speed: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -47,9 +53,12 @@ python="$root/tools/fixtures/.venv/bin/python"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The cut shape: flux-dev-shape with its transformer's block counts lowered.
-cp -r "$root/configs/models/flux-dev-shape" "$work/shape"
-python3 - "$work/shape/transformer/config.json" <<'PY'
+# The cut shape: flux-dev-shape with its transformer's block counts lowered, at a path of its own so that
+# dpinfer_bench reuses the weights written for it (its stamp names the shape's path).
+shape="$model_dir.shape"
+rm -rf "$shape"
+cp -rL "$root/configs/models/flux-dev-shape" "$shape"  # -L: its tokenizers are links into tests/data
+python3 - "$shape/transformer/config.json" <<'PY'
 import json, sys
 p = sys.argv[1]
 c = json.load(open(p))
@@ -59,7 +68,7 @@ PY
 
 echo "machine: $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load $(cut -d' ' -f1 /proc/loadavg)"
 echo "shape: FLUX.1-dev cut to 2 + 4 blocks, random bf16 weights, ${size}x${size}, $steps steps, max_sequence_length $msl, batch 1"
-common=(--device cpu --dtype bf16 --weights-dtype bf16 --shape "$work/shape" --model-dir "$model_dir" --width "$size"
+common=(--device cpu --dtype bf16 --weights-dtype bf16 --shape "$shape" --model-dir "$model_dir" --width "$size"
         --height "$size" --steps "$steps" --batch-sizes 1 --warmup 1 --repeats 1 --set "max_sequence_length=$msl")
 declare -A args=(
   [uncached]=""
@@ -83,11 +92,12 @@ for name in "${names[@]}"; do
     --out "$work/$name.peer.json" >"$work/$name.peer.log" 2>&1 || { cat "$work/$name.peer.log" >&2; exit 1; }
 done
 
-"$python" - "$work" "${names[@]}" <<'PY'
+FBCACHE="$fbcache" DBCACHE="$dbcache" "$python" - "$work" "${names[@]}" <<'PY'
 import json, os, sys
 work, names = sys.argv[1], sys.argv[2:]
-labels = {"uncached": "uncached", "fbcache": "First Block Cache", "dbcache": "DBCache F1B0",
-          "dbcache_taylor": "DBCache F1B0 + TaylorSeer 1"}
+fb, db = os.environ["FBCACHE"], os.environ["DBCACHE"]
+labels = {"uncached": "uncached", "fbcache": f"First Block Cache {fb}", "dbcache": f"DBCache {db} (F1B0)",
+          "dbcache_taylor": f"DBCache {db} (F1B0) + TaylorSeer 1"}
 rows = {}
 for n in names:
     dp = json.load(open(os.path.join(work, n + ".dpinfer.json")))["runs"][0]

@@ -8,6 +8,7 @@
 #     the first row;
 #   - skipped: the share of denoiser calls the step cache skipped (DBCache's log line).
 # Rows: the defaults (50 steps, CFG 5), DBCache and DBCache + TaylorSeer at two thresholds each, fp8 weight storage,
+# fp8 compute (the blocks' products in float8, per-tensor scales),
 # and 8 and 4 steps. Prints a Markdown table; nothing is asserted. Run it on an idle machine: the images/s
 # column is only comparable within one run.
 #
@@ -59,6 +60,7 @@ rows=(
   "DBCache 0.1 + TaylorSeer 1|--set dbcache=0.1 --set dbcache_fn=1 --set taylorseer_order=1"
   "DBCache 0.2 + TaylorSeer 1|--set dbcache=0.2 --set dbcache_fn=1 --set taylorseer_order=1"
   "fp8 weight storage|--weight-storage fp8"
+  "fp8 compute (tensorwise)|--fp8-compute tensorwise"
   "8 steps|--steps 8"
   "4 steps|--steps 4"
 )
