@@ -66,7 +66,7 @@ struct LoadRequest {
   /// convolutions then give channels-last activations. Other kernels: recorded, part of resume's identity.
   bool channels_last = false;
   /// --fp8-compute: "off"; "tensorwise" or "rowwise", the Linear layers of the denoiser's blocks (a DiT's
-  /// block lists) multiplying in float8_e4m3fn with torch._scaled_mm, as torchao 0.18's
+  /// block lists) multiplying in float8_e4m3fn with torch._scaled_mm, as torchao 0.15's
   /// Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor() or PerRow()) computes them
   /// (nn::LinearImpl::compute_in_fp8). Other pixels: recorded, part of resume's identity.
   std::string fp8_compute = "off";
