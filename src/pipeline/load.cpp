@@ -57,7 +57,7 @@ std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
     // quantization of the same weights).
     check_fp8_compute(request.fp8_compute, request.device, request.dtype);
     if (request.fp8_compute != "off") {
-      if (request.weight_storage == "fp8" || request.weight_storage == "fp8-denoiser")
+      if (parse_weight_storage(request.weight_storage) != c10::ScalarType::Undefined)
         throw InputError("--fp8-compute " + request.fp8_compute + " with --weight-storage " + request.weight_storage +
                          ": both keep the denoiser's weights in float8, each its own way; drop one (--fp8-compute "
                          "keeps the blocks' weights in float8 already)");

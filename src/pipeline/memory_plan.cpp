@@ -551,7 +551,8 @@ MemoryPlanChoice plan_memory(LoadRequest& request, const MemoryRequest& memory) 
   MemoryPlanChoice out;
   out.budget = budget;
   out.choice = fmt::format("{}{}; estimated peak {} in the {} phase, within --max-device-memory {}",
-                           chosen.levers.describe(), fp8_compute ? ", --fp8-compute " + request.fp8_compute : "", gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
+                           chosen.levers.describe(), fp8_compute ? ", --fp8-compute " + request.fp8_compute : "",
+                           gigabytes(chosen.peak()), chosen.peak_phase(), gigabytes(budget));
   std::string references =
       shape.reference_pixels > 0 ? fmt::format(", references up to {} pixels", shape.reference_pixels) : "";
   if (shape.lora_factor_elements > 0)

@@ -1,6 +1,8 @@
 // The GPU levers of issue 28 item 3, built behind flags: --attention-backend (nn/sdpa_backend.h),
-// --channels-last (nn::to_channels_last) and --fp8-compute (loading/fp8_compute.h; its CPU checks are test_fp8_compute.cpp's). On the CPU: the SDPA switches are those sdpa_kernel sets and come
-// back when the pipeline ends; a backend the CPU lacks is refused in one line before any weight is read;
+// --channels-last (nn::to_channels_last), --fp8-compute (loading/fp8_compute.h; its CPU checks are
+// test_fp8_compute.cpp's) and --cuda-graphs (nn/cuda_graphs.h). On the CPU: the SDPA switches are those
+// sdpa_kernel sets and come back when the pipeline ends; a backend the CPU lacks is refused in one line before any
+// weight is read;
 // math and flash attention, and channels-last convolutions, give tiny pipelines' images within issue 4's
 // fp32 bound (‖Δ‖/‖ref‖ <= 1e-3, PipelineParityCuda's) of the defaults'. Named *_CUDA: the same on cuda:0,
 // every backend and channels-last in bf16/fp16 against the CPU in that dtype (bound 2e-2, as

@@ -23,8 +23,9 @@ namespace DPINFER_UNITY_ID {  // this file's own names in a unity batch (cmake/U
 const std::string kSd1 = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-sd1";
 const std::map<std::string, std::string> kEnv = {{"CUDA_VISIBLE_DEVICES", ""}, {"OMP_NUM_THREADS", "1"}};
 
-RunResult generate(const TempDir& dir, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", kSd1, "--steps",
+RunResult generate(const TempDir& dir, const std::string& out, const std::vector<std::string>& extra,
+                   const std::string& model = kSd1) {
+  std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", model, "--steps",
                                    "2", "--width", "16", "--height", "16", "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return run(argv, kEnv, 300s);
@@ -91,11 +92,9 @@ TEST(GpuLeversE2E, Fp8ComputeIsRecordedAndResumeComparesIt) {
   EXPECT_FALSE(contains(unet.err, "Exception raised from")) << unet.err;
 
   const std::string flux = std::string(DPINFER_TEST_DATA_DIR) + "/pipelines/tiny-flux-dev";
-  const auto flux_run = [&](const std::string& out, const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {DPINFER_WORKER_BINARY, "generate", dir.file("p.txt"), "--model", flux, "--steps",
-                                     "2", "--width", "16", "--height", "16", "--dtype", "bf16", "--out", out};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return run(argv, kEnv, 300s);
+  const auto flux_run = [&](const std::string& out, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--dtype", "bf16"});
+    return generate(dir, out, extra, flux);
   };
   RunResult fp8 = flux_run(dir.file("fp8"), {"--fp8-compute", "tensorwise"});
   ASSERT_EQ(fp8.exit_code, 0) << fp8.err;

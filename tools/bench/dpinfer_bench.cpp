@@ -50,6 +50,7 @@
 #include "dpinfer/pipeline/models/model_classes.h"
 #include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
 #include "dpinfer/pipeline/models/vision/qwen2_vl_image_processor.h"
+#include "dpinfer/plan/generate_options.h"
 #include "dpinfer/util/error.h"
 #include "dpinfer/util/log.h"
 #include "dpinfer/util/version.h"
@@ -384,17 +385,12 @@ int run(const Options& o_in) {
   po.device = o.device;
   po.scheduler = o.scheduler;
   po.weight_storage = o.weight_storage;
-  // --offload as dpinfer generate takes it (plan::parse_offload, which this tool does not link).
-  po.offload = o.offload.substr(0, o.offload.find(':'));
-  if (o.offload.find(':') != std::string::npos) po.offload_blocks_per_group = std::stoi(o.offload.substr(7));
+  // --offload and --set as dpinfer generate reads them.
+  const plan::OffloadChoice offload = plan::parse_offload(o.offload);
+  po.offload = offload.mode;
+  po.offload_blocks_per_group = offload.blocks_per_group;
   po.cuda_graphs = o.cuda_graphs;
-  // --set KEY=VALUE as dpinfer generate reads it: the value as JSON (0.12, 64, true), else as a string.
-  for (const std::string& kv : o.set) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("--set: expected KEY=VALUE, got '" + kv + "'");
-    const std::string value = kv.substr(eq + 1);
-    po.settings[kv.substr(0, eq)] = json::accept(value) ? json::parse(value) : json(value);
-  }
+  po.settings = plan::parse_key_values(o.set, "--set", "dbcache=0.08");
   auto t0 = std::chrono::steady_clock::now();
   auto pipe = pipeline::load_text_to_image(po);
   const double load_s = seconds_since(t0);

@@ -277,6 +277,9 @@ class FluxPipeline : public LoraPipeline {
     at::Tensor rows;
     if (!cfg_rows.empty() && static_cast<int64_t>(cfg_rows.size()) < b) rows = at::tensor(cfg_rows, at::kLong).to(device_);
 
+    // --cuda-graphs: where the transformer's weights are for this batch's calls (two-phase chunks may have
+    // brought it back elsewhere since the last batch).
+    const void* weights = graphs_ ? transformer_->parameters().front().data_ptr() : nullptr;
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
@@ -293,16 +296,16 @@ class FluxPipeline : public LoraPipeline {
                                    nn::BlockCache* cache, const char* context) {
         if (!graphs_) return transformer_->forward(in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g, cache);
         return graphs_->run({in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g},
-                            std::string(context) + "/" + lora_key("transformer"),
-                            transformer_->parameters().front().data_ptr(), [&](const std::vector<at::Tensor>& v) {
+                            std::string(context) + "/" + lora_key("transformer"), weights,
+                            [&](const std::vector<at::Tensor>& v) {
                               return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
                             });
       };
       at::Tensor pred = transformer(input, cond, timestep, guidance, caches.cond(), "cond").slice(1, 0, length);
       if (!cfg_rows.empty()) {
         auto pick = [&](const at::Tensor& t) { return rows.defined() ? t.index_select(0, rows) : t; };
-        const at::Tensor neg = transformer(pick(input), uncond, pick(timestep), guidance.defined() ? pick(guidance) : guidance,
-                                           caches.uncond(), "uncond")
+        const at::Tensor neg = transformer(pick(input), uncond, pick(timestep),
+                                           guidance.defined() ? pick(guidance) : guidance, caches.uncond(), "uncond")
                                    .slice(1, 0, length);
         const at::Tensor pos = pick(pred);
         const at::Tensor guided_pred = neg + true_cfg_scale * (pos - neg);

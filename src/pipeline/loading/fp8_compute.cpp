@@ -12,11 +12,19 @@
 #include "dpinfer/util/strings.h"
 
 namespace dpinfer::pipeline {
+namespace {
+
+/// InputError unless `mode` is a mode that computes in float8.
+void require_fp8_mode(const std::string& mode) {
+  if (mode != "tensorwise" && mode != "rowwise")
+    throw InputError("--fp8-compute: expected off, tensorwise or rowwise, got " + quote(mode, 60));
+}
+
+}  // namespace
 
 std::vector<std::string> compute_blocks_in_fp8(torch::nn::Module& module, const std::string& component,
                                                const std::string& mode) {
-  if (mode != "tensorwise" && mode != "rowwise")
-    throw InputError("--fp8-compute: expected off, tensorwise or rowwise, got " + quote(mode, 60));
+  require_fp8_mode(mode);
   const auto* blocks = dynamic_cast<const nn::OffloadableBlocks*>(&module);
   if (!blocks)
     throw InputError("--fp8-compute " + mode + ": the " + component + " has no transformer blocks (a UNet); fp8 " +
@@ -38,8 +46,7 @@ std::vector<std::string> compute_blocks_in_fp8(torch::nn::Module& module, const 
 
 void check_fp8_compute(const std::string& mode, const std::string& device, const std::string& dtype) {
   if (mode == "off") return;
-  if (mode != "tensorwise" && mode != "rowwise")
-    throw InputError("--fp8-compute: expected off, tensorwise or rowwise, got " + quote(mode, 60));
+  require_fp8_mode(mode);
   if (mode == "rowwise" && device == "cpu")
     throw InputError("--fp8-compute rowwise: LibTorch's CPU _scaled_mm takes one scale per tensor only; use "
                      "--fp8-compute tensorwise on the CPU, or a CUDA device");

@@ -9,6 +9,12 @@
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline::nn {
+namespace {
+
+[[maybe_unused]] constexpr const char* kWithoutCuda =
+    "--cuda-graphs: this dpinfer was built with a LibTorch without CUDA; drop --cuda-graphs";
+
+}  // namespace
 
 std::string graph_key(const std::vector<at::Tensor>& inputs, const std::string& context) {
   std::string key = context;
@@ -29,7 +35,7 @@ void check_cuda_graphs(const std::string& device) {
     throw InputError("--cuda-graphs: CUDA graphs replay GPU kernels, and the run is on " + device +
                      "; drop --cuda-graphs, or run on a CUDA device");
 #ifndef DPINFER_WITH_CUDA
-  throw InputError("--cuda-graphs: this dpinfer was built with a LibTorch without CUDA; drop --cuda-graphs");
+  throw InputError(kWithoutCuda);
 #endif
 }
 
@@ -87,9 +93,7 @@ at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>& inputs, const std:
 
 struct DenoiserGraphs::Graph {};
 
-DenoiserGraphs::DenoiserGraphs() {
-  throw InputError("--cuda-graphs: this dpinfer was built with a LibTorch without CUDA; drop --cuda-graphs");
-}
+DenoiserGraphs::DenoiserGraphs() { throw InputError(kWithoutCuda); }
 DenoiserGraphs::~DenoiserGraphs() = default;
 at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>&, const std::string&, const void*, const Call&) {
   throw Error("DenoiserGraphs::run without CUDA");

@@ -66,10 +66,6 @@ at::Tensor layers_linear_of_parameter(const at::Tensor& x, const at::Tensor& w, 
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 /// torch.finfo(torch.float8_e4m3fn).max.
 constexpr double kFloat8E4m3Max = 448.0;
 
