@@ -67,12 +67,14 @@ std::unique_ptr<TextToImage> load_as_requested(const LoadRequest& request) {
       for (Component& c : model.components)
         if (c.role == ComponentRole::kDenoiser) c.fp8_compute = request.fp8_compute;
     }
-    // --cuda-graphs: FLUX.1's denoiser calls, on CUDA, with its weights where they stay.
+    // --cuda-graphs: the denoiser calls of a family whose row has cuda_graphs (family_specs.cpp), on CUDA, with its
+    // weights where they stay. The family first, so that a model that has none says so on any device.
     if (request.cuda_graphs) {
+      if (!model.family->cuda_graphs)
+        throw InputError("--cuda-graphs: captured for " +
+                         family_labels([](const FamilySpec& f) { return f.cuda_graphs; }) + " models, and this is a " +
+                         model.family->label + " model; drop --cuda-graphs");
       nn::check_cuda_graphs(request.device);
-      if (model.family->name != "flux")
-        throw InputError("--cuda-graphs: captured for FLUX.1 models so far, and this is a " + model.family->label +
-                         " model; drop --cuda-graphs");
       if (request.offload != "none")
         throw InputError("--cuda-graphs with --offload " + request.offload + ": a graph replays its kernels on the "
                          "weights' addresses at capture, and offload moves the weights for every call; drop one");

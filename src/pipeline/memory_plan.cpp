@@ -272,8 +272,8 @@ MemoryEstimate MemoryPlanner::estimate(const MemoryLevers& levers) const {
     e.denoise.weights = denoiser_weights;
     e.decode.weights = vae_weights;
   } else if (levers.two_phase) {
-    // The text encoders and the denoiser take turns; the VAE stays.
-    e.encode.weights = text_on_device + vae_weights;
+    // The text encoders and the denoiser take turns; the VAE leaves with the denoiser (component_residency.h).
+    e.encode.weights = text_on_device;
     e.denoise.weights = denoiser_on_device + vae_weights;
     e.decode.weights = denoiser_on_device + vae_weights;
   } else {

@@ -143,7 +143,9 @@ void add_options(CLI::App& app, GenerateOptions& o, SettingArgs& settings) {
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "capture each denoiser call once per latent size and batch as a CUDA graph and replay it, as "
                "torch.cuda.graph: the same kernels and pixels without the CPU's launch cost per kernel, which "
-               "matters for small images and batches. FLUX.1 models on CUDA; not with --offload or a step cache");
+               "matters for small images and batches. " +
+                   pipeline::family_labels([](const FamilySpec& f) { return f.cuda_graphs; }) +
+                   " models on CUDA; not with --offload or a step cache");
   app.add_option("--batch-size", o.batch_size, "images per forward pass")->capture_default_str();
   app.add_option("--shard-mode", o.shard_mode, "contiguous, strided or dynamic")->capture_default_str();
   app.add_option("--shard", o.shard, "take only outer shard I of N (I/N), before splitting across ranks");

@@ -17,10 +17,12 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <c10/core/InferenceMode.h>
 
+#include "dpinfer/pipeline/families/family_spec.h"
 #include "dpinfer/pipeline/load.h"
 #include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/nn/layers.h"
@@ -254,7 +256,41 @@ TEST(GpuLevers, ChannelsLastOnCuda_CUDA) {
   }
 }
 
+/// The error of loading `name` on the CPU in fp32 with --cuda-graphs; "" when it loads.
+std::string cuda_graphs_error(const std::string& name) {
+  try {
+    load(name, "fp32", "cpu", "auto", false, "off", /*cuda_graphs=*/true);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // --cuda-graphs: one graph per call context and input shape and dtype; refused in one line on the CPU.
+// The graphs' weights fingerprint (nn/cuda_graphs.h) changes when an unfused LoRA set is attached again as new
+// tensors, which a graph captured on the old ones would read after they were freed, and stays while nothing moves.
+TEST(GpuLevers, TheWeightsFingerprintSeesLorasAttachedAgain) {
+  c10::InferenceMode guard;
+  struct Denoiser : torch::nn::Module {
+    Denoiser() { layer = register_module("layer", pipeline::nn::Linear(8, 8, true, at::TensorOptions(at::kFloat))); }
+    pipeline::nn::Linear layer{nullptr};
+  };
+  auto denoiser = std::make_shared<Denoiser>();
+  const auto adapter = [] { return pipeline::nn::WeightedLayer::LoraAdapter{at::zeros({2, 8}), at::zeros({8, 2})}; };
+  const uint64_t plain = pipeline::nn::weights_fingerprint(*denoiser);
+  EXPECT_EQ(pipeline::nn::weights_fingerprint(*denoiser), plain);
+  EXPECT_EQ(pipeline::nn::denoiser_weights(nullptr, *denoiser), 0u) << "without graphs";
+  denoiser->layer->add_lora(adapter());
+  const uint64_t first = pipeline::nn::weights_fingerprint(*denoiser);
+  EXPECT_NE(first, plain);
+  EXPECT_EQ(pipeline::nn::weights_fingerprint(*denoiser), first);
+  std::vector<at::Tensor> kept = {denoiser->layer->loras().front().down, denoiser->layer->loras().front().up};
+  denoiser->layer->clear_loras();
+  EXPECT_EQ(pipeline::nn::weights_fingerprint(*denoiser), plain);
+  denoiser->layer->add_lora(adapter());  // the same set again, as new tensors (the old ones still alive here)
+  EXPECT_NE(pipeline::nn::weights_fingerprint(*denoiser), first);
+}
+
 TEST(GpuLevers, CudaGraphKeysAndTheCpuRefusal) {
   using pipeline::nn::graph_key;
   const at::Tensor a = at::zeros({2, 16, 8}), b = at::zeros({2, 16, 8}, at::kBFloat16), c = at::zeros({1, 16, 8});
@@ -270,19 +306,33 @@ TEST(GpuLevers, CudaGraphKeysAndTheCpuRefusal) {
     EXPECT_STREQ(e.what(), "--cuda-graphs: CUDA graphs replay GPU kernels, and the run is on cpu; drop --cuda-graphs, "
                            "or run on a CUDA device");
   }
+  // Every family captures its calls, so each is refused on the CPU for the device, not for the family; the load
+  // stops there, before any weight is read.
+  for (const std::string name : {"tiny-sd1", "tiny-sdxl", "tiny-qwen-image", "tiny-chroma", "tiny-sd3", "tiny-z-image",
+                                 "tiny-flux2-klein", "tiny-flux2-dev"})
+    EXPECT_EQ(cuda_graphs_error(name), "--cuda-graphs: CUDA graphs replay GPU kernels, and the run is on cpu; drop "
+                                       "--cuda-graphs, or run on a CUDA device")
+        << name;
+}
+
+// Every family row has cuda_graphs, so load_text_to_image's one-line refusal of a family without them (it names
+// the rows with them, family_labels() of the column, in the table's order) has no row to refuse today.
+TEST(GpuLevers, EveryFamilyCapturesItsDenoiserCalls) {
+  for (const pipeline::FamilySpec& f : pipeline::family_specs()) EXPECT_TRUE(f.cuda_graphs) << f.name;
+  EXPECT_EQ(pipeline::family_labels([](const pipeline::FamilySpec& f) { return f.cuda_graphs; }),
+            "Stable Diffusion, Stable Diffusion XL, Qwen-Image, Z-Image, FLUX.1, Chroma, FLUX.2 [klein], FLUX.2 [dev] "
+            "and Stable Diffusion 3");
+  EXPECT_EQ(pipeline::family_labels([](const pipeline::FamilySpec&) { return false; }), "");
+  EXPECT_EQ(pipeline::family_labels([](const pipeline::FamilySpec& f) { return f.name == "flux"; }), "FLUX.1");
+  EXPECT_EQ(pipeline::family_labels([](const pipeline::FamilySpec& f) { return f.name.rfind("flux", 0) == 0; }),
+            "FLUX.1, FLUX.2 [klein] and FLUX.2 [dev]");
 }
 
 // --cuda-graphs on cuda:0: tiny-flux-dev's bf16 images replayed from graphs are the eager images bit for bit (the
 // same kernels), with true CFG too (a second context); a second batch of the same shape replays without capturing,
-// another size captures anew; a UNet model is refused in one line. Prints the time per image both ways at batch 1
+// another size captures anew. Prints the time per image both ways at batch 1
 // and 8 (the launch cost a graph removes is the larger share of a tiny model's step).
 TEST(GpuLevers, CudaGraphsOnCuda_CUDA) {
-  try {
-    load("tiny-sd1", "fp16", "cuda:0", "auto", false, "off", /*cuda_graphs=*/true);
-    ADD_FAILURE() << "--cuda-graphs loaded a UNet model";
-  } catch (const InputError& e) {
-    EXPECT_TRUE(std::string(e.what()).find("--cuda-graphs: captured for FLUX.1 models so far") == 0) << e.what();
-  }
   auto eager = load("tiny-flux-dev", "bf16", "cuda:0");
   auto graphed = load("tiny-flux-dev", "bf16", "cuda:0", "auto", false, "off", /*cuda_graphs=*/true);
   EXPECT_TRUE(graphed->info().cuda_graphs);
@@ -327,6 +377,94 @@ TEST(GpuLevers, CudaGraphsOnCuda_CUDA) {
                 "(%.2fx)\n", n, seconds[0], seconds[1], seconds[0] / seconds[1]);
   }
 }
+
+/// --cuda-graphs on cuda:0 for the other families' tiny pipelines in bf16, as CudaGraphsOnCuda_CUDA does for
+/// FLUX.1: the replayed images are the eager ones bit for bit; the first batch captures `contexts` graphs (one per
+/// call of a step: the prompt's, true CFG's negative) and replays each at every step; a second batch of the same shape
+/// replays them without capturing; a batch of another size and count captures as many anew.
+void expect_graphs_replay_eager_images(const std::string& name, int64_t contexts, const std::string& negative = "") {
+  constexpr int kSteps = 4;
+  auto eager = load(name, "bf16", "cuda:0");
+  auto graphed = load(name, "bf16", "cuda:0", "auto", false, "off", /*cuda_graphs=*/true);
+  EXPECT_TRUE(graphed->info().cuda_graphs);
+  const auto requests = [&](int n, int size) {
+    std::vector<pipeline::ImageRequest> batch(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      batch[i].prompt = "a photograph of an astronaut riding a horse";
+      batch[i].negative_prompt = negative;
+      batch[i].seed = i;
+      batch[i].steps = kSteps;
+      batch[i].guidance_scale = eager->info().default_guidance_scale;
+      batch[i].width = batch[i].height = size;
+      batch[i].settings = eager->info().settings;  // complete, as the worker gives them
+    }
+    return batch;
+  };
+  const auto count = [&](const char* key) { return graphed->statistics().value(key, int64_t{0}); };
+  int64_t captures = 0, replays = 0;
+  int batch_index = 0;
+  for (const auto& [n, size] : std::vector<std::pair<int, int>>{{1, 32}, {1, 32}, {2, 64}}) {
+    const auto want = eager->generate(requests(n, size));
+    const auto got = graphed->generate(requests(n, size));
+    ASSERT_EQ(got.size(), want.size()) << name;
+    bool equal = true;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].pixels, want[i].pixels) << name << " batch of " << n << " at " << size << "x" << size
+                                                << ", image " << i;
+      equal = equal && got[i].pixels == want[i].pixels;
+    }
+    // The second batch (the first's shape again) captures nothing; the others capture one graph per context.
+    EXPECT_EQ(count("cuda_graph_captures") - captures, batch_index == 1 ? 0 : contexts)
+        << name << " batch " << batch_index;
+    EXPECT_EQ(count("cuda_graph_replays") - replays, contexts * kSteps) << name << " batch " << batch_index;
+    captures = count("cuda_graph_captures");
+    replays = count("cuda_graph_replays");
+    std::printf("[ gpu-levers ] cuda bf16 %-16s cuda-graphs batch %d %dx%d: %s eager; %lld captures, %lld replays "
+                "so far\n",
+                name.c_str(), n, size, size, equal ? "equal to" : "NOT", static_cast<long long>(captures),
+                static_cast<long long>(replays));
+    ++batch_index;
+  }
+}
+
+// Qwen-Image with a negative prompt: true CFG's second call, a context of its own.
+TEST(GpuLevers, CudaGraphsQwenImageOnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-qwen-image", 2, "blurry"); }
+
+// Chroma: CFG (its default guidance 5) as a second call on the negative prompt "".
+TEST(GpuLevers, CudaGraphsChromaOnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-chroma", 2); }
+
+// SD3: CFG as one call on the batch [negative, prompt].
+TEST(GpuLevers, CudaGraphsSd3OnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-sd3", 1); }
+
+// Z-Image: CFG as one call on the batch [prompt, negative]; the captions' lengths are in the context.
+TEST(GpuLevers, CudaGraphsZImageOnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-z-image", 1); }
+
+// FLUX.2 [klein], distilled (is_distilled: no CFG): one call a step.
+TEST(GpuLevers, CudaGraphsFlux2OnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-flux2-klein", 1); }
+
+// SD 1.x: CFG as one UNet call on the batch [negative, prompt]; DeepCache, which picks the branch on the host, is
+// refused per batch in one line.
+TEST(GpuLevers, CudaGraphsSd1OnCuda_CUDA) {
+  expect_graphs_replay_eager_images("tiny-sd1", 1);
+  auto graphed = load("tiny-sd1", "bf16", "cuda:0", "auto", false, "off", /*cuda_graphs=*/true);
+  pipeline::ImageRequest r;
+  r.prompt = "a photograph of an astronaut riding a horse";
+  r.steps = 4;
+  r.guidance_scale = graphed->info().default_guidance_scale;
+  r.width = r.height = 32;
+  r.settings = graphed->info().settings;
+  r.settings["deep_cache_interval"] = 3;
+  try {
+    graphed->generate({r});
+    ADD_FAILURE() << "--cuda-graphs ran a batch with DeepCache";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "--cuda-graphs with a step cache (deep_cache_interval): a cache decides on the host, per "
+                           "step, which blocks run, and a graph replays the ones it captured; drop one");
+  }
+}
+
+// SDXL: CFG as one UNet call, with the added conditioning (pooled text, time ids) among the graph's inputs.
+TEST(GpuLevers, CudaGraphsSdxlOnCuda_CUDA) { expect_graphs_replay_eager_images("tiny-sdxl", 1); }
 
 // --fp8-compute on cuda:0 (Hopper or Ada; below 8.9 the load refuses, and this test fails saying so): tensorwise
 // against the CPU's tensorwise image (the same float8 values; the GPU's _scaled_mm accumulates otherwise, with

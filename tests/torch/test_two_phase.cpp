@@ -71,9 +71,15 @@ TEST_P(TwoPhaseParity, ChunksEncodedAheadMakeTheImagesOfAPipelineWithoutThem) {
   auto two = load(model, true);
   const Residency loaded = residency(two->resident_components());
   EXPECT_TRUE(loaded.encoders && !loaded.denoiser) << name << ": after the load, the text encoders alone";
+  const auto has_vae = [](const std::vector<std::string>& on_device) {
+    return std::find(on_device.begin(), on_device.end(), "vae") != on_device.end();
+  };
+  EXPECT_FALSE(has_vae(two->components_on_device())) << name << ": after the load, the VAE not loaded yet";
   std::vector<std::vector<std::string>> seen;
+  bool vae_beside_encoders = false;
   two->set_cancel_check([&] {
     seen.push_back(two->resident_components());
+    vae_beside_encoders = vae_beside_encoders || (residency(seen.back()).encoders && has_vae(two->components_on_device()));
     return false;
   });
   for (size_t begin = 0; begin < batches.size(); begin += 3) {
@@ -94,6 +100,7 @@ TEST_P(TwoPhaseParity, ChunksEncodedAheadMakeTheImagesOfAPipelineWithoutThem) {
     encoders_seen = encoders_seen || r.encoders;
   }
   EXPECT_TRUE(encoders_seen) << name << ": prepare() never had the text encoders resident";
+  EXPECT_FALSE(vae_beside_encoders) << name << ": the VAE resident while the text encoders encoded a chunk";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TwoPhaseParity,

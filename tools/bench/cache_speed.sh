@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Step caches at a real shape, against their references, in one run (issue 28): FLUX.1-dev's shape with its real
-# widths (T5-XXL, CLIP-L, the VAE, and the transformer's 3072-wide blocks) cut to 2 double- and 4 single-stream
-# blocks, random bf16 weights, on this machine's CPU. For each row, dpinfer_bench times dpinfer and
-# diffusers_peer.py times diffusers on the very same model directory, prompt, seed and settings, with the same
-# cache applied as its reference applies it:
+# Step caches at a real shape, against their references, in one run (issue 28), on this machine's CPU with random
+# bf16 weights, at one of two shapes with their real widths:
+#   flux-dev     FLUX.1-dev: the real T5-XXL, CLIP-L and VAE, the transformer's 3072-wide blocks cut to 2 double- and
+#                4 single-stream blocks (12.6 GB);
+#   qwen-image   Qwen-Image: the real Qwen2.5-VL-7B text path and VAE, the transformer cut to 6 of its 60 blocks
+#                (18.5 GB), as in docs/models/qwen-image.md's memory figures. No negative prompt: one call a step.
+# For each row, dpinfer_bench times dpinfer and diffusers_peer.py times diffusers on the very same model directory,
+# prompt, seed and settings, with the same cache applied as its reference applies it:
 #   uncached                    both plain;
 #   First Block Cache T         dpinfer --set first_block_cache=T, diffusers' FirstBlockCacheConfig(threshold=T);
 #   DBCache T (F1B0)            dpinfer --set dbcache=T --set dbcache_fn=1, cache-dit 1.5.3's DBCacheConfig(
@@ -14,27 +17,29 @@
 # images/s, dpinfer against dpinfer uncached, dpinfer against its reference with the same cache, and dpinfer against
 # diffusers uncached. Nothing is asserted; run it on an idle machine (images/s compare within one run only).
 #
-#   tools/bench/cache_speed.sh [--steps 28] [--size 64] [--max-sequence-length 64] [--model-dir DIR] [--rows a,b,...]
-#                              [--fbcache T] [--dbcache T]
+#   tools/bench/cache_speed.sh [--family flux-dev|qwen-image] [--steps 28] [--size 64] [--max-sequence-length 64]
+#                              [--model-dir DIR] [--rows a,b,...] [--fbcache T] [--dbcache T]
 #
-# --model-dir (default /tmp/dpinfer-cache-speed-flux-dev-L2S4) keeps the 12.6 GB of random weights for the next run
-# (the cut shape's configs beside it, in DIR.shape, so that every row reuses them). --fbcache (default 0.2, diffusers'
+# --model-dir (default /tmp/dpinfer-cache-speed-<family>-<cut>) keeps the random weights for the next run (the cut
+# shape's configs beside it, in DIR.shape, so that every row reuses them). --fbcache (default 0.2, diffusers'
 # example for FLUX.1) and --dbcache (default 0.08, cache-dit's default) set the thresholds: random weights change more
 # from step to step than trained ones, so a threshold that skips steps of a real model may skip none here.
 # Rows: uncached,fbcache,dbcache,dbcache_taylor (default all). Needs the build and tools/fixtures/.venv (diffusers,
 # cache-dit).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+family=flux-dev
 steps=28
 size=64
 msl=64
-model_dir=/tmp/dpinfer-cache-speed-flux-dev-L2S4
+model_dir=
 rows=uncached,fbcache,dbcache,dbcache_taylor
 fbcache=0.2     # diffusers' First Block Cache example threshold for FLUX.1 (docs: api/cache)
 dbcache=0.08    # cache-dit 1.5.3's default residual_diff_threshold
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --family) family="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --size) size="$2"; shift 2 ;;
     --max-sequence-length) msl="$2"; shift 2 ;;
@@ -53,21 +58,27 @@ python="$root/tools/fixtures/.venv/bin/python"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The cut shape: flux-dev-shape with its transformer's block counts lowered, at a path of its own so that
+# The cut shape: the family's shape with its transformer's block counts lowered, at a path of its own so that
 # dpinfer_bench reuses the weights written for it (its stamp names the shape's path).
+case "$family" in
+  flux-dev) cut='{"num_layers": 2, "num_single_layers": 4}'; cut_name=L2S4; described="FLUX.1-dev cut to 2 + 4 blocks" ;;
+  qwen-image) cut='{"num_layers": 6}'; cut_name=L6; described="Qwen-Image cut to 6 of 60 blocks" ;;
+  *) echo "cache_speed: unknown --family '$family' (flux-dev or qwen-image)" >&2; exit 2 ;;
+esac
+[ -n "$model_dir" ] || model_dir="/tmp/dpinfer-cache-speed-$family-$cut_name"
 shape="$model_dir.shape"
 rm -rf "$shape"
-cp -rL "$root/configs/models/flux-dev-shape" "$shape"  # -L: its tokenizers are links into tests/data
-python3 - "$shape/transformer/config.json" <<'PY'
+cp -rL "$root/configs/models/$family-shape" "$shape"  # -L: its tokenizers are links into tests/data
+python3 - "$shape/transformer/config.json" "$cut" <<'PY'
 import json, sys
 p = sys.argv[1]
 c = json.load(open(p))
-c.update(num_layers=2, num_single_layers=4)
+c.update(json.loads(sys.argv[2]))
 json.dump(c, open(p, "w"), indent=2)
 PY
 
 echo "machine: $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load $(cut -d' ' -f1 /proc/loadavg)"
-echo "shape: FLUX.1-dev cut to 2 + 4 blocks, random bf16 weights, ${size}x${size}, $steps steps, max_sequence_length $msl, batch 1"
+echo "shape: $described, random bf16 weights, ${size}x${size}, $steps steps, max_sequence_length $msl, batch 1"
 common=(--device cpu --dtype bf16 --weights-dtype bf16 --shape "$shape" --model-dir "$model_dir" --width "$size"
         --height "$size" --steps "$steps" --batch-sizes 1 --warmup 1 --repeats 1 --set "max_sequence_length=$msl")
 declare -A args=(

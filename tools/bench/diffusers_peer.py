@@ -178,19 +178,25 @@ def main():
         for d in dp["runs"]:
             b = d["batch_size"]
             warm = []
-            for _ in range(warmup):
+            # dpinfer_bench's requests per call, warm-ups first (each call its own prompts, unless --same-prompts);
+            # a report without them (an older one) repeats its one list.
+            calls = d.get("call_requests") or [d["requests"]] * (warmup + repeats)
+            if len(calls) != warmup + repeats:
+                sys.exit(f"diffusers_peer: dpinfer_bench made {len(calls)} calls, not --warmup + --repeats; "
+                         "run it with the peer's counts")
+            for w in range(warmup):
                 t0 = time.perf_counter()
-                call(d["requests"])
+                call(calls[w])
                 sync()
                 warm.append(time.perf_counter() - t0)
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             secs = []
             counted = dict(counts) if counts else None
-            for _ in range(repeats):
+            for r in range(repeats):
                 sync()
                 t0 = time.perf_counter()
-                images, finite = call(d["requests"])
+                images, finite = call(calls[warmup + r])
                 sync()
                 secs.append(time.perf_counter() - t0)
             m = statistics.median(secs)

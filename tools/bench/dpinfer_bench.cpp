@@ -77,6 +77,7 @@ struct Options {
   std::string negative_prompt;  // Qwen-Image's true CFG runs only with one
   std::vector<std::string> set;  // --set KEY=VALUE: the family's settings (a step cache, max_sequence_length)
   bool cuda_graphs = false;      // --cuda-graphs, as dpinfer generate's
+  bool same_prompts = false;     // --same-prompts: every call the same prompts (the cache of encodings serves them)
   std::vector<int> batch_sizes = {1, 8};
   int warmup = 1;
   int repeats = 3;
@@ -423,7 +424,7 @@ int run(const Options& o_in) {
   report["warmup"] = o.warmup;
   report["repeats"] = o.repeats;
   report["load_seconds"] = load_s;
-  report["timing"] = "wall clock of TextToImage::generate(batch), which returns uint8 images on the CPU (so it ends synchronised); median of the timed runs after the warm-up runs";
+  report["timing"] = "wall clock of TextToImage::generate(batch), which returns uint8 images on the CPU (so it ends synchronised); median of the timed runs after the warm-up runs; each call its own prompts unless same_prompts";
 
   std::printf("dpinfer_bench: %s, %dx%d, %d steps, guidance %.1f, %s, %s on %s [%s]\n", o.shape.c_str(), o.width,
               o.height, o.steps, guidance_scale, info.scheduler_name.c_str(), o.dtype.c_str(), o.device.c_str(),
@@ -432,23 +433,38 @@ int run(const Options& o_in) {
 
   json runs = json::array();
   for (int b : o.batch_sizes) {
-    std::vector<pipeline::ImageRequest> batch;
-    for (int i = 0; i < b; ++i) {
-      pipeline::ImageRequest r;
-      r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
-      r.negative_prompt = o.negative_prompt;
-      r.seed = o.seed + static_cast<uint64_t>(i);
-      r.steps = o.steps;
-      r.guidance_scale = guidance_scale;
-      r.width = o.width;
-      r.height = o.height;
-      r.settings = info.settings;
-      batch.push_back(r);
+    // The requests of each generate() call, the warm-ups first. Each call has prompts of its own: dpinfer keeps a
+    // run's encodings (families/prompt_embedding_cache.h), so a call that repeated the last one's prompts would
+    // time no text encoder, while diffusers encodes at every call. The last timed call takes the plain prompts
+    // (its images are the ones --images writes); the others append " (call N)". --same-prompts times the
+    // repeated-prompt case instead: after the first call, dpinfer encodes nothing.
+    const int calls = o.warmup + o.repeats;
+    std::vector<std::vector<pipeline::ImageRequest>> call_batches;
+    json call_requests = json::array();
+    for (int c = 0; c < calls; ++c) {
+      std::vector<pipeline::ImageRequest> batch;
+      json requests = json::array();
+      for (int i = 0; i < b; ++i) {
+        pipeline::ImageRequest r;
+        r.prompt = prompts()[static_cast<size_t>(i) % prompts().size()];
+        if (!o.same_prompts && c + 1 < calls) r.prompt += " (call " + std::to_string(c + 1) + ")";
+        r.negative_prompt = o.negative_prompt;
+        r.seed = o.seed + static_cast<uint64_t>(i);
+        r.steps = o.steps;
+        r.guidance_scale = guidance_scale;
+        r.width = o.width;
+        r.height = o.height;
+        r.settings = info.settings;
+        requests.push_back({{"prompt", r.prompt}, {"negative_prompt", r.negative_prompt}, {"seed", r.seed}});
+        batch.push_back(std::move(r));
+      }
+      call_batches.push_back(std::move(batch));
+      call_requests.push_back(std::move(requests));
     }
     std::vector<double> warm;
     for (int w = 0; w < o.warmup; ++w) {
       t0 = std::chrono::steady_clock::now();
-      pipe->generate(batch);
+      pipe->generate(call_batches[static_cast<size_t>(w)]);
       warm.push_back(seconds_since(t0));
     }
     reset_peak_memory(o.device);
@@ -458,7 +474,7 @@ int run(const Options& o_in) {
     std::vector<pipeline::RgbImage> images;
     for (int r = 0; r < o.repeats; ++r) {
       t0 = std::chrono::steady_clock::now();
-      images = pipe->generate(batch);
+      images = pipe->generate(call_batches[static_cast<size_t>(o.warmup + r)]);
       secs.push_back(seconds_since(t0));
     }
     const MemoryStats mem = peak_memory(o.device);
@@ -471,8 +487,6 @@ int run(const Options& o_in) {
     const double m = median(secs);
     int finite = 0;
     for (const auto& img : images) finite += img.finite;
-    json requests = json::array();
-    for (const auto& r : batch) requests.push_back({{"prompt", r.prompt}, {"negative_prompt", r.negative_prompt}, {"seed", r.seed}});
     json entry = {{"batch_size", b},
                   {"warmup_seconds", warm},
                   {"seconds", secs},
@@ -485,7 +499,9 @@ int run(const Options& o_in) {
                   {"finite_images", finite},
                   {"denoiser_calls", per_run("denoiser_calls")},
                   {"denoiser_calls_cached", per_run("denoiser_calls_cached")},
-                  {"requests", requests}};
+                  {"requests", call_requests.back()},  // the last timed call's: the images --images writes
+                  {"call_requests", call_requests},    // every call's, the warm-ups first (diffusers_peer.py)
+                  {"same_prompts", o.same_prompts}};
     // --offload: what the timed runs moved, per run, and the host-to-device bandwidth a copy of
     // that size gets alone, so that the time the copies would take unhidden can be set against
     // the time offload added (tools/device/gpu_check.sh's offload step).
@@ -660,6 +676,9 @@ int main(int argc, char** argv) {
                  "a family setting KEY=VALUE (repeatable), as dpinfer generate's: e.g. --set dbcache=0.08 --set "
                  "dbcache_fn=1, --set first_block_cache=0.2, --set max_sequence_length=64");
   app.add_flag("--cuda-graphs", o.cuda_graphs, "replay the denoiser's calls from CUDA graphs, as dpinfer generate's");
+  app.add_flag("--same-prompts", o.same_prompts,
+               "every call the same prompts, so that dpinfer's cache of encodings serves all calls after the first "
+               "(default: each call its own prompts, so that each encodes them, as a run of distinct prompts does)");
   app.add_option("--batch-sizes", o.batch_sizes, "batch sizes to time, e.g. 1,8")->delimiter(',')->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed runs per batch size")->capture_default_str();
   app.add_option("--repeats", o.repeats, "timed runs per batch size (the median is reported)")->capture_default_str();

@@ -21,6 +21,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/chroma_transformer.h"
 #include "dpinfer/pipeline/models/transformers/chroma_transformer_config.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
@@ -71,8 +72,8 @@ class ChromaPipeline : public LoraPipeline {
     // only (_load_lora_into_text_encoder: convert_state_dict_to_peft refuses T5's): the transformer.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for Chroma).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -96,6 +97,7 @@ class ChromaPipeline : public LoraPipeline {
     // each (cache-dit's non-CFG and CFG steps), and per block list, for this batch.
     const BlockCaches caches(resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label),
                              /*lists=*/2);
+    nn::check_no_step_cache(graphs_.get(), caches.cond() || caches.uncond());
     use_loras(batch);
     const double guidance_scale = first.guidance_scale;
     const bool cfg = guidance_scale > 1.0;
@@ -141,6 +143,21 @@ class ChromaPipeline : public LoraPipeline {
     const at::Tensor mask = joint_mask(cond.mask);
     const at::Tensor uncond_mask = cfg ? joint_mask(uncond.mask) : at::Tensor();
 
+    // --cuda-graphs (nn/cuda_graphs.h): the transformer's weights for this batch's calls. Every input of a call is a
+    // tensor on the device; the forward's approximator constants, computed on the CPU as diffusers does, are kept
+    // on the device after the first (warm-up) call, so a capture copies nothing from the host.
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
+    // One transformer call (the prompt's or CFG's negative, each with its DBCache states): eager, or replayed from
+    // its CUDA graph (the same kernels).
+    const auto transformer = [&](const at::Tensor& t5, const at::Tensor& timestep, const at::Tensor& attention_mask,
+                                 nn::BlockCache* double_cache, nn::BlockCache* single_cache, const char* context) {
+      return nn::run_denoiser(graphs_.get(), {latents, t5, timestep, image_ids, text_ids, attention_mask},
+                              std::string(context) + "/" + lora_key("transformer"), weights,
+                              [&](const std::vector<at::Tensor>& v) {
+                                return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5], double_cache,
+                                                             single_cache);
+                              });
+    };
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // ChromaPipeline: timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype.
@@ -148,16 +165,16 @@ class ChromaPipeline : public LoraPipeline {
       at::Tensor timestep = timesteps[begin + i].to(device_).expand({b});
       if (!first.image) timestep = timestep.to(latents.scalar_type());
       timestep = timestep / 1000;
-      at::Tensor pred =
-          transformer_->forward(latents, cond.t5, timestep, image_ids, text_ids, mask, caches.cond(0), caches.cond(1));
+      at::Tensor pred = transformer(cond.t5, timestep, mask, caches.cond(0), caches.cond(1), "cond");
       if (cfg) {
-        const at::Tensor neg = transformer_->forward(latents, uncond.t5, timestep, image_ids, text_ids, uncond_mask,
-                                                     caches.uncond(0), caches.uncond(1));
+        const at::Tensor neg =
+            transformer(uncond.t5, timestep, uncond_mask, caches.uncond(0), caches.uncond(1), "uncond");
         pred = neg + guidance_scale * (pred - neg);
       }
       latents = scheduler_->step(pred, i, latents, generators);
     }
     caches.count_into(statistics_);  // the images of this batch, for the run summary
+    nn::count_graphs_into(graphs_.get(), statistics_);
     throw_if_cancelled();
 
     const at::Tensor z = packed_latents_for_decode(latents, h, w, vae_config_, dtype_);
@@ -237,8 +254,9 @@ class ChromaPipeline : public LoraPipeline {
   std::shared_ptr<T5EncoderModelImpl> text_encoder_;              // null while two-phase chunks release it,
   std::shared_ptr<ChromaTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   PipelineInfo info_;
-  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run, and the graphs'
 };
 
 }  // namespace

@@ -61,9 +61,11 @@ void ComponentResidency::enter(Group group) {
 void ComponentResidency::make_room(Group group) {
   if (!two_phase_ && !model_offload_) return;
   c10::InferenceMode guard;
-  // Two-phase frees the other of the text encoders and the denoiser (never the VAE, nor for the VAE).
+  // Two-phase frees the other of the text encoders and the denoiser, and the VAE for the text encoders (nothing
+  // for the VAE: an image encode may follow the text encoders, as SD's does).
   const auto releases = [&](const Slot& s) {
-    return two_phase_ && group != Group::kVae && s.group != Group::kVae && s.group != group;
+    return two_phase_ && group != Group::kVae && s.group != group &&
+           (s.group != Group::kVae || group == Group::kTextEncoders);
   };
   for (Slot& s : slots_) {
     if (s.group == group || !s.module()) continue;

@@ -1,10 +1,13 @@
 #pragma once
 // Which of a pipeline's modules are on its device (issue 26, two-phase chunks). Without two-phase
 // every module stays resident from load to exit, as it always has. With it, the text encoders and
-// the denoiser are never resident together: enter(kTextEncoders) releases the denoiser and brings
-// the encoders back, enter(kDenoiser) the other way round. The load leaves the encoders resident and
-// the denoiser not yet loaded (its files checked), so that a run of one chunk loads each module once,
-// as without two-phase. Two-phase never releases the VAE (its slot, kVae, is for model offload).
+// the denoiser are never resident together: enter(kTextEncoders) releases the denoiser and the VAE and
+// brings the encoders back, enter(kDenoiser) the other way round, and enter(kVae) brings the VAE back
+// beside whatever is resident (SD encodes an init image before its encoders leave). The load leaves
+// the encoders resident and the denoiser and VAE not yet loaded (their files checked), so that a run of
+// one chunk loads each module once, as without two-phase: the encoders run alone, with nothing beside
+// them but the chunk's encodings (the VAE is small, 0.17 GB of FLUX.1's 33.7 in bf16, but it was what
+// stood between Qwen-Image's cut shape and issue 26's 0.45x goal).
 //
 // Released means freed, on every device: the module and every handle to its weights are dropped
 // (the LoRA merger's too, LoraMerger::detach), so the memory goes back to the allocator; bringing
@@ -22,8 +25,8 @@
 // a group: the slots of the other groups that are on the device go back to (pinned) host memory, then
 // this group's come to the device. The text encoders of a pipeline move together (diffusers moves
 // them one by one); a family's encoders are run back to back, and all but T5 and the Qwen models are
-// small. With two-phase too, leaving the encoders or the denoiser still releases it (freed, as
-// above); model offload decides where the rest are; the VAE is never released.
+// small. With two-phase as well, its releases (freed, as above) come first; model offload decides
+// where the rest are.
 
 #include <functional>
 #include <map>

@@ -165,6 +165,8 @@ at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Ten
                    const DenoiseInputs& inputs, std::vector<at::Generator>& generators, const at::Device& device) {
   const at::Tensor& timesteps = scheduler.timesteps();
   const int64_t begin = scheduler.begin_index();  // img2img: the loop over timesteps[t_start:]
+  // --cuda-graphs: where the UNet's weights are for this batch's calls (after any VAE encode of the batch).
+  const uint64_t weights = nn::denoiser_weights(inputs.graphs, unet);
   for (int64_t i = 0; i + begin < timesteps.size(0); ++i) {
     if (inputs.check_cancelled) inputs.check_cancelled();
     at::Tensor x = inputs.cfg ? at::cat({latents, latents}) : latents;
@@ -173,8 +175,17 @@ at::Tensor denoise(UNet2DConditionModelImpl& unet, Scheduler& scheduler, at::Ten
       x = at::cat({x, inputs.inpaint->mask, inputs.inpaint->masked_image_latents}, 1);  // 9 channels
     // DeepCache decides from the step's place in the whole schedule (img2img's first step included).
     if (inputs.deep_cache) inputs.deep_cache->next_call(timesteps, begin + i, latents.size(0));
-    at::Tensor eps =
-        unet.forward(x, timesteps[begin + i].to(device), inputs.embeds, {}, inputs.added, inputs.deep_cache);
+    // One UNet call: eager, or replayed from its CUDA graph (--cuda-graphs; the same kernels). Its inputs are tensors
+    // on the device, SDXL's added conditioning too; the forward reads nothing back from the device.
+    const AddedConditioning* added = inputs.added;
+    at::Tensor eps = nn::run_denoiser(
+        inputs.graphs,
+        {x, timesteps[begin + i].to(device), inputs.embeds, added ? added->text_embeds : at::Tensor(),
+         added ? added->time_ids : at::Tensor()},
+        inputs.graph_context, weights, [&](const std::vector<at::Tensor>& v) {
+          const AddedConditioning replayed{v[3], v[4]};
+          return unet.forward(v[0], v[1], v[2], {}, added ? &replayed : nullptr, inputs.deep_cache);
+        });
     if (inputs.cfg) eps = guided(eps, inputs.guidance_scale, inputs.guidance_rescale);
     latents = scheduler.step(eps, i, latents, generators);
     if (inputs.inpaint && !inputs.inpaint->concat) {

@@ -13,6 +13,7 @@
 
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text_to_image.h"
 
@@ -133,6 +134,10 @@ struct DenoiseInputs {
   double guidance_rescale = 0.0;
   std::function<void()> check_cancelled;      ///< asked before every step
   DeepCache* deep_cache = nullptr;            ///< set: the UNet runs under DeepCache (deep_cache.h), this run's state
+  /// --cuda-graphs (nn/cuda_graphs.h): the pipeline's graphs (null without) and the calls' context (the LoRA set);
+  /// the UNet's calls then replay from them.
+  nn::DenoiserGraphs* graphs = nullptr;
+  std::string graph_context;
 };
 
 /// diffusers' denoising loop of StableDiffusionPipeline and StableDiffusionXLPipeline, from

@@ -219,6 +219,7 @@ const std::vector<FamilySpec>& family_specs() {
           stable_diffusion_lora_rules,
           /*default_strength=*/0.8,  // StableDiffusionImg2ImgPipeline
           /*default_inpaint_strength=*/1.0,  // StableDiffusionInpaintPipeline
+          /*cuda_graphs=*/true,
       },
       {
           "stable-diffusion-xl",
@@ -239,6 +240,7 @@ const std::vector<FamilySpec>& family_specs() {
           stable_diffusion_xl_lora_rules,
           /*default_strength=*/0.3,  // StableDiffusionXLImg2ImgPipeline
           /*default_inpaint_strength=*/0.9999,  // StableDiffusionXLInpaintPipeline
+          /*cuda_graphs=*/true,
       },
       {
           "qwen-image",
@@ -261,6 +263,7 @@ const std::vector<FamilySpec>& family_specs() {
           qwen_image_lora_rules,
           /*default_strength=*/0.6,          // QwenImageImg2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // QwenImageInpaintPipeline; the Edit classes' references: neither
+          /*cuda_graphs=*/true,
       },
       {
           "z-image",
@@ -280,6 +283,8 @@ const std::vector<FamilySpec>& family_specs() {
           Prediction::kFlowVelocity,
           z_image_lora_rules,
           /*default_strength=*/0.6,  // ZImageImg2ImgPipeline
+          /*default_inpaint_strength=*/0,
+          /*cuda_graphs=*/true,
       },
       {
           "flux",
@@ -302,6 +307,7 @@ const std::vector<FamilySpec>& family_specs() {
           flux_lora_rules,
           /*default_strength=*/0.6,          // FluxImg2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // FluxInpaintPipeline
+          /*cuda_graphs=*/true,
       },
       {
           "chroma",
@@ -321,6 +327,8 @@ const std::vector<FamilySpec>& family_specs() {
           Prediction::kFlowVelocity,
           chroma_lora_rules,
           /*default_strength=*/0.9,  // ChromaImg2ImgPipeline
+          /*default_inpaint_strength=*/0,
+          /*cuda_graphs=*/true,
       },
       {
           "flux2",
@@ -341,6 +349,7 @@ const std::vector<FamilySpec>& family_specs() {
           flux2_lora_rules,  // Flux2LoraLoaderMixin: the transformer
           /*default_strength=*/0,  // no img2img: Flux2KleinPipeline's `image` is a reference (flux2_reference_facts)
           /*default_inpaint_strength=*/0,
+          /*cuda_graphs=*/true,
       },
       {
           "flux2-dev",
@@ -362,6 +371,7 @@ const std::vector<FamilySpec>& family_specs() {
           flux2_lora_rules,  // Flux2LoraLoaderMixin, as for [klein]: the transformer
           /*default_strength=*/0,  // no img2img: Flux2Pipeline's `image` is a reference (flux2_reference_facts)
           /*default_inpaint_strength=*/0,
+          /*cuda_graphs=*/true,  // the same pipeline code as [klein]'s (flux2.cpp)
       },
       {
           "stable-diffusion-3",
@@ -385,6 +395,7 @@ const std::vector<FamilySpec>& family_specs() {
           stable_diffusion_3_lora_rules,
           /*default_strength=*/0.6,          // StableDiffusion3Img2ImgPipeline
           /*default_inpaint_strength=*/0.6,  // StableDiffusion3InpaintPipeline
+          /*cuda_graphs=*/true,
       },
   };
   return table;
@@ -402,6 +413,16 @@ std::string supported_pipeline_classes() {
   for (const FamilySpec& f : family_specs())
     names.insert(names.end(), f.pipeline_classes.begin(), f.pipeline_classes.end());
   return join(names);
+}
+
+std::string family_labels(const std::function<bool(const FamilySpec&)>& which) {
+  std::vector<std::string> labels;
+  for (const FamilySpec& f : family_specs())
+    if (which(f)) labels.push_back(f.label);
+  if (labels.size() < 2) return join(labels);
+  const std::string last = labels.back();
+  labels.pop_back();
+  return join(labels) + " and " + last;
 }
 
 std::string values_by_family(const std::function<std::string(const FamilySpec&)>& value) {

@@ -120,8 +120,7 @@ class FluxPipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
     if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux_default_size(md));
     info_.setting_specs = specs;
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.1).
@@ -209,9 +208,7 @@ class FluxPipeline : public LoraPipeline {
     // FluxPipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a step cache
     // state each, for this batch (diffusers and cache-dit reset theirs at every call).
     const BlockCaches caches(settings);
-    if (graphs_ && (caches.cond() || caches.uncond()))
-      throw InputError("--cuda-graphs with a step cache (first_block_cache or dbcache): a cache decides on the host, "
-                       "per step, which blocks run, and a graph replays the ones it captured; drop one");
+    nn::check_no_step_cache(graphs_.get(), caches.cond() || caches.uncond());
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -279,7 +276,7 @@ class FluxPipeline : public LoraPipeline {
 
     // --cuda-graphs: where the transformer's weights are for this batch's calls (two-phase chunks may have
     // brought it back elsewhere since the last batch).
-    const void* weights = graphs_ ? transformer_->parameters().front().data_ptr() : nullptr;
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
@@ -294,12 +291,11 @@ class FluxPipeline : public LoraPipeline {
       // One transformer call: eager, or replayed from its CUDA graph (--cuda-graphs; the same kernels).
       const auto transformer = [&](const at::Tensor& in, const auto& embeds, const at::Tensor& t, const at::Tensor& g,
                                    nn::BlockCache* cache, const char* context) {
-        if (!graphs_) return transformer_->forward(in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g, cache);
-        return graphs_->run({in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g},
-                            std::string(context) + "/" + lora_key("transformer"), weights,
-                            [&](const std::vector<at::Tensor>& v) {
-                              return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
-                            });
+        return nn::run_denoiser(graphs_.get(), {in, embeds.t5, embeds.pooled, t, image_ids, text_ids, g},
+                                std::string(context) + "/" + lora_key("transformer"), weights,
+                                [&](const std::vector<at::Tensor>& v) {
+                                  return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5], v[6], cache);
+                                });
       };
       at::Tensor pred = transformer(input, cond, timestep, guidance, caches.cond(), "cond").slice(1, 0, length);
       if (!cfg_rows.empty()) {
@@ -316,10 +312,7 @@ class FluxPipeline : public LoraPipeline {
         latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
     caches.count_into(statistics_);  // the images of this batch, for the run summary
-    if (graphs_) {
-      statistics_["cuda_graph_captures"] = graphs_->captures();
-      statistics_["cuda_graph_replays"] = graphs_->replays();
-    }
+    nn::count_graphs_into(graphs_.get(), statistics_);
     throw_if_cancelled();
 
     const at::Tensor z = packed_latents_for_decode(latents, h, w, vae_config_, dtype_);

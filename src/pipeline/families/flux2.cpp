@@ -24,6 +24,7 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl_flux2.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/transformers/flux2_transformer.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
@@ -208,14 +209,15 @@ class Flux2Pipeline : public LoraPipeline {
     start_components(family_, r);
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, flux2_default_size(md));
     // check_inputs: height and width should be multiples of vae_scale_factor * 2 (16 for FLUX.2).
     info_.size_multiple = static_cast<int>(2 * vae_config_.kl.scale_factor());
   }
 
   const PipelineInfo& info() const override { return info_; }
+  json statistics() const override { return statistics_; }
 
   // Ref: Flux2KleinPipeline.__call__, step 4 (process images).
   ReferenceSize reference_size(int width, int height, const json& settings) const override {
@@ -327,6 +329,20 @@ class Flux2Pipeline : public LoraPipeline {
     at::Tensor guidance_input;
     if (model_.embedded_guidance) guidance_input = at::full({b}, guidance, at::TensorOptions().dtype(at::kFloat).device(device_));
 
+    // --cuda-graphs (nn/cuda_graphs.h): the transformer's weights for this batch's calls. Every input of a call is a
+    // tensor on the device (the ids too), and the forward reads nothing back from the device. FLUX.2 takes no step
+    // cache.
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
+    // One transformer call (the prompt's, or CFG's negative without the guidance input): eager, or replayed from its
+    // CUDA graph (the same kernels).
+    const auto transformer = [&](const at::Tensor& input, const at::Tensor& embeds, const at::Tensor& timestep,
+                                 const at::Tensor& guidance_in, const char* context) {
+      return nn::run_denoiser(graphs_.get(), {input, embeds, timestep, image_ids, text_ids, guidance_in},
+                              std::string(context) + "/" + lora_key("transformer"), weights,
+                              [&](const std::vector<at::Tensor>& v) {
+                                return transformer_->forward(v[0], v[1], v[2], v[3], v[4], v[5]);
+                              });
+    };
     for (int64_t i = 0; i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
@@ -335,15 +351,15 @@ class Flux2Pipeline : public LoraPipeline {
       // latents' tokens only (noise_pred[:, :latents.size(1)]).
       const at::Tensor input = (reference_latents.defined() ? at::cat({latents, reference_latents}, 1) : latents).to(dtype_);
       const int64_t tokens = latents.size(1);
-      at::Tensor pred =
-          transformer_->forward(input, prompt_embeds, timestep, image_ids, text_ids, guidance_input).narrow(1, 0, tokens);
+      at::Tensor pred = transformer(input, prompt_embeds, timestep, guidance_input, "cond").narrow(1, 0, tokens);
       if (cfg) {
         const at::Tensor neg =
-            transformer_->forward(input, negative_embeds, timestep, image_ids, text_ids).narrow(1, 0, tokens);
+            transformer(input, negative_embeds, timestep, at::Tensor(), "uncond").narrow(1, 0, tokens);
         pred = neg + guidance * (pred - neg);
       }
       latents = scheduler_->step(pred, i, latents, noise.generators);
     }
+    nn::count_graphs_into(graphs_.get(), statistics_);
     throw_if_cancelled();
 
     // _unpack_latents_with_ids: each token back to (row, column); then the bn statistics, the 2x2 unpatchify
@@ -434,7 +450,9 @@ class Flux2Pipeline : public LoraPipeline {
   std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;     // null while two-phase chunks release it,
   std::shared_ptr<Flux2Transformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLFlux2Impl> vae_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   PipelineInfo info_;
+  json statistics_ = json::object();  ///< statistics(): the graphs' counts over the run
 };
 
 }  // namespace

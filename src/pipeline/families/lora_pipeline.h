@@ -6,10 +6,12 @@
 // load_text_encoder() and then its denoiser with load_denoiser() (the VAE as it likes), calls
 // use_loras() first in generate(), keys its cache entries by lora_key() of each encoder, runs every
 // encoder inside a cache miss after encoder_phase(), calls denoiser_phase() before it denoises, and
-// loads its VAE with load_vae() and calls vae_phase() before each VAE encode or decode.
+// loads its VAE with load_vae() and calls vae_phase() before each VAE encode or decode (the VAE may be released
+// between two phases: the family reads it through its member at each use).
 // encode_prompts() makes the same encoder calls generate() makes, so that prepare() can make them
 // for a whole chunk ahead: generate() then finds each one in the cache.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -74,12 +76,14 @@ class LoraPipeline : public TextToImage {
     }
     load_slot(Group::kDenoiser, md.at(name), member, options, /*lora=*/true);
   }
-  /// The VAE: always resident, but with --offload model on the device only between vae_phase() and the
-  /// next phase.
+  /// The VAE, with --vae-tiling's `tiling` set on it at each load. With two-phase it loads when first needed
+  /// (vae_phase()) and the text encoders' phase releases it, as the denoiser's; with --offload model it is on the
+  /// device only between vae_phase() and the next phase; otherwise it stays resident.
   template <typename Impl>
   void load_vae(const ModelDir& md, const std::string& name, std::shared_ptr<Impl>& member,
-                const at::TensorOptions& options, const LoadOptions& load_options = {}) {
-    load_slot(Group::kVae, md.at(name), member, options, /*lora=*/false, load_options);
+                const at::TensorOptions& options, bool tiling, const LoadOptions& load_options = {}) {
+    load_slot(Group::kVae, md.at(name), member, options, /*lora=*/false, load_options,
+              std::function<void(Impl&)>([tiling](Impl& vae) { vae.set_tiling(tiling); }));  // enable_tiling()
   }
 
   /// Puts the batch's LoRAs in place: a no-op when they are the set merged already. Call first
@@ -104,9 +108,10 @@ class LoraPipeline : public TextToImage {
   PromptEmbeddingCache embeddings_{kPromptEmbeddingCacheEntries, kPromptEmbeddingCacheBytes};
 
  private:
+  /// `configure`: what the family sets on the module after each load (the VAE's tiling), or null.
   template <typename Impl>
   void load_slot(Group group, const Component& c, std::shared_ptr<Impl>& member, const at::TensorOptions& options,
-                 bool lora, const LoadOptions& load_options = {}) {
+                 bool lora, const LoadOptions& load_options = {}, std::function<void(Impl&)> configure = nullptr) {
     // Offloaded modules load into host memory: model offload moves them whole to the device when they
     // run (enter()), block offload moves the non-block part of the denoiser, and of a text encoder with
     // layer lists (T5, the Qwen decoders; CLIP is small and stays whole), there at once.
@@ -116,9 +121,10 @@ class LoraPipeline : public TextToImage {
         residency_.model_offload() || blocks ? options.device(c10::Device(c10::kCPU)) : options;
     const bool channels_last = channels_last_ && group != Group::kTextEncoders;
     auto load = [&member, c, load_to, load_options, blocks, channels_last, device = options.device(),
-                 per_group = block_offload_]() -> torch::nn::Module& {
+                 per_group = block_offload_, configure]() -> torch::nn::Module& {
       c10::InferenceMode guard;
       member = load_component_as<Impl>(c, load_to, load_options);
+      if (configure) configure(*member);
       // Before block offload takes its host copies, which keep the strides (nn/offload.h).
       if (channels_last) nn::to_channels_last(*member);
       if constexpr (std::is_base_of_v<nn::OffloadableBlocks, Impl>) {
@@ -135,7 +141,8 @@ class LoraPipeline : public TextToImage {
       if (blocks && group == Group::kDenoiser) denoiser_blocks_ = accounting;
       if (blocks && group == Group::kTextEncoders) text_encoder_blocks_.push_back(accounting);
     }
-    if (residency_.two_phase() && group == Group::kDenoiser) {
+    // Two-phase loads the denoiser and the VAE when first needed: a chunk's encoding comes first, alone.
+    if (residency_.two_phase() && (group == Group::kDenoiser || group == Group::kVae)) {
       const std::shared_ptr<torch::nn::Module> shapes = check_component(c, load_to);
       if (lora) loras_->add_detached(c.name, *shapes, load_to, unfused);
     } else {

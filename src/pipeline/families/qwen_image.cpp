@@ -30,6 +30,7 @@
 #include "dpinfer/pipeline/models/transformers/qwen_image_transformer_config.h"
 #include "dpinfer/pipeline/models/vision/qwen2_5_vl_vision.h"
 #include "dpinfer/pipeline/models/vision/qwen2_vl_image_processor.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
 #include "dpinfer/util/error.h"
@@ -199,8 +200,8 @@ class QwenImagePipeline : public LoraPipeline {
       load_text_encoder(vision.front(), visual_, options);
     }
     load_denoiser(md, "transformer", transformer_, options);
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, qwen_image_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * 2 (16 for Qwen-Image).
     info_.size_multiple = static_cast<int>(2 * vae_config_.scale_factor());
@@ -266,6 +267,7 @@ class QwenImagePipeline : public LoraPipeline {
     // QwenImagePipeline runs the prompt under cache_context("cond") and true CFG's negative under "uncond": a step
     // cache state each, for this batch (diffusers and cache-dit reset theirs at every call).
     const BlockCaches caches(resolve_settings(info_.setting_specs, first.settings, "image settings", family_.label));
+    nn::check_no_step_cache(graphs_.get(), caches.cond() || caches.uncond());
     use_loras(batch);
     c10::InferenceMode guard;
     const int64_t b = static_cast<int64_t>(batch.size());
@@ -340,6 +342,26 @@ class QwenImagePipeline : public LoraPipeline {
     if (!cfg_rows.empty() && static_cast<int64_t>(cfg_rows.size()) < b)
       rows = at::tensor(cfg_rows, at::kLong).to(device_);
 
+    // --cuda-graphs (nn/cuda_graphs.h): the transformer's weights for this batch's calls, and the host inputs a
+    // capture keeps in the context: the token grids (the latents' and each reference's, the MSRoPE positions; two
+    // Edit Plus batches may hold as many tokens in other grids). The text lengths only check the call (the mask
+    // carries them). The forward reads nothing back from the device, and its MSRoPE tables reach the device at the
+    // first call, a warm-up before any capture (QwenImageTransformer2DModelImpl::forward, nn::MSRope).
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
+    std::string call_key = "/" + lora_key("transformer") + "/grids";
+    for (const nn::TokenGrid& g : grid)
+      call_key += " " + std::to_string(g.frames) + "x" + std::to_string(g.height) + "x" + std::to_string(g.width);
+    // One transformer call: eager, or replayed from its CUDA graph (the same kernels). kMasked: the text padding
+    // is no key, so an image depends only on its own prompt (diffusers 0.36 attends to it; its goldens here record
+    // each prompt alone).
+    const auto transformer = [&](const at::Tensor& x, const TextConditioning& text, const at::Tensor& t,
+                                 nn::BlockCache* cache, const char* context) {
+      return nn::run_denoiser(graphs_.get(), {x, text.embeds, text.mask, t}, context + call_key, weights,
+                              [&](const std::vector<at::Tensor>& v) {
+                                return transformer_->forward(v[0], v[1], v[2], v[3], grids(v[0].size(0), grid),
+                                                             text.lengths, QwenTextPadding::kMasked, cache);
+                              });
+    };
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 in that dtype
@@ -348,18 +370,11 @@ class QwenImagePipeline : public LoraPipeline {
       // prediction for the latents' only (noise_pred[:, : latents.size(1)]).
       const at::Tensor input = edit_ ? at::cat({latents, reference_latents}, 1) : latents;
       const int64_t length = latents.size(1);
-      // kMasked: the text padding is no key, so an image depends only on its own prompt
-      // (diffusers 0.36 attends to it; its goldens here record each prompt alone).
-      at::Tensor pred = transformer_->forward(input, cond.embeds, cond.mask, timestep, grids(b, grid), cond.lengths,
-                                              QwenTextPadding::kMasked, caches.cond())
-                            .slice(1, 0, length);
+      at::Tensor pred = transformer(input, cond, timestep, caches.cond(), "cond").slice(1, 0, length);
       if (!cfg_rows.empty()) {
         const at::Tensor x = rows.defined() ? input.index_select(0, rows) : input;
         const at::Tensor t = rows.defined() ? timestep.index_select(0, rows) : timestep;
-        const at::Tensor neg = transformer_->forward(x, uncond.embeds, uncond.mask, t, grids(x.size(0), grid),
-                                                     uncond.lengths, QwenTextPadding::kMasked,
-                                                     caches.uncond())
-                                   .slice(1, 0, length);
+        const at::Tensor neg = transformer(x, uncond, t, caches.uncond(), "uncond").slice(1, 0, length);
         const at::Tensor text = rows.defined() ? pred.index_select(0, rows) : pred;
         // comb = neg + s (text - neg), rescaled to the text prediction's norm per token
         const at::Tensor comb = neg + first.guidance_scale * (text - neg);
@@ -373,6 +388,7 @@ class QwenImagePipeline : public LoraPipeline {
         latents = blend_kept_region(*scheduler_, latents, inpaint.image, inpaint.noise, inpaint.mask, begin + i + 1);
     }
     caches.count_into(statistics_);  // the images of this batch, for the run summary
+    nn::count_graphs_into(graphs_.get(), statistics_);
     throw_if_cancelled();
 
     // latents / (1 / std) + mean, per channel, in the VAE's dtype, as diffusers writes it
@@ -553,6 +569,7 @@ class QwenImagePipeline : public LoraPipeline {
   std::unique_ptr<Scheduler> scheduler_;
   std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;            // null while two-phase chunks release it,
   std::shared_ptr<QwenImageTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   std::shared_ptr<AutoencoderKLQwenImageImpl> vae_;
   bool edit_ = false;  ///< model_index.json names QwenImageEditPipeline or QwenImageEditPlusPipeline
   bool plus_ = false;  ///< QwenImageEditPlusPipeline (Qwen-Image-Edit-2509): several references, each resized here
@@ -560,7 +577,7 @@ class QwenImagePipeline : public LoraPipeline {
   std::shared_ptr<Qwen2_5_VLVisionModelImpl> visual_;  ///< Edit: the text encoder's vision tower
   PipelineInfo info_;
   bool warned_no_negative_ = false;
-  json statistics_ = json::object();  ///< statistics(): First Block Cache's counts over the run
+  json statistics_ = json::object();  ///< statistics(): the step caches' counts over the run, and the graphs'
 };
 
 }  // namespace

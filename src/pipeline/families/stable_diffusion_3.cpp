@@ -18,6 +18,7 @@
 #include "dpinfer/pipeline/models/text_encoders/t5_config.h"
 #include "dpinfer/pipeline/models/text_encoders/t5_encoder_model.h"
 #include "dpinfer/pipeline/models/transformers/sd3_transformer.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/tokenizer.h"
@@ -142,8 +143,8 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     load_text_encoder(md, "text_encoder_2", text_encoder_2_, options, /*lora=*/true);
     if (has_t5_) load_text_encoder(md, "text_encoder_3", text_encoder_3_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), settings, stable_diffusion_3_default_size(md));
     // check_inputs: height and width must be multiples of vae_scale_factor * patch_size (16 for SD3).
     info_.size_multiple = static_cast<int>(vae_config_.scale_factor() * transformer_config_.patch_size);
@@ -191,6 +192,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     // DBCache on transformer_blocks: cache-dit's SD3 adapter keeps one context for the call's whole CFG batch (no
     // separate CFG), so one state for this batch, deciding per image from its negative and prompt rows, j and B + j.
     const BlockCaches caches(settings);
+    nn::check_no_step_cache(graphs_.get(), caches.cond() != nullptr);
     std::vector<std::vector<int64_t>> cfg_rows;
     const auto b = static_cast<int64_t>(batch.size());
     if (cfg)
@@ -252,11 +254,26 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       generators = std::move(noise.generators);
     }
 
+    // --cuda-graphs (nn/cuda_graphs.h): the transformer's weights for this batch's calls. A call's host input, the
+    // blocks skip-layer guidance leaves out, is in its graph's context; the forward reads nothing back from the
+    // device (the patch embedding's positions are a device buffer).
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
+    // One transformer call (the CFG batch [negative, prompt], or SLG's pass without `skip`): eager, or replayed
+    // from its CUDA graph (the same kernels).
+    const auto transformer = [&](const at::Tensor& x, const at::Tensor& text, const at::Tensor& pooled_text,
+                                 const at::Tensor& t, const std::vector<int64_t>& skip, nn::BlockCache* cache) {
+      std::string context = skip.empty() ? "call" : "skip";
+      for (int64_t layer : skip) context += " " + std::to_string(layer);
+      return nn::run_denoiser(graphs_.get(), {x, text, pooled_text, t}, context + "/" + lora_key("transformer"),
+                              weights, [&](const std::vector<at::Tensor>& v) {
+                                return transformer_->forward(v[0], v[1], v[2], v[3], skip, cache, cfg_rows);
+                              });
+    };
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       const at::Tensor x = cfg ? at::cat({latents, latents}) : latents;
       const at::Tensor t = timesteps[begin + i].to(device_).expand({x.size(0)});  // float32, sigma * 1000
-      at::Tensor pred = transformer_->forward(x, hidden, pooled, t, {}, caches.cond(), cfg_rows);
+      at::Tensor pred = transformer(x, hidden, pooled, t, {}, caches.cond());
       // Skip-layer guidance (SD3.5): with CFG, at steps start * steps < i < stop * steps, a pass on the
       // prompt alone without the listed blocks, and pred += (text - skipped) * scale.
       const double steps = static_cast<double>(first.steps);
@@ -265,8 +282,9 @@ class StableDiffusion3Pipeline : public LoraPipeline {
       const at::Tensor text_pred = slg ? pred.chunk(2)[1] : at::Tensor();
       if (cfg) pred = guided(pred, guidance, 0.0);  // uncond + s (text - uncond)
       if (slg) {
-        const at::Tensor skipped = transformer_->forward(latents, cond_hidden, cond_pooled,
-                                                         timesteps[begin + i].to(device_).expand({latents.size(0)}), skip_layers);
+        const at::Tensor skipped = transformer(latents, cond_hidden, cond_pooled,
+                                               timesteps[begin + i].to(device_).expand({latents.size(0)}), skip_layers,
+                                               nullptr);
         pred = pred + (text_pred - skipped) * slg_scale;
       }
       latents = scheduler_->step(pred, i, latents, generators);
@@ -275,6 +293,7 @@ class StableDiffusion3Pipeline : public LoraPipeline {
     }
     throw_if_cancelled();
     caches.count_into(statistics_);  // the images of this batch, for the run summary
+    nn::count_graphs_into(graphs_.get(), statistics_);
     // StableDiffusion3InpaintPipeline decodes latents / scaling_factor and leaves out the shift_factor that its
     // own encode subtracted (diffusers 0.36; its text-to-image and img2img pipelines add it back). dpinfer keeps
     // diffusers' image, so an inpainting item decodes as that pipeline does.
@@ -376,8 +395,9 @@ class StableDiffusion3Pipeline : public LoraPipeline {
   std::shared_ptr<T5EncoderModelImpl> text_encoder_3_;  // null without T5
   std::shared_ptr<SD3Transformer2DModelImpl> transformer_;
   std::shared_ptr<AutoencoderKLImpl> vae_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   PipelineInfo info_;
-  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run, and the graphs'
 };
 
 }  // namespace

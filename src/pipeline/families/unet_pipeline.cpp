@@ -36,11 +36,11 @@ void UNetPipeline::load_unet_and_vae(const ModelDir& model, const LoadRequest& r
   c10::InferenceMode guard;
   const auto options = at::TensorOptions().dtype(dtype_).device(device_);
   load_denoiser(model, "unet", unet_, options);
+  if (request.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
   LoadOptions vae_load;
   if (vae_dtype != dtype_) vae_load.round_through = dtype_;
-  load_vae(model, "vae", vae_, options.dtype(vae_dtype), vae_load);
+  load_vae(model, "vae", vae_, options.dtype(vae_dtype), request.vae_tiling, vae_load);  // and its tiling
   vae_dtype_ = vae_dtype;
-  vae_->set_tiling(request.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
   info_ = pipeline_info(model, request, family_, scheduler_->name(), info_.settings, family_.default_size(model));
   // An inpainting checkpoint's UNet takes the latents, the mask and the masked image's latents.
   info_.requires_mask = unet_config_.in_channels == 2 * vae_config_.latent_channels + 1;
@@ -168,6 +168,10 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
     deep_cache.emplace(interval, state.settings["deep_cache_branch"].get<int64_t>());
     conditioning.deep_cache = &*deep_cache;
   }
+  // --cuda-graphs: DeepCache decides on the host which branch runs, as the DiTs' step caches do (refused alike).
+  nn::check_no_step_cache(graphs_.get(), deep_cache.has_value(), "deep_cache_interval");
+  conditioning.graphs = graphs_.get();
+  conditioning.graph_context = "unet/" + lora_key("unet");
   at::Tensor latents;
   InpaintState inpaint;
   if (first.mask) {
@@ -197,6 +201,7 @@ std::vector<RgbImage> UNetPipeline::denoise_and_decode(
                       device_);  // [B, 4, h, w]
   }
   if (deep_cache) deep_cache->count_into(statistics_);  // the images of this batch, for the run summary
+  nn::count_graphs_into(graphs_.get(), statistics_);
   throw_if_cancelled();
   vae_phase();  // --offload model: the VAE to the device to decode
   return to_rgb(vae_->decode(to_vae_space(latents)));  // [B, 3, H, W]

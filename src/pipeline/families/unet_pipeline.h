@@ -16,6 +16,7 @@
 #include "dpinfer/pipeline/model_dir.h"
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/unets/unet_2d_condition.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/text_to_image.h"
 #include "lora_pipeline.h"
 
@@ -82,6 +83,7 @@ class UNetPipeline : public LoraPipeline {
   bool upcast_vae_encode_ = false;
   std::vector<at::Generator> inpaint_generators_;  ///< the batch's, from inpaint_start()
   std::shared_ptr<UNet2DConditionModelImpl> unet_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   std::shared_ptr<AutoencoderKLImpl> vae_;
   std::unique_ptr<PipelineScheduler> scheduler_;
   PipelineInfo info_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -16,6 +17,7 @@
 #include "dpinfer/pipeline/models/autoencoders/autoencoder_kl.h"
 #include "dpinfer/pipeline/models/text_encoders/decoder_llm_text_encoder.h"
 #include "dpinfer/pipeline/models/transformers/z_image_transformer.h"
+#include "dpinfer/pipeline/nn/cuda_graphs.h"
 #include "dpinfer/pipeline/schedulers/flow_match.h"
 #include "dpinfer/pipeline/schedulers/scheduler.h"
 #include "dpinfer/pipeline/text/qwen2_tokenizer.h"
@@ -126,8 +128,8 @@ class ZImagePipeline : public LoraPipeline {
     // ZImageLoraLoaderMixin: the transformer only.
     load_text_encoder(md, "text_encoder", text_encoder_, options, /*lora=*/false);
     load_denoiser(md, "transformer", transformer_, options);
-    load_vae(md, "vae", vae_, options);
-    vae_->set_tiling(r.vae_tiling);  // diffusers: pipe.vae.enable_tiling()
+    if (r.cuda_graphs) graphs_ = std::make_unique<nn::DenoiserGraphs>();
+    load_vae(md, "vae", vae_, options, r.vae_tiling);  // with diffusers' pipe.vae.enable_tiling() as asked
     info_ = pipeline_info(md, r, family_, scheduler_->name(), info_.settings, family_.default_size(md));
     // ZImagePipeline's check is against vae_scale_factor * 2 (16 for the real VAE), not the family's 16.
     info_.size_multiple = static_cast<int>(size_multiple());
@@ -146,6 +148,7 @@ class ZImagePipeline : public LoraPipeline {
     // DBCache on the main layers: cache-dit's Z-Image adapter keeps one context for the call's whole CFG batch
     // (no separate CFG), so one state for this batch, deciding per image from its prompt and negative rows.
     const BlockCaches caches(settings);
+    nn::check_no_step_cache(graphs_.get(), caches.cond() != nullptr);
     const int max_length = settings["max_sequence_length"].get<int>();
     const double cfg_normalization = settings["cfg_normalization"].get<double>();
     const double cfg_truncation = settings["cfg_truncation"].get<double>();
@@ -196,6 +199,23 @@ class ZImagePipeline : public LoraPipeline {
     // The CFG batch's rows of image j: its prompt's, j, and its negative's, b + j.
     std::vector<std::vector<int64_t>> cfg_rows;
     for (int64_t j = 0; j < b; ++j) cfg_rows.push_back({j, b + j});
+    // --cuda-graphs (nn/cuda_graphs.h): the transformer's weights for this batch's calls. A call's host input, each
+    // caption's token count (it shapes the padded caption rows and their positions, which the forward builds on
+    // the device), is in its graph's context. cfg_truncation's t.item() stays outside, in this loop.
+    const uint64_t weights = nn::denoiser_weights(graphs_.get(), *transformer_);
+    // One transformer call (the CFG batch [prompt, negative], or the prompt alone): eager, or replayed from its CUDA
+    // graph (the same kernels).
+    const auto transformer = [&](const at::Tensor& x, const at::Tensor& t, const Captions& captions,
+                                 const std::vector<std::vector<int64_t>>& rows) {
+      std::string context = rows.empty() ? "cond" : "cfg";
+      context += "/" + lora_key("transformer") + "/lengths";
+      for (int64_t length : captions.lengths) context += " " + std::to_string(length);
+      return nn::run_denoiser(graphs_.get(), {x, t, captions.features}, context, weights,
+                              [&](const std::vector<at::Tensor>& v) {
+                                return transformer_->forward(v[0], v[1], v[2], captions.lengths, kPatch, kFramePatch,
+                                                             caches.cond(), rows);
+                              });
+    };
     for (int64_t i = 0; begin + i < timesteps.size(0); ++i) {
       throw_if_cancelled();
       // The model's time runs the other way: (1000 - t) / 1000 in float32, 0 at the start.
@@ -209,20 +229,18 @@ class ZImagePipeline : public LoraPipeline {
       const at::Tensor x = latents.to(dtype_);
       at::Tensor velocity;
       if (apply_cfg) {
-        at::Tensor out = transformer_->forward(at::cat({x, x}), t.expand({2 * b}).to(device_),
-                                               with_negative->features, with_negative->lengths, kPatch, kFramePatch,
-                                               caches.cond(), cfg_rows);  // [2B, C, h, w]
+        at::Tensor out = transformer(at::cat({x, x}), t.expand({2 * b}).to(device_), *with_negative,
+                                     cfg_rows);  // [2B, C, h, w]
         velocity = guided(out, b, scale, cfg_normalization);
       } else {
-        velocity = transformer_->forward(x, t.expand({b}).to(device_), positive.features, positive.lengths, kPatch,
-                                         kFramePatch, caches.cond())
-                       .to(at::kFloat);
+        velocity = transformer(x, t.expand({b}).to(device_), positive, {}).to(at::kFloat);
       }
       // The transformer predicts the flow the other way round, so the step takes its negation.
       latents = scheduler_->step(-velocity, i, latents, generators);
     }
     throw_if_cancelled();
     caches.count_into(statistics_);  // the images of this batch, for the run summary
+    nn::count_graphs_into(graphs_.get(), statistics_);
     const double shift = *vae_config_.shift_factor;
     at::Tensor z = latents.to(dtype_) / vae_config_.scaling_factor + shift;
     vae_phase();  // --offload model: the VAE to the device to decode
@@ -329,8 +347,9 @@ class ZImagePipeline : public LoraPipeline {
   std::shared_ptr<DecoderLLMTextEncoderImpl> text_encoder_;         // null while two-phase chunks release it,
   std::shared_ptr<ZImageTransformer2DModelImpl> transformer_;  // and this one while the encoder runs
   std::shared_ptr<AutoencoderKLImpl> vae_;
+  std::unique_ptr<nn::DenoiserGraphs> graphs_;  ///< --cuda-graphs, else null
   PipelineInfo info_;
-  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run
+  json statistics_ = json::object();  ///< statistics(): DBCache's counts over the run, and the graphs'
 };
 
 }  // namespace

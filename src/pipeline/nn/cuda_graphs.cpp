@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "dpinfer/pipeline/nn/layers.h"
 #include "dpinfer/util/error.h"
 
 namespace dpinfer::pipeline::nn {
@@ -50,7 +51,7 @@ struct DenoiserGraphs::Graph {
 DenoiserGraphs::DenoiserGraphs() = default;
 DenoiserGraphs::~DenoiserGraphs() = default;
 
-at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>& inputs, const std::string& context, const void* weights,
+at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>& inputs, const std::string& context, uint64_t weights,
                                const Call& call) {
   if (weights != weights_) {
     graphs_.clear();  // the graphs read the weights' old addresses
@@ -95,10 +96,46 @@ struct DenoiserGraphs::Graph {};
 
 DenoiserGraphs::DenoiserGraphs() { throw InputError(kWithoutCuda); }
 DenoiserGraphs::~DenoiserGraphs() = default;
-at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>&, const std::string&, const void*, const Call&) {
+at::Tensor DenoiserGraphs::run(const std::vector<at::Tensor>&, const std::string&, uint64_t, const Call&) {
   throw Error("DenoiserGraphs::run without CUDA");
 }
 
 #endif
+
+at::Tensor run_denoiser(DenoiserGraphs* graphs, const std::vector<at::Tensor>& inputs, const std::string& context,
+                        uint64_t weights, const DenoiserGraphs::Call& call) {
+  return graphs ? graphs->run(inputs, context, weights, call) : call(inputs);
+}
+
+void check_no_step_cache(const DenoiserGraphs* graphs, bool step_cache, const std::string& settings) {
+  if (graphs && step_cache)
+    throw InputError("--cuda-graphs with a step cache (" + settings + "): a cache decides on the host, per step, "
+                     "which blocks run, and a graph replays the ones it captured; drop one");
+}
+
+uint64_t denoiser_weights(const DenoiserGraphs* graphs, const torch::nn::Module& denoiser) {
+  return graphs ? weights_fingerprint(denoiser) : 0;
+}
+
+uint64_t weights_fingerprint(const torch::nn::Module& denoiser) {
+  uint64_t hash = 0;
+  const auto mix = [&hash](const void* address) {  // boost::hash_combine's step, on 64 bits
+    hash ^= static_cast<uint64_t>(reinterpret_cast<uintptr_t>(address)) + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+  };
+  mix(denoiser.parameters().front().data_ptr());
+  for (const std::shared_ptr<torch::nn::Module>& module : denoiser.modules(/*include_self=*/false))
+    if (const auto* layer = dynamic_cast<const WeightedLayer*>(module.get()))
+      for (const WeightedLayer::LoraAdapter& adapter : layer->loras()) {
+        mix(adapter.down.data_ptr());
+        mix(adapter.up.data_ptr());
+      }
+  return hash;
+}
+
+void count_graphs_into(const DenoiserGraphs* graphs, nlohmann::json& statistics) {
+  if (!graphs) return;
+  statistics["cuda_graph_captures"] = graphs->captures();
+  statistics["cuda_graph_replays"] = graphs->replays();
+}
 
 }  // namespace dpinfer::pipeline::nn

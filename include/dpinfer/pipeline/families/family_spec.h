@@ -46,6 +46,9 @@ struct FamilySpec {
   /// Inpainting: the strength of an item with a mask that sets none; 0 when the family takes no mask. (A class whose
   /// images are references to edit takes neither: Family::reference_facts.)
   double default_inpaint_strength = 0;
+  /// --cuda-graphs (issue 28, nn/cuda_graphs.h): the family's denoising loop runs its denoiser calls through CUDA
+  /// graphs when asked; load_text_to_image refuses the option for a row without it.
+  bool cuda_graphs = false;
 };
 
 /// Every family's facts, in the order inspect and the README list them.
@@ -56,6 +59,10 @@ const FamilySpec* find_family_spec(const std::string& pipeline_class);
 
 /// Every pipeline class any family serves, comma-separated, for messages.
 std::string supported_pipeline_classes();
+
+/// The labels of the rows `which` holds for, in row order, as a sentence lists them: "A", "A and B", "A, B and C";
+/// "" for none.
+std::string family_labels(const std::function<bool(const FamilySpec&)>& which);
 
 /// One fact of every row for a help text, grouped by value in row order: "50 for Stable Diffusion, Qwen-Image; 28
 /// for FLUX.1". `value` gives a row's value as it reads; a row whose value is empty is left out.

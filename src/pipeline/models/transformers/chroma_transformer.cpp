@@ -77,15 +77,18 @@ at::Tensor ChromaTransformer2DModelImpl::approximator_input(const at::Tensor& t,
   const at::Device device = t.device();
   // time_proj(timestep).to(timestep.dtype): Timesteps(num_channels, flip_sin_to_cos, shift 0).
   const at::Tensor time = nn::timestep_embedding(t, channels, true, 0.0).to(dtype);  // [B, channels]
-  // guidance_proj(tensor([0] * B)): computed on the CPU (a fresh int64 tensor there), then moved.
-  const at::Tensor guidance =
-      nn::timestep_embedding(at::zeros({batch}, at::kLong), channels, true, 0.0).to(device, dtype);  // [B, channels]
-  // mod_proj: get_timestep_embedding(arange(mod_index_length) * 1000, 2 * num_channels, flip, shift 0), a
-  // buffer computed once on the CPU in float32 at construction; here the same on the CPU per call.
-  const at::Tensor mod =
-      nn::timestep_embedding(at::arange(length, at::kLong) * 1000, 2 * channels, true, 0.0).to(device, dtype);
+  if (!mod_table_.defined() || mod_table_.device() != device || mod_table_.scalar_type() != dtype) {
+    // guidance_proj(tensor([0] * B)): computed on the CPU (a fresh int64 tensor there), then moved. Every row is
+    // the embedding of 0, so one row expanded to B is the same values.
+    guidance_row_ = nn::timestep_embedding(at::zeros({1}, at::kLong), channels, true, 0.0).to(device, dtype);
+    // mod_proj: get_timestep_embedding(arange(mod_index_length) * 1000, 2 * num_channels, flip, shift 0), a
+    // buffer computed once on the CPU in float32 at construction; here the same on the CPU, once per device.
+    mod_table_ =
+        nn::timestep_embedding(at::arange(length, at::kLong) * 1000, 2 * channels, true, 0.0).to(device, dtype);
+  }
+  const at::Tensor guidance = guidance_row_.expand({batch, -1});  // [B, channels]
   const at::Tensor time_guidance = at::cat({time, guidance}, 1).unsqueeze(1).repeat({1, length, 1});
-  return at::cat({time_guidance, mod.unsqueeze(0).repeat({batch, 1, 1})}, -1);  // [B, L, 4 channels]
+  return at::cat({time_guidance, mod_table_.unsqueeze(0).repeat({batch, 1, 1})}, -1);  // [B, L, 4 channels]
 }
 
 // Ref: transformer_chroma.py ChromaTransformer2DModel.forward, ChromaTransformerBlock.forward and

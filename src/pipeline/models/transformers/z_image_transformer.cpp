@@ -137,7 +137,9 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
 
   const at::ScalarType dtype = x_pad_token_.scalar_type();
   const at::Device device = x_pad_token_.device();
-  const auto ids_options = at::TensorOptions().dtype(at::kLong);
+  // The positions are built on the device, from sizes alone: a call captured into a CUDA graph (--cuda-graphs,
+  // nn/cuda_graphs.h) may copy nothing from the host. They are integers, the same values wherever they are made.
+  const auto ids_options = at::TensorOptions().dtype(at::kLong).device(device);
   const int64_t dim = c.dim;
   const int64_t f_tokens = frames / f_patch_size, h_tokens = height / patch_size, w_tokens = width / patch_size;
 
@@ -175,11 +177,12 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
                         .reshape({1, image_len, 3});  // [1, Ni, 3]
   std::vector<at::Tensor> image_ids;
   for (int64_t i = 0; i < batch; ++i) {
-    at::Tensor ids = grid + at::tensor({cap_padded[i] + 1, int64_t{0}, int64_t{0}}, ids_options);
+    at::Tensor ids = grid.clone();
+    ids.select(2, 0).add_(cap_padded[i] + 1);  // + (cap_padded[i] + 1, 0, 0)
     image_ids.push_back(at::constant_pad_nd(ids, {0, 0, 0, image_padded - image_len}));  // [1, Ni_pad, 3]
   }
   const at::Tensor x_freqs =
-      rope_(at::cat(image_ids).reshape({-1, 3}).to(device)).view({batch, image_padded, -1});  // complex64
+      rope_(at::cat(image_ids).reshape({-1, 3})).view({batch, image_padded, -1});  // complex64
   const at::Tensor x_mask = at::ones({batch, image_padded}, at::TensorOptions().dtype(at::kBool).device(device));
   // --offload blocks: each block's group on the device while it runs (nn/offload.h).
   const nn::OffloadedForward offloaded(block_offload());
@@ -203,8 +206,8 @@ at::Tensor ZImageTransformer2DModelImpl::forward(const at::Tensor& latents, cons
     cap_ids.push_back(ids);
   }
   at::Tensor cap_flat = cap_linear_(cap_norm_(at::cat(rows)));  // [sum cap_padded, dim]
-  cap_flat = at::where(at::cat(pad_flags).to(device).unsqueeze(1), cap_pad_token_, cap_flat);
-  const at::Tensor cap_freqs_flat = rope_(at::cat(cap_ids).to(device));  // [sum cap_padded, head_dim/2]
+  cap_flat = at::where(at::cat(pad_flags).unsqueeze(1), cap_pad_token_, cap_flat);
+  const at::Tensor cap_freqs_flat = rope_(at::cat(cap_ids));  // [sum cap_padded, head_dim/2]
   at::Tensor cap = at::zeros({batch, cap_max, dim}, cap_flat.options());
   at::Tensor cap_freqs = at::zeros({batch, cap_max, cap_freqs_flat.size(1)}, cap_freqs_flat.options());
   at::Tensor cap_mask = at::zeros({batch, cap_max}, at::TensorOptions().dtype(at::kBool).device(device));

@@ -88,6 +88,10 @@ class ChromaTransformer2DModelImpl : public torch::nn::Module, public nn::Offloa
   nn::Linear x_embedder_{nullptr}, context_embedder_{nullptr}, proj_out_{nullptr};
   std::vector<FluxTransformerBlock> blocks_;
   std::vector<FluxSingleTransformerBlock> single_blocks_;
+  /// approximator_input's constants, computed on the CPU as diffusers computes them and moved to the device once
+  /// per device and dtype, not at every call (a call captured into a CUDA graph may copy nothing from the host):
+  /// guidance_proj of one zero [1, channels], and mod_proj [mod_index_length, 2 channels].
+  mutable at::Tensor guidance_row_, mod_table_;
 };
 TORCH_MODULE(ChromaTransformer2DModel);
 
