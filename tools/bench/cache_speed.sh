@@ -58,24 +58,13 @@ python="$root/tools/fixtures/.venv/bin/python"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The cut shape: the family's shape with its transformer's block counts lowered, at a path of its own so that
-# dpinfer_bench reuses the weights written for it (its stamp names the shape's path).
-case "$family" in
-  flux-dev) cut='{"num_layers": 2, "num_single_layers": 4}'; cut_name=L2S4; described="FLUX.1-dev cut to 2 + 4 blocks" ;;
-  qwen-image) cut='{"num_layers": 6}'; cut_name=L6; described="Qwen-Image cut to 6 of 60 blocks" ;;
-  *) echo "cache_speed: unknown --family '$family' (flux-dev or qwen-image)" >&2; exit 2 ;;
-esac
+# The cut shape (cut_shape.sh), at a path of its own so that dpinfer_bench reuses the weights written for it.
+# shellcheck source=tools/bench/cut_shape.sh
+. "$root/tools/bench/cut_shape.sh"
+cut_shape_facts "$family" || { echo "cache_speed: unknown --family '$family' (flux-dev or qwen-image)" >&2; exit 2; }
 [ -n "$model_dir" ] || model_dir="/tmp/dpinfer-cache-speed-$family-$cut_name"
 shape="$model_dir.shape"
-rm -rf "$shape"
-cp -rL "$root/configs/models/$family-shape" "$shape"  # -L: its tokenizers are links into tests/data
-python3 - "$shape/transformer/config.json" "$cut" <<'PY'
-import json, sys
-p = sys.argv[1]
-c = json.load(open(p))
-c.update(json.loads(sys.argv[2]))
-json.dump(c, open(p, "w"), indent=2)
-PY
+write_cut_shape "$root" "$shape"
 
 echo "machine: $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load $(cut -d' ' -f1 /proc/loadavg)"
 echo "shape: $described, random bf16 weights, ${size}x${size}, $steps steps, max_sequence_length $msl, batch 1"

@@ -31,25 +31,14 @@ while [ $# -gt 0 ]; do
 done
 bench="$root/build/default/tools/bench/dpinfer_bench"
 [ -x "$bench" ] || { echo "storage_step_speed: $bench is missing; build first" >&2; exit 2; }
-case "$family" in
-  flux-dev) cut='{"num_layers": 2, "num_single_layers": 4}'; cut_name=L2S4; described="FLUX.1-dev cut to 2 + 4 blocks" ;;
-  qwen-image) cut='{"num_layers": 6}'; cut_name=L6; described="Qwen-Image cut to 6 of 60 blocks" ;;
-  *) echo "storage_step_speed: unknown --family '$family' (flux-dev or qwen-image)" >&2; exit 2 ;;
-esac
+# shellcheck source=tools/bench/cut_shape.sh
+. "$root/tools/bench/cut_shape.sh"
+cut_shape_facts "$family" || { echo "storage_step_speed: unknown --family '$family' (flux-dev or qwen-image)" >&2; exit 2; }
 IFS=, read -r s1 s2 <<<"$steps"
 [ -n "${s2:-}" ] && [ "$s2" -gt "$s1" ] || { echo "storage_step_speed: --steps wants two counts S1,S2 with S2 > S1" >&2; exit 2; }
 [ -n "$model_dir" ] || model_dir="/tmp/dpinfer-cache-speed-$family-$cut_name"
 shape="$model_dir.shape"  # the path dpinfer_bench's stamp names: the same as cache_speed.sh's, so the weights are shared
-if [ ! -d "$shape" ]; then
-  cp -rL "$root/configs/models/$family-shape" "$shape"  # -L: its tokenizers are links into tests/data
-  python3 - "$shape/transformer/config.json" "$cut" <<'PY'
-import json, sys
-p = sys.argv[1]
-c = json.load(open(p))
-c.update(json.loads(sys.argv[2]))
-json.dump(c, open(p, "w"), indent=2)
-PY
-fi
+[ -d "$shape" ] || write_cut_shape "$root" "$shape"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) CPU core(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), load $(cut -d' ' -f1 /proc/loadavg)"
